@@ -1,0 +1,249 @@
+//! The client: one connection to a backend, the factory of primitives.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex as StdMutex, Weak};
+
+use crate::backend::{Backend, LockKind, LockState};
+use crate::error::Result;
+use crate::lease::LeaseCore;
+use crate::name::validate_name;
+use crate::options::LockOptions;
+use crate::owner::{random_id, Owner};
+use crate::primitives::{Mutex, RwLock, Semaphore};
+use crate::registry;
+
+/// Where reentrant grants are found again: name, kind and owner.
+type ReentrantKey = (String, &'static str, Owner);
+
+pub(crate) struct ClientInner {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) id: String,
+    pub(crate) defaults: LockOptions,
+    reentrant: StdMutex<HashMap<ReentrantKey, Weak<LeaseCore>>>,
+}
+
+impl ClientInner {
+    pub(crate) fn find_reentrant(
+        &self,
+        name: &str,
+        kind: LockKind,
+        owner: &Owner,
+    ) -> Option<Arc<LeaseCore>> {
+        let map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (name.to_owned(), kind.as_str(), owner.clone());
+        map.get(&key)
+            .and_then(Weak::upgrade)
+            .filter(|lease| lease.try_add_hold())
+    }
+
+    pub(crate) fn remember_reentrant(&self, lease: &Arc<LeaseCore>) {
+        let mut map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (lease.key.name.clone(), lease.kind.as_str(), lease.owner.clone());
+        map.insert(key, Arc::downgrade(lease));
+    }
+
+    pub(crate) fn forget_reentrant(&self, lease: &LeaseCore) {
+        let mut map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (lease.key.name.clone(), lease.kind.as_str(), lease.owner.clone());
+        if map
+            .get(&key)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), lease))
+        {
+            map.remove(&key);
+        }
+    }
+}
+
+/// A handle to one lock backend. Cheap to clone; clones share the connection.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// use distlock_core::Client;
+///
+/// let client = Client::connect("memory://").await?;
+/// let guard = client.mutex("orders/42").lock().await?;
+/// println!("fencing token {}", guard.fencing_token());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("backend", &self.inner.backend)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects to the backend the URL's scheme names, among the installed ones
+    /// (`memory://` always; others through [`register`](crate::register), which the
+    /// `distlock` facade does for its enabled features).
+    ///
+    /// An unknown scheme or a malformed URL is an
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use distlock_core::{Client, ErrorKind};
+    ///
+    /// assert!(Client::connect("memory://").await.is_ok());
+    /// let err = Client::connect("carrier-pigeon://loft").await.unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    /// # }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Client> {
+        Ok(Client::with_backend(registry::connect(url).await?))
+    }
+
+    /// A client over a backend built by hand.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let client = distlock_core::Client::with_backend(Arc::new(distlock_core::MemoryBackend::new()));
+    /// ```
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Client {
+        Client::with_defaults(backend, LockOptions::default())
+    }
+
+    /// A client whose primitives start from `defaults` instead of [`LockOptions::default`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use distlock_core::{Client, LockOptions, MemoryBackend};
+    /// let client = Client::with_defaults(
+    ///     Arc::new(MemoryBackend::new()),
+    ///     LockOptions::new().ttl(Duration::from_secs(5)),
+    /// );
+    /// ```
+    pub fn with_defaults(backend: Arc<dyn Backend>, defaults: LockOptions) -> Client {
+        Client {
+            inner: Arc::new(ClientInner {
+                backend,
+                id: random_id(),
+                defaults,
+                reentrant: StdMutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// A mutex named `name`. The name is checked when the lock is first acquired.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let mutex = client.mutex("inventory/sku-1");
+    /// let guard = mutex.lock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn mutex(&self, name: impl Into<String>) -> Mutex {
+        Mutex::new(self.clone(), name.into())
+    }
+
+    /// A read/write lock named `name`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let config = client.rwlock("config");
+    /// let r1 = config.read().await?;
+    /// let r2 = config.read().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
+        RwLock::new(self.clone(), name.into())
+    }
+
+    /// A semaphore named `name` with `permits` permits in all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let pool = client.semaphore("db-connections", 10);
+    /// let permit = pool.acquire().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
+        Semaphore::new(self.clone(), name.into(), permits)
+    }
+
+    /// A fresh owner under this client's id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let owner = client.new_owner();
+    /// assert!(owner.as_str().starts_with(client.id()));
+    /// # Ok(()) }
+    /// ```
+    pub fn new_owner(&self) -> Owner {
+        Owner::under(&self.inner.id)
+    }
+
+    /// This client's random id, the prefix of the owners it makes.
+    ///
+    /// # Examples
+    ///
+    /// See [`Client::new_owner`].
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The backend behind this client.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// assert_eq!(client.backend().scheme(), "memory");
+    /// # Ok(()) }
+    /// ```
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    /// The state of lock `name`, or of every lock with holders or waiters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let _guard = client.mutex("status-demo").lock().await?;
+    /// let states = client.status(Some("status-demo")).await?;
+    /// assert_eq!(states[0].holders.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn status(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        if let Some(name) = name {
+            validate_name(name)?;
+        }
+        self.inner.backend.inspect(name).await
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<ClientInner> {
+        &self.inner
+    }
+}

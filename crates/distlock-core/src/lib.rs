@@ -1,0 +1,65 @@
+//! The core of distlock: the [`Client`], the primitives ([`Mutex`], [`RwLock`],
+//! [`Semaphore`]), their [`Guard`]s with fencing tokens and lease health, the watchdog, the
+//! [`Backend`] trait every store implements, and the in-process [`MemoryBackend`].
+//!
+//! Most users depend on the `distlock` facade crate instead, which adds the backends.
+//!
+//! # The contract a guard gives
+//!
+//! * Mutual exclusion while the lease is valid: until [`Guard::safe_until`], a deadline on
+//!   this process's monotonic clock computed from the start of the grant request.
+//! * Lease health: [`Health::Held`] → [`Health::AtRisk`] (a renewal failed) →
+//!   [`Health::Lost`] (the backend denied us, or the safe deadline passed).
+//!   [`Guard::lost`] resolves at `Lost`. No guard is lost silently.
+//! * A fencing token strictly greater than every token granted before for the same name.
+//! * Release deletes only our own grant and says [`ErrorKind::NotHeld`] if it was gone.
+//!
+//! # Examples
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+//! use distlock_core::{Client, Health};
+//!
+//! let client = Client::connect("memory://").await?;
+//! let guard = client.mutex("orders/42").lock().await?;
+//! assert_eq!(guard.health(), Health::Held);
+//! let token = guard.fencing_token();
+//! // write to the resource with `token`; the resource rejects older tokens
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+
+mod acquire;
+mod admission;
+mod backend;
+mod client;
+mod error;
+mod guard;
+mod lease;
+mod memory;
+mod name;
+mod options;
+mod owner;
+mod primitives;
+mod registry;
+mod telemetry;
+mod wakers;
+
+pub use admission::{admit, Claim, Queued};
+pub use async_trait::async_trait;
+pub use backend::{
+    Backend, Capabilities, HolderInfo, LeaseKey, LeaseOutcome, LockKind, LockRequest, LockState,
+    PollOutcome, Ticket, WaiterInfo,
+};
+pub use client::Client;
+pub use error::{Error, ErrorKind, Result};
+pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
+pub use lease::Health;
+pub use memory::MemoryBackend;
+pub use name::{validate_name, MAX_NAME_LEN};
+pub use options::{LockOptions, DEFAULT_TTL, MAX_TTL, MIN_TTL};
+pub use owner::{HolderMeta, Owner, MAX_OWNER_LEN};
+pub use primitives::{Mutex, RwLock, Semaphore};
+pub use registry::{redact_url, register, Connector};
+pub use url::Url;
+pub use wakers::LocalWakers;

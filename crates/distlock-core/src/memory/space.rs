@@ -1,0 +1,263 @@
+//! One memory lock space: every name's holders, queue and fencing counter.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex as StdMutex;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::admission::{admit, Claim, Queued};
+use crate::backend::{
+    HolderInfo, LeaseKey, LeaseOutcome, LockRequest, LockState, PollOutcome, Ticket, WaiterInfo,
+};
+use crate::error::Result;
+use crate::owner::unix_ms;
+use crate::wakers::LocalWakers;
+
+/// How long a queue entry lives without being polled (its waiter may have vanished).
+const WAITER_LEASE: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+struct Entry {
+    request: LockRequest,
+    expires: Instant,
+    seq: u64,
+    fencing_token: u64,
+}
+
+impl Entry {
+    fn claim(&self) -> Claim {
+        Claim {
+            kind: self.request.kind,
+            permits: self.request.permits,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct NameState {
+    fencing: u64,
+    holders: Vec<Entry>,
+    queue: Vec<Entry>,
+}
+
+impl NameState {
+    /// Drops expired grants and abandoned queue entries; true if anything went.
+    fn purge(&mut self, now: Instant) -> bool {
+        let before = self.holders.len() + self.queue.len();
+        self.holders.retain(|e| e.expires > now);
+        self.queue.retain(|e| e.expires > now);
+        before != self.holders.len() + self.queue.len()
+    }
+
+    fn holder_claims(&self) -> Vec<Claim> {
+        self.holders.iter().map(Entry::claim).collect()
+    }
+
+    fn queued_except(&self, token: &str) -> Vec<Queued> {
+        self.queue
+            .iter()
+            .filter(|e| e.request.token != token)
+            .map(|e| Queued {
+                claim: e.claim(),
+                seq: e.seq,
+            })
+            .collect()
+    }
+
+    /// The queued tokens that may be granted together now, in queue order: exactly those
+    /// are woken, so a release wakes one writer, or every reader that can share.
+    fn admissible(&self) -> Vec<String> {
+        let mut granted = self.holder_claims();
+        let mut woken = Vec::new();
+        for entry in &self.queue {
+            let queue = self.queued_except(&entry.request.token);
+            let me = entry.claim();
+            if admit(&granted, &queue, &me, Some(entry.seq), entry.request.fair).unwrap_or(false) {
+                granted.push(me);
+                woken.push(entry.request.token.clone());
+            }
+        }
+        woken
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Space {
+    names: StdMutex<HashMap<String, NameState>>,
+    next_seq: AtomicU64,
+    pub(super) wakers: LocalWakers,
+    pub(super) floor: tokio::sync::Mutex<()>,
+}
+
+impl Space {
+    fn with_name<T>(&self, name: &str, f: impl FnOnce(&mut NameState) -> T) -> T {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let state = names.entry(name.to_owned()).or_default();
+        let now = Instant::now();
+        let changed = state.purge(now);
+        let out = f(state);
+        if changed {
+            self.wake_admissible(state);
+        }
+        out
+    }
+
+    fn wake_admissible(&self, state: &NameState) {
+        for token in state.admissible() {
+            self.wakers.wake(&token);
+        }
+    }
+
+    pub(super) fn enqueue(&self, request: LockRequest) -> Ticket {
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        if request.wait {
+            let ticket = Ticket::new(request.clone(), Some(seq));
+            self.wakers.register(&ticket);
+            let name = request.name.clone();
+            self.with_name(&name, |state| {
+                state.queue.push(Entry {
+                    expires: Instant::now() + WAITER_LEASE,
+                    request,
+                    seq,
+                    fencing_token: 0,
+                })
+            });
+            ticket
+        } else {
+            Ticket::new(request, Some(seq))
+        }
+    }
+
+    pub(super) fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        let request = &ticket.request;
+        let seq = ticket.seq.unwrap_or(u64::MAX);
+        self.with_name(&request.name, |state| {
+            let now = Instant::now();
+            let me = Claim {
+                kind: request.kind,
+                permits: request.permits,
+            };
+            let queue = state.queued_except(&request.token);
+            let my_seq = request.wait.then_some(seq);
+            if admit(&state.holder_claims(), &queue, &me, my_seq, request.fair)? {
+                state.fencing += 1;
+                state.queue.retain(|e| e.request.token != request.token);
+                let mut granted = request.clone();
+                granted.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
+                self.wakers.forget(&request.token);
+                state.holders.push(Entry {
+                    request: granted,
+                    expires: now + request.ttl,
+                    seq,
+                    fencing_token: state.fencing,
+                });
+                return Ok(PollOutcome::Granted {
+                    fencing_token: state.fencing,
+                });
+            }
+            if request.wait {
+                let expires = now + WAITER_LEASE;
+                match state.queue.iter_mut().find(|e| e.request.token == request.token) {
+                    Some(entry) => entry.expires = expires,
+                    None => {
+                        state.queue.push(Entry {
+                            request: request.clone(),
+                            expires,
+                            seq,
+                            fencing_token: 0,
+                        });
+                        state.queue.sort_by_key(|e| e.seq);
+                    }
+                }
+            }
+            let retry_within = state.holders.iter().map(|e| e.expires - now).min();
+            Ok(PollOutcome::Pending { retry_within })
+        })
+    }
+
+    pub(super) fn cancel(&self, ticket: &Ticket) {
+        let token = &ticket.request.token;
+        self.wakers.forget(token);
+        self.with_name(&ticket.request.name, |state| {
+            state.queue.retain(|e| &e.request.token != token);
+            state.holders.retain(|e| &e.request.token != token);
+            self.wake_admissible(state);
+        });
+    }
+
+    pub(super) fn renew(&self, lease: &LeaseKey, ttl: Duration) -> LeaseOutcome {
+        self.with_name(&lease.name, |state| {
+            match state.holders.iter_mut().find(|e| e.request.token == lease.token) {
+                Some(entry) => {
+                    entry.expires = Instant::now() + ttl;
+                    LeaseOutcome::Done
+                }
+                None => LeaseOutcome::NotHeld,
+            }
+        })
+    }
+
+    pub(super) fn release(&self, lease: &LeaseKey) -> LeaseOutcome {
+        self.with_name(&lease.name, |state| {
+            let before = state.holders.len();
+            state.holders.retain(|e| e.request.token != lease.token);
+            if state.holders.len() == before {
+                return LeaseOutcome::NotHeld;
+            }
+            self.wake_admissible(state);
+            LeaseOutcome::Done
+        })
+    }
+
+    pub(super) fn inspect(&self, name: Option<&str>) -> Vec<LockState> {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let mut states: Vec<LockState> = names
+            .iter_mut()
+            .filter(|(n, _)| name.is_none_or(|wanted| wanted == n.as_str()))
+            .filter_map(|(n, state)| {
+                state.purge(now);
+                let empty = state.holders.is_empty() && state.queue.is_empty();
+                (name.is_some() || !empty).then(|| LockState {
+                    name: n.clone(),
+                    last_fencing_token: state.fencing,
+                    holders: state
+                        .holders
+                        .iter()
+                        .map(|e| HolderInfo {
+                            owner: e.request.owner.to_string(),
+                            kind: e.request.kind,
+                            permits: e.request.permits,
+                            fencing_token: e.fencing_token,
+                            remaining_ms: (e.expires - now).as_millis() as u64,
+                            meta: e.request.meta.clone(),
+                        })
+                        .collect(),
+                    waiters: state
+                        .queue
+                        .iter()
+                        .map(|e| WaiterInfo {
+                            owner: e.request.owner.to_string(),
+                            kind: e.request.kind,
+                            permits: e.request.permits,
+                            fair: e.request.fair,
+                            meta: e.request.meta.clone(),
+                        })
+                        .collect(),
+                })
+            })
+            .collect();
+        if let (Some(name), true) = (name, states.is_empty()) {
+            states.push(LockState {
+                name: name.to_owned(),
+                last_fencing_token: 0,
+                holders: vec![],
+                waiters: vec![],
+            });
+        }
+        states.sort_by(|a, b| a.name.cmp(&b.name));
+        states
+    }
+}

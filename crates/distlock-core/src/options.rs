@@ -1,0 +1,252 @@
+//! Options that shape one acquisition: lease length, wait deadline, renewal, fairness and
+//! reentrancy.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::owner::Owner;
+
+/// The default lease length.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// The shortest lease accepted: anything shorter cannot be renewed in time.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+/// The longest lease accepted. Longer holds should renew a shorter lease instead.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How to acquire a lock: pass to `lock_with`, `read_with`, `write_with` or `acquire_with`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock_core::LockOptions;
+///
+/// let opts = LockOptions::new()
+///     .ttl(Duration::from_secs(10))
+///     .wait(Duration::from_secs(2))
+///     .fair(true)
+///     .max_hold(Duration::from_secs(600));
+/// assert_eq!(opts.ttl_value(), Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockOptions {
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) auto_renew: bool,
+    pub(crate) renew_every: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) fair: bool,
+    pub(crate) reentrant: Option<Owner>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            ttl: DEFAULT_TTL,
+            wait: None,
+            auto_renew: true,
+            renew_every: None,
+            max_hold: None,
+            fair: false,
+            reentrant: None,
+        }
+    }
+}
+
+impl LockOptions {
+    /// The defaults: 30 s lease, wait forever, auto-renew every ttl/3, not fair, not
+    /// reentrant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new();
+    /// assert_eq!(opts.ttl_value(), distlock_core::DEFAULT_TTL);
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lease length: how long the grant outlives its holder if the holder stops renewing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new().ttl(std::time::Duration::from_secs(5));
+    /// assert_eq!(opts.ttl_value().as_secs(), 5);
+    /// ```
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Deadline for waiting; `Duration::ZERO` means a single attempt.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new().wait(std::time::Duration::from_secs(1));
+    /// assert_eq!(opts.wait_value(), Some(std::time::Duration::from_secs(1)));
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Wait without a deadline (the default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new().wait_forever();
+    /// assert_eq!(opts.wait_value(), None);
+    /// ```
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = None;
+        self
+    }
+
+    /// Whether a watchdog renews the lease while the guard lives (default on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new().auto_renew(false);
+    /// ```
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = on;
+        self
+    }
+
+    /// How often the watchdog renews (default ttl/3; must be shorter than the ttl).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new().renew_every(std::time::Duration::from_secs(5));
+    /// ```
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// Stop renewing after this long, so no forgotten guard holds a lock forever.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new().max_hold(std::time::Duration::from_secs(3600));
+    /// ```
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Grant strictly in arrival order (FIFO).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let opts = distlock_core::LockOptions::new().fair(true);
+    /// ```
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// Make the acquisition reentrant for `owner`: while `owner` holds the lock through this
+    /// client, acquiring it again with the same owner succeeds at once and shares the grant;
+    /// the lock is released when the last guard goes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let owner = distlock_core::Owner::random();
+    /// let opts = distlock_core::LockOptions::new().reentrant(owner);
+    /// ```
+    pub fn reentrant(mut self, owner: Owner) -> Self {
+        self.reentrant = Some(owner);
+        self
+    }
+
+    /// The configured lease length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(distlock_core::LockOptions::new().ttl_value().as_secs(), 30);
+    /// ```
+    pub fn ttl_value(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The configured wait deadline (`None`: wait forever).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(distlock_core::LockOptions::new().wait_value(), None);
+    /// ```
+    pub fn wait_value(&self) -> Option<Duration> {
+        self.wait
+    }
+
+    /// The interval the watchdog renews at.
+    pub(crate) fn renew_interval(&self) -> Duration {
+        self.renew_every.unwrap_or(self.ttl / 3)
+    }
+
+    /// Checks the options, naming the first thing that is wrong.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.ttl.is_zero() {
+            return Err(Error::invalid("ttl must not be zero"));
+        }
+        if self.ttl < MIN_TTL {
+            return Err(Error::invalid(format!(
+                "ttl {:?} is shorter than the minimum {:?}",
+                self.ttl, MIN_TTL
+            )));
+        }
+        if self.ttl > MAX_TTL {
+            return Err(Error::invalid(format!(
+                "ttl {:?} is longer than the maximum {:?}; hold longer by renewing a shorter lease",
+                self.ttl, MAX_TTL
+            )));
+        }
+        if let Some(every) = self.renew_every {
+            if every.is_zero() || every >= self.ttl {
+                return Err(Error::invalid(format!(
+                    "renew_every {every:?} must be above zero and below the ttl {:?}",
+                    self.ttl
+                )));
+            }
+        }
+        if self.max_hold.is_some_and(|m| m.is_zero()) {
+            return Err(Error::invalid("max_hold must not be zero"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn zero_short_and_huge_ttls_are_rejected() {
+        for ttl in [Duration::ZERO, Duration::from_millis(1), MAX_TTL * 2] {
+            let err = LockOptions::new().ttl(ttl).validate().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{ttl:?}");
+        }
+        assert!(LockOptions::new().validate().is_ok());
+    }
+
+    #[test]
+    fn renewal_must_come_before_expiry() {
+        let opts = LockOptions::new()
+            .ttl(Duration::from_secs(3))
+            .renew_every(Duration::from_secs(3));
+        assert_eq!(opts.validate().unwrap_err().kind(), ErrorKind::InvalidInput);
+    }
+}

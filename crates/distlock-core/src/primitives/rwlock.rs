@@ -1,0 +1,181 @@
+use crate::acquire::{acquire, Attempt, Want};
+use crate::backend::LockKind;
+use crate::client::Client;
+use crate::error::{Error, ErrorKind, Result};
+use crate::guard::{ReadGuard, WriteGuard};
+use crate::options::LockOptions;
+
+/// A distributed read/write lock: many readers or one writer. A waiting writer blocks new
+/// readers, so a steady stream of readers cannot starve it.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// let client = distlock_core::Client::connect("memory://").await?;
+/// let catalog = client.rwlock("catalog");
+/// let r1 = catalog.read().await?;
+/// let r2 = catalog.read().await?;
+/// assert!(catalog.try_write().await?.is_none());
+/// drop((r1, r2));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RwLock {
+    client: Client,
+    name: String,
+    options: LockOptions,
+}
+
+impl RwLock {
+    pub(crate) fn new(client: Client, name: String) -> Self {
+        let options = client.inner().defaults.clone();
+        RwLock {
+            client,
+            name,
+            options,
+        }
+    }
+
+    /// This lock with `options` used by the methods without `_with`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let lock = client.rwlock("a").with_options(distlock_core::LockOptions::new().fair(true));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The lock's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// assert_eq!(client.rwlock("a").name(), "a");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits for a shared hold.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future withdraws the request and deletes any grant made in
+    /// the meantime.
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock`].
+    pub async fn read(&self) -> Result<ReadGuard> {
+        self.read_with(&self.options).await
+    }
+
+    /// Waits for the exclusive hold.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let w = client.rwlock("a").write().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn write(&self) -> Result<WriteGuard> {
+        self.write_with(&self.options).await
+    }
+
+    /// One attempt at a shared hold.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// assert!(client.rwlock("a").try_read().await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
+        acquire(&self.client, self.want(LockKind::Read), &self.options, Attempt::Once).await
+    }
+
+    /// One attempt at the exclusive hold.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    ///
+    /// # Examples
+    ///
+    /// See [`RwLock`].
+    pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
+        acquire(&self.client, self.want(LockKind::Write), &self.options, Attempt::Once).await
+    }
+
+    /// Waits for a shared hold with explicit options.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let r = client.rwlock("a").read_with(&distlock_core::LockOptions::new()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_with(&self, options: &LockOptions) -> Result<ReadGuard> {
+        self.wait_for(LockKind::Read, options).await
+    }
+
+    /// Waits for the exclusive hold with explicit options.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`read`](Self::read).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let w = client.rwlock("a").write_with(&distlock_core::LockOptions::new()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_with(&self, options: &LockOptions) -> Result<WriteGuard> {
+        self.wait_for(LockKind::Write, options).await
+    }
+
+    async fn wait_for(&self, kind: LockKind, options: &LockOptions) -> Result<ReadGuard> {
+        acquire(&self.client, self.want(kind), options, Attempt::Wait)
+            .await?
+            .ok_or_else(|| Error::new(ErrorKind::Timeout, "lock was not granted"))
+    }
+
+    fn want(&self, kind: LockKind) -> Want<'_> {
+        Want {
+            name: &self.name,
+            kind,
+            permits: 1,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Wake-ups between tasks of one process: how a backend tells its own waiters that a lock
+//! may have become free, without a herd and without missing a wake-up that comes before
+//! the waiter sleeps.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::backend::Ticket;
+
+/// Per-ticket wake-up slots. A wake-up sent before the waiter sleeps is kept and consumed by
+/// its next wait, so none is lost between a poll and the wait that follows it.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # use std::time::Duration;
+/// # use distlock_core::{HolderMeta, LockKind, LockRequest, Owner, Ticket};
+/// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
+/// #   owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
+/// #   wait: true, meta: HolderMeta::this_process() };
+/// # let ticket = Ticket::new(request, None);
+/// let wakers = distlock_core::LocalWakers::new();
+/// wakers.wake_name("n"); // nobody registered yet: nothing happens
+/// wakers.register(&ticket);
+/// wakers.wake_name("n");
+/// wakers.wait(&ticket, Duration::from_secs(5)).await; // returns at once
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct LocalWakers {
+    slots: StdMutex<HashMap<String, (String, Arc<Notify>)>>,
+}
+
+impl LocalWakers {
+    /// An empty set.
+    ///
+    /// # Examples
+    ///
+    /// See [`LocalWakers`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Gives `ticket` a slot, so wake-ups sent from now on reach it.
+    ///
+    /// # Examples
+    ///
+    /// See [`LocalWakers`].
+    pub fn register(&self, ticket: &Ticket) {
+        self.slot(ticket);
+    }
+
+    fn slot(&self, ticket: &Ticket) -> Arc<Notify> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .entry(ticket.request.token.clone())
+            .or_insert_with(|| (ticket.request.name.clone(), Arc::new(Notify::new())))
+            .1
+            .clone()
+    }
+
+    /// Waits for a wake-up of `ticket`, or `backstop`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a wake-up not yet consumed stays for the next wait.
+    ///
+    /// # Examples
+    ///
+    /// See [`LocalWakers`].
+    pub async fn wait(&self, ticket: &Ticket, backstop: Duration) {
+        let notify = self.slot(ticket);
+        let _ = tokio::time::timeout(backstop, notify.notified()).await;
+    }
+
+    /// Wakes the waiter with this request token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// distlock_core::LocalWakers::new().wake("no-such-token");
+    /// ```
+    pub fn wake(&self, token: &str) {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, notify)) = slots.get(token) {
+            notify.notify_one();
+        }
+    }
+
+    /// Wakes every waiter of lock `name` in this process.
+    ///
+    /// # Examples
+    ///
+    /// See [`LocalWakers`].
+    pub fn wake_name(&self, name: &str) {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, notify) in slots.values().filter(|(n, _)| n == name) {
+            notify.notify_one();
+        }
+    }
+
+    /// Drops the slot of a ticket that was granted or cancelled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// distlock_core::LocalWakers::new().forget("no-such-token");
+    /// ```
+    pub fn forget(&self, token: &str) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.remove(token);
+    }
+}
