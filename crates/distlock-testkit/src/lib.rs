@@ -1,1 +1,43 @@
-//! placeholder
+//! The distlock test kit: real servers on free loopback ports, process control for fault
+//! tests, and the conformance suite every backend passes.
+//!
+//! A backend proves itself by calling [`conformance_suite!`] (and, if several processes can
+//! share it, [`process_suite!`]) from its tests with a function that returns a [`Target`]:
+//!
+//! ```ignore
+//! async fn target() -> distlock_testkit::Target {
+//!     distlock_testkit::Target::new("memory://conformance")
+//! }
+//! distlock_testkit::conformance_suite!(target);
+//! ```
+//!
+//! Servers the target needs are started by the function and kept alive in the target with
+//! [`Target::keep`]. A server that is not installed fails the test with a message saying
+//! how to install it; nothing is ever skipped.
+
+mod child;
+pub mod conformance;
+mod server;
+mod signal;
+
+pub use child::{run_child, ChildEvent, ChildProcess, ChildTask};
+pub use conformance::Target;
+pub use server::{find_program, free_port, LaunchError, Ready, Server, ServerSpec};
+pub use signal::{send, Signal};
+
+/// Runs an async test body on a fresh multi-threaded runtime (used by the suite macros, so
+/// the calling crate needs no runtime of its own).
+///
+/// # Examples
+///
+/// ```
+/// distlock_testkit::block_on(async { assert_eq!(1 + 1, 2) });
+/// ```
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a test runtime can be built")
+        .block_on(future)
+}

@@ -1,1 +1,129 @@
-//! placeholder
+//! Distributed locks for Rust that stay correct under faults.
+//!
+//! One async API over several stores, chosen by URL: `memory://` (this process),
+//! `sqlite:///path/locks.db` (one machine, many processes; the embedded default), with
+//! Redis, RedLock, ZooKeeper, etcd, PostgreSQL and MySQL to come. Every guard carries a
+//! fencing token, a safe deadline and a lease-health signal, so no lock is lost silently.
+//!
+//! # Examples
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+//! use std::time::Duration;
+//! use distlock::{Client, LockOptions};
+//!
+//! let client = Client::connect("memory://").await?;
+//! let orders = client
+//!     .mutex("orders/42")
+//!     .with_options(LockOptions::new().ttl(Duration::from_secs(10)));
+//!
+//! let guard = orders.lock().await?;
+//! let token = guard.fencing_token(); // hand this to the resource you write to
+//! tokio::select! {
+//!     _ = guard.lost() => eprintln!("lease lost: stop writing"),
+//!     _ = async { /* the guarded work */ } => {}
+//! }
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Features
+//!
+//! * `sqlite` (default): the `sqlite://` backend.
+
+use std::ops::Deref;
+use std::sync::Once;
+
+pub use distlock_core::{
+    admit, async_trait, redact_url, register, validate_name, Backend, Capabilities, Claim,
+    Connector, Error, ErrorKind, Guard, Health, HolderInfo, HolderMeta, LeaseKey, LeaseOutcome,
+    LocalWakers, LockKind, LockOptions, LockRequest, LockState, MemoryBackend, Mutex, MutexGuard,
+    Owner, Permit, PollOutcome, Queued, ReadGuard, Result, RwLock, Semaphore, Ticket, Url,
+    WaiterInfo, WriteGuard, DEFAULT_TTL, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_TTL,
+};
+
+/// The SQL backends (`sqlite://`).
+#[cfg(feature = "sqlite")]
+pub use distlock_sql as sql;
+
+/// Registers every backend enabled by this crate's features. [`Client::connect`] calls it;
+/// call it yourself only before using [`distlock_core::Client`] directly.
+///
+/// # Examples
+///
+/// ```
+/// distlock::install_backends();
+/// ```
+pub fn install_backends() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        #[cfg(feature = "sqlite")]
+        distlock_sql::install();
+    });
+}
+
+/// A handle to one lock backend, picked by URL scheme. Dereferences to
+/// [`distlock_core::Client`], which has the primitives (`mutex`, `rwlock`, `semaphore`).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+/// let client = distlock::Client::connect("memory://").await?;
+/// let permit = client.semaphore("exports", 3).acquire().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client(distlock_core::Client);
+
+impl Client {
+    /// Connects to the backend the URL names. An unknown scheme, a malformed URL or a bad
+    /// parameter is an [`ErrorKind::InvalidInput`] error; an unreachable store is
+    /// [`ErrorKind::Unavailable`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let err = distlock::Client::connect("not a url").await.unwrap_err();
+    /// assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput);
+    /// # }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Client> {
+        install_backends();
+        distlock_core::Client::connect(url).await.map(Client)
+    }
+
+    /// Wraps a core client (for example one built over a custom backend).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let core = distlock_core::Client::with_backend(std::sync::Arc::new(distlock::MemoryBackend::new()));
+    /// let client = distlock::Client::from_core(core);
+    /// ```
+    pub fn from_core(client: distlock_core::Client) -> Client {
+        Client(client)
+    }
+
+    /// The core client inside.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+    /// let core: distlock_core::Client = distlock::Client::connect("memory://").await?.into_core();
+    /// # Ok(()) }
+    /// ```
+    pub fn into_core(self) -> distlock_core::Client {
+        self.0
+    }
+}
+
+impl Deref for Client {
+    type Target = distlock_core::Client;
+
+    fn deref(&self) -> &distlock_core::Client {
+        &self.0
+    }
+}

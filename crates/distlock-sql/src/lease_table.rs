@@ -1,0 +1,252 @@
+//! The dialect-independent half of the lease table: row shapes, the grant decision over
+//! them, and the status view. Each dialect runs the SQL; this module decides.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use distlock_core::{
+    admit, Claim, Error, HolderInfo, HolderMeta, LockKind, LockRequest, LockState, Queued, Result,
+    WaiterInfo,
+};
+
+/// How long a waiter's row lives without being polled.
+pub const WAITER_LEASE: Duration = Duration::from_secs(10);
+
+/// One row of `distlock_lease`.
+///
+/// # Examples
+///
+/// ```
+/// # use distlock_sql::lease_table::HolderRow;
+/// let row = HolderRow { token: "t".into(), owner: "o:1".into(), kind: "mutex".into(), lim: 1,
+///     permits: 1, fence: 4, expires_at_ms: 10_000, host: "h".into(), pid: 1, acquired_at_ms: 0 };
+/// assert_eq!(row.claim().unwrap().permits, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderRow {
+    /// The grant's request token.
+    pub token: String,
+    /// The owner token.
+    pub owner: String,
+    /// `mutex`, `read`, `write` or `semaphore`.
+    pub kind: String,
+    /// The semaphore's limit (1 for locks).
+    pub lim: i64,
+    /// Permits held.
+    pub permits: i64,
+    /// Fencing token of the grant.
+    pub fence: i64,
+    /// Expiry, in ms since the Unix epoch.
+    pub expires_at_ms: i64,
+    /// Holder's host.
+    pub host: String,
+    /// Holder's pid.
+    pub pid: i64,
+    /// Grant time, in ms since the Unix epoch.
+    pub acquired_at_ms: i64,
+}
+
+/// One row of `distlock_waiter`.
+///
+/// # Examples
+///
+/// ```
+/// # use distlock_sql::lease_table::WaiterRow;
+/// let row = WaiterRow { seq: 1, token: "t".into(), owner: "o:1".into(), kind: "write".into(),
+///     lim: 1, permits: 1, fair: true, host: "h".into(), pid: 1, since_ms: 0 };
+/// assert!(row.queued().unwrap().claim.kind.is_exclusive());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaiterRow {
+    /// Arrival order.
+    pub seq: i64,
+    /// The request token.
+    pub token: String,
+    /// The owner token.
+    pub owner: String,
+    /// `mutex`, `read`, `write` or `semaphore`.
+    pub kind: String,
+    /// The semaphore's limit (1 for locks).
+    pub lim: i64,
+    /// Permits asked for.
+    pub permits: i64,
+    /// Whether it waits in FIFO order.
+    pub fair: bool,
+    /// Waiter's host.
+    pub host: String,
+    /// Waiter's pid.
+    pub pid: i64,
+    /// When it started waiting, in ms since the Unix epoch.
+    pub since_ms: i64,
+}
+
+fn parse_kind(kind: &str, lim: i64) -> Result<LockKind> {
+    let lim = u32::try_from(lim).map_err(|_| corrupt(format!("limit {lim}")))?;
+    LockKind::parse(kind, lim).ok_or_else(|| corrupt(format!("kind `{kind}`")))
+}
+
+fn parse_permits(permits: i64) -> Result<u32> {
+    u32::try_from(permits).map_err(|_| corrupt(format!("permits {permits}")))
+}
+
+fn corrupt(what: String) -> Error {
+    Error::new(
+        distlock_core::ErrorKind::Backend,
+        format!("the lease table holds an unreadable {what}"),
+    )
+}
+
+impl HolderRow {
+    /// The row as the admission rules see it.
+    ///
+    /// # Examples
+    ///
+    /// See [`HolderRow`].
+    pub fn claim(&self) -> Result<Claim> {
+        Ok(Claim {
+            kind: parse_kind(&self.kind, self.lim)?,
+            permits: parse_permits(self.permits)?,
+        })
+    }
+}
+
+impl WaiterRow {
+    /// The row as the admission rules see it.
+    ///
+    /// # Examples
+    ///
+    /// See [`WaiterRow`].
+    pub fn queued(&self) -> Result<Queued> {
+        Ok(Queued {
+            claim: Claim {
+                kind: parse_kind(&self.kind, self.lim)?,
+                permits: parse_permits(self.permits)?,
+            },
+            seq: self.seq as u64,
+        })
+    }
+}
+
+/// Whether `request` may be granted over the live `holders` and `waiters` of its name.
+///
+/// # Examples
+///
+/// ```
+/// # use std::time::Duration;
+/// # use distlock_core::{HolderMeta, LockKind, LockRequest, Owner};
+/// # use distlock_sql::lease_table::may_grant;
+/// let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
+///     owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
+///     wait: true, meta: HolderMeta::this_process() };
+/// assert!(may_grant(&[], &[], &request)?);
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn may_grant(holders: &[HolderRow], waiters: &[WaiterRow], request: &LockRequest) -> Result<bool> {
+    let held = holders.iter().map(HolderRow::claim).collect::<Result<Vec<_>>>()?;
+    let queue = waiters
+        .iter()
+        .filter(|w| w.token != request.token)
+        .map(WaiterRow::queued)
+        .collect::<Result<Vec<_>>>()?;
+    let my_seq = waiters
+        .iter()
+        .find(|w| w.token == request.token)
+        .map(|w| w.seq as u64);
+    let me = Claim {
+        kind: request.kind,
+        permits: request.permits,
+    };
+    admit(&held, &queue, &me, my_seq, request.fair)
+}
+
+/// How long until the first live grant expires: the longest a waiter needs to sleep.
+///
+/// # Examples
+///
+/// ```
+/// # use distlock_sql::lease_table::first_expiry_in;
+/// assert_eq!(first_expiry_in(&[], 0), None);
+/// ```
+pub fn first_expiry_in(holders: &[HolderRow], now_ms: i64) -> Option<Duration> {
+    holders
+        .iter()
+        .map(|h| Duration::from_millis((h.expires_at_ms - now_ms).max(0) as u64))
+        .min()
+}
+
+/// The status view of one name.
+///
+/// # Examples
+///
+/// ```
+/// # use distlock_sql::lease_table::lock_state;
+/// let state = lock_state("n".into(), 3, &[], &[], 0)?;
+/// assert_eq!(state.last_fencing_token, 3);
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn lock_state(
+    name: String,
+    last_fence: i64,
+    holders: &[HolderRow],
+    waiters: &[WaiterRow],
+    now_ms: i64,
+) -> Result<LockState> {
+    let meta = |host: &str, pid: i64, at: i64| HolderMeta {
+        host: host.to_owned(),
+        pid: pid as u32,
+        acquired_at_unix_ms: at.max(0) as u64,
+    };
+    Ok(LockState {
+        name,
+        last_fencing_token: last_fence.max(0) as u64,
+        holders: holders
+            .iter()
+            .map(|h| {
+                Ok(HolderInfo {
+                    owner: h.owner.clone(),
+                    kind: parse_kind(&h.kind, h.lim)?,
+                    permits: parse_permits(h.permits)?,
+                    fencing_token: h.fence.max(0) as u64,
+                    remaining_ms: (h.expires_at_ms - now_ms).max(0) as u64,
+                    meta: meta(&h.host, h.pid, h.acquired_at_ms),
+                })
+            })
+            .collect::<Result<_>>()?,
+        waiters: waiters
+            .iter()
+            .map(|w| {
+                Ok(WaiterInfo {
+                    owner: w.owner.clone(),
+                    kind: parse_kind(&w.kind, w.lim)?,
+                    permits: parse_permits(w.permits)?,
+                    fair: w.fair,
+                    meta: meta(&w.host, w.pid, w.since_ms),
+                })
+            })
+            .collect::<Result<_>>()?,
+    })
+}
+
+/// Milliseconds since the Unix epoch on this machine's clock.
+///
+/// # Examples
+///
+/// ```
+/// assert!(distlock_sql::lease_table::now_ms() > 1_600_000_000_000);
+/// ```
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A duration in whole milliseconds, for expiry arithmetic.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(distlock_sql::lease_table::millis(std::time::Duration::from_secs(2)), 2000);
+/// ```
+pub fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

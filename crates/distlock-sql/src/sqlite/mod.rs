@@ -1,0 +1,70 @@
+//! The SQLite backend: the embedded default. Many processes on one machine share one
+//! database file; every change happens inside a `BEGIN IMMEDIATE` transaction, in WAL mode
+//! with a busy timeout.
+//!
+//! SQLite cannot push, so waiters in other processes poll with jittered backoff (short at
+//! first, bounded by the holder's remaining lease); waiters in this process are woken at
+//! once when this process releases.
+//!
+//! Lease expiry uses this machine's wall clock: a clock jump forward can expire leases
+//! early (their holders then see `Lost` once their own monotonic deadline passes, or at
+//! their next renewal).
+
+mod backend;
+mod config;
+mod rows;
+
+use std::sync::Arc;
+
+use distlock_core::{async_trait, Backend, Connector, Error, ErrorKind, Result, Url};
+
+pub use backend::SqliteBackend;
+pub use config::SqliteConfig;
+
+/// Connects `sqlite://` URLs.
+///
+/// # Examples
+///
+/// ```
+/// distlock_core::register(std::sync::Arc::new(distlock_sql::sqlite::SqliteConnector));
+/// ```
+#[derive(Debug)]
+pub struct SqliteConnector;
+
+#[async_trait]
+impl Connector for SqliteConnector {
+    fn schemes(&self) -> &'static [&'static str] {
+        &["sqlite"]
+    }
+
+    async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
+        let config = SqliteConfig::from_url(url)?;
+        Ok(Arc::new(SqliteBackend::open(config).await?))
+    }
+}
+
+/// Maps a database error to a distlock error for `operation`.
+pub(crate) fn db_error(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {
+    move |err| {
+        let (kind, temporary) = match &err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+                (ErrorKind::Unavailable, true)
+            }
+            sqlx::Error::Database(db)
+                if db.message().contains("locked") || db.message().contains("busy") =>
+            {
+                (ErrorKind::Unavailable, true)
+            }
+            _ => (ErrorKind::Backend, false),
+        };
+        let out = Error::new(kind, format!("sqlite {operation} failed"))
+            .with_backend("sqlite")
+            .with_operation(operation)
+            .with_source(err);
+        if temporary {
+            out.temporary()
+        } else {
+            out
+        }
+    }
+}

@@ -1,0 +1,41 @@
+CREATE TABLE IF NOT EXISTS distlock_fence (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS distlock_lease (
+    token          TEXT PRIMARY KEY,
+    name           TEXT NOT NULL,
+    owner          TEXT NOT NULL,
+    kind           TEXT NOT NULL,
+    lim            INTEGER NOT NULL,
+    permits        INTEGER NOT NULL,
+    fence          INTEGER NOT NULL,
+    expires_at_ms  INTEGER NOT NULL,
+    host           TEXT NOT NULL,
+    pid            INTEGER NOT NULL,
+    acquired_at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS distlock_lease_by_name ON distlock_lease (name);
+
+CREATE TABLE IF NOT EXISTS distlock_waiter (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    token         TEXT NOT NULL UNIQUE,
+    name          TEXT NOT NULL,
+    owner         TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    lim           INTEGER NOT NULL,
+    permits       INTEGER NOT NULL,
+    fair          INTEGER NOT NULL,
+    expires_at_ms INTEGER NOT NULL,
+    host          TEXT NOT NULL,
+    pid           INTEGER NOT NULL,
+    since_ms      INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS distlock_waiter_by_name ON distlock_waiter (name);
+
+CREATE TABLE IF NOT EXISTS distlock_floor (
+    id INTEGER PRIMARY KEY,
+    n  INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO distlock_floor (id, n) VALUES (1, 0);

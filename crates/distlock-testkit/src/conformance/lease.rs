@@ -1,0 +1,212 @@
+//! Leases: expiry, renewal, stale holders, fencing, loss detection.
+
+use std::time::{Duration, Instant};
+
+use distlock::{ErrorKind, Health, LockOptions};
+
+use super::{eventually, expect_kind, unique, Target};
+
+fn short(ttl_ms: u64) -> LockOptions {
+    LockOptions::new()
+        .ttl(Duration::from_millis(ttl_ms))
+        .auto_renew(false)
+}
+
+/// A holder that stops renewing loses the lock when its TTL ends; another client gets it
+/// within TTL + 1 s, with a greater token.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::ttl_expiry_frees_the_lock(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn ttl_expiry_frees_the_lock(target: &Target) {
+    let name = unique("ttl");
+    let a = target.client().await;
+    let b = target.client().await;
+    let stale = a.mutex(&name).lock_with(&short(400)).await.unwrap();
+    let started = Instant::now();
+    let fresh = b
+        .mutex(&name)
+        .lock_timeout(Duration::from_millis(1400))
+        .await
+        .expect("the lock is free again within ttl + 1 s");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "granted while the first lease was still valid"
+    );
+    assert!(fresh.fencing_token() > stale.fencing_token());
+    assert_eq!(stale.health(), Health::Lost);
+}
+
+/// With auto-renewal, a holder keeps the lock long past its TTL and stays `Held`.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::renewal_keeps_the_lock(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn renewal_keeps_the_lock(target: &Target) {
+    let name = unique("renew");
+    let a = target.client().await;
+    let b = target.client().await;
+    let options = LockOptions::new().ttl(Duration::from_millis(300));
+    let guard = a.mutex(&name).lock_with(&options).await.unwrap();
+    let first_deadline = guard.safe_until();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(guard.health(), Health::Held);
+    assert!(guard.safe_until() > first_deadline, "renewal moves safe_until");
+    assert!(b.mutex(&name).try_lock().await.unwrap().is_none());
+    guard.renew().await.expect("manual renewal of a held lease");
+    guard.release().await.unwrap();
+}
+
+/// A holder whose lease ran out and was taken over can neither renew nor release
+/// (`NotHeld`), and trying does not disturb the new holder.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::stale_holder_cannot_release_or_renew(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn stale_holder_cannot_release_or_renew(target: &Target) {
+    let name = unique("stale");
+    let a = target.client().await;
+    let b = target.client().await;
+    let stale = a.mutex(&name).lock_with(&short(300)).await.unwrap();
+    let fresh = b
+        .mutex(&name)
+        .lock_timeout(Duration::from_secs(2))
+        .await
+        .unwrap();
+    expect_kind(stale.renew().await, ErrorKind::NotHeld, "stale renew");
+    expect_kind(stale.release().await, ErrorKind::NotHeld, "stale release");
+    assert_eq!(fresh.health(), Health::Held);
+    fresh.renew().await.expect("the new holder is undisturbed");
+    assert!(a.mutex(&name).try_lock().await.unwrap().is_none());
+    let state = &b.status(Some(&name)).await.unwrap()[0];
+    assert_eq!(state.holders.len(), 1);
+    assert_eq!(state.holders[0].fencing_token, fresh.fencing_token());
+    fresh.release().await.unwrap();
+}
+
+/// Tokens strictly increase over sequential grants, over concurrent grants in grant order,
+/// and across lock kinds sharing a name.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::fencing_tokens_strictly_increase(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn fencing_tokens_strictly_increase(target: &Target) {
+    let name = unique("fence");
+    let client = target.client().await;
+    let mut last = 0;
+    for _ in 0..10 {
+        let guard = client.mutex(&name).lock().await.unwrap();
+        assert!(guard.fencing_token() > last, "token did not increase");
+        last = guard.fencing_token();
+        guard.release().await.unwrap();
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let client = target.client().await;
+        let (name, tx) = (name.clone(), tx.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                let guard = client.mutex(&name).lock_timeout(Duration::from_secs(30)).await.unwrap();
+                tx.send(guard.fencing_token()).unwrap();
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    drop(tx);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut seen = Vec::new();
+    while let Some(token) = rx.recv().await {
+        seen.push(token);
+    }
+    assert_eq!(seen.len(), 30);
+    assert!(seen.iter().all(|t| *t > last), "concurrent tokens exceed earlier ones");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "tokens in grant order increase: {seen:?}");
+    let reader = client.rwlock(&name).read().await.unwrap();
+    assert!(reader.fencing_token() > *seen.last().unwrap());
+}
+
+/// `lost()` resolves once an unrenewed lease ends — no later than another client takes the
+/// lock over — and health turns `Lost`.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::lost_fires_after_takeover(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn lost_fires_after_takeover(target: &Target) {
+    let name = unique("lost");
+    let a = target.client().await;
+    let b = target.client().await;
+    let guard = a.mutex(&name).lock_with(&short(300)).await.unwrap();
+    let started = Instant::now();
+    let taker = {
+        let name = name.clone();
+        tokio::spawn(async move {
+            let guard = b.mutex(&name).lock_timeout(Duration::from_secs(3)).await.unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    tokio::time::timeout(Duration::from_millis(1300), guard.lost())
+        .await
+        .expect("lost() resolves after the lease ends");
+    let lost_at = Instant::now();
+    assert!(
+        lost_at - started >= Duration::from_millis(200),
+        "lost before the lease could end"
+    );
+    assert_eq!(guard.health(), Health::Lost);
+    let (granted_at, taken) = taker.await.unwrap();
+    assert!(
+        lost_at <= granted_at + Duration::from_millis(50),
+        "the old holder learned of the loss after the takeover"
+    );
+    assert!(taken.fencing_token() > guard.fencing_token());
+}
+
+/// A holder with `max_hold` stops renewing after it, so its lease ends.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::max_hold_stops_renewal(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn max_hold_stops_renewal(target: &Target) {
+    let name = unique("maxhold");
+    let client = target.client().await;
+    let options = LockOptions::new()
+        .ttl(Duration::from_millis(300))
+        .max_hold(Duration::from_millis(500));
+    let guard = client.mutex(&name).lock_with(&options).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("the lease ends after max_hold");
+    let other = target.client().await;
+    let ok = eventually(Duration::from_secs(2), || async {
+        other.mutex(&name).try_lock().await.unwrap().is_some()
+    })
+    .await;
+    assert!(ok, "the lock is free after max_hold plus the ttl");
+}

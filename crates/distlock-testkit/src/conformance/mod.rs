@@ -1,0 +1,265 @@
+//! The conformance suite: one set of async test functions every backend's tests call.
+//!
+//! Each function takes a [`Target`] and asserts one property of the contract. Functions for
+//! optional features check the backend's [`Capabilities`](distlock::Capabilities): a backend
+//! without the feature must refuse it with `Unsupported`, never silently misbehave.
+
+mod exclusion;
+mod input;
+mod lease;
+mod process;
+mod queue;
+mod rwlock;
+mod semaphore;
+
+use std::any::Any;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use distlock::{Client, Error, ErrorKind, Result};
+
+pub use exclusion::*;
+pub use input::*;
+pub use lease::*;
+pub use process::*;
+pub use queue::*;
+pub use rwlock::*;
+pub use semaphore::*;
+
+/// A backend under test: its URL, and whatever must stay alive while it is used (servers,
+/// temporary directories).
+///
+/// # Examples
+///
+/// ```
+/// let target = distlock_testkit::Target::new("memory://docs");
+/// assert_eq!(target.url(), "memory://docs");
+/// ```
+pub struct Target {
+    url: String,
+    child_test: String,
+    keep: Vec<Box<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target").field("url", &self.url).finish()
+    }
+}
+
+impl Target {
+    /// A target at `url`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Target`].
+    pub fn new(url: impl Into<String>) -> Self {
+        Target {
+            url: url.into(),
+            child_test: String::new(),
+            keep: Vec::new(),
+        }
+    }
+
+    /// Keeps `thing` (a server, a temporary directory) alive as long as the target.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let url = format!("sqlite://{}/locks.db", dir.path().display());
+    /// let target = distlock_testkit::Target::new(url).keep(dir);
+    /// ```
+    pub fn keep(mut self, thing: impl Any + Send + Sync) -> Self {
+        self.keep.push(Box::new(thing));
+        self
+    }
+
+    /// Names the child test helper processes run (set by [`process_suite!`]).
+    ///
+    /// [`process_suite!`]: crate::process_suite
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let target = distlock_testkit::Target::new("memory://").with_child_test("sqlite::conformance_child");
+    /// ```
+    pub fn with_child_test(mut self, module_path: &str) -> Self {
+        let path = module_path.split_once("::").map_or("", |(_, rest)| rest);
+        self.child_test = if path.is_empty() {
+            "conformance_child".to_owned()
+        } else {
+            format!("{path}::conformance_child")
+        };
+        self
+    }
+
+    /// The lock URL.
+    ///
+    /// # Examples
+    ///
+    /// See [`Target`].
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A new client connected to the target.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # distlock_testkit::block_on(async {
+    /// let client = distlock_testkit::Target::new("memory://").client().await;
+    /// # });
+    /// ```
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url))
+    }
+
+    pub(crate) fn child_test(&self) -> &str {
+        &self.child_test
+    }
+}
+
+/// A lock name no other test uses.
+pub(crate) fn unique(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", rand_u64())
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// Asserts that `result` failed with `kind`.
+pub(crate) fn expect_kind<T: std::fmt::Debug>(result: Result<T>, kind: ErrorKind, what: &str) -> Error {
+    match result {
+        Ok(v) => panic!("{what}: expected a {kind} error, got Ok({v:?})"),
+        Err(e) => {
+            assert_eq!(e.kind(), kind, "{what}: wrong error kind: {e}");
+            e
+        }
+    }
+}
+
+/// Polls `check` until it holds or `within` passes (every 10 ms); true if it held.
+pub(crate) async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until `name` has `count` queued waiters (bounded by 5 s).
+pub(crate) async fn wait_for_waiters(client: &Client, name: &str, count: usize) {
+    let ok = eventually(Duration::from_secs(5), || async {
+        client
+            .status(Some(name))
+            .await
+            .map(|s| s.first().map_or(0, |s| s.waiters.len()) == count)
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(ok, "lock {name} never had {count} waiters");
+}
+
+/// Generates one `#[test]` per in-process conformance property, each calling the suite
+/// function with the target `$target().await` builds.
+///
+/// # Examples
+///
+/// ```ignore
+/// async fn target() -> distlock_testkit::Target { distlock_testkit::Target::new("memory://t") }
+/// distlock_testkit::conformance_suite!(target);
+/// ```
+#[macro_export]
+macro_rules! conformance_suite {
+    ($target:path) => {
+        $crate::conformance_suite!(@tests $target;
+            mutual_exclusion_across_tasks,
+            try_lock_when_held_returns_none,
+            ttl_expiry_frees_the_lock,
+            renewal_keeps_the_lock,
+            stale_holder_cannot_release_or_renew,
+            fencing_tokens_strictly_increase,
+            lost_fires_after_takeover,
+            cancelled_acquire_leaves_nothing,
+            dropped_guard_is_released,
+            fair_mode_grants_in_arrival_order,
+            reentrant_holds_nest_by_owner,
+            rwlock_readers_share_and_writers_exclude,
+            rwlock_waiting_writer_blocks_new_readers,
+            semaphore_never_exceeds_its_permits,
+            semaphore_permits_of_a_crashed_holder_return,
+            status_shows_holders_and_waiters,
+            bad_input_is_rejected,
+            max_hold_stops_renewal,
+        );
+    };
+    (@tests $target:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::block_on(async {
+                    let target = $target().await;
+                    $crate::conformance::$name(&target).await;
+                });
+            }
+        )+
+    };
+}
+
+/// Generates the cross-process and process-fault tests, plus the ignored child test the
+/// helper processes run. Call it in a module of its own or beside [`conformance_suite!`].
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::process_suite!(target);
+/// ```
+#[macro_export]
+macro_rules! process_suite {
+    ($target:path) => {
+        $crate::process_suite!(@tests $target;
+            mutual_exclusion_across_processes,
+            killed_holder_frees_the_lock_within_ttl,
+            paused_holder_loses_its_lease,
+        );
+
+        #[test]
+        #[ignore = "runs only as a helper process of the process suite"]
+        fn conformance_child() {
+            $crate::run_child();
+        }
+    };
+    (@tests $target:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::block_on(async {
+                    let target = $target().await.with_child_test(module_path!());
+                    $crate::conformance::$name(&target).await;
+                });
+            }
+        )+
+    };
+}

@@ -1,0 +1,143 @@
+//! Several OS processes on one lock, and process faults: SIGKILL and SIGSTOP of a holder.
+
+use std::time::{Duration, Instant};
+
+use distlock::{Health, LockOptions};
+
+use super::{unique, Target};
+use crate::child::{ChildEvent, ChildProcess, ChildTask};
+use crate::signal::Signal;
+
+const EVENT_WAIT: Duration = Duration::from_secs(30);
+
+fn spawn(target: &Target, task: &ChildTask) -> ChildProcess {
+    assert!(
+        !target.child_test().is_empty(),
+        "process tests need the child test: generate them with process_suite!"
+    );
+    ChildProcess::spawn(target.child_test(), task).expect("a helper process starts")
+}
+
+fn acquired(child: &ChildProcess) -> u64 {
+    match child.next_event(EVENT_WAIT) {
+        Some(ChildEvent::Acquired { fencing_token }) => fencing_token,
+        other => panic!("the helper did not acquire the lock: {other:?}"),
+    }
+}
+
+/// Three processes each run 15 critical sections on one mutex, each a non-atomic
+/// read-pause-write of a shared counter file; no update is lost.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::process_suite!(target); // generates this test
+/// ```
+pub async fn mutual_exclusion_across_processes(target: &Target) {
+    const PROCESSES: u32 = 3;
+    const ITERATIONS: u32 = 15;
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("counter");
+    std::fs::write(&counter, "0").unwrap();
+    let name = unique("processes");
+    let mut children: Vec<ChildProcess> = (0..PROCESSES)
+        .map(|_| {
+            spawn(
+                target,
+                &ChildTask::Exclusion {
+                    url: target.url().to_owned(),
+                    name: name.clone(),
+                    iterations: ITERATIONS,
+                    counter: counter.clone(),
+                },
+            )
+        })
+        .collect();
+    for child in &mut children {
+        let event = child.next_event(Duration::from_secs(120));
+        assert_eq!(event, Some(ChildEvent::Done { sections: ITERATIONS }));
+        assert!(child.wait(Duration::from_secs(30)), "helper exits cleanly");
+    }
+    let total: u32 = std::fs::read_to_string(&counter).unwrap().trim().parse().unwrap();
+    assert_eq!(total, PROCESSES * ITERATIONS, "updates were lost: sections overlapped");
+}
+
+/// A holder process killed with SIGKILL leaves its lease behind; another process gets the
+/// lock within TTL + 1 s, with a greater token.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::process_suite!(target); // generates this test
+/// ```
+pub async fn killed_holder_frees_the_lock_within_ttl(target: &Target) {
+    let name = unique("killed");
+    let ttl = Duration::from_millis(1500);
+    let child = spawn(
+        target,
+        &ChildTask::Hold {
+            url: target.url().to_owned(),
+            name: name.clone(),
+            ttl_ms: ttl.as_millis() as u64,
+        },
+    );
+    let dead_token = acquired(&child);
+    let client = target.client().await;
+    assert!(client.mutex(&name).try_lock().await.unwrap().is_none());
+    child.signal(Signal::Kill);
+    let killed_at = Instant::now();
+    let guard = client
+        .mutex(&name)
+        .lock_timeout(ttl + Duration::from_secs(1))
+        .await
+        .expect("the lock is free within ttl + 1 s of the kill");
+    assert!(killed_at.elapsed() <= ttl + Duration::from_secs(1));
+    assert!(guard.fencing_token() > dead_token);
+}
+
+/// A holder process frozen with SIGSTOP past its TTL loses the lock to another process
+/// (greater token). Thawed, its guard reports `Lost`, its release answers `NotHeld`, and
+/// the new holder is undisturbed.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::process_suite!(target); // generates this test
+/// ```
+pub async fn paused_holder_loses_its_lease(target: &Target) {
+    let name = unique("paused");
+    let ttl = Duration::from_millis(1500);
+    let child = spawn(
+        target,
+        &ChildTask::Hold {
+            url: target.url().to_owned(),
+            name: name.clone(),
+            ttl_ms: ttl.as_millis() as u64,
+        },
+    );
+    let paused_token = acquired(&child);
+    child.signal(Signal::Stop);
+    let client = target.client().await;
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(ttl + Duration::from_secs(1));
+    let guard = client
+        .mutex(&name)
+        .lock_with(&options)
+        .await
+        .expect("the paused holder's lease ends and the lock is granted");
+    assert!(guard.fencing_token() > paused_token);
+    child.signal(Signal::Continue);
+    assert_eq!(child.next_event(EVENT_WAIT), Some(ChildEvent::Lost));
+    assert_eq!(
+        child.next_event(EVENT_WAIT),
+        Some(ChildEvent::Released {
+            outcome: "not_held".into()
+        })
+    );
+    assert_eq!(guard.health(), Health::Held);
+    guard.renew().await.expect("the new holder is undisturbed");
+    let state = &client.status(Some(&name)).await.unwrap()[0];
+    assert_eq!(state.holders.len(), 1);
+    assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
+}
