@@ -1,1 +1,50 @@
-fn main() {}
+//! `distlock`: guard any command with a distributed lock, inspect locks, benchmark a
+//! backend, and replay the overselling demo.
+
+mod args;
+mod bench;
+mod demo;
+mod exit;
+mod location;
+mod progress;
+mod run;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DISTLOCK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("distlock: cannot start the async runtime: {err}");
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
+    let code = runtime.block_on(async move {
+        let outcome = match cli.command {
+            Command::Run(args) => run::run(&cli.url, args).await,
+            Command::Status(args) => status::status(&cli.url, args).await,
+            Command::Demo(args) => demo::demo(&cli.url, args).await,
+            Command::DemoWorker(args) => demo::worker(args).await,
+            Command::Bench(args) => bench::bench(&cli.url, args).await,
+            Command::BenchWorker(args) => bench::worker(args).await,
+        };
+        outcome.unwrap_or_else(|err| {
+            eprintln!("distlock: {err}");
+            exit::for_error(&err)
+        })
+    });
+    ExitCode::from(code)
+}

@@ -15,7 +15,7 @@ use crate::guard::Guard;
 use crate::lease::{GrantInfo, LeaseCore, RenewPlan};
 use crate::name::validate_name;
 use crate::options::LockOptions;
-use crate::owner::{random_id, HolderMeta};
+use crate::owner::{HolderMeta, random_id};
 use crate::telemetry;
 
 /// The longest a waiter sleeps between polls, even when the backend pushes wake-ups: it
@@ -191,7 +191,12 @@ fn grant(
 /// millisecond, to poll after it ends) and [`MAX_BACKSTOP`]. Polling backends back off
 /// exponentially with jitter from [`FIRST_BACKOFF`] to [`MAX_BACKOFF`], also bounded by the
 /// holders' remaining lease. Both are bounded by the time left until the deadline.
-fn next_backstop(push: bool, round: u32, retry_within: Option<Duration>, left: Duration) -> Duration {
+fn next_backstop(
+    push: bool,
+    round: u32,
+    retry_within: Option<Duration>,
+    left: Duration,
+) -> Duration {
     let lease_bound = retry_within
         .map(|d| d + Duration::from_millis(1))
         .unwrap_or(MAX_BACKSTOP);
@@ -199,7 +204,9 @@ fn next_backstop(push: bool, round: u32, retry_within: Option<Duration>, left: D
         MAX_BACKSTOP
     } else {
         let grown = FIRST_BACKOFF.mul_f64(1.5f64.powi(round.min(20) as i32));
-        grown.min(MAX_BACKOFF).mul_f64(rand::rng().random_range(0.5..=1.0))
+        grown
+            .min(MAX_BACKOFF)
+            .mul_f64(rand::rng().random_range(0.5..=1.0))
     };
     wait.min(lease_bound)
         .min(left)
@@ -216,7 +223,9 @@ fn timeout_error(name: &str, waited: Duration) -> Error {
 
 fn check_permits(kind: LockKind, permits: u32) -> Result<()> {
     match kind {
-        LockKind::Semaphore { limit: 0 } => Err(Error::invalid("a semaphore needs at least one permit")),
+        LockKind::Semaphore { limit: 0 } => {
+            Err(Error::invalid("a semaphore needs at least one permit"))
+        }
         LockKind::Semaphore { .. } if permits == 0 => {
             Err(Error::invalid("acquire at least one permit"))
         }
@@ -241,7 +250,7 @@ fn check_capabilities(backend: &dyn Backend, kind: LockKind, options: &LockOptio
         LockKind::Semaphore { .. } if options.reentrant.is_some() => {
             return Err(Error::invalid(
                 "reentrancy applies to locks, not to semaphore permits",
-            ))
+            ));
         }
         _ => {}
     }
@@ -260,11 +269,15 @@ struct PendingTicket {
 
 impl PendingTicket {
     fn ticket(&self) -> &Ticket {
-        self.ticket.as_ref().expect("ticket is present until disarmed")
+        self.ticket
+            .as_ref()
+            .expect("ticket is present until disarmed")
     }
 
     fn disarm(&mut self) -> Ticket {
-        self.ticket.take().expect("ticket is present until disarmed")
+        self.ticket
+            .take()
+            .expect("ticket is present until disarmed")
     }
 
     async fn cancel_now(mut self) {
@@ -299,7 +312,12 @@ mod tests {
 
     #[test]
     fn backstop_is_bounded_by_lease_and_deadline() {
-        let b = next_backstop(true, 0, Some(Duration::from_millis(5)), Duration::from_secs(10));
+        let b = next_backstop(
+            true,
+            0,
+            Some(Duration::from_millis(5)),
+            Duration::from_secs(10),
+        );
         assert!(b <= Duration::from_millis(6));
         let b = next_backstop(false, 50, None, Duration::from_millis(3));
         assert!(b <= Duration::from_millis(3));

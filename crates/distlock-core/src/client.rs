@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::lease::LeaseCore;
 use crate::name::validate_name;
 use crate::options::LockOptions;
-use crate::owner::{random_id, Owner};
+use crate::owner::{Owner, random_id};
 use crate::primitives::{Mutex, RwLock, Semaphore};
 use crate::registry;
 
@@ -39,13 +39,21 @@ impl ClientInner {
 
     pub(crate) fn remember_reentrant(&self, lease: &Arc<LeaseCore>) {
         let mut map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (lease.key.name.clone(), lease.kind.as_str(), lease.owner.clone());
+        let key = (
+            lease.key.name.clone(),
+            lease.kind.as_str(),
+            lease.owner.clone(),
+        );
         map.insert(key, Arc::downgrade(lease));
     }
 
     pub(crate) fn forget_reentrant(&self, lease: &LeaseCore) {
         let mut map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (lease.key.name.clone(), lease.kind.as_str(), lease.owner.clone());
+        let key = (
+            lease.key.name.clone(),
+            lease.kind.as_str(),
+            lease.owner.clone(),
+        );
         if map
             .get(&key)
             .is_some_and(|w| std::ptr::eq(w.as_ptr(), lease))

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::LockKind;
+use crate::error::Result;
 use crate::lease::{Health, LeaseCore};
 use crate::owner::Owner;
-use crate::error::Result;
 
 /// A held grant: of a [`Mutex`](crate::Mutex), an [`RwLock`](crate::RwLock) (read or
 /// write) or permits of a [`Semaphore`](crate::Semaphore).

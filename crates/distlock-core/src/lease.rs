@@ -278,7 +278,9 @@ impl LeaseCore {
             .client
             .backend
             .release(&self.key)
-            .instrument(tracing::debug_span!("distlock.release", lock = %self.key.name, backend = scheme))
+            .instrument(
+                tracing::debug_span!("distlock.release", lock = %self.key.name, backend = scheme),
+            )
             .await?;
         match outcome {
             LeaseOutcome::Done => {
@@ -357,8 +359,10 @@ async fn watchdog(lease: Weak<LeaseCore>) {
         if renewing && now >= next_renew {
             next_renew = match core.renew_once().await {
                 Ok(()) => now + plan.every,
-                Err(err) if err.kind() == ErrorKind::NotHeld || err.kind() == ErrorKind::LockLost => {
-                    return
+                Err(err)
+                    if err.kind() == ErrorKind::NotHeld || err.kind() == ErrorKind::LockLost =>
+                {
+                    return;
                 }
                 Err(_) => now + (plan.every / 4).max(Duration::from_millis(5)),
             };

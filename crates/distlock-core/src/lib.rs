@@ -45,7 +45,7 @@ mod registry;
 mod telemetry;
 mod wakers;
 
-pub use admission::{admit, Claim, Queued};
+pub use admission::{Claim, Queued, admit};
 pub use async_trait::async_trait;
 pub use backend::{
     Backend, Capabilities, HolderInfo, LeaseKey, LeaseOutcome, LockKind, LockRequest, LockState,
@@ -56,10 +56,10 @@ pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
 pub use lease::Health;
 pub use memory::MemoryBackend;
-pub use name::{validate_name, MAX_NAME_LEN};
-pub use options::{LockOptions, DEFAULT_TTL, MAX_TTL, MIN_TTL};
-pub use owner::{HolderMeta, Owner, MAX_OWNER_LEN};
+pub use name::{MAX_NAME_LEN, validate_name};
+pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_TTL};
+pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner};
 pub use primitives::{Mutex, RwLock, Semaphore};
-pub use registry::{redact_url, register, Connector};
+pub use registry::{Connector, redact_url, register};
 pub use url::Url;
 pub use wakers::LocalWakers;

@@ -42,7 +42,11 @@ pub trait Connector: Send + Sync + std::fmt::Debug + 'static {
 static CONNECTORS: LazyLock<RwLock<HashMap<&'static str, Arc<dyn Connector>>>> =
     LazyLock::new(|| {
         let memory: Arc<dyn Connector> = Arc::new(MemoryConnector);
-        let map = memory.schemes().iter().map(|s| (*s, memory.clone())).collect();
+        let map = memory
+            .schemes()
+            .iter()
+            .map(|s| (*s, memory.clone()))
+            .collect();
         RwLock::new(map)
     });
 
@@ -83,9 +87,8 @@ pub fn redact_url(url: &str) -> String {
 }
 
 pub(crate) async fn connect(url: &str) -> Result<Arc<dyn Backend>> {
-    let parsed = Url::parse(url).map_err(|e| {
-        Error::invalid(format!("malformed lock URL `{}`: {e}", redact_url(url)))
-    })?;
+    let parsed = Url::parse(url)
+        .map_err(|e| Error::invalid(format!("malformed lock URL `{}`: {e}", redact_url(url))))?;
     let connector = {
         let map = CONNECTORS.read().unwrap_or_else(|p| p.into_inner());
         map.get(parsed.scheme()).cloned()

@@ -4,8 +4,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use distlock_core::{
-    admit, Claim, Error, HolderInfo, HolderMeta, LockKind, LockRequest, LockState, Queued, Result,
-    WaiterInfo,
+    Claim, Error, HolderInfo, HolderMeta, LockKind, LockRequest, LockState, Queued, Result,
+    WaiterInfo, admit,
 };
 
 /// How long a waiter's row lives without being polled.
@@ -140,8 +140,15 @@ impl WaiterRow {
 /// assert!(may_grant(&[], &[], &request)?);
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
-pub fn may_grant(holders: &[HolderRow], waiters: &[WaiterRow], request: &LockRequest) -> Result<bool> {
-    let held = holders.iter().map(HolderRow::claim).collect::<Result<Vec<_>>>()?;
+pub fn may_grant(
+    holders: &[HolderRow],
+    waiters: &[WaiterRow],
+    request: &LockRequest,
+) -> Result<bool> {
+    let held = holders
+        .iter()
+        .map(HolderRow::claim)
+        .collect::<Result<Vec<_>>>()?;
     let queue = waiters
         .iter()
         .filter(|w| w.token != request.token)

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use distlock::{Client, ErrorKind, LockOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::signal::{send, Signal};
+use crate::signal::{Signal, send};
 
 const TASK_ENV: &str = "DISTLOCK_TESTKIT_TASK";
 const EVENT_PREFIX: &str = "DISTLOCK-EVENT ";
@@ -110,17 +110,29 @@ impl ChildProcess {
     pub fn spawn(child_test: &str, task: &ChildTask) -> std::io::Result<ChildProcess> {
         let task = serde_json::to_string(task).map_err(std::io::Error::other)?;
         let mut child = Command::new(std::env::current_exe()?)
-            .args(["--exact", child_test, "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                child_test,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(TASK_ENV, task)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
         let (tx, events) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(json) = line.find(EVENT_PREFIX).map(|at| &line[at + EVENT_PREFIX.len()..]) {
+                if let Some(json) = line
+                    .find(EVENT_PREFIX)
+                    .map(|at| &line[at + EVENT_PREFIX.len()..])
+                {
                     if let Ok(event) = serde_json::from_str(json) {
                         if tx.send(event).is_err() {
                             return;

@@ -20,10 +20,10 @@ pub mod conformance;
 mod server;
 mod signal;
 
-pub use child::{run_child, ChildEvent, ChildProcess, ChildTask};
+pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::Target;
-pub use server::{find_program, free_port, LaunchError, Ready, Server, ServerSpec};
-pub use signal::{send, Signal};
+pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
+pub use signal::{Signal, send};
 
 /// Runs an async test body on a fresh multi-threaded runtime (used by the suite macros, so
 /// the calling crate needs no runtime of its own).

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::signal::{send, Signal};
+use crate::signal::{Signal, send};
 
 /// How a launcher knows its server is ready.
 #[derive(Debug, Clone)]
@@ -187,7 +187,10 @@ impl Server {
             .spec
             .args
             .iter()
-            .map(|a| a.replace("{port}", &self.port.to_string()).replace("{dir}", &dir))
+            .map(|a| {
+                a.replace("{port}", &self.port.to_string())
+                    .replace("{dir}", &dir)
+            })
             .collect();
         let child = Command::new(&self.program)
             .args(&args)

@@ -9,7 +9,15 @@ use distlock_testkit::{LaunchError, Ready, Server, ServerSpec};
 fn http_server() -> ServerSpec {
     ServerSpec::new(
         "python3",
-        ["-m", "http.server", "--bind", "127.0.0.1", "{port}", "--directory", "{dir}"],
+        [
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "{port}",
+            "--directory",
+            "{dir}",
+        ],
     )
     .ready(Ready::TcpConnect)
     .install_hint("apt-get install python3")

@@ -35,11 +35,11 @@ use std::ops::Deref;
 use std::sync::Once;
 
 pub use distlock_core::{
-    admit, async_trait, redact_url, register, validate_name, Backend, Capabilities, Claim,
-    Connector, Error, ErrorKind, Guard, Health, HolderInfo, HolderMeta, LeaseKey, LeaseOutcome,
-    LocalWakers, LockKind, LockOptions, LockRequest, LockState, MemoryBackend, Mutex, MutexGuard,
-    Owner, Permit, PollOutcome, Queued, ReadGuard, Result, RwLock, Semaphore, Ticket, Url,
-    WaiterInfo, WriteGuard, DEFAULT_TTL, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_TTL,
+    Backend, Capabilities, Claim, Connector, DEFAULT_TTL, Error, ErrorKind, Guard, Health,
+    HolderInfo, HolderMeta, LeaseKey, LeaseOutcome, LocalWakers, LockKind, LockOptions,
+    LockRequest, LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_TTL, MemoryBackend, Mutex,
+    MutexGuard, Owner, Permit, PollOutcome, Queued, ReadGuard, Result, RwLock, Semaphore, Ticket,
+    Url, WaiterInfo, WriteGuard, admit, async_trait, redact_url, register, validate_name,
 };
 
 /// The SQL backends (`sqlite://`).

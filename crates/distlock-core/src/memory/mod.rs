@@ -144,6 +144,8 @@ impl Connector for MemoryConnector {
                 "memory URLs take only a space name: memory:// or memory://NAME, not `{url}`"
             )));
         }
-        Ok(Arc::new(MemoryBackend::shared(url.host_str().unwrap_or(""))))
+        Ok(Arc::new(MemoryBackend::shared(
+            url.host_str().unwrap_or(""),
+        )))
     }
 }

@@ -1,13 +1,13 @@
 //! One memory lock space: every name's holders, queue and fencing counter.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex as StdMutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::admission::{admit, Claim, Queued};
+use crate::admission::{Claim, Queued, admit};
 use crate::backend::{
     HolderInfo, LeaseKey, LeaseOutcome, LockRequest, LockState, PollOutcome, Ticket, WaiterInfo,
 };
@@ -159,7 +159,11 @@ impl Space {
             }
             if request.wait {
                 let expires = now + WAITER_LEASE;
-                match state.queue.iter_mut().find(|e| e.request.token == request.token) {
+                match state
+                    .queue
+                    .iter_mut()
+                    .find(|e| e.request.token == request.token)
+                {
                     Some(entry) => entry.expires = expires,
                     None => {
                         state.queue.push(Entry {
@@ -189,7 +193,11 @@ impl Space {
 
     pub(super) fn renew(&self, lease: &LeaseKey, ttl: Duration) -> LeaseOutcome {
         self.with_name(&lease.name, |state| {
-            match state.holders.iter_mut().find(|e| e.request.token == lease.token) {
+            match state
+                .holders
+                .iter_mut()
+                .find(|e| e.request.token == lease.token)
+            {
                 Some(entry) => {
                     entry.expires = Instant::now() + ttl;
                     LeaseOutcome::Done

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use crate::acquire::{acquire, Attempt, Want};
+use crate::acquire::{Attempt, Want, acquire};
 use crate::backend::LockKind;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};

@@ -1,4 +1,4 @@
-use crate::acquire::{acquire, Attempt, Want};
+use crate::acquire::{Attempt, Want, acquire};
 use crate::backend::LockKind;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
@@ -113,7 +113,13 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_read(&self) -> Result<Option<ReadGuard>> {
-        acquire(&self.client, self.want(LockKind::Read), &self.options, Attempt::Once).await
+        acquire(
+            &self.client,
+            self.want(LockKind::Read),
+            &self.options,
+            Attempt::Once,
+        )
+        .await
     }
 
     /// One attempt at the exclusive hold.
@@ -126,7 +132,13 @@ impl RwLock {
     ///
     /// See [`RwLock`].
     pub async fn try_write(&self) -> Result<Option<WriteGuard>> {
-        acquire(&self.client, self.want(LockKind::Write), &self.options, Attempt::Once).await
+        acquire(
+            &self.client,
+            self.want(LockKind::Write),
+            &self.options,
+            Attempt::Once,
+        )
+        .await
     }
 
     /// Waits for a shared hold with explicit options.

@@ -1,4 +1,4 @@
-use crate::acquire::{acquire, Attempt, Want};
+use crate::acquire::{Attempt, Want, acquire};
 use crate::backend::LockKind;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
@@ -144,7 +144,13 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire_many(&self, permits: u32) -> Result<Option<Permit>> {
-        acquire(&self.client, self.want(permits), &self.options, Attempt::Once).await
+        acquire(
+            &self.client,
+            self.want(permits),
+            &self.options,
+            Attempt::Once,
+        )
+        .await
     }
 
     /// Waits for `permits` permits with explicit options.

@@ -4,17 +4,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use distlock_core::{
-    async_trait, Backend, Capabilities, Error, LeaseKey, LeaseOutcome, LocalWakers, LockRequest,
-    LockState, PollOutcome, Result, Ticket,
+    Backend, Capabilities, Error, LeaseKey, LeaseOutcome, LocalWakers, LockRequest, LockState,
+    PollOutcome, Result, Ticket, async_trait,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::config::SqliteConfig;
 use super::db_error;
-use super::rows::{holder, waiter, HOLDER_COLUMNS, WAITER_COLUMNS};
+use super::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
 use crate::lease_table::{
-    first_expiry_in, lock_state, may_grant, millis, now_ms, HolderRow, WaiterRow, WAITER_LEASE,
+    HolderRow, WAITER_LEASE, WaiterRow, first_expiry_in, lock_state, may_grant, millis, now_ms,
 };
 
 const SCHEMA: &str = include_str!("schema.sql");
@@ -52,7 +52,10 @@ impl SqliteBackend {
             if !dir.is_dir() {
                 return Err(Error::new(
                     distlock_core::ErrorKind::InvalidInput,
-                    format!("the directory of the lock database does not exist: {}", dir.display()),
+                    format!(
+                        "the directory of the lock database does not exist: {}",
+                        dir.display()
+                    ),
                 )
                 .with_backend("sqlite")
                 .with_operation("connect"));
@@ -133,22 +136,28 @@ impl SqliteBackend {
     }
 
     async fn purge_expired(conn: &mut SqliteConnection, name: &str, now: i64) -> sqlx::Result<u64> {
-        let leases = sqlx::query("DELETE FROM distlock_lease WHERE name = ?1 AND expires_at_ms <= ?2")
-            .bind(name)
-            .bind(now)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-        let waiters = sqlx::query("DELETE FROM distlock_waiter WHERE name = ?1 AND expires_at_ms <= ?2")
-            .bind(name)
-            .bind(now)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
+        let leases =
+            sqlx::query("DELETE FROM distlock_lease WHERE name = ?1 AND expires_at_ms <= ?2")
+                .bind(name)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+        let waiters =
+            sqlx::query("DELETE FROM distlock_waiter WHERE name = ?1 AND expires_at_ms <= ?2")
+                .bind(name)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
         Ok(leases + waiters)
     }
 
-    async fn grant(conn: &mut SqliteConnection, request: &LockRequest, now: i64) -> sqlx::Result<i64> {
+    async fn grant(
+        conn: &mut SqliteConnection,
+        request: &LockRequest,
+        now: i64,
+    ) -> sqlx::Result<i64> {
         let fence: i64 = sqlx::query(
             "INSERT INTO distlock_fence (name, value) VALUES (?1, 1)
              ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
@@ -182,7 +191,11 @@ impl SqliteBackend {
         Ok(fence)
     }
 
-    async fn keep_queued(conn: &mut SqliteConnection, request: &LockRequest, now: i64) -> sqlx::Result<()> {
+    async fn keep_queued(
+        conn: &mut SqliteConnection,
+        request: &LockRequest,
+        now: i64,
+    ) -> sqlx::Result<()> {
         sqlx::query(
             "INSERT INTO distlock_waiter
                (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms)
@@ -228,9 +241,17 @@ impl Backend for SqliteBackend {
         let request = &ticket.request;
         let err = db_error("acquire");
         let now = now_ms();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
-        let purged = Self::purge_expired(&mut tx, &request.name, now).await.map_err(&err)?;
-        let (holders, waiters) = Self::live_rows(&mut tx, &request.name).await.map_err(&err)?;
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(&err)?;
+        let purged = Self::purge_expired(&mut tx, &request.name, now)
+            .await
+            .map_err(&err)?;
+        let (holders, waiters) = Self::live_rows(&mut tx, &request.name)
+            .await
+            .map_err(&err)?;
         let outcome = if may_grant(&holders, &waiters, request)? {
             let fence = Self::grant(&mut tx, request, now).await.map_err(&err)?;
             PollOutcome::Granted {
@@ -238,7 +259,9 @@ impl Backend for SqliteBackend {
             }
         } else {
             if request.wait {
-                Self::keep_queued(&mut tx, request, now).await.map_err(&err)?;
+                Self::keep_queued(&mut tx, request, now)
+                    .await
+                    .map_err(&err)?;
             }
             PollOutcome::Pending {
                 retry_within: first_expiry_in(&holders, now),
@@ -263,7 +286,11 @@ impl Backend for SqliteBackend {
         let err = db_error("cancel");
         let token = &ticket.request.token;
         self.wakers.forget(token);
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(&err)?;
         let mut removed = 0;
         for table in ["distlock_waiter", "distlock_lease"] {
             removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
@@ -322,7 +349,11 @@ impl Backend for SqliteBackend {
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let err = db_error("inspect");
         let now = now_ms();
-        let filter = if name.is_some() { "name = ?1" } else { "?1 IS NULL" };
+        let filter = if name.is_some() {
+            "name = ?1"
+        } else {
+            "?1 IS NULL"
+        };
         let mut conn = self.pool.acquire().await.map_err(&err)?;
         let holders = sqlx::query(&format!(
             "SELECT name, {HOLDER_COLUMNS} FROM distlock_lease
@@ -348,11 +379,19 @@ impl Backend for SqliteBackend {
         }
         for row in &holders {
             let n: String = row.try_get(0).map_err(&err)?;
-            by_name.entry(n).or_default().0.push(holder(row, 1).map_err(&err)?);
+            by_name
+                .entry(n)
+                .or_default()
+                .0
+                .push(holder(row, 1).map_err(&err)?);
         }
         for row in &waiters {
             let n: String = row.try_get(0).map_err(&err)?;
-            by_name.entry(n).or_default().1.push(waiter(row, 1).map_err(&err)?);
+            by_name
+                .entry(n)
+                .or_default()
+                .1
+                .push(waiter(row, 1).map_err(&err)?);
         }
         let mut states = Vec::with_capacity(by_name.len());
         for (n, (h, w)) in by_name {
@@ -376,7 +415,11 @@ impl Backend for SqliteBackend {
 
     async fn floor_round(&self) -> Result<()> {
         let err = db_error("floor");
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(&err)?;
         sqlx::query("UPDATE distlock_floor SET n = n + 1 WHERE id = 1")
             .execute(&mut *tx)
             .await
@@ -384,4 +427,3 @@ impl Backend for SqliteBackend {
         tx.commit().await.map_err(&err)
     }
 }
-

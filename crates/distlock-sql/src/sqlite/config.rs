@@ -44,7 +44,9 @@ impl SqliteConfig {
     /// ```
     pub fn from_url(url: &Url) -> Result<Self> {
         let path = match url.host_str() {
-            Some(host) if !host.is_empty() => PathBuf::from(format!("{host}{}", decoded_path(url)?)),
+            Some(host) if !host.is_empty() => {
+                PathBuf::from(format!("{host}{}", decoded_path(url)?))
+            }
             _ => PathBuf::from(decoded_path(url)?),
         };
         if path.as_os_str().is_empty() || path.to_str().is_some_and(|p| p.contains(":memory:")) {
@@ -71,14 +73,14 @@ impl SqliteConfig {
                         other => {
                             return Err(Error::invalid(format!(
                                 "synchronous must be `full` or `normal`, not `{other}`"
-                            )))
+                            )));
                         }
                     }
                 }
                 other => {
                     return Err(Error::invalid(format!(
                         "unknown sqlite URL parameter `{other}` (known: busy_timeout, synchronous)"
-                    )))
+                    )));
                 }
             }
         }
@@ -103,9 +105,18 @@ mod tests {
 
     #[test]
     fn relative_absolute_and_escaped_paths() {
-        assert_eq!(parse("sqlite://locks.db").unwrap().path, PathBuf::from("locks.db"));
-        assert_eq!(parse("sqlite://./a/b.db").unwrap().path, PathBuf::from("./a/b.db"));
-        assert_eq!(parse("sqlite:///tmp/my%20locks.db").unwrap().path, PathBuf::from("/tmp/my locks.db"));
+        assert_eq!(
+            parse("sqlite://locks.db").unwrap().path,
+            PathBuf::from("locks.db")
+        );
+        assert_eq!(
+            parse("sqlite://./a/b.db").unwrap().path,
+            PathBuf::from("./a/b.db")
+        );
+        assert_eq!(
+            parse("sqlite:///tmp/my%20locks.db").unwrap().path,
+            PathBuf::from("/tmp/my locks.db")
+        );
     }
 
     #[test]

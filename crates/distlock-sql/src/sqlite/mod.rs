@@ -16,7 +16,7 @@ mod rows;
 
 use std::sync::Arc;
 
-use distlock_core::{async_trait, Backend, Connector, Error, ErrorKind, Result, Url};
+use distlock_core::{Backend, Connector, Error, ErrorKind, Result, Url, async_trait};
 
 pub use backend::SqliteBackend;
 pub use config::SqliteConfig;
@@ -61,10 +61,6 @@ pub(crate) fn db_error(operation: &'static str) -> impl Fn(sqlx::Error) -> Error
             .with_backend("sqlite")
             .with_operation(operation)
             .with_source(err);
-        if temporary {
-            out.temporary()
-        } else {
-            out
-        }
+        if temporary { out.temporary() } else { out }
     }
 }

@@ -1,7 +1,7 @@
 //! Reading lease-table rows out of SQLite result rows.
 
-use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
 
 use crate::lease_table::{HolderRow, WaiterRow};
 
@@ -13,7 +13,7 @@ pub(super) const WAITER_COLUMNS: &str =
 /// Reads a holder whose columns start at column `at` (after any columns selected first).
 pub(super) fn holder(row: &SqliteRow, at: usize) -> sqlx::Result<HolderRow> {
     Ok(HolderRow {
-        token: row.try_get(at + 0)?,
+        token: row.try_get(at)?,
         owner: row.try_get(at + 1)?,
         kind: row.try_get(at + 2)?,
         lim: row.try_get(at + 3)?,
@@ -29,7 +29,7 @@ pub(super) fn holder(row: &SqliteRow, at: usize) -> sqlx::Result<HolderRow> {
 /// Reads a waiter whose columns start at column `at`.
 pub(super) fn waiter(row: &SqliteRow, at: usize) -> sqlx::Result<WaiterRow> {
     Ok(WaiterRow {
-        seq: row.try_get(at + 0)?,
+        seq: row.try_get(at)?,
         token: row.try_get(at + 1)?,
         owner: row.try_get(at + 2)?,
         kind: row.try_get(at + 3)?,

@@ -1,10 +1,10 @@
 //! Mutual exclusion between tasks.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use super::{unique, Target};
+use super::{Target, unique};
 
 /// 16 tasks, each with its own client, take one mutex 12 times each and do a non-atomic
 /// read-pause-write of a shared counter inside; no update is lost and no two tasks are ever
@@ -31,7 +31,11 @@ pub async fn mutual_exclusion_across_tasks(target: &Target) {
             let mutex = client.mutex(name);
             for _ in 0..ROUNDS {
                 let guard = mutex.lock_timeout(Duration::from_secs(30)).await.unwrap();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders at once"
+                );
                 let seen = counter.load(Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_micros(200)).await;
                 counter.store(seen + 1, Ordering::SeqCst);
@@ -65,7 +69,10 @@ pub async fn try_lock_when_held_returns_none(target: &Target) {
     let held = a.mutex(&name).lock().await.unwrap();
     let started = std::time::Instant::now();
     assert!(b.mutex(&name).try_lock().await.unwrap().is_none());
-    assert!(started.elapsed() < Duration::from_secs(2), "try_lock must not wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "try_lock must not wait"
+    );
     held.release().await.unwrap();
     let again = b.mutex(&name).try_lock().await.unwrap();
     assert!(again.is_some(), "try_lock after release succeeds");

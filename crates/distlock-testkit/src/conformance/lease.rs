@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use distlock::{ErrorKind, Health, LockOptions};
 
-use super::{eventually, expect_kind, unique, Target};
+use super::{Target, eventually, expect_kind, unique};
 
 fn short(ttl_ms: u64) -> LockOptions {
     LockOptions::new()
@@ -59,7 +59,10 @@ pub async fn renewal_keeps_the_lock(target: &Target) {
     let first_deadline = guard.safe_until();
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(guard.health(), Health::Held);
-    assert!(guard.safe_until() > first_deadline, "renewal moves safe_until");
+    assert!(
+        guard.safe_until() > first_deadline,
+        "renewal moves safe_until"
+    );
     assert!(b.mutex(&name).try_lock().await.unwrap().is_none());
     guard.renew().await.expect("manual renewal of a held lease");
     guard.release().await.unwrap();
@@ -123,7 +126,11 @@ pub async fn fencing_tokens_strictly_increase(target: &Target) {
         let (name, tx) = (name.clone(), tx.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..5 {
-                let guard = client.mutex(&name).lock_timeout(Duration::from_secs(30)).await.unwrap();
+                let guard = client
+                    .mutex(&name)
+                    .lock_timeout(Duration::from_secs(30))
+                    .await
+                    .unwrap();
                 tx.send(guard.fencing_token()).unwrap();
                 guard.release().await.unwrap();
             }
@@ -138,8 +145,14 @@ pub async fn fencing_tokens_strictly_increase(target: &Target) {
         seen.push(token);
     }
     assert_eq!(seen.len(), 30);
-    assert!(seen.iter().all(|t| *t > last), "concurrent tokens exceed earlier ones");
-    assert!(seen.windows(2).all(|w| w[0] < w[1]), "tokens in grant order increase: {seen:?}");
+    assert!(
+        seen.iter().all(|t| *t > last),
+        "concurrent tokens exceed earlier ones"
+    );
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "tokens in grant order increase: {seen:?}"
+    );
     let reader = client.rwlock(&name).read().await.unwrap();
     assert!(reader.fencing_token() > *seen.last().unwrap());
 }
@@ -163,7 +176,11 @@ pub async fn lost_fires_after_takeover(target: &Target) {
     let taker = {
         let name = name.clone();
         tokio::spawn(async move {
-            let guard = b.mutex(&name).lock_timeout(Duration::from_secs(3)).await.unwrap();
+            let guard = b
+                .mutex(&name)
+                .lock_timeout(Duration::from_secs(3))
+                .await
+                .unwrap();
             (Instant::now(), guard)
         })
     };

@@ -141,7 +141,11 @@ fn rand_u64() -> u64 {
 }
 
 /// Asserts that `result` failed with `kind`.
-pub(crate) fn expect_kind<T: std::fmt::Debug>(result: Result<T>, kind: ErrorKind, what: &str) -> Error {
+pub(crate) fn expect_kind<T: std::fmt::Debug>(
+    result: Result<T>,
+    kind: ErrorKind,
+    what: &str,
+) -> Error {
     match result {
         Ok(v) => panic!("{what}: expected a {kind} error, got Ok({v:?})"),
         Err(e) => {

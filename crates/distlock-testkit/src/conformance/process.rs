@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use distlock::{Health, LockOptions};
 
-use super::{unique, Target};
+use super::{Target, unique};
 use crate::child::{ChildEvent, ChildProcess, ChildTask};
 use crate::signal::Signal;
 
@@ -55,11 +55,24 @@ pub async fn mutual_exclusion_across_processes(target: &Target) {
         .collect();
     for child in &mut children {
         let event = child.next_event(Duration::from_secs(120));
-        assert_eq!(event, Some(ChildEvent::Done { sections: ITERATIONS }));
+        assert_eq!(
+            event,
+            Some(ChildEvent::Done {
+                sections: ITERATIONS
+            })
+        );
         assert!(child.wait(Duration::from_secs(30)), "helper exits cleanly");
     }
-    let total: u32 = std::fs::read_to_string(&counter).unwrap().trim().parse().unwrap();
-    assert_eq!(total, PROCESSES * ITERATIONS, "updates were lost: sections overlapped");
+    let total: u32 = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        total,
+        PROCESSES * ITERATIONS,
+        "updates were lost: sections overlapped"
+    );
 }
 
 /// A holder process killed with SIGKILL leaves its lease behind; another process gets the

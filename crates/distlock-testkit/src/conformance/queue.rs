@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use distlock::{ErrorKind, Health, LockOptions};
 
-use super::{eventually, expect_kind, unique, wait_for_waiters, Target};
+use super::{Target, eventually, expect_kind, unique, wait_for_waiters};
 
 /// Dropping an acquire future — while it waits, or at any moment of its attempt — leaves no
 /// queue entry and no grant behind.
@@ -22,7 +22,10 @@ pub async fn cancelled_acquire_leaves_nothing(target: &Target) {
     let b = target.client().await;
     let held = a.mutex(&name).lock().await.unwrap();
     let waiting = tokio::time::timeout(Duration::from_millis(300), b.mutex(&name).lock()).await;
-    assert!(waiting.is_err(), "the waiter was still waiting when dropped");
+    assert!(
+        waiting.is_err(),
+        "the waiter was still waiting when dropped"
+    );
     let cleaned = eventually(Duration::from_secs(3), || async {
         a.status(Some(&name)).await.unwrap()[0].waiters.is_empty()
     })
@@ -44,7 +47,10 @@ pub async fn cancelled_acquire_leaves_nothing(target: &Target) {
             }
         })
         .await;
-        assert!(free, "round {round}: an abandoned acquire left a grant behind");
+        assert!(
+            free,
+            "round {round}: an abandoned acquire left a grant behind"
+        );
     }
 }
 
@@ -84,7 +90,11 @@ pub async fn fair_mode_grants_in_arrival_order(target: &Target) {
     let observer = target.client().await;
     if !observer.backend().capabilities().fair {
         let fair = LockOptions::new().fair(true);
-        expect_kind(observer.mutex(&name).lock_with(&fair).await, ErrorKind::Unsupported, "fair");
+        expect_kind(
+            observer.mutex(&name).lock_with(&fair).await,
+            ErrorKind::Unsupported,
+            "fair",
+        );
         return;
     }
     let fair = LockOptions::new().fair(true).wait(Duration::from_secs(30));
@@ -105,13 +115,20 @@ pub async fn fair_mode_grants_in_arrival_order(target: &Target) {
     drop(tx);
     held.release().await.unwrap();
     for task in tasks {
-        tokio::time::timeout(Duration::from_secs(60), task).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .unwrap()
+            .unwrap();
     }
     let mut order = Vec::new();
     while let Some(i) = rx.recv().await {
         order.push(i);
     }
-    assert_eq!(order, vec![0, 1, 2, 3, 4], "fair grants out of arrival order");
+    assert_eq!(
+        order,
+        vec![0, 1, 2, 3, 4],
+        "fair grants out of arrival order"
+    );
 }
 
 /// With `reentrant(owner)`, the same owner acquires again at once and shares the grant;
@@ -129,7 +146,9 @@ pub async fn reentrant_holds_nest_by_owner(target: &Target) {
     let client = target.client().await;
     let other = target.client().await;
     let owner = client.new_owner();
-    let mine = LockOptions::new().reentrant(owner.clone()).wait(Duration::from_secs(1));
+    let mine = LockOptions::new()
+        .reentrant(owner.clone())
+        .wait(Duration::from_secs(1));
     let mutex = client.mutex(&name);
     let depth1 = mutex.lock_with(&mine).await.unwrap();
     let depth2 = mutex.lock_with(&mine).await.unwrap();
@@ -138,16 +157,24 @@ pub async fn reentrant_holds_nest_by_owner(target: &Target) {
     assert_eq!(depth2.owner(), &owner);
     let stranger = LockOptions::new().reentrant(client.new_owner());
     expect_kind(
-        mutex.lock_with(&stranger.wait(Duration::from_millis(100))).await,
+        mutex
+            .lock_with(&stranger.wait(Duration::from_millis(100)))
+            .await,
         ErrorKind::Timeout,
         "another owner on the same client",
     );
     depth3.release().await.unwrap();
     depth1.release().await.unwrap();
-    assert!(other.mutex(&name).try_lock().await.unwrap().is_none(), "released too early");
+    assert!(
+        other.mutex(&name).try_lock().await.unwrap().is_none(),
+        "released too early"
+    );
     assert_eq!(depth2.health(), Health::Held);
     depth2.release().await.unwrap();
-    assert!(other.mutex(&name).try_lock().await.unwrap().is_some(), "last hold releases");
+    assert!(
+        other.mutex(&name).try_lock().await.unwrap().is_some(),
+        "last hold releases"
+    );
 }
 
 /// `status` shows holders with owner metadata, token and remaining TTL, and queued waiters.
@@ -180,7 +207,10 @@ pub async fn status_shows_holders_and_waiters(target: &Target) {
     assert!(holder.remaining_ms > 0 && holder.remaining_ms <= 30_000);
     assert!(state.last_fencing_token >= held.fencing_token());
     let all = a.status(None).await.unwrap();
-    assert!(all.iter().any(|s| s.name == name), "listing all locks includes this one");
+    assert!(
+        all.iter().any(|s| s.name == name),
+        "listing all locks includes this one"
+    );
     held.release().await.unwrap();
     let next = waiter.await.unwrap().unwrap();
     assert!(next.fencing_token() > holder.fencing_token);

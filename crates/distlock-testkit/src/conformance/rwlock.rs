@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use distlock::ErrorKind;
 
-use super::{expect_kind, unique, wait_for_waiters, Target};
+use super::{Target, expect_kind, unique, wait_for_waiters};
 
 /// Readers hold together; a writer waits for them and then holds alone.
 ///
@@ -20,18 +20,38 @@ pub async fn rwlock_readers_share_and_writers_exclude(target: &Target) {
     let a = target.client().await;
     let b = target.client().await;
     if !a.backend().capabilities().rwlock {
-        expect_kind(a.rwlock(&name).read().await, ErrorKind::Unsupported, "rwlock");
+        expect_kind(
+            a.rwlock(&name).read().await,
+            ErrorKind::Unsupported,
+            "rwlock",
+        );
         return;
     }
     let r1 = a.rwlock(&name).read().await.unwrap();
-    let r2 = b.rwlock(&name).try_read().await.unwrap().expect("readers share");
+    let r2 = b
+        .rwlock(&name)
+        .try_read()
+        .await
+        .unwrap()
+        .expect("readers share");
     assert_ne!(r1.fencing_token(), r2.fencing_token());
     assert!(b.rwlock(&name).try_write().await.unwrap().is_none());
-    assert!(b.mutex(&name).try_lock().await.unwrap().is_none(), "a mutex on the name is a writer");
+    assert!(
+        b.mutex(&name).try_lock().await.unwrap().is_none(),
+        "a mutex on the name is a writer"
+    );
     r1.release().await.unwrap();
-    assert!(b.rwlock(&name).try_write().await.unwrap().is_none(), "one reader still holds");
+    assert!(
+        b.rwlock(&name).try_write().await.unwrap().is_none(),
+        "one reader still holds"
+    );
     r2.release().await.unwrap();
-    let w = b.rwlock(&name).try_write().await.unwrap().expect("free after readers left");
+    let w = b
+        .rwlock(&name)
+        .try_write()
+        .await
+        .unwrap()
+        .expect("free after readers left");
     assert!(a.rwlock(&name).try_read().await.unwrap().is_none());
     assert!(a.rwlock(&name).try_write().await.unwrap().is_none());
     w.release().await.unwrap();
@@ -51,14 +71,22 @@ pub async fn rwlock_waiting_writer_blocks_new_readers(target: &Target) {
     let name = unique("rw-starve");
     let a = target.client().await;
     if !a.backend().capabilities().rwlock {
-        expect_kind(a.rwlock(&name).write().await, ErrorKind::Unsupported, "rwlock");
+        expect_kind(
+            a.rwlock(&name).write().await,
+            ErrorKind::Unsupported,
+            "rwlock",
+        );
         return;
     }
     let reader = a.rwlock(&name).read().await.unwrap();
     let writer = {
         let b = target.client().await;
         let name = name.clone();
-        tokio::spawn(async move { b.rwlock(&name).write_with(&distlock::LockOptions::new().wait(Duration::from_secs(30))).await })
+        tokio::spawn(async move {
+            b.rwlock(&name)
+                .write_with(&distlock::LockOptions::new().wait(Duration::from_secs(30)))
+                .await
+        })
     };
     wait_for_waiters(&a, &name, 1).await;
     let c = target.client().await;

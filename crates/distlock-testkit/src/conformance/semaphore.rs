@@ -1,12 +1,12 @@
 //! Semaphores.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use distlock::{ErrorKind, LockOptions};
 
-use super::{expect_kind, unique, Target};
+use super::{Target, expect_kind, unique};
 
 /// Never more than `limit` permits out, counting multi-permit grants; concurrent holders
 /// do reach the limit.
@@ -22,7 +22,11 @@ pub async fn semaphore_never_exceeds_its_permits(target: &Target) {
     let name = unique("sem");
     let client = target.client().await;
     if !client.backend().capabilities().semaphore {
-        expect_kind(client.semaphore(&name, 2).acquire().await, ErrorKind::Unsupported, "semaphore");
+        expect_kind(
+            client.semaphore(&name, 2).acquire().await,
+            ErrorKind::Unsupported,
+            "semaphore",
+        );
         return;
     }
     let sem = client.semaphore(&name, 3);
@@ -56,9 +60,15 @@ pub async fn semaphore_never_exceeds_its_permits(target: &Target) {
         }));
     }
     for task in tasks {
-        tokio::time::timeout(Duration::from_secs(120), task).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(120), task)
+            .await
+            .unwrap()
+            .unwrap();
     }
-    assert!(peak.load(Ordering::SeqCst) >= 2, "permits were never held concurrently");
+    assert!(
+        peak.load(Ordering::SeqCst) >= 2,
+        "permits were never held concurrently"
+    );
 }
 
 /// Permits whose holder stopped renewing come back when their lease ends.
@@ -74,10 +84,16 @@ pub async fn semaphore_permits_of_a_crashed_holder_return(target: &Target) {
     let name = unique("sem-crash");
     let client = target.client().await;
     if !client.backend().capabilities().semaphore {
-        expect_kind(client.semaphore(&name, 2).acquire().await, ErrorKind::Unsupported, "semaphore");
+        expect_kind(
+            client.semaphore(&name, 2).acquire().await,
+            ErrorKind::Unsupported,
+            "semaphore",
+        );
         return;
     }
-    let crashed = LockOptions::new().ttl(Duration::from_millis(300)).auto_renew(false);
+    let crashed = LockOptions::new()
+        .ttl(Duration::from_millis(300))
+        .auto_renew(false);
     let sem = client.semaphore(&name, 2);
     let lost = sem.acquire_with(2, &crashed).await.unwrap();
     let other = target.client().await;

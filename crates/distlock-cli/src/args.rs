@@ -1,0 +1,154 @@
+//! The command line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Distributed locks from the shell: guard a command, inspect locks, benchmark, demo.
+#[derive(Debug, Parser)]
+#[command(name = "distlock", version, about)]
+pub struct Cli {
+    /// Lock backend URL (memory://, sqlite:///path/locks.db, …). Default: a SQLite file in
+    /// the user's state directory.
+    #[arg(long, global = true, env = "DISTLOCK_URL")]
+    pub url: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Hold a lock while a command runs.
+    ///
+    /// Exit codes: the command's own; 75 if the lock is busy (--no-wait) or the wait timed
+    /// out; 76 if the lock was lost while the command ran (it is then stopped with SIGTERM,
+    /// then SIGKILL); 126/127 if the command cannot be run; 64 bad input; 69 backend
+    /// unavailable; 70 other errors.
+    Run(RunArgs),
+    /// Show holders, fencing tokens, remaining TTLs and waiters.
+    Status(StatusArgs),
+    /// Replay the overselling story: worker processes buy from a stock with and without locks.
+    Demo(DemoArgs),
+    /// Measure lock latency and throughput against the backend's own floor.
+    Bench(BenchArgs),
+    /// (internal) One worker process of `distlock demo`.
+    #[command(hide = true)]
+    DemoWorker(DemoWorkerArgs),
+    /// (internal) One client process of `distlock bench --processes`.
+    #[command(hide = true)]
+    BenchWorker(BenchWorkerArgs),
+}
+
+/// `distlock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lock's name.
+    #[arg(long)]
+    pub name: String,
+    /// Lease length; renewed every third of it while the command runs.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+    /// How long to wait for the lock (default: forever).
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_wait")]
+    pub wait: Option<Duration>,
+    /// Fail at once (exit 75) if the lock is held.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long the command gets to exit after SIGTERM when the lock is lost.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub kill_grace: Duration,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// `distlock status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// One lock (default: every lock with holders or waiters).
+    pub name: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Units in stock at the start.
+    #[arg(long, default_value_t = 100)]
+    pub stock: u32,
+    /// Buyers in all, each trying to buy one unit.
+    #[arg(long, default_value_t = 300)]
+    pub buyers: u32,
+    /// Worker processes the buyers are spread over.
+    #[arg(long, default_value_t = 4)]
+    pub workers: u32,
+    /// Buyers running at once inside each worker.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: u32,
+    /// Strategies to run, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,local-mutex,optimistic,lock"
+    )]
+    pub strategies: Vec<String>,
+    /// The shop database (default: shop.db beside the lock database, or in the state
+    /// directory).
+    #[arg(long)]
+    pub shop: Option<PathBuf>,
+    /// Print one JSON object per strategy.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock demo-worker`.
+#[derive(Debug, Args)]
+pub struct DemoWorkerArgs {
+    #[arg(long)]
+    pub lock_url: String,
+    #[arg(long)]
+    pub shop: PathBuf,
+    #[arg(long)]
+    pub strategy: String,
+    #[arg(long)]
+    pub buyers: u32,
+    #[arg(long)]
+    pub concurrency: u32,
+}
+
+/// `distlock bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Clients contending on one name (and tasks over distinct names).
+    #[arg(long, default_value_t = 32)]
+    pub clients: u32,
+    /// Run the contending clients as separate OS processes.
+    #[arg(long)]
+    pub processes: bool,
+    /// How long each phase runs.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock bench-worker`.
+#[derive(Debug, Args)]
+pub struct BenchWorkerArgs {
+    #[arg(long)]
+    pub lock_url: String,
+    #[arg(long)]
+    pub name: String,
+    #[arg(long)]
+    pub client: u32,
+    /// Unix time in ms when to start, so all workers start together.
+    #[arg(long)]
+    pub start_at_ms: u64,
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+}

@@ -1,0 +1,417 @@
+//! `distlock bench`: lock latency and throughput, each beside the backend's own floor
+//! measured in the same run.
+
+mod stats;
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use distlock::{Client, Error, ErrorKind, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+use crate::args::{BenchArgs, BenchWorkerArgs};
+use crate::location::lock_url;
+use crate::progress;
+use stats::{Samples, ratio};
+
+/// One grant seen by a contending client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Acquisition {
+    client: u32,
+    token: u64,
+    wait_ns: u64,
+}
+
+fn unique_name(what: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("bench/{what}/{}-{nanos}", std::process::id())
+}
+
+pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
+    if args.clients == 0 {
+        return Err(Error::invalid("--clients must be at least 1"));
+    }
+    if args.duration.is_zero() {
+        return Err(Error::invalid("--duration must be above zero"));
+    }
+    let url = lock_url(url)?;
+    let client = Client::connect(&url).await?;
+    if args.processes && !client.backend().capabilities().cross_process {
+        return Err(Error::invalid(format!(
+            "--processes needs a backend shared by processes; {} is process-local",
+            client.backend().scheme()
+        )));
+    }
+    let bar = progress::bar(4, "floor");
+    let floor = measure_floor(&client, args.duration).await?;
+    bar.inc(1);
+    bar.set_message("uncontended");
+    let uncontended = measure_uncontended(&client, args.duration).await?;
+    bar.inc(1);
+    bar.set_message("contended");
+    let acquisitions = if args.processes {
+        contend_in_processes(&url, args.clients, args.duration).await?
+    } else {
+        contend_in_tasks(&client, args.clients, args.duration).await?
+    };
+    let contended = summarize(&acquisitions, args.clients, args.processes, args.duration);
+    bar.inc(1);
+    bar.set_message("many names");
+    let many = measure_many_names(&client, args.clients, args.duration).await?;
+    bar.finish_and_clear();
+
+    let floor_p50 = floor.percentile(50.0);
+    let floor_ops = floor.len() as f64 / args.duration.as_secs_f64();
+    let mut contended_json = json!({
+        "transfers_vs_floor_ops": ratio(contended.transfers_per_s, floor_ops),
+        "acquisitions_vs_floor_ops": ratio(contended.acquisitions_per_s, floor_ops),
+        "wait_p50_vs_floor_p50": ratio(contended.wait_p50_us, floor_p50),
+    });
+    if let serde_json::Value::Object(map) = &mut contended_json {
+        map.extend(contended.into_json());
+    }
+    let report = json!({
+        "backend": client.backend().scheme(),
+        "url": distlock::redact_url(&url),
+        "duration_s": args.duration.as_secs_f64(),
+        "floor": {
+            "op": client.backend().floor_op(),
+            "p50_us": floor_p50,
+            "p99_us": floor.percentile(99.0),
+            "ops_per_s": floor_ops,
+        },
+        "uncontended": {
+            "cycles_per_s": uncontended.len() as f64 / args.duration.as_secs_f64(),
+            "p50_us": uncontended.percentile(50.0),
+            "p99_us": uncontended.percentile(99.0),
+            "p50_vs_floor_p50": ratio(uncontended.percentile(50.0), floor_p50),
+            "cycles_vs_floor_ops": ratio(uncontended.len() as f64 / args.duration.as_secs_f64(), floor_ops),
+        },
+        "contended": contended_json,
+        "many_names": {
+            "tasks": args.clients,
+            "cycles_per_s": many,
+            "vs_floor_ops": ratio(many, floor_ops),
+        },
+    });
+    if args.json {
+        println!("{report}");
+    } else {
+        print_table(&report);
+    }
+    Ok(0)
+}
+
+fn print_table(r: &serde_json::Value) {
+    let f = |path: &[&str]| {
+        path.iter()
+            .fold(r, |v, key| &v[*key])
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    println!(
+        "backend {}  ({})",
+        r["backend"].as_str().unwrap_or("?"),
+        r["url"].as_str().unwrap_or("?")
+    );
+    println!(
+        "floor        {:<32} p50 {:>9.2} us   {:>10.0} ops/s",
+        r["floor"]["op"].as_str().unwrap_or("?"),
+        f(&["floor", "p50_us"]),
+        f(&["floor", "ops_per_s"])
+    );
+    println!(
+        "uncontended  acquire+release                  p50 {:>9.2} us ({:.2}x floor)  p99 {:.2} us  {:.0} cycles/s ({:.2}x floor)",
+        f(&["uncontended", "p50_us"]),
+        f(&["uncontended", "p50_vs_floor_p50"]),
+        f(&["uncontended", "p99_us"]),
+        f(&["uncontended", "cycles_per_s"]),
+        f(&["uncontended", "cycles_vs_floor_ops"])
+    );
+    println!(
+        "contended    {} clients{} on one name     {:.0} acquisitions/s, {:.0} transfers/s ({:.3}x floor ops), wait p50 {:.0} us p99 {:.0} us, per client {}..{}",
+        f(&["contended", "clients"]),
+        if r["contended"]["processes"].as_bool().unwrap_or(false) {
+            " (processes)"
+        } else {
+            ""
+        },
+        f(&["contended", "acquisitions_per_s"]),
+        f(&["contended", "transfers_per_s"]),
+        f(&["contended", "transfers_vs_floor_ops"]),
+        f(&["contended", "wait_p50_us"]),
+        f(&["contended", "wait_p99_us"]),
+        f(&["contended", "per_client_min"]),
+        f(&["contended", "per_client_max"])
+    );
+    println!(
+        "many names   {} tasks, one name each         {:.0} cycles/s ({:.2}x floor ops)",
+        f(&["many_names", "tasks"]),
+        f(&["many_names", "cycles_per_s"]),
+        f(&["many_names", "vs_floor_ops"])
+    );
+}
+
+async fn measure_floor(client: &Client, duration: Duration) -> Result<Samples> {
+    let backend = client.backend();
+    let mut samples = Samples::default();
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        let started = Instant::now();
+        backend.floor_round().await?;
+        samples.push(started.elapsed());
+    }
+    Ok(samples)
+}
+
+async fn measure_uncontended(client: &Client, duration: Duration) -> Result<Samples> {
+    let mutex = client.mutex(unique_name("uncontended"));
+    let mut samples = Samples::default();
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        let started = Instant::now();
+        mutex.lock().await?.release().await?;
+        samples.push(started.elapsed());
+    }
+    Ok(samples)
+}
+
+/// Each client loops: lock, note the token, release; until `duration` passes.
+async fn contend(
+    mutex: distlock::Mutex,
+    client: u32,
+    duration: Duration,
+) -> Result<Vec<Acquisition>> {
+    let mut seen = Vec::new();
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        let started = Instant::now();
+        let guard = match mutex
+            .lock_timeout(end.saturating_duration_since(Instant::now()))
+            .await
+        {
+            Ok(guard) => guard,
+            Err(err) if err.kind() == ErrorKind::Timeout => break,
+            Err(err) => return Err(err),
+        };
+        seen.push(Acquisition {
+            client,
+            token: guard.fencing_token(),
+            wait_ns: started.elapsed().as_nanos() as u64,
+        });
+        guard.release().await?;
+    }
+    Ok(seen)
+}
+
+async fn contend_in_tasks(
+    client: &Client,
+    clients: u32,
+    duration: Duration,
+) -> Result<Vec<Acquisition>> {
+    let name = unique_name("contended");
+    let tasks: Vec<_> = (0..clients)
+        .map(|i| tokio::spawn(contend(client.mutex(&name), i, duration)))
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(
+            task.await
+                .map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??,
+        );
+    }
+    Ok(all)
+}
+
+async fn contend_in_processes(
+    url: &str,
+    clients: u32,
+    duration: Duration,
+) -> Result<Vec<Acquisition>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::invalid(format!("cannot find the distlock binary: {e}")))?;
+    let name = unique_name("contended");
+    let start_at_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+        + 1500;
+    let mut children = Vec::new();
+    for client in 0..clients {
+        let child = tokio::process::Command::new(&exe)
+            .arg("bench-worker")
+            .args(["--lock-url", url, "--name", &name])
+            .args(["--client", &client.to_string()])
+            .args(["--start-at-ms", &start_at_ms.to_string()])
+            .args([
+                "--duration",
+                &humantime::format_duration(duration).to_string(),
+            ])
+            .env_remove("DISTLOCK_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::invalid(format!("cannot start a bench worker: {e}")))?;
+        children.push(child);
+    }
+    let limit = duration + Duration::from_secs(60);
+    let mut all = Vec::new();
+    for mut child in children {
+        let mut out = String::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            let _ = tokio::time::timeout(limit, stdout.read_to_string(&mut out)).await;
+        }
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| Error::invalid(format!("lost a bench worker: {e}")))?;
+        if !status.success() {
+            return Err(Error::new(
+                ErrorKind::Backend,
+                format!("a bench worker failed ({status})"),
+            ));
+        }
+        let seen: Vec<Acquisition> = serde_json::from_str(out.trim()).map_err(|e| {
+            Error::new(
+                ErrorKind::Backend,
+                format!("unreadable bench worker report: {e}"),
+            )
+        })?;
+        all.extend(seen);
+    }
+    Ok(all)
+}
+
+/// One client process of `bench --processes`: contends from `start_at_ms` for `duration`
+/// and prints its acquisitions as JSON.
+pub async fn worker(args: BenchWorkerArgs) -> Result<u8> {
+    let client = Client::connect(&args.lock_url).await?;
+    let mutex = client.mutex(&args.name);
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(
+        args.start_at_ms.saturating_sub(now_ms),
+    ))
+    .await;
+    let seen = contend(mutex, args.client, args.duration).await?;
+    println!(
+        "{}",
+        serde_json::to_string(&seen).expect("acquisitions serialise")
+    );
+    Ok(0)
+}
+
+struct Contended {
+    clients: u32,
+    processes: bool,
+    acquisitions_per_s: f64,
+    transfers_per_s: f64,
+    wait_p50_us: f64,
+    wait_p99_us: f64,
+    per_client_min: u64,
+    per_client_max: u64,
+}
+
+impl Contended {
+    fn into_json(self) -> serde_json::Map<String, serde_json::Value> {
+        let value = json!({
+            "clients": self.clients,
+            "processes": self.processes,
+            "acquisitions_per_s": self.acquisitions_per_s,
+            "transfers_per_s": self.transfers_per_s,
+            "wait_p50_us": self.wait_p50_us,
+            "wait_p99_us": self.wait_p99_us,
+            "per_client_min": self.per_client_min,
+            "per_client_max": self.per_client_max,
+        });
+        match value {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        }
+    }
+}
+
+/// Orders every grant by fencing token (the backend's own grant order) and counts the
+/// hand-offs between different clients.
+fn summarize(
+    acquisitions: &[Acquisition],
+    clients: u32,
+    processes: bool,
+    duration: Duration,
+) -> Contended {
+    let mut ordered = acquisitions.to_vec();
+    ordered.sort_by_key(|a| a.token);
+    let transfers = ordered
+        .windows(2)
+        .filter(|w| w[0].client != w[1].client)
+        .count();
+    let mut per_client: HashMap<u32, u64> = (0..clients).map(|c| (c, 0)).collect();
+    for a in &ordered {
+        *per_client.entry(a.client).or_default() += 1;
+    }
+    let mut waits = Samples::default();
+    waits.extend_ns(ordered.iter().map(|a| a.wait_ns));
+    let secs = duration.as_secs_f64();
+    Contended {
+        clients,
+        processes,
+        acquisitions_per_s: ordered.len() as f64 / secs,
+        transfers_per_s: transfers as f64 / secs,
+        wait_p50_us: waits.percentile(50.0),
+        wait_p99_us: waits.percentile(99.0),
+        per_client_min: per_client.values().copied().min().unwrap_or(0),
+        per_client_max: per_client.values().copied().max().unwrap_or(0),
+    }
+}
+
+async fn measure_many_names(client: &Client, tasks: u32, duration: Duration) -> Result<f64> {
+    let handles: Vec<_> = (0..tasks)
+        .map(|i| {
+            let mutex = client.mutex(unique_name(&format!("many/{i}")));
+            tokio::spawn(async move {
+                let mut cycles = 0u64;
+                let end = Instant::now() + duration;
+                while Instant::now() < end {
+                    mutex.lock().await?.release().await?;
+                    cycles += 1;
+                }
+                Ok::<_, Error>(cycles)
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for handle in handles {
+        total += handle
+            .await
+            .map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??;
+    }
+    Ok(total as f64 / duration.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_count_hand_offs_in_token_order() {
+        let a = |client, token| Acquisition {
+            client,
+            token,
+            wait_ns: 10,
+        };
+        let seen = [a(0, 3), a(1, 1), a(0, 2), a(0, 4), a(1, 5)];
+        let c = summarize(&seen, 3, false, Duration::from_secs(1));
+        assert_eq!(c.transfers_per_s, 2.0);
+        assert_eq!(c.per_client_min, 0, "client 2 never got the lock");
+        assert_eq!(c.per_client_max, 3);
+    }
+}

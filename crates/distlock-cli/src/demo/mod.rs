@@ -1,0 +1,260 @@
+//! `distlock demo`: the overselling story. Worker processes buy one unit at a time from a
+//! stock kept in a SQLite shop database, under each strategy in turn.
+
+mod shop;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use distlock::{Client, Error, Result};
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+use crate::args::{DemoArgs, DemoWorkerArgs};
+use crate::location::{lock_url, sqlite_file, state_dir};
+use crate::progress;
+use shop::{Sale, Shop};
+
+/// The strategies, in the order the story tells them.
+const STRATEGIES: [&str; 4] = ["none", "local-mutex", "optimistic", "lock"];
+/// How long one worker may take before the demo gives up on it.
+const WORKER_LIMIT: Duration = Duration::from_secs(300);
+
+/// What one worker process reports.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct WorkerReport {
+    sold: u64,
+    sold_out: u64,
+    retries: u64,
+}
+
+/// One line of the demo's result.
+#[derive(Debug, Serialize)]
+struct StrategyReport {
+    strategy: String,
+    stock: u32,
+    buyers: u32,
+    workers: u32,
+    orders: i64,
+    oversold: i64,
+    stock_left: i64,
+    buys_per_s: f64,
+    retries: u64,
+    elapsed_s: f64,
+}
+
+pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
+    for strategy in &args.strategies {
+        if !STRATEGIES.contains(&strategy.as_str()) {
+            return Err(Error::invalid(format!(
+                "unknown strategy `{strategy}` (known: {})",
+                STRATEGIES.join(", ")
+            )));
+        }
+    }
+    if args.workers == 0 || args.buyers == 0 || args.concurrency == 0 {
+        return Err(Error::invalid(
+            "--workers, --buyers and --concurrency must be at least 1",
+        ));
+    }
+    let lock_url = lock_url(url)?;
+    if args.strategies.iter().any(|s| s == "lock") {
+        let client = Client::connect(&lock_url).await?;
+        if !client.backend().capabilities().cross_process {
+            return Err(Error::invalid(format!(
+                "the `lock` strategy runs in several processes, but {} locks only inside one process; use a shared backend such as sqlite://",
+                client.backend().scheme()
+            )));
+        }
+    }
+    let shop_path = match &args.shop {
+        Some(path) => path.clone(),
+        None => default_shop(&lock_url)?,
+    };
+    let shop = Shop::open(&shop_path, 1).await?;
+    if !args.json {
+        println!(
+            "selling {} units to {} buyers from {} worker processes ({} buyers at once in each)",
+            args.stock, args.buyers, args.workers, args.concurrency
+        );
+        println!(
+            "locks: {}   shop: {}",
+            distlock::redact_url(&lock_url),
+            shop_path.display()
+        );
+        println!(
+            "{:<12} {:>7} {:>9} {:>11} {:>9} {:>8}",
+            "strategy", "orders", "oversold", "stock left", "buys/s", "retries"
+        );
+    }
+    let bar = progress::bar(args.strategies.len() as u64, "strategies");
+    for strategy in &args.strategies {
+        bar.set_message(strategy.clone());
+        shop.restock(args.stock).await?;
+        let started = Instant::now();
+        let reports = run_workers(&args, &lock_url, &shop_path, strategy).await?;
+        let elapsed = started.elapsed();
+        let (orders, stock_left) = shop.tally().await?;
+        let report = StrategyReport {
+            strategy: strategy.clone(),
+            stock: args.stock,
+            buyers: args.buyers,
+            workers: args.workers,
+            orders,
+            oversold: (orders - i64::from(args.stock)).max(0),
+            stock_left,
+            buys_per_s: orders as f64 / elapsed.as_secs_f64(),
+            retries: reports.iter().map(|r| r.retries).sum(),
+            elapsed_s: elapsed.as_secs_f64(),
+        };
+        bar.inc(1);
+        bar.suspend(|| print_report(&report, args.json));
+    }
+    bar.finish_and_clear();
+    Ok(0)
+}
+
+fn print_report(report: &StrategyReport, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("reports serialise")
+        );
+    } else {
+        println!(
+            "{:<12} {:>7} {:>9} {:>11} {:>9.0} {:>8}",
+            report.strategy,
+            report.orders,
+            report.oversold,
+            report.stock_left,
+            report.buys_per_s,
+            report.retries
+        );
+    }
+}
+
+fn default_shop(lock_url: &str) -> Result<PathBuf> {
+    match sqlite_file(lock_url).and_then(|p| p.parent().map(|d| d.to_path_buf())) {
+        Some(dir) if !dir.as_os_str().is_empty() => Ok(dir.join("shop.db")),
+        Some(_) => Ok(PathBuf::from("shop.db")),
+        None => Ok(state_dir()?.join("shop.db")),
+    }
+}
+
+async fn run_workers(
+    args: &DemoArgs,
+    lock_url: &str,
+    shop: &std::path::Path,
+    strategy: &str,
+) -> Result<Vec<WorkerReport>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::invalid(format!("cannot find the distlock binary: {e}")))?;
+    let mut children = Vec::new();
+    for worker in 0..args.workers {
+        let buyers = args.buyers / args.workers + u32::from(worker < args.buyers % args.workers);
+        let child = tokio::process::Command::new(&exe)
+            .arg("demo-worker")
+            .args(["--lock-url", lock_url, "--strategy", strategy])
+            .arg("--shop")
+            .arg(shop)
+            .args(["--buyers", &buyers.to_string()])
+            .args(["--concurrency", &args.concurrency.to_string()])
+            .env_remove("DISTLOCK_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::invalid(format!("cannot start a demo worker: {e}")))?;
+        children.push(child);
+    }
+    let mut reports = Vec::new();
+    for mut child in children {
+        let mut out = String::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            let _ = tokio::time::timeout(WORKER_LIMIT, stdout.read_to_string(&mut out)).await;
+        }
+        let status = tokio::time::timeout(WORKER_LIMIT, child.wait())
+            .await
+            .map_err(|_| Error::new(distlock::ErrorKind::Timeout, "a demo worker did not finish"))?
+            .map_err(|e| Error::invalid(format!("lost a demo worker: {e}")))?;
+        if !status.success() {
+            return Err(Error::new(
+                distlock::ErrorKind::Backend,
+                format!("a demo worker failed ({status})"),
+            ));
+        }
+        let report = serde_json::from_str(out.trim()).map_err(|e| {
+            Error::new(
+                distlock::ErrorKind::Backend,
+                format!("unreadable worker report: {e}"),
+            )
+        })?;
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// One worker process: `buyers` buyers, `concurrency` at a time, each buying once.
+pub async fn worker(args: DemoWorkerArgs) -> Result<u8> {
+    let shop = Shop::open(&args.shop, args.concurrency).await?;
+    let mutex = match args.strategy.as_str() {
+        "lock" => Some(
+            Client::connect(&args.lock_url)
+                .await?
+                .mutex("demo/shop/product-1"),
+        ),
+        _ => None,
+    };
+    let local = Arc::new(tokio::sync::Mutex::new(()));
+    let next = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency.min(args.buyers) {
+        let (shop, mutex, local, next) = (shop.clone(), mutex.clone(), local.clone(), next.clone());
+        let (strategy, buyers) = (args.strategy.clone(), args.buyers);
+        tasks.push(tokio::spawn(async move {
+            let mut report = WorkerReport::default();
+            while next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < buyers {
+                let sale = match (strategy.as_str(), &mutex) {
+                    ("none", _) => shop.sell_unguarded("none", None).await?,
+                    ("local-mutex", _) => {
+                        let _held = local.lock().await;
+                        shop.sell_unguarded("local-mutex", None).await?
+                    }
+                    ("optimistic", _) => {
+                        let (sale, retries) = shop.sell_optimistic().await?;
+                        report.retries += retries;
+                        sale
+                    }
+                    ("lock", Some(mutex)) => shop.sell_locked(mutex).await?,
+                    (other, _) => {
+                        return Err(Error::invalid(format!("unknown strategy `{other}`")));
+                    }
+                };
+                match sale {
+                    Sale::Sold => report.sold += 1,
+                    Sale::SoldOut => report.sold_out += 1,
+                }
+            }
+            Ok::<_, Error>(report)
+        }));
+    }
+    let mut total = WorkerReport::default();
+    for task in tasks {
+        let report = task.await.map_err(|e| {
+            Error::new(
+                distlock::ErrorKind::Backend,
+                format!("a buyer task failed: {e}"),
+            )
+        })??;
+        total.sold += report.sold;
+        total.sold_out += report.sold_out;
+        total.retries += report.retries;
+    }
+    println!(
+        "{}",
+        serde_json::to_string(&total).expect("reports serialise")
+    );
+    Ok(0)
+}

@@ -1,0 +1,201 @@
+//! `distlock run` as users drive it: from the shell, against the SQLite default.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use distlock_testkit::{Signal, send};
+
+const BUSY: i32 = 75;
+const LOST: i32 = 76;
+
+fn distlock(state: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_distlock"));
+    command
+        .env("XDG_STATE_HOME", state)
+        .env_remove("DISTLOCK_URL")
+        .stdin(Stdio::null());
+    command
+}
+
+fn output(command: &mut Command) -> Output {
+    command.output().expect("distlock runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn child_gets_name_and_growing_tokens_and_its_exit_code_is_kept() {
+    let state = tempfile::tempdir().unwrap();
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let out = output(distlock(state.path()).args([
+            "run",
+            "--name",
+            "jobs/nightly",
+            "--",
+            "sh",
+            "-c",
+            "echo $DISTLOCK_NAME $DISTLOCK_FENCING_TOKEN; exit 7",
+        ]));
+        assert_eq!(out.status.code(), Some(7), "{out:?}");
+        let text = stdout(&out);
+        let mut words = text.split_whitespace();
+        assert_eq!(words.next(), Some("jobs/nightly"));
+        tokens.push(words.next().unwrap().parse::<u64>().unwrap());
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    assert!(
+        state.path().join("distlock/locks.db").is_file(),
+        "the default SQLite file is created in the state directory"
+    );
+}
+
+#[test]
+fn no_wait_on_a_held_lock_exits_at_once_with_the_busy_code() {
+    let state = tempfile::tempdir().unwrap();
+    let marker = state.path().join("started");
+    let mut holder = distlock(state.path())
+        .args(["run", "--name", "x", "--", "sh", "-c"])
+        .arg(format!("touch {}; sleep 5", marker.display()))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !marker.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(marker.exists(), "the holder's command started");
+    let started = Instant::now();
+    let out =
+        output(distlock(state.path()).args(["run", "--name", "x", "--no-wait", "--", "true"]));
+    assert_eq!(out.status.code(), Some(BUSY));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "--no-wait does not wait"
+    );
+    let out = output(
+        distlock(state.path()).args(["run", "--name", "x", "--wait", "200ms", "--", "true"]),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(BUSY),
+        "a timed-out wait is busy too"
+    );
+    send(holder.id(), Signal::Terminate);
+    let status = holder.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "SIGTERM is forwarded to the command"
+    );
+}
+
+#[test]
+fn two_shell_loops_never_overlap() {
+    let state = tempfile::tempdir().unwrap();
+    let inside = state.path().join("inside");
+    let log = state.path().join("log");
+    let section = format!(
+        "mkdir {inside} || echo OVERLAP >> {log}; sleep 0.02; echo $DISTLOCK_FENCING_TOKEN >> {log}; rmdir {inside}",
+        inside = inside.display(),
+        log = log.display()
+    );
+    let script = format!(
+        "for i in 1 2 3 4 5 6 7 8; do \"$0\" run --name loop -- sh -c '{section}' || exit 1; done"
+    );
+    let loops: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new("sh")
+                .env("XDG_STATE_HOME", state.path())
+                .args(["-c", &script, env!("CARGO_BIN_EXE_distlock")])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in loops {
+        assert!(child.wait().unwrap().success());
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("OVERLAP"),
+        "two commands ran at once:\n{text}"
+    );
+    let tokens: Vec<u64> = text.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(tokens.len(), 16);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens in run order grow: {tokens:?}"
+    );
+}
+
+#[test]
+fn a_lost_lease_stops_the_command_and_exits_with_the_lost_code() {
+    let state = tempfile::tempdir().unwrap();
+    let pid_file = state.path().join("child.pid");
+    let mut holder = distlock(state.path())
+        .args([
+            "run",
+            "--name",
+            "lost",
+            "--ttl",
+            "1s",
+            "--kill-grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("echo $$ > {}; exec sleep 60", pid_file.display()))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&pid_file).map_or(true, |s| s.trim().is_empty())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let child_pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    send(holder.id(), Signal::Stop);
+    let taker = output(distlock(state.path()).args([
+        "run",
+        "--name",
+        "lost",
+        "--wait",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "echo $DISTLOCK_FENCING_TOKEN",
+    ]));
+    assert_eq!(
+        taker.status.code(),
+        Some(0),
+        "another run takes over: {taker:?}"
+    );
+    send(holder.id(), Signal::Continue);
+
+    let status = holder.wait().unwrap();
+    assert_eq!(status.code(), Some(LOST));
+    // SAFETY: kill with signal 0 only checks whether the process exists.
+    let alive = unsafe { libc::kill(child_pid as libc::pid_t, 0) } == 0;
+    assert!(!alive, "the command was stopped when the lease was lost");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_a_usage_code() {
+    let state = tempfile::tempdir().unwrap();
+    let out = output(distlock(state.path()).args(["--url", "bogus://x", "status"]));
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no backend for URL scheme `bogus`"));
+    let out = output(distlock(state.path()).args(["run", "--name", "", "--", "true"]));
+    assert_eq!(out.status.code(), Some(64));
+    let out = output(distlock(state.path()).args(["run", "--name", "a", "--", "/no/such/program"]));
+    assert_eq!(out.status.code(), Some(127));
+}

@@ -1,0 +1,138 @@
+//! `distlock status`, `demo` and `bench` as users run them.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn distlock(state: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state)
+        .env_remove("DISTLOCK_URL")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("distlock runs");
+    assert!(
+        out.status.success(),
+        "distlock {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+#[test]
+fn demo_shows_overselling_without_a_lock_and_none_with_one() {
+    let state = tempfile::tempdir().unwrap();
+    let (_, out) = distlock(
+        state.path(),
+        &[
+            "demo",
+            "--json",
+            "--stock",
+            "30",
+            "--buyers",
+            "90",
+            "--workers",
+            "3",
+        ],
+    );
+    let rows = json_lines(&out);
+    let by = |name: &str| rows.iter().find(|r| r["strategy"] == name).unwrap().clone();
+    for strategy in ["none", "local-mutex"] {
+        assert!(
+            by(strategy)["oversold"].as_i64().unwrap() > 0,
+            "{strategy} oversells: {out}"
+        );
+    }
+    for strategy in ["optimistic", "lock"] {
+        let row = by(strategy);
+        assert_eq!(row["oversold"], 0, "{strategy}: {out}");
+        assert_eq!(row["orders"], 30, "{strategy}: {out}");
+        assert_eq!(row["stock_left"], 0, "{strategy}: {out}");
+        assert!(row["buys_per_s"].as_f64().unwrap() > 0.0);
+    }
+    assert!(by("optimistic")["retries"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn status_lists_nothing_then_json() {
+    let state = tempfile::tempdir().unwrap();
+    let (_, out) = distlock(state.path(), &["status"]);
+    assert!(out.contains("no locks"));
+    let (_, out) = distlock(state.path(), &["status", "some/lock", "--json"]);
+    let states: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(states[0]["name"], "some/lock");
+    assert_eq!(states[0]["holders"].as_array().unwrap().len(), 0);
+}
+
+fn check_bench(report: &Value, processes: bool) {
+    for (section, fields) in [
+        ("floor", &["p50_us", "ops_per_s"][..]),
+        ("uncontended", &["cycles_per_s", "p50_us", "p99_us"][..]),
+        (
+            "contended",
+            &[
+                "acquisitions_per_s",
+                "transfers_per_s",
+                "wait_p50_us",
+                "wait_p99_us",
+                "per_client_max",
+            ][..],
+        ),
+        ("many_names", &["cycles_per_s"][..]),
+    ] {
+        for field in fields {
+            let v = report[section][field].as_f64();
+            assert!(v.is_some_and(|v| v > 0.0), "{section}.{field} in {report}");
+        }
+    }
+    assert!(report["floor"]["op"].is_string());
+    assert_eq!(report["contended"]["processes"], processes);
+    assert_eq!(report["contended"]["clients"], 4);
+    assert_eq!(report["many_names"]["tasks"], 4);
+    assert!(report["contended"]["per_client_min"].is_u64());
+}
+
+#[test]
+fn bench_reports_every_figure_beside_the_floor() {
+    let state = tempfile::tempdir().unwrap();
+    let (_, out) = distlock(
+        state.path(),
+        &[
+            "--url",
+            "memory://",
+            "bench",
+            "--json",
+            "--clients",
+            "4",
+            "--duration",
+            "300ms",
+        ],
+    );
+    check_bench(&serde_json::from_str(&out).unwrap(), false);
+    let (_, out) = distlock(
+        state.path(),
+        &[
+            "bench",
+            "--json",
+            "--clients",
+            "4",
+            "--duration",
+            "300ms",
+            "--processes",
+        ],
+    );
+    let report: Value = serde_json::from_str(&out).unwrap();
+    check_bench(&report, true);
+    assert_eq!(report["backend"], "sqlite");
+}
