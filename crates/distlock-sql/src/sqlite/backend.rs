@@ -44,6 +44,10 @@ pub struct SqliteBackend {
 impl SqliteBackend {
     /// Opens (creating if missing) the database and its tables.
     ///
+    /// Several processes may open a new database at once; while one of them creates it and
+    /// switches it to WAL mode the others see it locked, so opening retries until the busy
+    /// timeout.
+    ///
     /// # Examples
     ///
     /// See [`SqliteBackend`].
@@ -61,6 +65,27 @@ impl SqliteBackend {
                 .with_operation("connect"));
             }
         }
+        let deadline = tokio::time::Instant::now() + config.busy_timeout;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match Self::try_open(&config).await {
+                Ok(pool) => {
+                    return Ok(SqliteBackend {
+                        pool,
+                        wakers: LocalWakers::new(),
+                    });
+                }
+                Err(err) if err.is_temporary() && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %err, "the lock database is busy; opening again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    async fn try_open(config: &SqliteConfig) -> Result<SqlitePool> {
         let options = SqliteConnectOptions::new()
             .filename(&config.path)
             .create_if_missing(true)
@@ -91,10 +116,7 @@ impl SqliteBackend {
                 .map_err(db_error("connect"))?;
         }
         tx.commit().await.map_err(db_error("connect"))?;
-        Ok(SqliteBackend {
-            pool,
-            wakers: LocalWakers::new(),
-        })
+        Ok(pool)
     }
 
     /// The pool the store runs on (one connection).
