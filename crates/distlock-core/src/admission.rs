@@ -1,8 +1,15 @@
 //! The grant rules, written once and shared by every backend that decides grants itself
 //! (memory, the SQL lease table): who may hold a name at the same time, and who goes first.
 
+use std::time::Duration;
+
 use crate::backend::LockKind;
 use crate::error::{Error, Result};
+
+/// How long a waiter may be passed over before newcomers must let it go first. Below it,
+/// a lock that is released and taken again by a busy holder stays cheap (no hand-off);
+/// above it, nobody starves.
+pub const STARVATION: Duration = Duration::from_millis(5);
 
 /// A grant or a request, as far as the rules care.
 ///
@@ -27,7 +34,7 @@ pub struct Claim {
 ///
 /// ```
 /// use distlock_core::{Claim, LockKind, Queued};
-/// let queued = Queued { claim: Claim { kind: LockKind::Write, permits: 1 }, seq: 4 };
+/// let queued = Queued { claim: Claim { kind: LockKind::Write, permits: 1 }, seq: 4, starving: false };
 /// assert_eq!(queued.seq, 4);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +43,8 @@ pub struct Queued {
     pub claim: Claim,
     /// Its place in the queue; lower goes first.
     pub seq: u64,
+    /// It has waited longer than [`STARVATION`].
+    pub starving: bool,
 }
 
 /// Decides whether `me` may be granted now.
@@ -47,8 +56,9 @@ pub struct Queued {
 ///   permits must fit under the limit.
 /// * `fair`: requests queued before `me` (`my_seq`; all queued requests if `me` is not
 ///   queued) count as if already granted, so nobody jumps the queue.
-/// * Not fair: a read still yields to any queued exclusive claim, so a stream of readers
-///   cannot starve a writer.
+/// * Not fair: requests may overtake the queue, except requests that have waited longer
+///   than [`STARVATION`]: those ahead count as if granted, so nobody starves. A read also
+///   yields to any queued exclusive claim, so a stream of readers cannot starve a writer.
 ///
 /// [`ErrorKind::InvalidInput`]: crate::ErrorKind::InvalidInput
 ///
@@ -58,7 +68,7 @@ pub struct Queued {
 /// use distlock_core::{admit, Claim, LockKind, Queued};
 ///
 /// let reader = Claim { kind: LockKind::Read, permits: 1 };
-/// let writer = Queued { claim: Claim { kind: LockKind::Write, permits: 1 }, seq: 1 };
+/// let writer = Queued { claim: Claim { kind: LockKind::Write, permits: 1 }, seq: 1, starving: false };
 /// // A reader may join other readers...
 /// assert!(admit(&[reader], &[], &reader, None, false)?);
 /// // ...but not while a writer waits.
@@ -87,6 +97,10 @@ pub fn admit(
         .filter(move |q| my_seq.is_none_or(|mine| q.seq < mine));
     if fair {
         return Ok(fits(holders.iter().chain(ahead.map(|q| &q.claim)), me));
+    }
+    let starving_ahead = ahead.filter(|q| q.starving).map(|q| &q.claim);
+    if !fits(holders.iter().chain(starving_ahead), me) {
+        return Ok(false);
     }
     if me.kind == LockKind::Read && queue.iter().any(|q| q.claim.kind.is_exclusive()) {
         return Ok(false);
@@ -147,7 +161,19 @@ mod tests {
     }
 
     fn q(claim: Claim, seq: u64) -> Queued {
-        Queued { claim, seq }
+        Queued {
+            claim,
+            seq,
+            starving: false,
+        }
+    }
+
+    fn starving(claim: Claim, seq: u64) -> Queued {
+        Queued {
+            claim,
+            seq,
+            starving: true,
+        }
     }
 
     #[test]
@@ -177,6 +203,15 @@ mod tests {
         assert!(!admit(&[], &[q(MUTEX, 1)], &MUTEX, None, true).unwrap());
         assert!(admit(&[], &[q(READ, 1), q(READ, 2)], &READ, Some(2), true).unwrap());
         assert!(!admit(&[sem(1)], &[q(sem(2), 1)], &sem(1), Some(2), true).unwrap());
+    }
+
+    #[test]
+    fn newcomers_do_not_overtake_a_starving_waiter() {
+        assert!(admit(&[], &[q(MUTEX, 1)], &MUTEX, None, false).unwrap());
+        assert!(!admit(&[], &[starving(MUTEX, 1)], &MUTEX, None, false).unwrap());
+        assert!(admit(&[], &[starving(MUTEX, 1)], &MUTEX, Some(1), false).unwrap());
+        assert!(!admit(&[], &[starving(MUTEX, 1)], &MUTEX, Some(2), false).unwrap());
+        assert!(admit(&[sem(1)], &[starving(sem(1), 1)], &sem(1), None, false).unwrap());
     }
 
     #[test]

@@ -45,7 +45,7 @@ mod registry;
 mod telemetry;
 mod wakers;
 
-pub use admission::{Claim, Queued, admit};
+pub use admission::{Claim, Queued, STARVATION, admit};
 pub use async_trait::async_trait;
 pub use backend::{
     Backend, Capabilities, HolderInfo, LeaseKey, LeaseOutcome, LockKind, LockRequest, LockState,

@@ -5,11 +5,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use distlock_core::{
     Claim, Error, HolderInfo, HolderMeta, LockKind, LockRequest, LockState, Queued, Result,
-    WaiterInfo, admit,
+    STARVATION, WaiterInfo, admit,
 };
 
-/// How long a waiter's row lives without being polled.
-pub const WAITER_LEASE: Duration = Duration::from_secs(10);
+/// How long a waiter's row lives without being rewritten. A waiter rewrites it every third
+/// of this while it waits, so a waiter whose process died leaves the queue within it.
+pub const WAITER_LEASE: Duration = Duration::from_secs(3);
+
+/// How often a starving waiter polls: others yield to it, so it must not sleep long.
+pub const STARVING_POLL: Duration = Duration::from_millis(5);
 
 /// One row of `distlock_lease`.
 ///
@@ -52,8 +56,9 @@ pub struct HolderRow {
 /// ```
 /// # use distlock_sql::lease_table::WaiterRow;
 /// let row = WaiterRow { seq: 1, token: "t".into(), owner: "o:1".into(), kind: "write".into(),
-///     lim: 1, permits: 1, fair: true, host: "h".into(), pid: 1, since_ms: 0 };
-/// assert!(row.queued().unwrap().claim.kind.is_exclusive());
+///     lim: 1, permits: 1, fair: true, host: "h".into(), pid: 1, since_ms: 0, expires_at_ms: 1 };
+/// assert!(row.queued(0).unwrap().claim.kind.is_exclusive());
+/// assert!(row.starving(1_000));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaiterRow {
@@ -77,6 +82,8 @@ pub struct WaiterRow {
     pub pid: i64,
     /// When it started waiting, in ms since the Unix epoch.
     pub since_ms: i64,
+    /// When the row lapses unless its waiter polls again, in ms since the Unix epoch.
+    pub expires_at_ms: i64,
 }
 
 fn parse_kind(kind: &str, lim: i64) -> Result<LockKind> {
@@ -110,23 +117,34 @@ impl HolderRow {
 }
 
 impl WaiterRow {
-    /// The row as the admission rules see it.
+    /// The row as the admission rules see it at `now_ms`.
     ///
     /// # Examples
     ///
     /// See [`WaiterRow`].
-    pub fn queued(&self) -> Result<Queued> {
+    pub fn queued(&self, now_ms: i64) -> Result<Queued> {
         Ok(Queued {
             claim: Claim {
                 kind: parse_kind(&self.kind, self.lim)?,
                 permits: parse_permits(self.permits)?,
             },
             seq: self.seq as u64,
+            starving: self.starving(now_ms),
         })
+    }
+
+    /// Whether it has waited longer than [`STARVATION`] at `now_ms`.
+    ///
+    /// # Examples
+    ///
+    /// See [`WaiterRow`].
+    pub fn starving(&self, now_ms: i64) -> bool {
+        now_ms - self.since_ms >= millis(STARVATION)
     }
 }
 
-/// Whether `request` may be granted over the live `holders` and `waiters` of its name.
+/// Whether `request` may be granted at `now_ms` over the live `holders` and `waiters` of
+/// its name.
 ///
 /// # Examples
 ///
@@ -137,13 +155,14 @@ impl WaiterRow {
 /// let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
 ///     owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
 ///     wait: true, meta: HolderMeta::this_process() };
-/// assert!(may_grant(&[], &[], &request)?);
+/// assert!(may_grant(&[], &[], &request, 0)?);
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
 pub fn may_grant(
     holders: &[HolderRow],
     waiters: &[WaiterRow],
     request: &LockRequest,
+    now_ms: i64,
 ) -> Result<bool> {
     let held = holders
         .iter()
@@ -152,7 +171,7 @@ pub fn may_grant(
     let queue = waiters
         .iter()
         .filter(|w| w.token != request.token)
-        .map(WaiterRow::queued)
+        .map(|w| w.queued(now_ms))
         .collect::<Result<Vec<_>>>()?;
     let my_seq = waiters
         .iter()
@@ -165,19 +184,34 @@ pub fn may_grant(
     admit(&held, &queue, &me, my_seq, request.fair)
 }
 
-/// How long until the first live grant expires: the longest a waiter needs to sleep.
+/// How long the waiter with request token `token` may sleep before polling again: until
+/// the first live grant expires, and no more than [`STARVING_POLL`] once it is starving
+/// (others then yield to it).
 ///
 /// # Examples
 ///
 /// ```
-/// # use distlock_sql::lease_table::first_expiry_in;
-/// assert_eq!(first_expiry_in(&[], 0), None);
+/// # use distlock_sql::lease_table::retry_within;
+/// assert_eq!(retry_within(&[], &[], "t", 0), None);
 /// ```
-pub fn first_expiry_in(holders: &[HolderRow], now_ms: i64) -> Option<Duration> {
-    holders
+pub fn retry_within(
+    holders: &[HolderRow],
+    waiters: &[WaiterRow],
+    token: &str,
+    now_ms: i64,
+) -> Option<Duration> {
+    let expiry = holders
         .iter()
         .map(|h| Duration::from_millis((h.expires_at_ms - now_ms).max(0) as u64))
-        .min()
+        .min();
+    let starving = waiters
+        .iter()
+        .any(|w| w.token == token && w.starving(now_ms));
+    match (expiry, starving) {
+        (Some(e), true) => Some(e.min(STARVING_POLL)),
+        (None, true) => Some(STARVING_POLL),
+        (e, false) => e,
+    }
 }
 
 /// The status view of one name.

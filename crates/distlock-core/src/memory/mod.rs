@@ -93,6 +93,9 @@ impl Backend for MemoryBackend {
     }
 
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        // Cooperate like tokio's own primitives: a task that locks and unlocks in a tight
+        // loop still lets the other tasks on its thread run.
+        tokio::task::consume_budget().await;
         self.space.poll(ticket)
     }
 
@@ -111,6 +114,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+        tokio::task::consume_budget().await;
         Ok(self.space.release(lease))
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::admission::{Claim, Queued, admit};
+use crate::admission::{Claim, Queued, STARVATION, admit};
 use crate::backend::{
     HolderInfo, LeaseKey, LeaseOutcome, LockRequest, LockState, PollOutcome, Ticket, WaiterInfo,
 };
@@ -21,6 +21,7 @@ const WAITER_LEASE: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 struct Entry {
     request: LockRequest,
+    since: Instant,
     expires: Instant,
     seq: u64,
     fencing_token: u64,
@@ -55,26 +56,30 @@ impl NameState {
         self.holders.iter().map(Entry::claim).collect()
     }
 
-    fn queued_except(&self, token: &str) -> Vec<Queued> {
+    fn queued_except(&self, token: &str, now: Instant) -> Vec<Queued> {
         self.queue
             .iter()
             .filter(|e| e.request.token != token)
             .map(|e| Queued {
                 claim: e.claim(),
                 seq: e.seq,
+                starving: now - e.since >= STARVATION,
             })
             .collect()
     }
 
-    /// The queued tokens that may be granted together now, in queue order: exactly those
-    /// are woken, so a release wakes one writer, or every reader that can share.
+    /// The queued tokens that may be granted together now, in queue order: one writer, or
+    /// every reader that can share.
     fn admissible(&self) -> Vec<String> {
+        let queue = self.queued_except("", Instant::now());
         let mut granted = self.holder_claims();
         let mut woken = Vec::new();
-        for entry in &self.queue {
-            let queue = self.queued_except(&entry.request.token);
+        for (entry, queued) in self.queue.iter().zip(&queue) {
+            if granted.iter().any(|c| c.kind.is_exclusive()) {
+                break;
+            }
             let me = entry.claim();
-            if admit(&granted, &queue, &me, Some(entry.seq), entry.request.fair).unwrap_or(false) {
+            if admit(&granted, &queue, &me, Some(queued.seq), entry.request.fair).unwrap_or(false) {
                 granted.push(me);
                 woken.push(entry.request.token.clone());
             }
@@ -97,37 +102,53 @@ impl Space {
         let state = names.entry(name.to_owned()).or_default();
         let now = Instant::now();
         let changed = state.purge(now);
-        let out = f(state);
         if changed {
-            self.wake_admissible(state);
+            self.hand_off(state);
         }
-        out
+        f(state)
     }
 
-    fn wake_admissible(&self, state: &NameState) {
+    /// Grants the lock to every queued request that may now hold it, in queue order, and
+    /// wakes exactly those. A released lock goes straight to its waiters, so a holder that
+    /// releases and locks again at once cannot starve them.
+    fn hand_off(&self, state: &mut NameState) {
+        let now = Instant::now();
         for token in state.admissible() {
+            let Some(at) = state.queue.iter().position(|e| e.request.token == token) else {
+                continue;
+            };
+            let mut entry = state.queue.remove(at);
+            state.fencing += 1;
+            entry.fencing_token = state.fencing;
+            entry.since = now;
+            entry.expires = now + entry.request.ttl;
+            entry.request.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
+            state.holders.push(entry);
             self.wakers.wake(&token);
         }
     }
 
     pub(super) fn enqueue(&self, request: LockRequest) -> Ticket {
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        if request.wait {
-            let ticket = Ticket::new(request.clone(), Some(seq));
-            self.wakers.register(&ticket);
-            let name = request.name.clone();
-            self.with_name(&name, |state| {
-                state.queue.push(Entry {
-                    expires: Instant::now() + WAITER_LEASE,
-                    request,
-                    seq,
-                    fencing_token: 0,
-                })
-            });
-            ticket
-        } else {
-            Ticket::new(request, Some(seq))
+        if !request.wait {
+            let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+            return Ticket::new(request, Some(seq));
         }
+        let name = request.name.clone();
+        // The wake-up slot exists before the entry, so no hand-off can miss it.
+        self.wakers.register(&Ticket::new(request.clone(), None));
+        // The sequence number is taken under the lock, so the queue stays in its order.
+        self.with_name(&name, |state| {
+            let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+            let now = Instant::now();
+            state.queue.push(Entry {
+                request: request.clone(),
+                since: now,
+                expires: now + WAITER_LEASE,
+                seq,
+                fencing_token: 0,
+            });
+            Ticket::new(request, Some(seq))
+        })
     }
 
     pub(super) fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
@@ -135,11 +156,24 @@ impl Space {
         let seq = ticket.seq.unwrap_or(u64::MAX);
         self.with_name(&request.name, |state| {
             let now = Instant::now();
+            if let Some(granted) = state
+                .holders
+                .iter_mut()
+                .find(|e| e.request.token == request.token)
+            {
+                // Handed off while we slept: the lease runs from this poll, which began
+                // after the caller's clock started.
+                granted.expires = now + request.ttl;
+                self.wakers.forget(&request.token);
+                return Ok(PollOutcome::Granted {
+                    fencing_token: granted.fencing_token,
+                });
+            }
             let me = Claim {
                 kind: request.kind,
                 permits: request.permits,
             };
-            let queue = state.queued_except(&request.token);
+            let queue = state.queued_except(&request.token, now);
             let my_seq = request.wait.then_some(seq);
             if admit(&state.holder_claims(), &queue, &me, my_seq, request.fair)? {
                 state.fencing += 1;
@@ -149,6 +183,7 @@ impl Space {
                 self.wakers.forget(&request.token);
                 state.holders.push(Entry {
                     request: granted,
+                    since: now,
                     expires: now + request.ttl,
                     seq,
                     fencing_token: state.fencing,
@@ -168,6 +203,7 @@ impl Space {
                     None => {
                         state.queue.push(Entry {
                             request: request.clone(),
+                            since: now,
                             expires,
                             seq,
                             fencing_token: 0,
@@ -187,7 +223,7 @@ impl Space {
         self.with_name(&ticket.request.name, |state| {
             state.queue.retain(|e| &e.request.token != token);
             state.holders.retain(|e| &e.request.token != token);
-            self.wake_admissible(state);
+            self.hand_off(state);
         });
     }
 
@@ -214,7 +250,7 @@ impl Space {
             if state.holders.len() == before {
                 return LeaseOutcome::NotHeld;
             }
-            self.wake_admissible(state);
+            self.hand_off(state);
             LeaseOutcome::Done
         })
     }

@@ -12,9 +12,10 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::config::SqliteConfig;
 use super::db_error;
+use super::refreshes::Refreshes;
 use super::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
 use crate::lease_table::{
-    HolderRow, WAITER_LEASE, WaiterRow, first_expiry_in, lock_state, may_grant, millis, now_ms,
+    HolderRow, WAITER_LEASE, WaiterRow, lock_state, may_grant, millis, now_ms, retry_within,
 };
 
 const SCHEMA: &str = include_str!("schema.sql");
@@ -39,6 +40,7 @@ const SCHEMA: &str = include_str!("schema.sql");
 pub struct SqliteBackend {
     pool: SqlitePool,
     wakers: LocalWakers,
+    queued: Refreshes,
 }
 
 impl SqliteBackend {
@@ -73,6 +75,7 @@ impl SqliteBackend {
                     return Ok(SqliteBackend {
                         pool,
                         wakers: LocalWakers::new(),
+                        queued: Refreshes::default(),
                     });
                 }
                 Err(err) if err.is_temporary() && tokio::time::Instant::now() < deadline => {
@@ -130,6 +133,37 @@ impl SqliteBackend {
     /// ```
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// The cheap half of a poll: a read-only look (no write lock, no disk flush) for a
+    /// ticket that is already queued. `Some(Pending)` when it surely cannot be granted yet,
+    /// nothing expired needs purging and its queue row is fresh; `None` when the poll must
+    /// take the write path.
+    async fn still_pending(&self, request: &LockRequest) -> Result<Option<PollOutcome>> {
+        if !request.wait || !self.queued.fresh(&request.token) {
+            return Ok(None);
+        }
+        let err = db_error("acquire");
+        let now = now_ms();
+        let mut snapshot = self.pool.begin().await.map_err(&err)?;
+        let (holders, waiters) = Self::live_rows(&mut snapshot, &request.name)
+            .await
+            .map_err(&err)?;
+        snapshot.commit().await.map_err(&err)?;
+        let expired = holders.iter().any(|h| h.expires_at_ms <= now)
+            || waiters.iter().any(|w| w.expires_at_ms <= now);
+        let queued = waiters.iter().any(|w| w.token == request.token);
+        if expired || !queued || may_grant(&holders, &waiters, request, now)? {
+            return Ok(None);
+        }
+        Ok(Some(PollOutcome::Pending {
+            retry_within: retry_within(&holders, &waiters, &request.token, now),
+        }))
+    }
+
+    fn forget_ticket(&self, token: &str) {
+        self.wakers.forget(token);
+        self.queued.forget(token);
     }
 
     async fn live_rows(
@@ -261,6 +295,9 @@ impl Backend for SqliteBackend {
 
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
         let request = &ticket.request;
+        if let Some(pending) = self.still_pending(request).await? {
+            return Ok(pending);
+        }
         let err = db_error("acquire");
         let now = now_ms();
         let mut tx = self
@@ -274,7 +311,7 @@ impl Backend for SqliteBackend {
         let (holders, waiters) = Self::live_rows(&mut tx, &request.name)
             .await
             .map_err(&err)?;
-        let outcome = if may_grant(&holders, &waiters, request)? {
+        let outcome = if may_grant(&holders, &waiters, request, now)? {
             let fence = Self::grant(&mut tx, request, now).await.map_err(&err)?;
             PollOutcome::Granted {
                 fencing_token: fence as u64,
@@ -286,12 +323,14 @@ impl Backend for SqliteBackend {
                     .map_err(&err)?;
             }
             PollOutcome::Pending {
-                retry_within: first_expiry_in(&holders, now),
+                retry_within: retry_within(&holders, &waiters, &request.token, now),
             }
         };
         tx.commit().await.map_err(&err)?;
-        if matches!(outcome, PollOutcome::Granted { .. }) {
-            self.wakers.forget(&request.token);
+        match outcome {
+            PollOutcome::Granted { .. } => self.forget_ticket(&request.token),
+            PollOutcome::Pending { .. } if request.wait => self.queued.refreshed(&request.token),
+            PollOutcome::Pending { .. } => {}
         }
         if purged > 0 {
             self.wakers.wake_name(&request.name);
@@ -307,7 +346,7 @@ impl Backend for SqliteBackend {
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
         let err = db_error("cancel");
         let token = &ticket.request.token;
-        self.wakers.forget(token);
+        self.forget_ticket(token);
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")

@@ -12,6 +12,7 @@
 
 mod backend;
 mod config;
+mod refreshes;
 mod rows;
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use crate::lease_table::{HolderRow, WaiterRow};
 pub(super) const HOLDER_COLUMNS: &str =
     "token, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms";
 pub(super) const WAITER_COLUMNS: &str =
-    "seq, token, owner, kind, lim, permits, fair, host, pid, since_ms";
+    "seq, token, owner, kind, lim, permits, fair, host, pid, since_ms, expires_at_ms";
 
 /// Reads a holder whose columns start at column `at` (after any columns selected first).
 pub(super) fn holder(row: &SqliteRow, at: usize) -> sqlx::Result<HolderRow> {
@@ -39,5 +39,6 @@ pub(super) fn waiter(row: &SqliteRow, at: usize) -> sqlx::Result<WaiterRow> {
         host: row.try_get(at + 7)?,
         pid: row.try_get(at + 8)?,
         since_ms: row.try_get(at + 9)?,
+        expires_at_ms: row.try_get(at + 10)?,
     })
 }
