@@ -14,6 +14,7 @@ mod backend;
 mod config;
 mod refreshes;
 mod rows;
+mod store;
 
 use std::sync::Arc;
 

@@ -1,0 +1,299 @@
+//! Every SQL statement of the SQLite backend, as functions over the pool. Each runs to the
+//! end once started (the backend runs them on their own tasks), so a caller that gives up
+//! never leaves a transaction half done on the connection.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use distlock_core::{LockRequest, LockState, PollOutcome, Result};
+use sqlx::{Row, SqliteConnection, SqlitePool};
+
+use super::db_error;
+use super::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
+use crate::lease_table::{
+    HolderRow, WAITER_LEASE, WaiterRow, lock_state, may_grant, millis, now_ms, retry_within,
+};
+
+/// What a poll found: the outcome, and whether it purged expired rows (others may go).
+pub(super) struct Polled {
+    pub(super) outcome: PollOutcome,
+    pub(super) purged: bool,
+}
+
+/// Decides a request. A queued request whose row is `fresh` first looks read-only (no
+/// write lock, no disk flush) and stops there if it surely cannot be granted; otherwise,
+/// and for every other request, one `BEGIN IMMEDIATE` transaction purges expired rows,
+/// grants (fencing counter, lease row, dequeue) or keeps the request queued.
+pub(super) async fn poll(pool: &SqlitePool, request: &LockRequest, fresh: bool) -> Result<Polled> {
+    let err = db_error("acquire");
+    if fresh {
+        let now = now_ms();
+        let mut snapshot = pool.begin().await.map_err(&err)?;
+        let (holders, waiters) = live_rows(&mut snapshot, &request.name)
+            .await
+            .map_err(&err)?;
+        snapshot.commit().await.map_err(&err)?;
+        let expired = holders.iter().any(|h| h.expires_at_ms <= now)
+            || waiters.iter().any(|w| w.expires_at_ms <= now);
+        let queued = waiters.iter().any(|w| w.token == request.token);
+        if !expired && queued && !may_grant(&holders, &waiters, request, now)? {
+            return Ok(Polled {
+                outcome: PollOutcome::Pending {
+                    retry_within: retry_within(&holders, &waiters, &request.token, now),
+                },
+                purged: false,
+            });
+        }
+    }
+    let now = now_ms();
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
+    let purged = purge_expired(&mut tx, &request.name, now)
+        .await
+        .map_err(&err)?;
+    let (holders, waiters) = live_rows(&mut tx, &request.name).await.map_err(&err)?;
+    let outcome = if may_grant(&holders, &waiters, request, now)? {
+        let fence = grant(&mut tx, request, now).await.map_err(&err)?;
+        PollOutcome::Granted {
+            fencing_token: fence as u64,
+        }
+    } else {
+        if request.wait {
+            keep_queued(&mut tx, request, now).await.map_err(&err)?;
+        }
+        PollOutcome::Pending {
+            retry_within: retry_within(&holders, &waiters, &request.token, now),
+        }
+    };
+    tx.commit().await.map_err(&err)?;
+    Ok(Polled {
+        outcome,
+        purged: purged > 0,
+    })
+}
+
+/// Deletes the queue row and any grant made under `token`; true if anything went.
+pub(super) async fn cancel(pool: &SqlitePool, token: &str) -> Result<bool> {
+    let err = db_error("cancel");
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
+    let mut removed = 0;
+    for table in ["distlock_waiter", "distlock_lease"] {
+        removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
+            .bind(token)
+            .execute(&mut *tx)
+            .await
+            .map_err(&err)?
+            .rows_affected();
+    }
+    tx.commit().await.map_err(&err)?;
+    Ok(removed > 0)
+}
+
+/// Extends the grant under `token` to `ttl` from now, if it has not expired.
+pub(super) async fn renew(pool: &SqlitePool, token: &str, ttl: Duration) -> Result<bool> {
+    let now = now_ms();
+    let renewed = sqlx::query(
+        "UPDATE distlock_lease SET expires_at_ms = ?3 WHERE token = ?1 AND expires_at_ms > ?2",
+    )
+    .bind(token)
+    .bind(now)
+    .bind(now.saturating_add(millis(ttl)))
+    .execute(pool)
+    .await
+    .map_err(db_error("renew"))?
+    .rows_affected();
+    Ok(renewed == 1)
+}
+
+/// Deletes the grant under `token`; `Some(still_valid)` if there was one.
+pub(super) async fn release(pool: &SqlitePool, token: &str) -> Result<Option<bool>> {
+    let now = now_ms();
+    let expiry: Option<i64> =
+        sqlx::query("DELETE FROM distlock_lease WHERE token = ?1 RETURNING expires_at_ms")
+            .bind(token)
+            .fetch_optional(pool)
+            .await
+            .map_err(db_error("release"))?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(db_error("release"))?;
+    Ok(expiry.map(|expires_at| expires_at > now))
+}
+
+/// The live holders and waiters of one name, or of every name with any.
+pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec<LockState>> {
+    let err = db_error("inspect");
+    let now = now_ms();
+    let filter = if name.is_some() {
+        "name = ?1"
+    } else {
+        "?1 IS NULL"
+    };
+    let mut snapshot = pool.begin().await.map_err(&err)?;
+    let holders = sqlx::query(&format!(
+        "SELECT name, {HOLDER_COLUMNS} FROM distlock_lease
+         WHERE {filter} AND expires_at_ms > ?2 ORDER BY name, fence"
+    ))
+    .bind(name)
+    .bind(now)
+    .fetch_all(&mut *snapshot)
+    .await
+    .map_err(&err)?;
+    let waiters = sqlx::query(&format!(
+        "SELECT name, {WAITER_COLUMNS} FROM distlock_waiter
+         WHERE {filter} AND expires_at_ms > ?2 ORDER BY name, seq"
+    ))
+    .bind(name)
+    .bind(now)
+    .fetch_all(&mut *snapshot)
+    .await
+    .map_err(&err)?;
+    let mut by_name: BTreeMap<String, (Vec<HolderRow>, Vec<WaiterRow>)> = BTreeMap::new();
+    if let Some(name) = name {
+        by_name.entry(name.to_owned()).or_default();
+    }
+    for row in &holders {
+        let n: String = row.try_get(0).map_err(&err)?;
+        by_name
+            .entry(n)
+            .or_default()
+            .0
+            .push(holder(row, 1).map_err(&err)?);
+    }
+    for row in &waiters {
+        let n: String = row.try_get(0).map_err(&err)?;
+        by_name
+            .entry(n)
+            .or_default()
+            .1
+            .push(waiter(row, 1).map_err(&err)?);
+    }
+    let mut states = Vec::with_capacity(by_name.len());
+    for (n, (h, w)) in by_name {
+        let fence: i64 = sqlx::query("SELECT value FROM distlock_fence WHERE name = ?1")
+            .bind(&n)
+            .fetch_optional(&mut *snapshot)
+            .await
+            .map_err(&err)?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(&err)?
+            .unwrap_or(0);
+        states.push(lock_state(n, fence, &h, &w, now)?);
+    }
+    snapshot.commit().await.map_err(&err)?;
+    Ok(states)
+}
+
+/// One `BEGIN IMMEDIATE; UPDATE; COMMIT` round: the floor of every lock operation.
+pub(super) async fn floor_round(pool: &SqlitePool) -> Result<()> {
+    let err = db_error("floor");
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
+    sqlx::query("UPDATE distlock_floor SET n = n + 1 WHERE id = 1")
+        .execute(&mut *tx)
+        .await
+        .map_err(&err)?;
+    tx.commit().await.map_err(&err)
+}
+
+async fn live_rows(
+    conn: &mut SqliteConnection,
+    name: &str,
+) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
+    let holders = sqlx::query(&format!(
+        "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE name = ?1 ORDER BY fence"
+    ))
+    .bind(name)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| holder(row, 0))
+    .collect::<sqlx::Result<Vec<_>>>()?;
+    let waiters = sqlx::query(&format!(
+        "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE name = ?1 ORDER BY seq"
+    ))
+    .bind(name)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| waiter(row, 0))
+    .collect::<sqlx::Result<Vec<_>>>()?;
+    Ok((holders, waiters))
+}
+
+async fn purge_expired(conn: &mut SqliteConnection, name: &str, now: i64) -> sqlx::Result<u64> {
+    let leases = sqlx::query("DELETE FROM distlock_lease WHERE name = ?1 AND expires_at_ms <= ?2")
+        .bind(name)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    let waiters =
+        sqlx::query("DELETE FROM distlock_waiter WHERE name = ?1 AND expires_at_ms <= ?2")
+            .bind(name)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+    Ok(leases + waiters)
+}
+
+async fn grant(conn: &mut SqliteConnection, request: &LockRequest, now: i64) -> sqlx::Result<i64> {
+    let fence: i64 = sqlx::query(
+        "INSERT INTO distlock_fence (name, value) VALUES (?1, 1)
+         ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
+    )
+    .bind(&request.name)
+    .fetch_one(&mut *conn)
+    .await?
+    .try_get(0)?;
+    sqlx::query(
+        "INSERT INTO distlock_lease
+           (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .bind(&request.token)
+    .bind(&request.name)
+    .bind(request.owner.as_str())
+    .bind(request.kind.as_str())
+    .bind(i64::from(request.kind.limit()))
+    .bind(i64::from(request.permits))
+    .bind(fence)
+    .bind(now.saturating_add(millis(request.ttl)))
+    .bind(&request.meta.host)
+    .bind(i64::from(request.meta.pid))
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM distlock_waiter WHERE token = ?1")
+        .bind(&request.token)
+        .execute(&mut *conn)
+        .await?;
+    Ok(fence)
+}
+
+async fn keep_queued(
+    conn: &mut SqliteConnection,
+    request: &LockRequest,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO distlock_waiter
+           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (token) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
+    )
+    .bind(&request.token)
+    .bind(&request.name)
+    .bind(request.owner.as_str())
+    .bind(request.kind.as_str())
+    .bind(i64::from(request.kind.limit()))
+    .bind(i64::from(request.permits))
+    .bind(i64::from(request.fair))
+    .bind(now.saturating_add(millis(WAITER_LEASE)))
+    .bind(&request.meta.host)
+    .bind(i64::from(request.meta.pid))
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
