@@ -76,15 +76,7 @@ pub(crate) struct RenewPlan {
 
 pub(crate) struct LeaseCore {
     pub(crate) client: Arc<ClientInner>,
-    pub(crate) key: LeaseKey,
-    pub(crate) kind: LockKind,
-    pub(crate) permits: u32,
-    pub(crate) owner: Owner,
-    pub(crate) fencing_token: u64,
-    pub(crate) ttl: Duration,
-    pub(crate) acquired: Instant,
-    pub(crate) reentrant: bool,
-    plan: RenewPlan,
+    grant: GrantInfo,
     status: watch::Sender<Status>,
     holds: AtomicUsize,
     watchdog: StdMutex<Option<AbortHandle>>,
@@ -102,7 +94,15 @@ impl std::fmt::Debug for LeaseCore {
     }
 }
 
-/// Everything needed to build a lease after a grant.
+impl std::ops::Deref for LeaseCore {
+    type Target = GrantInfo;
+
+    fn deref(&self) -> &GrantInfo {
+        &self.grant
+    }
+}
+
+/// What was granted, and how to keep it.
 pub(crate) struct GrantInfo {
     pub(crate) key: LeaseKey,
     pub(crate) kind: LockKind,
@@ -110,6 +110,7 @@ pub(crate) struct GrantInfo {
     pub(crate) owner: Owner,
     pub(crate) fencing_token: u64,
     pub(crate) ttl: Duration,
+    /// When the request that was granted was sent: the lease runs from no earlier.
     pub(crate) sent: Instant,
     pub(crate) reentrant: bool,
     pub(crate) plan: RenewPlan,
@@ -124,15 +125,7 @@ impl LeaseCore {
         });
         let core = Arc::new(LeaseCore {
             client,
-            key: grant.key,
-            kind: grant.kind,
-            permits: grant.permits,
-            owner: grant.owner,
-            fencing_token: grant.fencing_token,
-            ttl: grant.ttl,
-            acquired: grant.sent,
-            reentrant: grant.reentrant,
-            plan: grant.plan,
+            grant,
             status,
             holds: AtomicUsize::new(1),
             watchdog: StdMutex::new(None),
@@ -264,7 +257,7 @@ impl LeaseCore {
         if self.reentrant {
             self.client.forget_reentrant(self);
         }
-        telemetry::hold(self.scheme(), self.acquired.elapsed());
+        telemetry::hold(self.scheme(), self.sent.elapsed());
     }
 
     /// Gives up one hold now; releases the grant if it was the last one.
@@ -326,9 +319,9 @@ impl LeaseCore {
 async fn watchdog(lease: Weak<LeaseCore>) {
     let Some(core) = lease.upgrade() else { return };
     let plan = core.plan;
-    let renew_until = plan.max_hold.map(|m| core.acquired + m);
+    let renew_until = plan.max_hold.map(|m| core.sent + m);
     let mut changes = core.subscribe();
-    let mut next_renew = core.acquired + plan.every;
+    let mut next_renew = core.sent + plan.every;
     drop(core);
     loop {
         let Some(core) = lease.upgrade() else { return };

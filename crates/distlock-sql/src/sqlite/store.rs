@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use distlock_core::{LockRequest, LockState, PollOutcome, Result};
+use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::db_error;
@@ -129,43 +130,39 @@ pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec
         "?1 IS NULL"
     };
     let mut snapshot = pool.begin().await.map_err(&err)?;
-    let holders = sqlx::query(&format!(
-        "SELECT name, {HOLDER_COLUMNS} FROM distlock_lease
-         WHERE {filter} AND expires_at_ms > ?2 ORDER BY name, fence"
-    ))
-    .bind(name)
-    .bind(now)
-    .fetch_all(&mut *snapshot)
+    let live = |table: &str, columns: &str, order: &str| {
+        format!(
+            "SELECT name, {columns} FROM {table}
+             WHERE {filter} AND expires_at_ms > ?2 ORDER BY name, {order}"
+        )
+    };
+    let holders = named_rows(
+        &mut snapshot,
+        &live("distlock_lease", HOLDER_COLUMNS, "fence"),
+        name,
+        now,
+    )
     .await
     .map_err(&err)?;
-    let waiters = sqlx::query(&format!(
-        "SELECT name, {WAITER_COLUMNS} FROM distlock_waiter
-         WHERE {filter} AND expires_at_ms > ?2 ORDER BY name, seq"
-    ))
-    .bind(name)
-    .bind(now)
-    .fetch_all(&mut *snapshot)
+    let waiters = named_rows(
+        &mut snapshot,
+        &live("distlock_waiter", WAITER_COLUMNS, "seq"),
+        name,
+        now,
+    )
     .await
     .map_err(&err)?;
     let mut by_name: BTreeMap<String, (Vec<HolderRow>, Vec<WaiterRow>)> = BTreeMap::new();
     if let Some(name) = name {
         by_name.entry(name.to_owned()).or_default();
     }
-    for row in &holders {
-        let n: String = row.try_get(0).map_err(&err)?;
-        by_name
-            .entry(n)
-            .or_default()
-            .0
-            .push(holder(row, 1).map_err(&err)?);
+    for (n, row) in &holders {
+        let row = holder(row, 1).map_err(&err)?;
+        by_name.entry(n.clone()).or_default().0.push(row);
     }
-    for row in &waiters {
-        let n: String = row.try_get(0).map_err(&err)?;
-        by_name
-            .entry(n)
-            .or_default()
-            .1
-            .push(waiter(row, 1).map_err(&err)?);
+    for (n, row) in &waiters {
+        let row = waiter(row, 1).map_err(&err)?;
+        by_name.entry(n.clone()).or_default().1.push(row);
     }
     let mut states = Vec::with_capacity(by_name.len());
     for (n, (h, w)) in by_name {
@@ -182,6 +179,24 @@ pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec
     }
     snapshot.commit().await.map_err(&err)?;
     Ok(states)
+}
+
+/// Runs a `SELECT name, …` over `?1` (name or NULL) and `?2` (now), pairing each row with
+/// its name.
+async fn named_rows(
+    conn: &mut SqliteConnection,
+    select: &str,
+    name: Option<&str>,
+    now: i64,
+) -> sqlx::Result<Vec<(String, SqliteRow)>> {
+    let rows = sqlx::query(select)
+        .bind(name)
+        .bind(now)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.into_iter()
+        .map(|row| Ok((row.try_get(0)?, row)))
+        .collect()
 }
 
 /// One `BEGIN IMMEDIATE; UPDATE; COMMIT` round: the floor of every lock operation.

@@ -18,6 +18,21 @@ fn spawn(target: &Target, task: &ChildTask) -> ChildProcess {
     ChildProcess::spawn(target.child_test(), task).expect("a helper process starts")
 }
 
+/// A helper process holding `name` with a `ttl` lease, once it reports the grant: the
+/// process and its fencing token.
+fn spawn_holder(target: &Target, name: &str, ttl: Duration) -> (ChildProcess, u64) {
+    let child = spawn(
+        target,
+        &ChildTask::Hold {
+            url: target.url().to_owned(),
+            name: name.to_owned(),
+            ttl_ms: ttl.as_millis() as u64,
+        },
+    );
+    let token = acquired(&child);
+    (child, token)
+}
+
 fn acquired(child: &ChildProcess) -> u64 {
     match child.next_event(EVENT_WAIT) {
         Some(ChildEvent::Acquired { fencing_token }) => fencing_token,
@@ -86,15 +101,7 @@ pub async fn mutual_exclusion_across_processes(target: &Target) {
 pub async fn killed_holder_frees_the_lock_within_ttl(target: &Target) {
     let name = unique("killed");
     let ttl = Duration::from_millis(1500);
-    let child = spawn(
-        target,
-        &ChildTask::Hold {
-            url: target.url().to_owned(),
-            name: name.clone(),
-            ttl_ms: ttl.as_millis() as u64,
-        },
-    );
-    let dead_token = acquired(&child);
+    let (child, dead_token) = spawn_holder(target, &name, ttl);
     let client = target.client().await;
     assert!(client.mutex(&name).try_lock().await.unwrap().is_none());
     child.signal(Signal::Kill);
@@ -120,15 +127,7 @@ pub async fn killed_holder_frees_the_lock_within_ttl(target: &Target) {
 pub async fn paused_holder_loses_its_lease(target: &Target) {
     let name = unique("paused");
     let ttl = Duration::from_millis(1500);
-    let child = spawn(
-        target,
-        &ChildTask::Hold {
-            url: target.url().to_owned(),
-            name: name.clone(),
-            ttl_ms: ttl.as_millis() as u64,
-        },
-    );
-    let paused_token = acquired(&child);
+    let (child, paused_token) = spawn_holder(target, &name, ttl);
     child.signal(Signal::Stop);
     let client = target.client().await;
     let options = LockOptions::new()

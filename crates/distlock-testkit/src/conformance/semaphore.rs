@@ -8,6 +8,21 @@ use distlock::{ErrorKind, LockOptions};
 
 use super::{Target, expect_kind, unique};
 
+/// A client of the target, or `None` once a backend without semaphores was shown to refuse
+/// them with `Unsupported`.
+async fn semaphore_client(target: &Target, name: &str) -> Option<distlock::Client> {
+    let client = target.client().await;
+    if client.backend().capabilities().semaphore {
+        return Some(client);
+    }
+    expect_kind(
+        client.semaphore(name, 2).acquire().await,
+        ErrorKind::Unsupported,
+        "semaphore",
+    );
+    None
+}
+
 /// Never more than `limit` permits out, counting multi-permit grants, and the limit is
 /// reachable by separate grants.
 ///
@@ -20,15 +35,9 @@ use super::{Target, expect_kind, unique};
 /// ```
 pub async fn semaphore_never_exceeds_its_permits(target: &Target) {
     let name = unique("sem");
-    let client = target.client().await;
-    if !client.backend().capabilities().semaphore {
-        expect_kind(
-            client.semaphore(&name, 2).acquire().await,
-            ErrorKind::Unsupported,
-            "semaphore",
-        );
+    let Some(client) = semaphore_client(target, &name).await else {
         return;
-    }
+    };
     let sem = client.semaphore(&name, 3);
     let two = sem.acquire_many(2).await.unwrap();
     assert!(sem.try_acquire_many(2).await.unwrap().is_none());
@@ -76,15 +85,9 @@ pub async fn semaphore_never_exceeds_its_permits(target: &Target) {
 /// ```
 pub async fn semaphore_permits_of_a_crashed_holder_return(target: &Target) {
     let name = unique("sem-crash");
-    let client = target.client().await;
-    if !client.backend().capabilities().semaphore {
-        expect_kind(
-            client.semaphore(&name, 2).acquire().await,
-            ErrorKind::Unsupported,
-            "semaphore",
-        );
+    let Some(client) = semaphore_client(target, &name).await else {
         return;
-    }
+    };
     let crashed = LockOptions::new()
         .ttl(Duration::from_millis(300))
         .auto_renew(false);
