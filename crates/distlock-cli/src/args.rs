@@ -132,6 +132,9 @@ pub struct BenchArgs {
     /// How long each phase runs.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
+    /// How many times to run every phase; each figure reported is the median of the runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,

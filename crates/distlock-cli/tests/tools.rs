@@ -117,9 +117,16 @@ fn bench_reports_every_figure_beside_the_floor() {
             "4",
             "--duration",
             "300ms",
+            "--runs",
+            "2",
         ],
     );
-    check_bench(&serde_json::from_str(&out).unwrap(), false);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    check_bench(&report, false);
+    assert_eq!(
+        report["runs"], 2,
+        "figures are medians of the runs asked for"
+    );
     let (_, out) = distlock(
         state.path(),
         &[

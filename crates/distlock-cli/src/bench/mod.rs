@@ -1,6 +1,7 @@
 //! `distlock bench`: lock latency and throughput, each beside the backend's own floor
 //! measured in the same run.
 
+mod median;
 mod stats;
 
 use std::collections::HashMap;
@@ -48,23 +49,45 @@ pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
             client.backend().scheme()
         )));
     }
-    let bar = progress::bar(4, "floor");
-    let floor = measure_floor(&client, args.duration).await?;
+    let bar = progress::bar(4 * u64::from(args.runs), "floor");
+    let mut runs = Vec::new();
+    for _ in 0..args.runs {
+        runs.push(one_run(&client, &url, &args, &bar).await?);
+    }
+    bar.finish_and_clear();
+    let report = median::median_report(&runs);
+    if args.json {
+        println!("{report}");
+    } else {
+        print_table(&report);
+    }
+    Ok(0)
+}
+
+/// Every phase once: the floor, then each lock figure beside it.
+async fn one_run(
+    client: &Client,
+    url: &str,
+    args: &BenchArgs,
+    bar: &indicatif::ProgressBar,
+) -> Result<serde_json::Value> {
+    bar.set_message("floor");
+    let floor = measure_floor(client, args.duration).await?;
     bar.inc(1);
     bar.set_message("uncontended");
-    let uncontended = measure_uncontended(&client, args.duration).await?;
+    let uncontended = measure_uncontended(client, args.duration).await?;
     bar.inc(1);
     bar.set_message("contended");
     let acquisitions = if args.processes {
-        contend_in_processes(&url, args.clients, args.duration).await?
+        contend_in_processes(url, args.clients, args.duration).await?
     } else {
-        contend_in_tasks(&client, args.clients, args.duration).await?
+        contend_in_tasks(client, args.clients, args.duration).await?
     };
     let contended = summarize(&acquisitions, args.clients, args.processes, args.duration);
     bar.inc(1);
     bar.set_message("many names");
-    let many = measure_many_names(&client, args.clients, args.duration).await?;
-    bar.finish_and_clear();
+    let many = measure_many_names(client, args.clients, args.duration).await?;
+    bar.inc(1);
 
     let floor_p50 = floor.percentile(50.0);
     let floor_ops = floor.len() as f64 / args.duration.as_secs_f64();
@@ -76,9 +99,9 @@ pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
     if let serde_json::Value::Object(map) = &mut contended_json {
         map.extend(contended.into_json());
     }
-    let report = json!({
+    Ok(json!({
         "backend": client.backend().scheme(),
-        "url": distlock::redact_url(&url),
+        "url": distlock::redact_url(url),
         "duration_s": args.duration.as_secs_f64(),
         "floor": {
             "op": client.backend().floor_op(),
@@ -99,13 +122,7 @@ pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
             "cycles_per_s": many,
             "vs_floor_ops": ratio(many, floor_ops),
         },
-    });
-    if args.json {
-        println!("{report}");
-    } else {
-        print_table(&report);
-    }
-    Ok(0)
+    }))
 }
 
 fn print_table(r: &serde_json::Value) {
@@ -116,9 +133,11 @@ fn print_table(r: &serde_json::Value) {
             .unwrap_or(0.0)
     };
     println!(
-        "backend {}  ({})",
+        "backend {}  ({}), medians of {} runs of {} s per phase",
         r["backend"].as_str().unwrap_or("?"),
-        r["url"].as_str().unwrap_or("?")
+        r["url"].as_str().unwrap_or("?"),
+        r["runs"],
+        r["duration_s"]
     );
     println!(
         "floor        {:<32} p50 {:>9.2} us   {:>10.0} ops/s",
