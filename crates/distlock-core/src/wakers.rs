@@ -24,15 +24,15 @@ use crate::backend::Ticket;
 /// #   wait: true, meta: HolderMeta::this_process() };
 /// # let ticket = Ticket::new(request, None);
 /// let wakers = distlock_core::LocalWakers::new();
-/// wakers.wake_name("n"); // nobody registered yet: nothing happens
+/// wakers.wake("t"); // nobody registered yet: nothing happens
 /// wakers.register(&ticket);
-/// wakers.wake_name("n");
+/// wakers.wake("t");
 /// wakers.wait(&ticket, Duration::from_secs(5)).await; // returns at once
 /// # }
 /// ```
 #[derive(Debug, Default)]
 pub struct LocalWakers {
-    slots: StdMutex<HashMap<String, (String, Arc<Notify>)>>,
+    slots: StdMutex<HashMap<String, Arc<Notify>>>,
 }
 
 impl LocalWakers {
@@ -58,8 +58,7 @@ impl LocalWakers {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         slots
             .entry(ticket.request.token.clone())
-            .or_insert_with(|| (ticket.request.name.clone(), Arc::new(Notify::new())))
-            .1
+            .or_insert_with(|| Arc::new(Notify::new()))
             .clone()
     }
 
@@ -86,19 +85,7 @@ impl LocalWakers {
     /// ```
     pub fn wake(&self, token: &str) {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, notify)) = slots.get(token) {
-            notify.notify_one();
-        }
-    }
-
-    /// Wakes every waiter of lock `name` in this process.
-    ///
-    /// # Examples
-    ///
-    /// See [`LocalWakers`].
-    pub fn wake_name(&self, name: &str) {
-        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, notify) in slots.values().filter(|(n, _)| n == name) {
+        if let Some(notify) = slots.get(token) {
             notify.notify_one();
         }
     }

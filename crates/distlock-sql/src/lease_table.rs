@@ -185,8 +185,9 @@ pub fn may_grant(
 }
 
 /// How long the waiter with request token `token` may sleep before polling again: until
-/// the first live grant expires, and no more than [`STARVING_POLL`] once it is starving
-/// (others then yield to it).
+/// the first live grant expires, and, once it is starving (others then yield to it), no
+/// more than [`STARVING_POLL`] times its place in the queue — the head polls often, those
+/// far behind it rarely.
 ///
 /// # Examples
 ///
@@ -204,13 +205,16 @@ pub fn retry_within(
         .iter()
         .map(|h| Duration::from_millis((h.expires_at_ms - now_ms).max(0) as u64))
         .min();
-    let starving = waiters
+    let starving_place = waiters
         .iter()
-        .any(|w| w.token == token && w.starving(now_ms));
-    match (expiry, starving) {
-        (Some(e), true) => Some(e.min(STARVING_POLL)),
-        (None, true) => Some(STARVING_POLL),
-        (e, false) => e,
+        .position(|w| w.token == token)
+        .filter(|&at| waiters[at].starving(now_ms));
+    match (expiry, starving_place) {
+        (e, Some(place)) => {
+            let poll = STARVING_POLL * (place as u32 + 1);
+            Some(e.map_or(poll, |e| e.min(poll)))
+        }
+        (e, None) => e,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The SQLite lease-table store.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::{
@@ -12,9 +13,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use super::config::SqliteConfig;
 use super::refreshes::Refreshes;
+use super::wake::{Wake, WakeSocket};
 use super::{db_error, store};
-
-const SCHEMA: &str = include_str!("schema.sql");
 
 /// A lock store in one SQLite database file.
 ///
@@ -35,7 +35,8 @@ const SCHEMA: &str = include_str!("schema.sql");
 #[derive(Debug)]
 pub struct SqliteBackend {
     pool: SqlitePool,
-    wakers: LocalWakers,
+    wakers: Arc<LocalWakers>,
+    socket: WakeSocket,
     queued: Refreshes,
 }
 
@@ -68,9 +69,11 @@ impl SqliteBackend {
         loop {
             match Self::try_open(&config).await {
                 Ok(pool) => {
+                    let wakers = Arc::new(LocalWakers::new());
                     return Ok(SqliteBackend {
                         pool,
-                        wakers: LocalWakers::new(),
+                        socket: WakeSocket::listen(wakers.clone()),
+                        wakers,
                         queued: Refreshes::default(),
                     });
                 }
@@ -104,17 +107,7 @@ impl SqliteBackend {
             .connect_with(options)
             .await
             .map_err(db_error("connect"))?;
-        let mut tx = pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_error("connect"))?;
-        for statement in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            sqlx::query(statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error("connect"))?;
-        }
-        tx.commit().await.map_err(db_error("connect"))?;
+        store::prepare(&pool).await?;
         Ok(pool)
     }
 
@@ -129,6 +122,12 @@ impl SqliteBackend {
     /// ```
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    fn wake(&self, wake: Option<Wake>) {
+        if let Some(wake) = wake {
+            self.socket.send(&wake, &self.wakers);
+        }
     }
 
     fn forget_ticket(&self, token: &str) {
@@ -172,8 +171,9 @@ impl Backend for SqliteBackend {
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
         let request = ticket.request.clone();
         let fresh = request.wait && self.queued.fresh(&request.token);
-        let pool = self.pool.clone();
-        let polled = detached(async move { store::poll(&pool, &request, fresh).await }).await?;
+        let (pool, socket) = (self.pool.clone(), self.socket.name().to_owned());
+        let polled =
+            detached(async move { store::poll(&pool, &request, fresh, &socket).await }).await?;
         let request = &ticket.request;
         match polled.outcome {
             PollOutcome::Granted { .. } => self.forget_ticket(&request.token),
@@ -182,9 +182,7 @@ impl Backend for SqliteBackend {
             }
             PollOutcome::Pending { .. } => {}
         }
-        if polled.purged {
-            self.wakers.wake_name(&request.name);
-        }
+        self.wake(polled.wake);
         Ok(polled.outcome)
     }
 
@@ -194,12 +192,11 @@ impl Backend for SqliteBackend {
     }
 
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
-        let token = ticket.request.token.clone();
+        let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
         self.forget_ticket(&token);
         let pool = self.pool.clone();
-        if detached(async move { store::cancel(&pool, &token).await }).await? {
-            self.wakers.wake_name(&ticket.request.name);
-        }
+        let wake = detached(async move { store::cancel(&pool, &name, &token).await }).await?;
+        self.wake(wake);
         Ok(())
     }
 
@@ -214,14 +211,12 @@ impl Backend for SqliteBackend {
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
-        let (pool, token) = (self.pool.clone(), lease.token.clone());
-        let released = detached(async move { store::release(&pool, &token).await }).await?;
-        if released.is_some() {
-            self.wakers.wake_name(&lease.name);
-        }
-        Ok(match released {
-            Some(true) => LeaseOutcome::Done,
-            _ => LeaseOutcome::NotHeld,
+        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
+        let released = detached(async move { store::release(&pool, &name, &token).await }).await?;
+        self.wake(released.wake);
+        Ok(match released.was_held {
+            true => LeaseOutcome::Done,
+            false => LeaseOutcome::NotHeld,
         })
     }
 

@@ -2,9 +2,12 @@
 //! database file; every change happens inside a `BEGIN IMMEDIATE` transaction, in WAL mode
 //! with a busy timeout.
 //!
-//! SQLite cannot push, so waiters in other processes poll with jittered backoff (short at
-//! first, bounded by the holder's remaining lease); waiters in this process are woken at
-//! once when this process releases.
+//! SQLite cannot push, so waiters poll with jittered backoff (short at first, bounded by
+//! the holder's remaining lease; a waiter others yield to polls more often the nearer it is
+//! to the head of the queue). On Linux the backend also pushes: each process listens on an
+//! abstract Unix datagram socket named in its queue rows, and whoever frees a lock wakes
+//! the head waiter through it, so hand-offs between processes do not wait for a backoff to
+//! end. A lost wake-up only costs latency.
 //!
 //! Lease expiry uses this machine's wall clock: a clock jump forward can expire leases
 //! early (their holders then see `Lost` once their own monotonic deadline passes, or at
@@ -15,6 +18,7 @@ mod config;
 mod refreshes;
 mod rows;
 mod store;
+mod wake;
 
 use std::sync::Arc;
 

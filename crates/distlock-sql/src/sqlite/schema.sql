@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS distlock_waiter (
     expires_at_ms INTEGER NOT NULL,
     host          TEXT NOT NULL,
     pid           INTEGER NOT NULL,
-    since_ms      INTEGER NOT NULL
+    since_ms      INTEGER NOT NULL,
+    wake          TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS distlock_waiter_by_name ON distlock_waiter (name);
 

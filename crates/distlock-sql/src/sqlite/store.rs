@@ -11,21 +11,78 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::db_error;
 use super::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
+use super::wake::Wake;
 use crate::lease_table::{
     HolderRow, WAITER_LEASE, WaiterRow, lock_state, may_grant, millis, now_ms, retry_within,
 };
 
-/// What a poll found: the outcome, and whether it purged expired rows (others may go).
+const SCHEMA: &str = include_str!("schema.sql");
+/// The schema this code reads and writes, kept in `PRAGMA user_version`.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`]; refuses a
+/// database written by a newer distlock.
+pub(super) async fn prepare(pool: &SqlitePool) -> Result<()> {
+    let err = db_error("connect");
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
+    let version: i64 = sqlx::query("PRAGMA user_version")
+        .fetch_one(&mut *tx)
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(&err)?;
+    if version > SCHEMA_VERSION {
+        return Err(distlock_core::Error::invalid(format!(
+            "the lock database has schema version {version}, written by a newer distlock; this one knows up to {SCHEMA_VERSION}"
+        ))
+        .with_backend("sqlite")
+        .with_operation("connect"));
+    }
+    for statement in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        sqlx::query(statement)
+            .execute(&mut *tx)
+            .await
+            .map_err(&err)?;
+    }
+    if version < SCHEMA_VERSION {
+        let has_wake: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM pragma_table_info('distlock_waiter') WHERE name = 'wake'",
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(&err)?;
+        if has_wake == 0 {
+            sqlx::query("ALTER TABLE distlock_waiter ADD COLUMN wake TEXT NOT NULL DEFAULT ''")
+                .execute(&mut *tx)
+                .await
+                .map_err(&err)?;
+        }
+        sqlx::query(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(&err)?;
+    }
+    tx.commit().await.map_err(&err)
+}
+
+/// What a poll found: the outcome, and the waiter to wake if it freed room for one (it
+/// purged an expired grant, or took a share others may join).
 pub(super) struct Polled {
     pub(super) outcome: PollOutcome,
-    pub(super) purged: bool,
+    pub(super) wake: Option<Wake>,
 }
 
 /// Decides a request. A queued request whose row is `fresh` first looks read-only (no
 /// write lock, no disk flush) and stops there if it surely cannot be granted; otherwise,
 /// and for every other request, one `BEGIN IMMEDIATE` transaction purges expired rows,
 /// grants (fencing counter, lease row, dequeue) or keeps the request queued.
-pub(super) async fn poll(pool: &SqlitePool, request: &LockRequest, fresh: bool) -> Result<Polled> {
+/// `socket` is where this process listens for wake-ups, written into the queue row.
+pub(super) async fn poll(
+    pool: &SqlitePool,
+    request: &LockRequest,
+    fresh: bool,
+    socket: &str,
+) -> Result<Polled> {
     let err = db_error("acquire");
     if fresh {
         let now = now_ms();
@@ -42,7 +99,7 @@ pub(super) async fn poll(pool: &SqlitePool, request: &LockRequest, fresh: bool) 
                 outcome: PollOutcome::Pending {
                     retry_within: retry_within(&holders, &waiters, &request.token, now),
                 },
-                purged: false,
+                wake: None,
             });
         }
     }
@@ -52,28 +109,36 @@ pub(super) async fn poll(pool: &SqlitePool, request: &LockRequest, fresh: bool) 
         .await
         .map_err(&err)?;
     let (holders, waiters) = live_rows(&mut tx, &request.name).await.map_err(&err)?;
-    let outcome = if may_grant(&holders, &waiters, request, now)? {
+    let granted = may_grant(&holders, &waiters, request, now)?;
+    let outcome = if granted {
         let fence = grant(&mut tx, request, now).await.map_err(&err)?;
         PollOutcome::Granted {
             fencing_token: fence as u64,
         }
     } else {
         if request.wait {
-            keep_queued(&mut tx, request, now).await.map_err(&err)?;
+            keep_queued(&mut tx, request, now, socket)
+                .await
+                .map_err(&err)?;
         }
         PollOutcome::Pending {
             retry_within: retry_within(&holders, &waiters, &request.token, now),
         }
     };
+    let room_left = purged > 0 || (granted && !request.kind.is_exclusive());
+    let wake = match room_left {
+        true => next_waiter(&mut tx, &request.name, now)
+            .await
+            .map_err(&err)?,
+        false => None,
+    };
     tx.commit().await.map_err(&err)?;
-    Ok(Polled {
-        outcome,
-        purged: purged > 0,
-    })
+    Ok(Polled { outcome, wake })
 }
 
-/// Deletes the queue row and any grant made under `token`; true if anything went.
-pub(super) async fn cancel(pool: &SqlitePool, token: &str) -> Result<bool> {
+/// Deletes the queue row and any grant made under `token`; if anything went, the waiter
+/// to wake.
+pub(super) async fn cancel(pool: &SqlitePool, name: &str, token: &str) -> Result<Option<Wake>> {
     let err = db_error("cancel");
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
     let mut removed = 0;
@@ -85,8 +150,12 @@ pub(super) async fn cancel(pool: &SqlitePool, token: &str) -> Result<bool> {
             .map_err(&err)?
             .rows_affected();
     }
+    let wake = match removed {
+        0 => None,
+        _ => next_waiter(&mut tx, name, now_ms()).await.map_err(&err)?,
+    };
     tx.commit().await.map_err(&err)?;
-    Ok(removed > 0)
+    Ok(wake)
 }
 
 /// Extends the grant under `token` to `ttl` from now, if it has not expired.
@@ -105,19 +174,59 @@ pub(super) async fn renew(pool: &SqlitePool, token: &str, ttl: Duration) -> Resu
     Ok(renewed == 1)
 }
 
-/// Deletes the grant under `token`; `Some(still_valid)` if there was one.
-pub(super) async fn release(pool: &SqlitePool, token: &str) -> Result<Option<bool>> {
+/// What a release found.
+pub(super) struct Released {
+    /// Whether our grant was there and still valid.
+    pub(super) was_held: bool,
+    /// The waiter to wake now that the lock is free.
+    pub(super) wake: Option<Wake>,
+}
+
+/// Deletes the grant under `token`.
+pub(super) async fn release(pool: &SqlitePool, name: &str, token: &str) -> Result<Released> {
+    let err = db_error("release");
     let now = now_ms();
+    let mut conn = pool.acquire().await.map_err(&err)?;
     let expiry: Option<i64> =
         sqlx::query("DELETE FROM distlock_lease WHERE token = ?1 RETURNING expires_at_ms")
             .bind(token)
-            .fetch_optional(pool)
+            .fetch_optional(&mut *conn)
             .await
-            .map_err(db_error("release"))?
+            .map_err(&err)?
             .map(|row| row.try_get(0))
             .transpose()
-            .map_err(db_error("release"))?;
-    Ok(expiry.map(|expires_at| expires_at > now))
+            .map_err(&err)?;
+    let wake = match expiry {
+        Some(_) => next_waiter(&mut conn, name, now).await.map_err(&err)?,
+        None => None,
+    };
+    Ok(Released {
+        was_held: expiry.is_some_and(|expires_at| expires_at > now),
+        wake,
+    })
+}
+
+/// The live waiter at the head of `name`'s queue.
+async fn next_waiter(
+    conn: &mut SqliteConnection,
+    name: &str,
+    now: i64,
+) -> sqlx::Result<Option<Wake>> {
+    let row = sqlx::query(
+        "SELECT token, wake FROM distlock_waiter
+         WHERE name = ?1 AND expires_at_ms > ?2 ORDER BY seq LIMIT 1",
+    )
+    .bind(name)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|row| {
+        Ok(Wake {
+            token: row.try_get(0)?,
+            socket: row.try_get(1)?,
+        })
+    })
+    .transpose()
 }
 
 /// The live holders and waiters of one name, or of every name with any.
@@ -290,11 +399,12 @@ async fn keep_queued(
     conn: &mut SqliteConnection,
     request: &LockRequest,
     now: i64,
+    socket: &str,
 ) -> sqlx::Result<()> {
     sqlx::query(
         "INSERT INTO distlock_waiter
-           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (token) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
     )
     .bind(&request.token)
@@ -308,6 +418,7 @@ async fn keep_queued(
     .bind(&request.meta.host)
     .bind(i64::from(request.meta.pid))
     .bind(now)
+    .bind(socket)
     .execute(&mut *conn)
     .await?;
     Ok(())
