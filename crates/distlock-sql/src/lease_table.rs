@@ -184,38 +184,41 @@ pub fn may_grant(
     admit(&held, &queue, &me, my_seq, request.fair)
 }
 
-/// How long the waiter with request token `token` may sleep before polling again: until
-/// the first live grant expires, and, once it is starving (others then yield to it), no
-/// more than [`STARVING_POLL`] times its place in the queue — the head polls often, those
-/// far behind it rarely.
+/// How long the waiter with request token `token` may sleep before polling again.
+///
+/// Never past the first live grant's expiry, nor past a third of [`WAITER_LEASE`] (its queue
+/// row must be rewritten). Where waiters are woken (`pushed`), that is all. Where they only
+/// poll, a starving waiter (others yield to it) polls no less often than [`STARVING_POLL`]
+/// times its place in the queue: the head often, those far behind it rarely.
 ///
 /// # Examples
 ///
 /// ```
-/// # use distlock_sql::lease_table::retry_within;
-/// assert_eq!(retry_within(&[], &[], "t", 0), None);
+/// # use distlock_sql::lease_table::{retry_within, WAITER_LEASE};
+/// assert_eq!(retry_within(&[], &[], "t", 0, true), Some(WAITER_LEASE / 3));
 /// ```
 pub fn retry_within(
     holders: &[HolderRow],
     waiters: &[WaiterRow],
     token: &str,
     now_ms: i64,
+    pushed: bool,
 ) -> Option<Duration> {
     let expiry = holders
         .iter()
         .map(|h| Duration::from_millis((h.expires_at_ms - now_ms).max(0) as u64))
         .min();
-    let starving_place = waiters
-        .iter()
-        .position(|w| w.token == token)
-        .filter(|&at| waiters[at].starving(now_ms));
-    match (expiry, starving_place) {
-        (e, Some(place)) => {
-            let poll = STARVING_POLL * (place as u32 + 1);
-            Some(e.map_or(poll, |e| e.min(poll)))
+    let mut bound = expiry.map_or(WAITER_LEASE / 3, |e| e.min(WAITER_LEASE / 3));
+    if !pushed {
+        let starving_place = waiters
+            .iter()
+            .position(|w| w.token == token)
+            .filter(|&at| waiters[at].starving(now_ms));
+        if let Some(place) = starving_place {
+            bound = bound.min(STARVING_POLL * (place as u32 + 1));
         }
-        (e, None) => e,
     }
+    Some(bound)
 }
 
 /// The status view of one name.

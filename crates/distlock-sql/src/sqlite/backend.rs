@@ -157,7 +157,7 @@ impl Backend for SqliteBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(false)
+        Capabilities::full(!self.socket.name().is_empty())
     }
 
     async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {

@@ -97,7 +97,13 @@ pub(super) async fn poll(
         if !expired && queued && !may_grant(&holders, &waiters, request, now)? {
             return Ok(Polled {
                 outcome: PollOutcome::Pending {
-                    retry_within: retry_within(&holders, &waiters, &request.token, now),
+                    retry_within: retry_within(
+                        &holders,
+                        &waiters,
+                        &request.token,
+                        now,
+                        !socket.is_empty(),
+                    ),
                 },
                 wake: None,
             });
@@ -122,7 +128,7 @@ pub(super) async fn poll(
                 .map_err(&err)?;
         }
         PollOutcome::Pending {
-            retry_within: retry_within(&holders, &waiters, &request.token, now),
+            retry_within: retry_within(&holders, &waiters, &request.token, now, !socket.is_empty()),
         }
     };
     let room_left = purged > 0 || (granted && !request.kind.is_exclusive());
