@@ -169,6 +169,11 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
 }
 
 fn host_name() -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(read_host_name).clone()
+}
+
+fn read_host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for `buf.len()` bytes and gethostname writes at most that.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
