@@ -121,7 +121,13 @@ impl From<Owner> for String {
 }
 
 /// A random identifier of 16 hex digits, unique for all practical purposes.
-pub(crate) fn random_id() -> String {
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(distlock_core::random_id().len(), 16);
+/// ```
+pub fn random_id() -> String {
     format!("{:016x}", rand::rng().random::<u64>())
 }
 

@@ -17,11 +17,13 @@
 
 mod child;
 pub mod conformance;
+mod launchers;
 mod server;
 mod signal;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::Target;
+pub use launchers::redis_server;
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
 pub use signal::{Signal, send};
 

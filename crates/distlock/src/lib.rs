@@ -1,8 +1,8 @@
 //! Distributed locks for Rust that stay correct under faults.
 //!
 //! One async API over several stores, chosen by URL: `memory://` (this process),
-//! `sqlite:///path/locks.db` (one machine, many processes; the embedded default), with
-//! Redis, RedLock, ZooKeeper, etcd, PostgreSQL and MySQL to come. Every guard carries a
+//! `sqlite:///path/locks.db` (one machine, many processes; the embedded default),
+//! `redis://host:6379/0`, with RedLock, ZooKeeper, etcd, PostgreSQL and MySQL to come. Every guard carries a
 //! fencing token, a safe deadline and a lease-health signal, so no lock is lost silently.
 //!
 //! # Examples
@@ -30,6 +30,7 @@
 //! # Features
 //!
 //! * `sqlite` (default): the `sqlite://` backend.
+//! * `redis` (default): the `redis://` backend.
 
 use std::ops::Deref;
 use std::sync::Once;
@@ -42,6 +43,9 @@ pub use distlock_core::{
     Url, WaiterInfo, WriteGuard, admit, async_trait, redact_url, register, validate_name,
 };
 
+/// The Redis backend (`redis://`).
+#[cfg(feature = "redis")]
+pub use distlock_redis as redis;
 /// The SQL backends (`sqlite://`).
 #[cfg(feature = "sqlite")]
 pub use distlock_sql as sql;
@@ -57,6 +61,8 @@ pub use distlock_sql as sql;
 pub fn install_backends() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        #[cfg(feature = "redis")]
+        distlock_redis::install();
         #[cfg(feature = "sqlite")]
         distlock_sql::install();
     });

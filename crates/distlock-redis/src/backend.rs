@@ -1,0 +1,416 @@
+//! The Redis lock store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_core::{
+    Backend, Capabilities, Error, ErrorKind, HolderInfo, HolderMeta, LeaseKey, LeaseOutcome,
+    LocalWakers, LockKind, LockRequest, LockState, PollOutcome, Result, STARVATION, Ticket,
+    WaiterInfo, async_trait, random_id, redact_url,
+};
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use serde::Deserialize;
+use tokio::task::AbortHandle;
+
+use crate::config::RedisConfig;
+use crate::keys::LockKeys;
+use crate::scripts::SCRIPTS;
+use crate::wakeups;
+
+/// How long a waiter's queue entry lives without being refreshed. The core polls at least
+/// every two seconds, so a live waiter always refreshes it in time; a dead one is gone
+/// within this.
+const WAITER_LEASE: Duration = Duration::from_secs(5);
+
+/// A lock store on one Redis server.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> distlock_core::Result<()> {
+/// use std::sync::Arc;
+/// use distlock_redis::{RedisBackend, RedisConfig};
+///
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0").unwrap();
+/// let backend = RedisBackend::open(RedisConfig::from_url(&url)?).await?;
+/// let client = distlock_core::Client::with_backend(Arc::new(backend));
+/// # Ok(()) }
+/// ```
+pub struct RedisBackend {
+    conn: ConnectionManager,
+    prefix: String,
+    channel: String,
+    wakers: Arc<LocalWakers>,
+    listener: AbortHandle,
+    server: String,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("server", &self.server)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl Drop for RedisBackend {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// Maps a Redis error to a distlock error for `operation`.
+pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError) -> Error {
+    move |err| {
+        let transient = err.is_io_error()
+            || err.is_timeout()
+            || err.is_connection_dropped()
+            || err.is_connection_refusal();
+        let kind = if transient {
+            ErrorKind::Unavailable
+        } else {
+            ErrorKind::Backend
+        };
+        let out = Error::new(kind, format!("redis {operation} failed"))
+            .with_backend("redis")
+            .with_operation(operation)
+            .with_source(err);
+        if transient { out.temporary() } else { out }
+    }
+}
+
+/// Who holds a lock, as the acquire script records it (large numbers as text).
+#[derive(Debug, Deserialize)]
+struct HolderRecord {
+    t: String,
+    o: String,
+    h: String,
+    p: u32,
+    a: String,
+    f: String,
+}
+
+/// A queued request, as the acquire script records it (large numbers as text).
+#[derive(Debug, Deserialize)]
+struct WaiterRecord {
+    s: String,
+    e: String,
+    f: bool,
+    o: String,
+    h: String,
+    p: u32,
+}
+
+/// One lock read in one round trip: holder record, token, PTTL, fencing counter, waiters.
+type Snapshot = (
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<u64>,
+    Vec<(String, String)>,
+);
+
+fn number(text: &str) -> u64 {
+    text.parse().unwrap_or(0)
+}
+
+impl RedisBackend {
+    /// Connects, checks the server answers, and subscribes for wake-ups.
+    ///
+    /// # Examples
+    ///
+    /// See [`RedisBackend`].
+    pub async fn open(config: RedisConfig) -> Result<RedisBackend> {
+        let server = redact_url(config.server.as_str());
+        let client = redis::Client::open(config.server.as_str()).map_err(|e| {
+            Error::invalid(format!("bad redis URL `{server}`: {e}")).with_backend("redis")
+        })?;
+        let mut conn = client
+            .get_connection_manager()
+            .await
+            .map_err(redis_error("connect"))?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("connect"))?;
+        let wakers = Arc::new(LocalWakers::new());
+        let channel = format!("distlock:wake:{}", random_id());
+        let listener = wakeups::listen(client, channel.clone(), wakers.clone()).await?;
+        Ok(RedisBackend {
+            conn,
+            prefix: config.prefix,
+            channel,
+            wakers,
+            listener,
+            server,
+        })
+    }
+
+    fn keys(&self, name: &str) -> Result<LockKeys> {
+        LockKeys::new(&self.prefix, name)
+    }
+
+    async fn state_of(&self, name: &str) -> Result<LockState> {
+        let keys = self.keys(name)?;
+        let err = redis_error("inspect");
+        let mut conn = self.conn.clone();
+        let (holder, token, pttl, fence, waiters): Snapshot = redis::pipe()
+            .get(&keys.holder)
+            .get(&keys.lock)
+            .pttl(&keys.lock)
+            .get(&keys.fence)
+            .hgetall(&keys.waiters)
+            .query_async(&mut conn)
+            .await
+            .map_err(&err)?;
+        let queue: Vec<String> = conn.zrange(&keys.queue, 0, -1).await.map_err(&err)?;
+        let now_ms = server_now_ms(&mut conn).await?;
+        let mut holders = Vec::new();
+        if let Some(token) = token {
+            let record = holder
+                .and_then(|h| serde_json::from_str::<HolderRecord>(&h).ok())
+                .filter(|h| h.t == token);
+            holders.push(match record {
+                Some(h) => HolderInfo {
+                    owner: h.o,
+                    kind: LockKind::Mutex,
+                    permits: 1,
+                    fencing_token: number(&h.f),
+                    remaining_ms: pttl.max(0) as u64,
+                    meta: HolderMeta {
+                        host: h.h,
+                        pid: h.p,
+                        acquired_at_unix_ms: number(&h.a),
+                    },
+                },
+                None => HolderInfo {
+                    owner: format!("foreign client (token {token})"),
+                    kind: LockKind::Mutex,
+                    permits: 1,
+                    fencing_token: 0,
+                    remaining_ms: pttl.max(0) as u64,
+                    meta: HolderMeta {
+                        host: String::new(),
+                        pid: 0,
+                        acquired_at_unix_ms: 0,
+                    },
+                },
+            });
+        }
+        let records: std::collections::HashMap<String, String> = waiters.into_iter().collect();
+        let waiters = queue
+            .iter()
+            .filter_map(|token| records.get(token))
+            .filter_map(|raw| serde_json::from_str::<WaiterRecord>(raw).ok())
+            .filter(|w| number(&w.e) > now_ms)
+            .map(|w| WaiterInfo {
+                owner: w.o,
+                kind: LockKind::Mutex,
+                permits: 1,
+                fair: w.f,
+                meta: HolderMeta {
+                    host: w.h,
+                    pid: w.p,
+                    acquired_at_unix_ms: number(&w.s),
+                },
+            })
+            .collect();
+        Ok(LockState {
+            name: name.to_owned(),
+            last_fencing_token: fence.unwrap_or(0),
+            holders,
+            waiters,
+        })
+    }
+}
+
+async fn server_now_ms(conn: &mut ConnectionManager) -> Result<u64> {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(conn)
+        .await
+        .map_err(redis_error("inspect"))?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn scheme(&self) -> &'static str {
+        "redis"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            rwlock: false,
+            semaphore: false,
+            ..Capabilities::full(true)
+        }
+    }
+
+    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
+        self.keys(&request.name)?;
+        let ticket = Ticket::new(request, None);
+        if ticket.request.wait {
+            self.wakers.register(&ticket);
+        }
+        Ok(ticket)
+    }
+
+    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        let request = &ticket.request;
+        let keys = self.keys(&request.name)?;
+        let mut conn = self.conn.clone();
+        let answer: Vec<i64> = SCRIPTS
+            .acquire
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .key(&keys.waiters)
+            .key(&keys.holder)
+            .key(&keys.seq)
+            .arg(&request.token)
+            .arg(request.ttl.as_millis() as u64)
+            .arg(u8::from(request.wait))
+            .arg(u8::from(request.fair))
+            .arg(WAITER_LEASE.as_millis() as u64)
+            .arg(STARVATION.as_millis() as u64)
+            .arg(&self.channel)
+            .arg(request.owner.as_str())
+            .arg(&request.meta.host)
+            .arg(request.meta.pid)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("acquire"))?;
+        match answer.as_slice() {
+            [1, fence] => {
+                self.wakers.forget(&request.token);
+                Ok(PollOutcome::Granted {
+                    fencing_token: *fence as u64,
+                })
+            }
+            [0, pttl] => Ok(PollOutcome::Pending {
+                retry_within: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
+            }),
+            other => Err(Error::new(
+                ErrorKind::Backend,
+                format!("unexpected answer from the acquire script: {other:?}"),
+            )
+            .with_backend("redis")),
+        }
+    }
+
+    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+        self.wakers.wait(ticket, backstop).await;
+        Ok(())
+    }
+
+    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+        self.wakers.forget(&ticket.request.token);
+        let keys = self.keys(&ticket.request.name)?;
+        let mut conn = self.conn.clone();
+        let _: i64 = SCRIPTS
+            .cancel
+            .key(&keys.lock)
+            .key(&keys.queue)
+            .key(&keys.waiters)
+            .key(&keys.holder)
+            .arg(&ticket.request.token)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("cancel"))?;
+        Ok(())
+    }
+
+    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
+        let keys = self.keys(&lease.name)?;
+        let mut conn = self.conn.clone();
+        let renewed: i64 = SCRIPTS
+            .renew
+            .key(&keys.lock)
+            .key(&keys.holder)
+            .arg(&lease.token)
+            .arg(ttl.as_millis() as u64)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("renew"))?;
+        Ok(if renewed == 1 {
+            LeaseOutcome::Done
+        } else {
+            LeaseOutcome::NotHeld
+        })
+    }
+
+    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+        let keys = self.keys(&lease.name)?;
+        let mut conn = self.conn.clone();
+        let released: i64 = SCRIPTS
+            .release
+            .key(&keys.lock)
+            .key(&keys.queue)
+            .key(&keys.waiters)
+            .key(&keys.holder)
+            .arg(&lease.token)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("release"))?;
+        Ok(if released == 1 {
+            LeaseOutcome::Done
+        } else {
+            LeaseOutcome::NotHeld
+        })
+    }
+
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        if let Some(name) = name {
+            return Ok(vec![self.state_of(name).await?]);
+        }
+        let mut conn = self.conn.clone();
+        let pattern = LockKeys::fence_pattern(&self.prefix);
+        let mut names = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_error("inspect"))?;
+            names.extend(
+                keys.iter()
+                    .filter_map(|k| LockKeys::name_of_fence(&self.prefix, k))
+                    .map(str::to_owned),
+            );
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        names.sort();
+        names.dedup();
+        let mut states = Vec::new();
+        for name in names {
+            let state = self.state_of(&name).await?;
+            if !state.holders.is_empty() || !state.waiters.is_empty() {
+                states.push(state);
+            }
+        }
+        Ok(states)
+    }
+
+    fn floor_op(&self) -> &'static str {
+        "PING"
+    }
+
+    async fn floor_round(&self) -> Result<()> {
+        let mut conn = self.conn.clone();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("ping"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,73 @@
+//! `redis://` URLs: the server, and distlock's own options.
+
+use distlock_core::{Error, Result, Url, redact_url};
+
+/// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
+/// with distlock's options in the query: `prefix` (put before every lock key; default none).
+/// Other query parameters go to the Redis client.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_redis::RedisConfig;
+/// let url = distlock_core::Url::parse("redis://:secret@127.0.0.1:6379/2?prefix=locks:").unwrap();
+/// let config = RedisConfig::from_url(&url)?;
+/// assert_eq!(config.prefix, "locks:");
+/// assert!(!format!("{config:?}").contains("secret"));
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// The URL for the Redis client, without distlock's options.
+    pub(crate) server: Url,
+    /// Put before every lock's name to make its key.
+    pub prefix: String,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("server", &redact_url(self.server.as_str()))
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl RedisConfig {
+    /// Parses a `redis://` URL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let url = distlock_core::Url::parse("redis://127.0.0.1/0?prefix={bad").unwrap();
+    /// assert!(distlock_redis::RedisConfig::from_url(&url).is_err());
+    /// ```
+    pub fn from_url(url: &Url) -> Result<Self> {
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(Error::invalid(format!(
+                "a redis URL needs a host, e.g. redis://127.0.0.1:6379/0, not `{}`",
+                redact_url(url.as_str())
+            )));
+        }
+        let mut server = url.clone();
+        let mut prefix = String::new();
+        let mut passed = Vec::new();
+        for (key, value) in url.query_pairs() {
+            match key.as_ref() {
+                "prefix" => prefix = value.into_owned(),
+                _ => passed.push((key.into_owned(), value.into_owned())),
+            }
+        }
+        if prefix.contains(['{', '}']) {
+            return Err(Error::invalid(
+                "the redis key prefix may not contain `{` or `}`: they would split a lock's keys across cluster slots",
+            ));
+        }
+        if passed.is_empty() {
+            server.set_query(None);
+        } else {
+            server.query_pairs_mut().clear().extend_pairs(passed);
+        }
+        Ok(RedisConfig { server, prefix })
+    }
+}

@@ -1,0 +1,89 @@
+//! The Redis backend for distlock: `redis://host:port/db`.
+//!
+//! # Mutex
+//!
+//! The lock's key holds the holder's opaque token, set with `SET key token NX PX ttl` —
+//! the layout redis-py, redsync and node-redlock use, so they and distlock exclude each
+//! other on the same key. By default the key is the lock's name; `?prefix=locks:` puts a
+//! prefix before it. The other keys of a lock share its hash tag, `{key}:…`, so a cluster
+//! keeps them in one slot: `{key}:fence` (fencing counter), `{key}:queue` and `{key}:waiters`
+//! (the wait queue), `{key}:holder` (who holds it, for `distlock status`), `{key}:seq`.
+//! Lock names may therefore not contain `{` or `}`.
+//!
+//! Every change is one Lua script (sent with EVALSHA, reloaded on NOSCRIPT): acquire sets the
+//! key and increments the fencing counter together; release deletes only our own token;
+//! renewal extends only our own token.
+//!
+//! # Waiting without polling, without herds
+//!
+//! Each client subscribes once to a channel of its own. A waiter takes a place in the lock's
+//! queue (refreshed while it waits, dropped within seconds if its process dies); a release
+//! publishes to exactly one waiter, the head of the queue, on its client's channel. A
+//! waiter that misses its wake-up polls again within the holder's remaining lease and at
+//! most every two seconds. Non-fair waiters may be overtaken by a newcomer, but not once
+//! they have waited longer than [`distlock_core::STARVATION`]; fair waiters never.
+//!
+//! # Fencing tokens and restarts
+//!
+//! Tokens come from `INCR` in the acquire script, raised to the server's clock in
+//! microseconds whenever the counter is below it. They therefore keep increasing when a
+//! Redis without persistence restarts and loses the counter, as long as the server's clock
+//! does not go back. Such a restart also loses the lock itself: a second client can then be
+//! granted the lock while the first still believes it holds it. Check fencing tokens at
+//! the resource to reject the stale holder's writes.
+//!
+//! # Not yet
+//!
+//! Read/write locks and semaphores on Redis answer `Unsupported`; TLS (`rediss://`) is not
+//! built yet.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! # async fn f() -> distlock_core::Result<()> {
+//! distlock_redis::install();
+//! let client = distlock_core::Client::connect("redis://127.0.0.1:6379/0").await?;
+//! let guard = client.mutex("orders/42").lock().await?;
+//! # Ok(()) }
+//! ```
+
+mod backend;
+mod config;
+mod keys;
+mod scripts;
+mod wakeups;
+
+use std::sync::Arc;
+
+use distlock_core::{Backend, Connector, Result, Url, async_trait};
+
+pub use backend::RedisBackend;
+pub use config::RedisConfig;
+
+/// Registers the `redis://` connector with the core's URL registry.
+///
+/// # Examples
+///
+/// ```
+/// distlock_redis::install();
+/// ```
+pub fn install() {
+    distlock_core::register(Arc::new(RedisConnector));
+}
+
+/// Connects `redis://` URLs.
+#[derive(Debug)]
+struct RedisConnector;
+
+#[async_trait]
+impl Connector for RedisConnector {
+    fn schemes(&self) -> &'static [&'static str] {
+        &["redis"]
+    }
+
+    async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(
+            RedisBackend::open(RedisConfig::from_url(url)?).await?,
+        ))
+    }
+}

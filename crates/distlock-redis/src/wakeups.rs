@@ -1,0 +1,67 @@
+//! The one subscription each client keeps: wake-ups for its waiters arrive on a channel of
+//! its own, and are handed to the waiting tasks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_core::{Error, ErrorKind, LocalWakers, Result};
+use futures_util::StreamExt;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+
+/// Subscribes to `channel` and keeps the subscription up (reconnecting with backoff) until
+/// aborted. Returns once the first subscription is in place.
+pub(crate) async fn listen(
+    client: redis::Client,
+    channel: String,
+    wakers: Arc<LocalWakers>,
+) -> Result<AbortHandle> {
+    let (ready, subscribed) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut ready = Some(ready);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match subscribe(&client, &channel).await {
+                Ok(pubsub) => {
+                    pause = Duration::from_millis(50);
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(Ok(()));
+                    }
+                    let mut messages = pubsub.into_on_message();
+                    while let Some(message) = messages.next().await {
+                        if let Ok(token) = message.get_payload::<String>() {
+                            wakers.wake(&token);
+                        }
+                    }
+                    tracing::debug!("wake-up subscription ended; subscribing again");
+                }
+                Err(err) => {
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(Err(err));
+                        return;
+                    }
+                    tracing::debug!(error = %err, "cannot subscribe for wake-ups; retrying");
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    });
+    match subscribed.await {
+        Ok(Ok(())) => Ok(task.abort_handle()),
+        Ok(Err(err)) => Err(crate::backend::redis_error("subscribe")(err)),
+        Err(_) => Err(Error::new(
+            ErrorKind::Backend,
+            "the wake-up listener stopped before subscribing",
+        )),
+    }
+}
+
+async fn subscribe(
+    client: &redis::Client,
+    channel: &str,
+) -> redis::RedisResult<redis::aio::PubSub> {
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(channel).await?;
+    Ok(pubsub)
+}
