@@ -148,6 +148,25 @@ impl RedisBackend {
         })
     }
 
+    /// Runs a script, once more if the connection dropped under it (the connection manager
+    /// reconnects in the background). Every script is safe to repeat: acquire answers the
+    /// same grant to the same token, the others compare the token.
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        operation: &'static str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T> {
+        let mut conn = self.conn.clone();
+        match invocation.invoke_async(&mut conn).await {
+            Err(err) if err.is_connection_dropped() || err.is_io_error() => {
+                tracing::debug!(error = %err, operation, "redis connection dropped; trying once more");
+                invocation.invoke_async(&mut conn).await
+            }
+            answer => answer,
+        }
+        .map_err(redis_error(operation))
+    }
+
     fn keys(&self, name: &str) -> Result<LockKeys> {
         LockKeys::new(&self.prefix, name)
     }
@@ -260,9 +279,8 @@ impl Backend for RedisBackend {
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
         let request = &ticket.request;
         let keys = self.keys(&request.name)?;
-        let mut conn = self.conn.clone();
-        let answer: Vec<i64> = SCRIPTS
-            .acquire
+        let mut invocation = SCRIPTS.acquire.prepare_invoke();
+        invocation
             .key(&keys.lock)
             .key(&keys.fence)
             .key(&keys.queue)
@@ -278,10 +296,8 @@ impl Backend for RedisBackend {
             .arg(&self.channel)
             .arg(request.owner.as_str())
             .arg(&request.meta.host)
-            .arg(request.meta.pid)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("acquire"))?;
+            .arg(request.meta.pid);
+        let answer: Vec<i64> = self.invoke("acquire", &invocation).await?;
         match answer.as_slice() {
             [1, fence] => {
                 self.wakers.forget(&request.token);
@@ -308,32 +324,26 @@ impl Backend for RedisBackend {
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
         self.wakers.forget(&ticket.request.token);
         let keys = self.keys(&ticket.request.name)?;
-        let mut conn = self.conn.clone();
-        let _: i64 = SCRIPTS
-            .cancel
+        let mut invocation = SCRIPTS.cancel.prepare_invoke();
+        invocation
             .key(&keys.lock)
             .key(&keys.queue)
             .key(&keys.waiters)
             .key(&keys.holder)
-            .arg(&ticket.request.token)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("cancel"))?;
+            .arg(&ticket.request.token);
+        let _: i64 = self.invoke("cancel", &invocation).await?;
         Ok(())
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
         let keys = self.keys(&lease.name)?;
-        let mut conn = self.conn.clone();
-        let renewed: i64 = SCRIPTS
-            .renew
+        let mut invocation = SCRIPTS.renew.prepare_invoke();
+        invocation
             .key(&keys.lock)
             .key(&keys.holder)
             .arg(&lease.token)
-            .arg(ttl.as_millis() as u64)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("renew"))?;
+            .arg(ttl.as_millis() as u64);
+        let renewed: i64 = self.invoke("renew", &invocation).await?;
         Ok(if renewed == 1 {
             LeaseOutcome::Done
         } else {
@@ -343,17 +353,14 @@ impl Backend for RedisBackend {
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
         let keys = self.keys(&lease.name)?;
-        let mut conn = self.conn.clone();
-        let released: i64 = SCRIPTS
-            .release
+        let mut invocation = SCRIPTS.release.prepare_invoke();
+        invocation
             .key(&keys.lock)
             .key(&keys.queue)
             .key(&keys.waiters)
             .key(&keys.holder)
-            .arg(&lease.token)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("release"))?;
+            .arg(&lease.token);
+        let released: i64 = self.invoke("release", &invocation).await?;
         Ok(if released == 1 {
             LeaseOutcome::Done
         } else {

@@ -9,3 +9,100 @@ async fn target() -> distlock_testkit::Target {
 
 distlock_testkit::conformance_suite!(target);
 distlock_testkit::process_suite!(target);
+
+use std::time::{Duration, Instant};
+
+use distlock::{ErrorKind, Health, LockOptions};
+
+/// A resource that applies a write only with a fencing token newer than the last one it
+/// applied — what a store guarded by distlock should do.
+#[derive(Debug, Default)]
+struct FencedResource {
+    last_token: u64,
+    writes: Vec<&'static str>,
+}
+
+impl FencedResource {
+    fn write(&mut self, token: u64, what: &'static str) -> bool {
+        if token <= self.last_token {
+            return false;
+        }
+        self.last_token = token;
+        self.writes.push(what);
+        true
+    }
+}
+
+#[test]
+fn redis_paused_past_the_ttl_loses_the_lease_before_anyone_else_gets_it() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0", redis.addr());
+        let a = distlock::Client::connect(&url).await.unwrap();
+        let options = LockOptions::new().ttl(Duration::from_millis(1000));
+        let guard = a.mutex("paused").lock_with(&options).await.unwrap();
+
+        redis.pause();
+        let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await;
+        let lost_at = Instant::now();
+        redis.resume();
+        assert!(lost.is_ok(), "renewals that never answer end in Lost");
+        assert_eq!(guard.health(), Health::Lost);
+
+        let b = distlock::Client::connect(&url).await.unwrap();
+        let next = b
+            .mutex("paused")
+            .lock_timeout(Duration::from_secs(3))
+            .await
+            .unwrap();
+        assert!(
+            Instant::now() >= lost_at,
+            "the new grant came after the old holder knew"
+        );
+        assert!(next.fencing_token() > guard.fencing_token());
+        assert_eq!(
+            guard.release().await.unwrap_err().kind(),
+            ErrorKind::NotHeld
+        );
+        next.renew().await.expect("the new holder is undisturbed");
+    });
+}
+
+#[test]
+fn redis_restarted_without_persistence_can_grant_twice_and_fencing_rejects_the_stale_write() {
+    distlock_testkit::block_on(async {
+        let mut redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0", redis.addr());
+        let a = distlock::Client::connect(&url).await.unwrap();
+        let b = distlock::Client::connect(&url).await.unwrap();
+        let stale = a.mutex("restart").lock().await.unwrap();
+
+        redis.restart().unwrap();
+
+        // Redis forgot the lock: a second client is granted it while the first still holds
+        // its guard. This is the documented hazard of a Redis without persistence.
+        let fresh = b
+            .mutex("restart")
+            .lock_timeout(Duration::from_secs(10))
+            .await
+            .expect("the restarted server grants the lock again");
+        assert!(
+            fresh.fencing_token() > stale.fencing_token(),
+            "tokens keep increasing across the restart: {} then {}",
+            stale.fencing_token(),
+            fresh.fencing_token()
+        );
+
+        let mut resource = FencedResource::default();
+        assert!(resource.write(fresh.fencing_token(), "new holder"));
+        assert!(
+            !resource.write(stale.fencing_token(), "stale holder"),
+            "the stale holder's write is rejected by its older token"
+        );
+        assert_eq!(resource.writes, ["new holder"]);
+
+        assert_eq!(stale.renew().await.unwrap_err().kind(), ErrorKind::NotHeld);
+        assert_eq!(stale.health(), Health::Lost);
+        fresh.release().await.unwrap();
+    });
+}

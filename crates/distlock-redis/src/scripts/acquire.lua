@@ -12,6 +12,15 @@ local fair = ARGV[4] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- Already ours (a retry after a lost answer): the same grant again.
+if redis.call('GET', KEYS[1]) == token then
+  local raw = redis.call('GET', KEYS[5])
+  local record = raw and cjson.decode(raw)
+  if record and record.t == token then
+    return {1, tonumber(record.f)}
+  end
+end
+
 local my_seq = redis.call('ZSCORE', KEYS[3], token)
 if my_seq then my_seq = tonumber(my_seq) end
 local blocked = false
