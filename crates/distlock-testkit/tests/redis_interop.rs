@@ -1,0 +1,96 @@
+//! distlock and redis-py's `Lock` exclude each other on the same key: a counter updated
+//! non-atomically inside the critical section by both loses no update.
+//!
+//! The Python interpreter comes from `DISTLOCK_TEST_PYTHON` (scripts/test points it at a
+//! virtual environment with redis-py installed), else `python3`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const ROUNDS: u32 = 40;
+
+fn python() -> String {
+    std::env::var("DISTLOCK_TEST_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
+fn require_redis_py(python: &str) {
+    let ok = Command::new(python)
+        .args(["-c", "import redis"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{python} cannot import redis-py; run scripts/test (it installs redis-py into a virtual \
+         environment) or `pip install redis` and set DISTLOCK_TEST_PYTHON"
+    );
+}
+
+fn read_counter(path: &Path) -> u32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn distlock_and_redis_py_exclude_each_other_on_one_key() {
+    let python = python();
+    require_redis_py(&python);
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("counter");
+    std::fs::write(&counter, "0").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/redis_py_lock.py");
+
+    let mut py = Command::new(&python)
+        .arg(&script)
+        .arg(redis.port().to_string())
+        .args(["shared/job", &ROUNDS.to_string()])
+        .arg(&counter)
+        .spawn()
+        .unwrap();
+
+    distlock_testkit::block_on(async {
+        let url = format!("redis://{}/0", redis.addr());
+        let mut tasks = Vec::new();
+        for _ in 0..2 {
+            let client = distlock::Client::connect(&url).await.unwrap();
+            let counter = counter.clone();
+            tasks.push(tokio::spawn(async move {
+                let mutex = client.mutex("shared/job");
+                for _ in 0..ROUNDS {
+                    let guard = mutex.lock_timeout(Duration::from_secs(60)).await.unwrap();
+                    let value = read_counter(&counter);
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    std::fs::write(&counter, (value + 1).to_string()).unwrap();
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+        for task in tasks {
+            tokio::time::timeout(Duration::from_secs(120), task)
+                .await
+                .expect("distlock side finishes")
+                .unwrap();
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = py.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "redis-py side did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "redis-py side failed");
+    assert_eq!(
+        read_counter(&counter),
+        3 * ROUNDS,
+        "an update was lost: redis-py and distlock held the lock at once"
+    );
+}
