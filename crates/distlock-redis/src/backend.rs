@@ -296,7 +296,8 @@ impl Backend for RedisBackend {
             .arg(&self.channel)
             .arg(request.owner.as_str())
             .arg(&request.meta.host)
-            .arg(request.meta.pid);
+            .arg(request.meta.pid)
+            .arg(request.meta.acquired_at_unix_ms);
         let answer: Vec<i64> = self.invoke("acquire", &invocation).await?;
         match answer.as_slice() {
             [1, fence] => {

@@ -25,10 +25,11 @@
 //!
 //! # Fencing tokens and restarts
 //!
-//! Tokens come from `INCR` in the acquire script, raised to the server's clock in
-//! microseconds whenever the counter is below it. They therefore keep increasing when a
-//! Redis without persistence restarts and loses the counter, as long as the server's clock
-//! does not go back. Such a restart also loses the lock itself: a second client can then be
+//! Tokens come from `INCR` in the acquire script. A counter that starts afresh — the first
+//! grant of a name, or after a Redis without persistence restarted and lost it — starts at
+//! the server's clock in microseconds. Tokens therefore keep increasing across such a
+//! restart as long as the server's clock does not go back and the lock was granted less
+//! than once per microsecond. Such a restart also loses the lock itself: a second client can then be
 //! granted the lock while the first still believes it holds it. Check fencing tokens at
 //! the resource to reject the stale holder's writes.
 //!
