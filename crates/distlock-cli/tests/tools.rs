@@ -77,7 +77,10 @@ fn status_lists_nothing_then_json() {
 
 fn check_bench(report: &Value, processes: bool) {
     for (section, fields) in [
-        ("floor", &["p50_us", "ops_per_s"][..]),
+        (
+            "floor",
+            &["p50_us", "ops_per_s", "concurrent_ops_per_s"][..],
+        ),
         ("uncontended", &["cycles_per_s", "p50_us", "p99_us"][..]),
         (
             "contended",

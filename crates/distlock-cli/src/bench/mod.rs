@@ -73,6 +73,7 @@ async fn one_run(
 ) -> Result<serde_json::Value> {
     bar.set_message("floor");
     let floor = measure_floor(client, args.duration).await?;
+    let floor_concurrent = measure_floor_concurrent(client, args.clients, args.duration).await?;
     bar.inc(1);
     bar.set_message("uncontended");
     let uncontended = measure_uncontended(client, args.duration).await?;
@@ -108,6 +109,8 @@ async fn one_run(
             "p50_us": floor_p50,
             "p99_us": floor.percentile(99.0),
             "ops_per_s": floor_ops,
+            "concurrent_tasks": args.clients,
+            "concurrent_ops_per_s": floor_concurrent,
         },
         "uncontended": {
             "cycles_per_s": uncontended.len() as f64 / args.duration.as_secs_f64(),
@@ -121,6 +124,7 @@ async fn one_run(
             "tasks": args.clients,
             "cycles_per_s": many,
             "vs_floor_ops": ratio(many, floor_ops),
+            "vs_concurrent_floor_ops": ratio(many, floor_concurrent),
         },
     }))
 }
@@ -170,10 +174,12 @@ fn print_table(r: &serde_json::Value) {
         f(&["contended", "per_client_max"])
     );
     println!(
-        "many names   {} tasks, one name each         {:.0} cycles/s ({:.2}x floor ops)",
+        "many names   {} tasks, one name each         {:.0} cycles/s ({:.2}x floor ops, {:.2}x the floor at that concurrency: {:.0} ops/s)",
         f(&["many_names", "tasks"]),
         f(&["many_names", "cycles_per_s"]),
-        f(&["many_names", "vs_floor_ops"])
+        f(&["many_names", "vs_floor_ops"]),
+        f(&["many_names", "vs_concurrent_floor_ops"]),
+        f(&["floor", "concurrent_ops_per_s"])
     );
 }
 
@@ -187,6 +193,32 @@ async fn measure_floor(client: &Client, duration: Duration) -> Result<Samples> {
         samples.push(started.elapsed());
     }
     Ok(samples)
+}
+
+/// The floor's throughput with `tasks` running it at once, over one shared deadline.
+async fn measure_floor_concurrent(client: &Client, tasks: u32, duration: Duration) -> Result<f64> {
+    let started = Instant::now();
+    let end = started + duration;
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let backend = client.backend().clone();
+            tokio::spawn(async move {
+                let mut rounds = 0u64;
+                while Instant::now() < end {
+                    backend.floor_round().await?;
+                    rounds += 1;
+                }
+                Ok::<_, Error>(rounds)
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for handle in handles {
+        total += handle
+            .await
+            .map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
 async fn measure_uncontended(client: &Client, duration: Duration) -> Result<Samples> {
