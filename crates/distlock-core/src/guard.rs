@@ -189,7 +189,7 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub async fn renew(&self) -> Result<()> {
-        self.lease.renew_once().await
+        self.lease.renew_once(None).await
     }
 
     /// Releases the grant now. Returns an [`ErrorKind::NotHeld`](crate::ErrorKind::NotHeld)

@@ -180,8 +180,10 @@ impl LeaseCore {
         }
     }
 
-    /// One renewal round trip, bounded by the current safe deadline.
-    pub(crate) async fn renew_once(&self) -> Result<()> {
+    /// One renewal round trip, given at most `patience` (and never past the safe deadline).
+    /// One that outlasts its patience leaves the lease at risk; one that outlasts the safe
+    /// deadline loses it.
+    pub(crate) async fn renew_once(&self, patience: Option<Duration>) -> Result<()> {
         let scheme = self.scheme();
         let status = self.status();
         if status.health == Health::Lost {
@@ -190,13 +192,25 @@ impl LeaseCore {
                 .with_operation("renew"));
         }
         let sent = Instant::now();
-        let renewal = tokio::time::timeout_at(
-            status.safe_until,
-            self.client.backend.renew(&self.key, self.ttl),
-        )
-        .instrument(tracing::debug_span!("distlock.renew", lock = %self.key.name, backend = scheme))
-        .await;
+        let give_up = patience.map_or(status.safe_until, |p| (sent + p).min(status.safe_until));
+        let renewal =
+            tokio::time::timeout_at(give_up, self.client.backend.renew(&self.key, self.ttl))
+                .instrument(
+                    tracing::debug_span!("distlock.renew", lock = %self.key.name, backend = scheme),
+                )
+                .await;
         match renewal {
+            Err(_) if give_up < status.safe_until => {
+                telemetry::renewal(scheme, "error");
+                self.at_risk();
+                Err(Error::new(
+                    ErrorKind::Unavailable,
+                    "renewal got no answer in time; the lease is at risk",
+                )
+                .with_backend(scheme)
+                .with_operation("renew")
+                .temporary())
+            }
             Err(_) => {
                 telemetry::renewal(scheme, "error");
                 self.mark_lost("renewal did not finish before the lease's safe deadline");
@@ -232,17 +246,21 @@ impl LeaseCore {
             }
             Ok(Err(err)) => {
                 telemetry::renewal(scheme, "error");
-                self.status.send_if_modified(|s| {
-                    let change = s.health == Health::Held;
-                    if change {
-                        s.health = Health::AtRisk;
-                    }
-                    change
-                });
+                self.at_risk();
                 tracing::warn!(lock = %self.key.name, error = %err, "renewal failed; lease at risk");
                 Err(err)
             }
         }
+    }
+
+    fn at_risk(&self) {
+        self.status.send_if_modified(|s| {
+            let change = s.health == Health::Held;
+            if change {
+                s.health = Health::AtRisk;
+            }
+            change
+        });
     }
 
     fn stop(&self) {
@@ -350,7 +368,7 @@ async fn watchdog(lease: Weak<LeaseCore>) {
             return;
         }
         if renewing && now >= next_renew {
-            next_renew = match core.renew_once().await {
+            next_renew = match core.renew_once(Some(plan.every)).await {
                 Ok(()) => now + plan.every,
                 Err(err)
                     if err.kind() == ErrorKind::NotHeld || err.kind() == ErrorKind::LockLost =>

@@ -18,12 +18,14 @@
 mod child;
 pub mod conformance;
 mod launchers;
+mod proxy;
 mod server;
 mod signal;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::Target;
 pub use launchers::redis_server;
+pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
 pub use signal::{Signal, send};
 

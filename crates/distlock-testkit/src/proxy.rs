@@ -1,0 +1,152 @@
+//! A TCP proxy tests put between a client and its server, to delay traffic, swallow it, or
+//! cut the client off, on command.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+/// What the proxy does with traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyMode {
+    /// Forward everything at once.
+    Pass,
+    /// Forward everything after this delay.
+    Delay(Duration),
+    /// Keep connections open but forward nothing: requests go unanswered.
+    BlackHole,
+    /// Close every connection and refuse new ones.
+    Cut,
+}
+
+/// A fault-injecting TCP proxy on a free loopback port, forwarding to `target`. It runs on
+/// the runtime it was started on and stops when dropped.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// use distlock_testkit::{FaultProxy, ProxyMode};
+/// let redis = distlock_testkit::redis_server().unwrap();
+/// let proxy = FaultProxy::start(redis.addr()).await.unwrap();
+/// let url = format!("redis://{}/0", proxy.addr());
+/// proxy.set(ProxyMode::Cut);
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct FaultProxy {
+    addr: SocketAddr,
+    mode: Arc<watch::Sender<ProxyMode>>,
+    tasks: Arc<StdMutex<Vec<AbortHandle>>>,
+}
+
+impl FaultProxy {
+    /// Starts forwarding to `target`.
+    ///
+    /// # Examples
+    ///
+    /// See [`FaultProxy`].
+    pub async fn start(target: SocketAddr) -> std::io::Result<FaultProxy> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (mode, _) = watch::channel(ProxyMode::Pass);
+        let mode = Arc::new(mode);
+        let tasks = Arc::new(StdMutex::new(Vec::new()));
+        let accept = {
+            let (mode, tasks) = (mode.clone(), tasks.clone());
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    if *mode.borrow() == ProxyMode::Cut {
+                        continue;
+                    }
+                    let Ok(server) = TcpStream::connect(target).await else {
+                        continue;
+                    };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    let mut handles = tasks.lock().unwrap_or_else(|p| p.into_inner());
+                    for (from, to) in [(client_read, server_write), (server_read, client_write)] {
+                        let rx = mode.subscribe();
+                        handles.push(tokio::spawn(pump(from, to, rx)).abort_handle());
+                    }
+                }
+            })
+        };
+        tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(accept.abort_handle());
+        Ok(FaultProxy { addr, mode, tasks })
+    }
+
+    /// Where clients connect.
+    ///
+    /// # Examples
+    ///
+    /// See [`FaultProxy`].
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Switches what the proxy does, for current and new connections.
+    ///
+    /// # Examples
+    ///
+    /// See [`FaultProxy`].
+    pub fn set(&self, mode: ProxyMode) {
+        self.mode.send_replace(mode);
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
+/// Copies one direction of a connection, obeying the mode; ends (closing both halves) on
+/// `Cut`, end of stream, or an error.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut mode: watch::Receiver<ProxyMode>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let read = tokio::select! {
+            read = from.read(&mut buf) => read,
+            changed = mode.wait_for(|m| *m == ProxyMode::Cut) => {
+                let _ = changed;
+                return;
+            }
+        };
+        let n = match read {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let current = *mode.borrow();
+        match current {
+            ProxyMode::Pass => {}
+            ProxyMode::Delay(delay) => tokio::time::sleep(delay).await,
+            ProxyMode::BlackHole => continue,
+            ProxyMode::Cut => return,
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
