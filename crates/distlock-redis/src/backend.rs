@@ -81,10 +81,28 @@ pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError)
     }
 }
 
+/// The message of a script's `INVALID …` refusal (a request that may never be granted).
+fn refusal(err: &redis::RedisError) -> Option<String> {
+    let text = err.to_string();
+    let at = text.find("INVALID ")?;
+    let message = &text[at + "INVALID ".len()..];
+    Some(
+        message
+            .split(" script:")
+            .next()
+            .unwrap_or(message)
+            .trim()
+            .to_owned(),
+    )
+}
+
 /// Who holds a lock, as the acquire script records it (large numbers as text).
 #[derive(Debug, Deserialize)]
 struct HolderRecord {
     t: String,
+    k: String,
+    n: u32,
+    l: u32,
     o: String,
     h: String,
     p: u32,
@@ -98,6 +116,9 @@ struct WaiterRecord {
     s: String,
     e: String,
     f: bool,
+    k: String,
+    n: u32,
+    l: u32,
     o: String,
     h: String,
     p: u32,
@@ -111,6 +132,23 @@ type Snapshot = (
     Option<u64>,
     Vec<(String, String)>,
 );
+
+impl HolderRecord {
+    fn into_info(self, remaining_ms: u64) -> HolderInfo {
+        HolderInfo {
+            kind: LockKind::parse(&self.k, self.l).unwrap_or(LockKind::Mutex),
+            permits: self.n,
+            owner: self.o,
+            fencing_token: number(&self.f),
+            remaining_ms,
+            meta: HolderMeta {
+                host: self.h,
+                pid: self.p,
+                acquired_at_unix_ms: number(&self.a),
+            },
+        }
+    }
+}
 
 fn number(text: &str) -> u64 {
     text.parse().unwrap_or(0)
@@ -157,14 +195,33 @@ impl RedisBackend {
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T> {
         let mut conn = self.conn.clone();
-        match invocation.invoke_async(&mut conn).await {
+        let answer = match invocation.invoke_async(&mut conn).await {
             Err(err) if err.is_connection_dropped() || err.is_io_error() => {
                 tracing::debug!(error = %err, operation, "redis connection dropped; trying once more");
                 invocation.invoke_async(&mut conn).await
             }
             answer => answer,
+        };
+        answer.map_err(|err| match refusal(&err) {
+            Some(message) => Error::invalid(message)
+                .with_backend("redis")
+                .with_operation(operation),
+            None => redis_error(operation)(err),
+        })
+    }
+
+    /// An invocation of `script` on the keys of lock `name`.
+    fn on_lock<'a>(
+        &self,
+        script: &'a redis::Script,
+        name: &str,
+    ) -> Result<redis::ScriptInvocation<'a>> {
+        let keys = self.keys(name)?;
+        let mut invocation = script.prepare_invoke();
+        for key in keys.all() {
+            invocation.key(key);
         }
-        .map_err(redis_error(operation))
+        Ok(invocation)
     }
 
     fn keys(&self, name: &str) -> Result<LockKeys> {
@@ -191,25 +248,15 @@ impl RedisBackend {
             let record = holder
                 .and_then(|h| serde_json::from_str::<HolderRecord>(&h).ok())
                 .filter(|h| h.t == token);
+            let remaining_ms = pttl.max(0) as u64;
             holders.push(match record {
-                Some(h) => HolderInfo {
-                    owner: h.o,
-                    kind: LockKind::Mutex,
-                    permits: 1,
-                    fencing_token: number(&h.f),
-                    remaining_ms: pttl.max(0) as u64,
-                    meta: HolderMeta {
-                        host: h.h,
-                        pid: h.p,
-                        acquired_at_unix_ms: number(&h.a),
-                    },
-                },
+                Some(record) => record.into_info(remaining_ms),
                 None => HolderInfo {
                     owner: format!("foreign client (token {token})"),
                     kind: LockKind::Mutex,
                     permits: 1,
                     fencing_token: 0,
-                    remaining_ms: pttl.max(0) as u64,
+                    remaining_ms,
                     meta: HolderMeta {
                         host: String::new(),
                         pid: 0,
@@ -218,6 +265,20 @@ impl RedisBackend {
                 },
             });
         }
+        let leases: Vec<(String, f64)> = conn
+            .zrangebyscore_withscores(&keys.leases, now_ms + 1, "+inf")
+            .await
+            .map_err(&err)?;
+        let lease_info: std::collections::HashMap<String, String> =
+            conn.hgetall(&keys.lease_info).await.map_err(&err)?;
+        for (token, expiry) in leases {
+            if let Some(record) = lease_info
+                .get(&token)
+                .and_then(|raw| serde_json::from_str::<HolderRecord>(raw).ok())
+            {
+                holders.push(record.into_info((expiry as u64).saturating_sub(now_ms)));
+            }
+        }
         let records: std::collections::HashMap<String, String> = waiters.into_iter().collect();
         let waiters = queue
             .iter()
@@ -225,9 +286,9 @@ impl RedisBackend {
             .filter_map(|raw| serde_json::from_str::<WaiterRecord>(raw).ok())
             .filter(|w| number(&w.e) > now_ms)
             .map(|w| WaiterInfo {
+                kind: LockKind::parse(&w.k, w.l).unwrap_or(LockKind::Mutex),
+                permits: w.n,
                 owner: w.o,
-                kind: LockKind::Mutex,
-                permits: 1,
                 fair: w.f,
                 meta: HolderMeta {
                     host: w.h,
@@ -278,15 +339,8 @@ impl Backend for RedisBackend {
 
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
         let request = &ticket.request;
-        let keys = self.keys(&request.name)?;
-        let mut invocation = SCRIPTS.acquire.prepare_invoke();
+        let mut invocation = self.on_lock(&SCRIPTS.acquire, &request.name)?;
         invocation
-            .key(&keys.lock)
-            .key(&keys.fence)
-            .key(&keys.queue)
-            .key(&keys.waiters)
-            .key(&keys.holder)
-            .key(&keys.seq)
             .arg(&request.token)
             .arg(request.ttl.as_millis() as u64)
             .arg(u8::from(request.wait))
@@ -297,7 +351,10 @@ impl Backend for RedisBackend {
             .arg(request.owner.as_str())
             .arg(&request.meta.host)
             .arg(request.meta.pid)
-            .arg(request.meta.acquired_at_unix_ms);
+            .arg(request.meta.acquired_at_unix_ms)
+            .arg(request.kind.as_str())
+            .arg(request.permits)
+            .arg(request.kind.limit());
         let answer: Vec<i64> = self.invoke("acquire", &invocation).await?;
         match answer.as_slice() {
             [1, fence] => {
@@ -324,26 +381,15 @@ impl Backend for RedisBackend {
 
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
         self.wakers.forget(&ticket.request.token);
-        let keys = self.keys(&ticket.request.name)?;
-        let mut invocation = SCRIPTS.cancel.prepare_invoke();
-        invocation
-            .key(&keys.lock)
-            .key(&keys.queue)
-            .key(&keys.waiters)
-            .key(&keys.holder)
-            .arg(&ticket.request.token);
+        let mut invocation = self.on_lock(&SCRIPTS.cancel, &ticket.request.name)?;
+        invocation.arg(&ticket.request.token);
         let _: i64 = self.invoke("cancel", &invocation).await?;
         Ok(())
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let keys = self.keys(&lease.name)?;
-        let mut invocation = SCRIPTS.renew.prepare_invoke();
-        invocation
-            .key(&keys.lock)
-            .key(&keys.holder)
-            .arg(&lease.token)
-            .arg(ttl.as_millis() as u64);
+        let mut invocation = self.on_lock(&SCRIPTS.renew, &lease.name)?;
+        invocation.arg(&lease.token).arg(ttl.as_millis() as u64);
         let renewed: i64 = self.invoke("renew", &invocation).await?;
         Ok(if renewed == 1 {
             LeaseOutcome::Done
@@ -353,14 +399,8 @@ impl Backend for RedisBackend {
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
-        let keys = self.keys(&lease.name)?;
-        let mut invocation = SCRIPTS.release.prepare_invoke();
-        invocation
-            .key(&keys.lock)
-            .key(&keys.queue)
-            .key(&keys.waiters)
-            .key(&keys.holder)
-            .arg(&lease.token);
+        let mut invocation = self.on_lock(&SCRIPTS.release, &lease.name)?;
+        invocation.arg(&lease.token);
         let released: i64 = self.invoke("release", &invocation).await?;
         Ok(if released == 1 {
             LeaseOutcome::Done

@@ -11,6 +11,8 @@ pub(crate) struct LockKeys {
     pub(crate) waiters: String,
     pub(crate) holder: String,
     pub(crate) seq: String,
+    pub(crate) leases: String,
+    pub(crate) lease_info: String,
 }
 
 impl LockKeys {
@@ -30,8 +32,24 @@ impl LockKeys {
             waiters: tagged("waiters"),
             holder: tagged("holder"),
             seq: tagged("seq"),
+            leases: tagged("leases"),
+            lease_info: tagged("lease-info"),
             lock,
         })
+    }
+
+    /// All keys, in the order every script takes them (see `scripts/prelude.lua`).
+    pub(crate) fn all(&self) -> [&str; 8] {
+        [
+            &self.lock,
+            &self.fence,
+            &self.queue,
+            &self.waiters,
+            &self.holder,
+            &self.seq,
+            &self.leases,
+            &self.lease_info,
+        ]
     }
 
     /// The glob matching every lock's fencing counter under `prefix`.

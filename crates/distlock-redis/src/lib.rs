@@ -7,7 +7,8 @@
 //! other on the same key. By default the key is the lock's name; `?prefix=locks:` puts a
 //! prefix before it. The other keys of a lock share its hash tag, `{key}:…`, so a cluster
 //! keeps them in one slot: `{key}:fence` (fencing counter), `{key}:queue` and `{key}:waiters`
-//! (the wait queue), `{key}:holder` (who holds it, for `distlock status`), `{key}:seq`.
+//! (the wait queue), `{key}:holder` (who holds it, for `distlock status`), `{key}:seq`,
+//! `{key}:leases` and `{key}:lease-info` (shared grants, below).
 //! Lock names may therefore not contain `{` or `}`.
 //!
 //! Every change is one Lua script (sent with EVALSHA, reloaded on NOSCRIPT): acquire sets the
@@ -33,10 +34,19 @@
 //! granted the lock while the first still believes it holds it. Check fencing tokens at
 //! the resource to reject the stale holder's writes.
 //!
+//! # Read/write locks and semaphores
+//!
+//! Shared grants (readers, semaphore permits) are entries of `{key}:leases`, a sorted set
+//! scored by each grant's expiry on the Redis server's clock (`TIME`), with their details in
+//! `{key}:lease-info`. Each grant is its own lease: a crashed reader or permit holder stops
+//! counting when its own lease ends, and clock skew between clients does not matter. A
+//! writer or mutex holder is the exclusive `SET NX` key above, so a mutex and an `RwLock` on
+//! one name exclude each other. A waiting writer blocks new readers. All kinds are decided by
+//! one script that follows the same rules as every other backend.
+//!
 //! # Not yet
 //!
-//! Read/write locks and semaphores on Redis answer `Unsupported`; TLS (`rediss://`) is not
-//! built yet.
+//! TLS (`rediss://`) is not built yet.
 //!
 //! # Examples
 //!

@@ -5,7 +5,11 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-const WAKE_HEAD: &str = include_str!("scripts/wake_head.lua");
+const PRELUDE: &str = include_str!("scripts/prelude.lua");
+
+fn with_prelude(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{body}"))
+}
 
 pub(crate) struct Scripts {
     pub(crate) acquire: Script,
@@ -15,14 +19,8 @@ pub(crate) struct Scripts {
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(include_str!("scripts/acquire.lua")),
-    release: Script::new(&format!(
-        "{WAKE_HEAD}\n{}",
-        include_str!("scripts/release.lua")
-    )),
-    renew: Script::new(include_str!("scripts/renew.lua")),
-    cancel: Script::new(&format!(
-        "{WAKE_HEAD}\n{}",
-        include_str!("scripts/cancel.lua")
-    )),
+    acquire: with_prelude(include_str!("scripts/acquire.lua")),
+    release: with_prelude(include_str!("scripts/release.lua")),
+    renew: with_prelude(include_str!("scripts/renew.lua")),
+    cancel: with_prelude(include_str!("scripts/cancel.lua")),
 });

@@ -1,83 +1,158 @@
--- Decide a request for an exclusive lock, granting it if it may go now.
--- KEYS[1] lock (string: the holder's token)   KEYS[2] fencing counter
--- KEYS[3] queue (zset token -> seq)           KEYS[4] waiter info (hash token -> json)
--- KEYS[5] holder info (string json)           KEYS[6] queue sequence
+-- Decide a request, granting it if it may go now (the rules of distlock_core::admit).
 -- ARGV: token, ttl_ms, wait (0|1), fair (0|1), waiter_lease_ms, starvation_ms,
---       wake channel, owner, host, pid, requested_at_ms (the client's clock, for display)
--- Returns {1, fencing_token} when granted, {0, ms until the holder's lease ends or -1}.
--- Large numbers are stored as text: cjson would round them to 14 digits.
+--       wake channel, owner, host, pid, requested_at_ms, kind, permits, limit
+-- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1}.
+-- A request that may never mix with the current holders fails with "INVALID …".
 local token = ARGV[1]
 local ttl = tonumber(ARGV[2])
 local wait = ARGV[3] == '1'
 local fair = ARGV[4] == '1'
+local me = { k = ARGV[12], n = tonumber(ARGV[13]), l = tonumber(ARGV[14]) }
 
-local now_cached
-local function now()
-  if not now_cached then
-    local t = redis.call('TIME')
-    now_cached = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function exclusive(kind) return kind == 'mutex' or kind == 'write' end
+local function semaphore(kind) return kind == 'semaphore' end
+
+local function fits(claims)
+  if exclusive(me.k) then
+    return #claims == 0
   end
-  return now_cached
+  if me.k == 'read' then
+    for _, c in ipairs(claims) do
+      if exclusive(c.k) then return false end
+    end
+    return true
+  end
+  local taken = 0
+  for _, c in ipairs(claims) do taken = taken + c.n end
+  return taken + me.n <= me.l
+end
+
+local function compatible(c)
+  if c.k == me.k then
+    if semaphore(c.k) and c.l ~= me.l then
+      return redis.error_reply('INVALID this semaphore is in use with ' .. c.l .. ' permits, not ' .. me.l)
+    end
+  elseif semaphore(c.k) ~= semaphore(me.k) then
+    return redis.error_reply('INVALID this name is in use as a ' .. c.k .. ', not as a ' .. me.k)
+  end
 end
 
 -- Already ours (a retry after a lost answer): the same grant again.
-if redis.call('GET', KEYS[1]) == token then
-  local raw = redis.call('GET', KEYS[5])
-  local record = raw and cjson.decode(raw)
-  if record and record.t == token then
-    return {1, tonumber(record.f)}
-  end
+if redis.call('GET', LOCK) == token then
+  local record = cjson.decode(redis.call('GET', HOLDER) or '{}')
+  if record.t == token then return {1, tonumber(record.f)} end
+end
+local mine = redis.call('HGET', LEASE_INFO, token)
+if mine and redis.call('ZSCORE', LEASES, token) then
+  return {1, tonumber(cjson.decode(mine).f)}
 end
 
-local blocked = false
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  local my_seq = redis.call('ZSCORE', KEYS[3], token)
-  if my_seq then my_seq = tonumber(my_seq) end
-  local queued = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+-- Current holders.
+purge_leases()
+local holders = {}
+local holder_token = redis.call('GET', LOCK)
+if holder_token then
+  local record = cjson.decode(redis.call('GET', HOLDER) or '{}')
+  table.insert(holders, { k = (record.t == holder_token and record.k) or 'mutex', n = 1, l = 1 })
+end
+for _, raw in ipairs(redis.call('HVALS', LEASE_INFO)) do
+  local info = cjson.decode(raw)
+  table.insert(holders, { k = info.k, n = info.n, l = info.l })
+end
+
+-- The queue, dropping waiters that stopped refreshing their place.
+local my_seq = redis.call('ZSCORE', QUEUE, token)
+if my_seq then my_seq = tonumber(my_seq) end
+local ahead, starving_ahead, writer_waits = {}, {}, false
+if redis.call('EXISTS', QUEUE) == 1 then
+  local queued = redis.call('ZRANGE', QUEUE, 0, -1, 'WITHSCORES')
   for i = 1, #queued, 2 do
     local other, seq = queued[i], tonumber(queued[i + 1])
-    local raw = redis.call('HGET', KEYS[4], other)
+    local raw = redis.call('HGET', WAITERS, other)
     local info = raw and cjson.decode(raw)
     if not info or tonumber(info.e) <= now() then
-      redis.call('ZREM', KEYS[3], other)
-      redis.call('HDEL', KEYS[4], other)
-    elseif other ~= token and (not my_seq or seq < my_seq) then
-      if fair or tonumber(info.s) <= now() - tonumber(ARGV[6]) then
-        blocked = true
+      redis.call('ZREM', QUEUE, other)
+      redis.call('HDEL', WAITERS, other)
+    elseif other ~= token then
+      local claim = { k = info.k, n = info.n, l = info.l }
+      local refused = compatible(claim)
+      if refused then return refused end
+      if exclusive(info.k) then writer_waits = true end
+      if not my_seq or seq < my_seq then
+        table.insert(ahead, claim)
+        if tonumber(info.s) <= now() - tonumber(ARGV[6]) then
+          table.insert(starving_ahead, claim)
+        end
       end
     end
   end
 end
+for _, c in ipairs(holders) do
+  local refused = compatible(c)
+  if refused then return refused end
+end
 
-if not blocked and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl) then
+local function with(extra)
+  local all = {}
+  for _, c in ipairs(holders) do table.insert(all, c) end
+  for _, c in ipairs(extra) do table.insert(all, c) end
+  return all
+end
+
+local granted = fits(holders)
+if granted then
+  if fair then
+    granted = fits(with(ahead))
+  else
+    granted = fits(with(starving_ahead)) and not (me.k == 'read' and writer_waits)
+  end
+end
+
+if granted then
   -- Strictly increasing. A counter that starts afresh (first use, or a restart that lost
   -- it) starts at the server's clock in microseconds, above every token granted before.
-  local fence = redis.call('INCR', KEYS[2])
+  local fence = redis.call('INCR', FENCE)
   if fence == 1 then
     fence = now() * 1000
-    redis.call('SET', KEYS[2], string.format('%.0f', fence))
+    redis.call('SET', FENCE, text(fence))
   end
-  if redis.call('HDEL', KEYS[4], token) == 1 then
-    redis.call('ZREM', KEYS[3], token)
+  if redis.call('HDEL', WAITERS, token) == 1 then
+    redis.call('ZREM', QUEUE, token)
   end
-  redis.call('SET', KEYS[5], cjson.encode({
-    t = token, o = ARGV[8], h = ARGV[9], p = tonumber(ARGV[10]),
-    a = ARGV[11], f = string.format('%.0f', fence)
-  }), 'PX', ttl)
+  local record = {
+    t = token, k = me.k, n = me.n, l = me.l, o = ARGV[8], h = ARGV[9],
+    p = tonumber(ARGV[10]), a = ARGV[11], f = text(fence)
+  }
+  if exclusive(me.k) then
+    redis.call('SET', LOCK, token, 'PX', ttl)
+    redis.call('SET', HOLDER, cjson.encode(record), 'PX', ttl)
+  else
+    redis.call('ZADD', LEASES, now() + ttl, token)
+    redis.call('HSET', LEASE_INFO, token, cjson.encode(record))
+    -- Others may share with us: let the next waiter look.
+    wake_head()
+  end
   return {1, fence}
 end
 
 if wait then
-  local raw = redis.call('HGET', KEYS[4], token)
+  local raw = redis.call('HGET', WAITERS, token)
   local info = raw and cjson.decode(raw)
   if not info then
     info = {
-      s = string.format('%.0f', now()), c = ARGV[7], f = fair, o = ARGV[8], h = ARGV[9],
-      p = tonumber(ARGV[10])
+      s = text(now()), c = ARGV[7], f = fair, k = me.k, n = me.n, l = me.l, o = ARGV[8],
+      h = ARGV[9], p = tonumber(ARGV[10])
     }
-    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[6]), token)
+    redis.call('ZADD', QUEUE, redis.call('INCR', SEQ), token)
   end
-  info.e = string.format('%.0f', now() + tonumber(ARGV[5]))
-  redis.call('HSET', KEYS[4], token, cjson.encode(info))
+  info.e = text(now() + tonumber(ARGV[5]))
+  redis.call('HSET', WAITERS, token, cjson.encode(info))
 end
-return {0, redis.call('PTTL', KEYS[1])}
+
+local soonest = redis.call('PTTL', LOCK)
+local first = redis.call('ZRANGE', LEASES, 0, 0, 'WITHSCORES')
+if #first > 0 then
+  local left = tonumber(first[2]) - now()
+  if soonest < 0 or left < soonest then soonest = left end
+end
+return {0, soonest}

@@ -1,9 +1,13 @@
--- Extend the lock if it is still ours.
--- KEYS[1] lock  KEYS[2] holder info   ARGV[1] token, ARGV[2] ttl_ms.
--- Returns 1 if renewed, 0 if the lock was not ours.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+-- Extend our grant.  ARGV[1] token, ARGV[2] ttl_ms.
+-- Returns 1 if renewed, 0 if the grant was no longer ours.
+if redis.call('GET', LOCK) == ARGV[1] then
+  redis.call('PEXPIRE', LOCK, ARGV[2])
+  redis.call('PEXPIRE', HOLDER, ARGV[2])
+  return 1
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return 1
+local expiry = redis.call('ZSCORE', LEASES, ARGV[1])
+if expiry and tonumber(expiry) > now() then
+  redis.call('ZADD', LEASES, 'XX', now() + tonumber(ARGV[2]), ARGV[1])
+  return 1
+end
+return 0

@@ -1,0 +1,69 @@
+-- Shared by every script. The keys of one lock, always in this order:
+local LOCK, FENCE, QUEUE, WAITERS, HOLDER, SEQ, LEASES, LEASE_INFO =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+-- LOCK        string: the token of the exclusive holder (mutex or writer), with PX
+-- FENCE       string: the fencing counter
+-- QUEUE       zset: queued request token -> arrival number
+-- WAITERS     hash: queued request token -> json {s, e, c, f, k, n, l, o, h, p}
+-- HOLDER      string json: who holds LOCK {t, k, o, h, p, a, f}, with the same PX
+-- SEQ         string: arrival numbers
+-- LEASES      zset: shared grant token (reader, semaphore permits) -> expiry (server ms)
+-- LEASE_INFO  hash: shared grant token -> json {k, n, l, o, h, p, a, f}
+-- Large numbers are stored as text: cjson would round them to 14 digits.
+
+local now_cached
+local function now()
+  if not now_cached then
+    local t = redis.call('TIME')
+    now_cached = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now_cached
+end
+
+local function text(n)
+  return string.format('%.0f', n)
+end
+
+-- Drops shared grants whose lease ended.
+local function purge_leases()
+  local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now())
+  for _, token in ipairs(expired) do
+    redis.call('HDEL', LEASE_INFO, token)
+  end
+  if #expired > 0 then
+    redis.call('ZREMRANGEBYSCORE', LEASES, '-inf', now())
+  end
+end
+
+-- Wakes the first live waiter: publishes its token on its client's channel.
+local function wake_head()
+  local queued = redis.call('ZRANGE', QUEUE, 0, -1)
+  for _, other in ipairs(queued) do
+    local raw = redis.call('HGET', WAITERS, other)
+    local info = raw and cjson.decode(raw)
+    if info and tonumber(info.e) > now() then
+      redis.call('PUBLISH', info.c, other)
+      return
+    end
+    redis.call('ZREM', QUEUE, other)
+    redis.call('HDEL', WAITERS, other)
+  end
+end
+
+-- Deletes the grant made under `token`, exclusive or shared. Returns 1 if it was there
+-- and still valid, 0 otherwise.
+local function delete_grant(token)
+  if redis.call('GET', LOCK) == token then
+    redis.call('DEL', LOCK, HOLDER)
+    return 1
+  end
+  local expiry = redis.call('ZSCORE', LEASES, token)
+  if expiry then
+    redis.call('ZREM', LEASES, token)
+    redis.call('HDEL', LEASE_INFO, token)
+    if tonumber(expiry) > now() then
+      return 1
+    end
+  end
+  return 0
+end
