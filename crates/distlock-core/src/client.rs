@@ -10,7 +10,7 @@ use crate::lease::LeaseCore;
 use crate::name::validate_name;
 use crate::options::LockOptions;
 use crate::owner::{Owner, random_id};
-use crate::primitives::{Mutex, RwLock, Semaphore};
+use crate::primitives::{MultiLock, Mutex, RwLock, Semaphore};
 use crate::registry;
 
 /// Where reentrant grants are found again: name, kind and owner.
@@ -192,6 +192,24 @@ impl Client {
     /// ```
     pub fn semaphore(&self, name: impl Into<String>, permits: u32) -> Semaphore {
         Semaphore::new(self.clone(), name.into(), permits)
+    }
+
+    /// Several mutexes to take together, all or nothing, in name order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let both = client.multi_lock(["stock/sku-1", "stock/sku-2"]).lock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn multi_lock<I, S>(&self, names: I) -> MultiLock
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiLock::new(self.clone(), names.into_iter().map(Into::into).collect())
     }
 
     /// A fresh owner under this client's id.

@@ -59,7 +59,7 @@ pub use memory::MemoryBackend;
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_TTL};
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
-pub use primitives::{Mutex, RwLock, Semaphore};
+pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
 pub use registry::{Connector, redact_url, register};
 pub use url::Url;
 pub use wakers::LocalWakers;

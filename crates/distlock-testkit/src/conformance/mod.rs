@@ -7,6 +7,7 @@
 mod exclusion;
 mod input;
 mod lease;
+mod multi;
 mod process;
 mod queue;
 mod rwlock;
@@ -21,6 +22,7 @@ use distlock::{Client, Error, ErrorKind, Result};
 pub use exclusion::*;
 pub use input::*;
 pub use lease::*;
+pub use multi::*;
 pub use process::*;
 pub use queue::*;
 pub use rwlock::*;
@@ -217,6 +219,8 @@ macro_rules! conformance_suite {
             status_shows_holders_and_waiters,
             bad_input_is_rejected,
             max_hold_stops_renewal,
+            multi_lock_is_all_or_nothing,
+            multi_locks_in_any_order_do_not_deadlock,
         );
     };
     (@tests $target:path; $($name:ident),+ $(,)?) => {
