@@ -165,12 +165,19 @@ impl RedisBackend {
         let client = redis::Client::open(config.server.as_str()).map_err(|e| {
             Error::invalid(format!("bad redis URL `{server}`: {e}")).with_backend("redis")
         })?;
-        let mut conn = client
-            .get_connection_manager()
+        // One plain connection first: a wrong password or an unreachable server fails at
+        // once, where the connection manager would keep retrying.
+        let mut probe = client
+            .get_multiplexed_async_connection()
             .await
             .map_err(redis_error("connect"))?;
         let _: String = redis::cmd("PING")
-            .query_async(&mut conn)
+            .query_async(&mut probe)
+            .await
+            .map_err(redis_error("connect"))?;
+        drop(probe);
+        let conn = client
+            .get_connection_manager()
             .await
             .map_err(redis_error("connect"))?;
         let wakers = Arc::new(LocalWakers::new());

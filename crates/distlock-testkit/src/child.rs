@@ -55,6 +55,14 @@ pub enum ChildTask {
         /// Lease length in milliseconds.
         ttl_ms: u64,
     },
+    /// Report `waiting`, then wait for `name` in fair mode (for at most a minute); report
+    /// `acquired` if it ever gets it.
+    Wait {
+        /// The lock URL.
+        url: String,
+        /// The lock name.
+        name: String,
+    },
 }
 
 /// What a helper process reports.
@@ -78,6 +86,8 @@ pub enum ChildEvent {
         /// How the release went.
         outcome: String,
     },
+    /// The task is about to wait for the lock.
+    Waiting,
     /// The task finished its iterations.
     Done {
         /// Critical sections completed.
@@ -268,6 +278,15 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
             }
             emit(&ChildEvent::Done {
                 sections: iterations,
+            });
+        }
+        ChildTask::Wait { url, name } => {
+            let client = Client::connect(&url).await?;
+            emit(&ChildEvent::Waiting);
+            let options = LockOptions::new().fair(true).wait(Duration::from_secs(60));
+            let guard = client.mutex(name).lock_with(&options).await?;
+            emit(&ChildEvent::Acquired {
+                fencing_token: guard.fencing_token(),
             });
         }
         ChildTask::Hold { url, name, ttl_ms } => {

@@ -13,23 +13,33 @@ use crate::server::{LaunchError, Ready, Server, ServerSpec};
 /// # Ok::<(), distlock_testkit::LaunchError>(())
 /// ```
 pub fn redis_server() -> Result<Server, LaunchError> {
+    redis_server_with(&[])
+}
+
+/// [`redis_server`] with extra command-line settings, e.g. `["--requirepass", "secret"]`.
+///
+/// # Examples
+///
+/// ```no_run
+/// let redis = distlock_testkit::redis_server_with(&["--requirepass", "s3cret"])?;
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn redis_server_with(extra: &[&str]) -> Result<Server, LaunchError> {
+    let base = [
+        "--port",
+        "{port}",
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        "{dir}",
+    ];
     Server::start(
-        ServerSpec::new(
-            "redis-server",
-            [
-                "--port",
-                "{port}",
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                "{dir}",
-            ],
-        )
-        .ready(Ready::LogLine("Ready to accept connections".into()))
-        .install_hint("apt-get install redis-server"),
+        ServerSpec::new("redis-server", base.iter().chain(extra).copied())
+            .ready(Ready::LogLine("Ready to accept connections".into()))
+            .install_hint("apt-get install redis-server"),
     )
 }

@@ -188,3 +188,36 @@ fn a_black_holed_client_goes_at_risk_then_lost_before_the_server_ttl_ends() {
         );
     });
 }
+
+#[test]
+fn acl_users_connect_and_passwords_never_show() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server_with(&[
+            "--user",
+            "default",
+            "off",
+            "--user",
+            "locker",
+            "on",
+            ">s3cret-pw",
+            "~*",
+            "&*",
+            "+@all",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let good = format!("redis://locker:s3cret-pw@{}/0", redis.addr());
+        let client = distlock::Client::connect(&good).await.unwrap();
+        assert!(!format!("{client:?}").contains("s3cret-pw"), "{client:?}");
+        let guard = client.mutex("acl").lock().await.unwrap();
+        guard.release().await.unwrap();
+
+        let bad = format!("redis://locker:wrong-pw@{}/0", redis.addr());
+        let err = distlock::Client::connect(&bad).await.unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("wrong-pw"), "{shown}");
+        assert!(matches!(
+            err.kind(),
+            ErrorKind::Backend | ErrorKind::Unavailable
+        ));
+    });
+}

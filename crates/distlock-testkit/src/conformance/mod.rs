@@ -251,6 +251,7 @@ macro_rules! process_suite {
             mutual_exclusion_across_processes,
             killed_holder_frees_the_lock_within_ttl,
             paused_holder_loses_its_lease,
+            killed_waiter_does_not_stall_the_queue,
         );
 
         #[test]

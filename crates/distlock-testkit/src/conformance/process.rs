@@ -153,3 +153,47 @@ pub async fn paused_holder_loses_its_lease(target: &Target) {
     assert_eq!(state.holders.len(), 1);
     assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
 }
+
+/// A waiter whose process is killed while it waits leaves the queue within a bounded time:
+/// fair waiters queued behind it get the lock after the release, not never.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::process_suite!(target); // generates this test
+/// ```
+pub async fn killed_waiter_does_not_stall_the_queue(target: &Target) {
+    let name = unique("dead-waiter");
+    let client = target.client().await;
+    let held = client.mutex(&name).lock().await.unwrap();
+    let child = spawn(
+        target,
+        &ChildTask::Wait {
+            url: target.url().to_owned(),
+            name: name.clone(),
+        },
+    );
+    assert_eq!(child.next_event(EVENT_WAIT), Some(ChildEvent::Waiting));
+    super::wait_for_waiters(&client, &name, 1).await;
+    child.signal(Signal::Kill);
+
+    let behind = {
+        let client = target.client().await;
+        let name = name.clone();
+        tokio::spawn(async move {
+            let fair = LockOptions::new().fair(true).wait(Duration::from_secs(15));
+            let started = Instant::now();
+            let guard = client.mutex(&name).lock_with(&fair).await;
+            (guard, started.elapsed())
+        })
+    };
+    super::wait_for_waiters(&client, &name, 2).await;
+    held.release().await.unwrap();
+    let (guard, waited) = behind.await.unwrap();
+    let guard = guard.expect("the waiter behind the dead one gets the lock");
+    assert!(
+        waited < Duration::from_secs(10),
+        "a dead waiter stalled the queue for {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
