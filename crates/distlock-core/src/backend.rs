@@ -412,6 +412,17 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Extends a grant to `ttl` from now, if it is still ours.
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome>;
 
+    /// Extends many grants to `ttl` from now, answering for each in order. The watchdogs of
+    /// one client renew through this, up to [`BATCH`](crate::BATCH) leases a call; backends
+    /// that can should do it in one round trip. The default renews them one by one.
+    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        let mut outcomes = Vec::with_capacity(leases.len());
+        for lease in leases {
+            outcomes.push(self.renew(lease, ttl).await?);
+        }
+        Ok(outcomes)
+    }
+
     /// Deletes a grant, if it is still ours.
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome>;
 

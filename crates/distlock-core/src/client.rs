@@ -12,6 +12,7 @@ use crate::options::LockOptions;
 use crate::owner::{Owner, random_id};
 use crate::primitives::{MultiLock, Mutex, RwLock, Semaphore};
 use crate::registry;
+use crate::renewals::Renewals;
 
 /// Where reentrant grants are found again: name, kind and owner.
 type ReentrantKey = (String, &'static str, Owner);
@@ -20,6 +21,7 @@ pub(crate) struct ClientInner {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) id: String,
     pub(crate) defaults: LockOptions,
+    pub(crate) renewals: Renewals,
     reentrant: StdMutex<HashMap<ReentrantKey, Weak<LeaseCore>>>,
 }
 
@@ -140,6 +142,7 @@ impl Client {
     pub fn with_defaults(backend: Arc<dyn Backend>, defaults: LockOptions) -> Client {
         Client {
             inner: Arc::new(ClientInner {
+                renewals: Renewals::new(backend.clone()),
                 backend,
                 id: random_id(),
                 defaults,

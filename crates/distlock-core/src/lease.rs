@@ -193,12 +193,19 @@ impl LeaseCore {
         }
         let sent = Instant::now();
         let give_up = patience.map_or(status.safe_until, |p| (sent + p).min(status.safe_until));
-        let renewal =
-            tokio::time::timeout_at(give_up, self.client.backend.renew(&self.key, self.ttl))
-                .instrument(
-                    tracing::debug_span!("distlock.renew", lock = %self.key.name, backend = scheme),
-                )
-                .await;
+        // The watchdog (which gives each attempt its patience) renews in batches; a renewal
+        // asked for by hand goes straight to the backend.
+        let renew = async {
+            match patience {
+                Some(_) => self.client.renewals.renew(self.key.clone(), self.ttl).await,
+                None => self.client.backend.renew(&self.key, self.ttl).await,
+            }
+        };
+        let renewal = tokio::time::timeout_at(give_up, renew)
+            .instrument(
+                tracing::debug_span!("distlock.renew", lock = %self.key.name, backend = scheme),
+            )
+            .await;
         match renewal {
             Err(_) if give_up < status.safe_until => {
                 telemetry::renewal(scheme, "error");
@@ -339,7 +346,10 @@ async fn watchdog(lease: Weak<LeaseCore>) {
     let plan = core.plan;
     let renew_until = plan.max_hold.map(|m| core.sent + m);
     let mut changes = core.subscribe();
-    let mut next_renew = core.sent + plan.every;
+    let mut next_renew = core
+        .client
+        .renewals
+        .align(core.sent + plan.every, plan.every);
     drop(core);
     loop {
         let Some(core) = lease.upgrade() else { return };
@@ -369,7 +379,7 @@ async fn watchdog(lease: Weak<LeaseCore>) {
         }
         if renewing && now >= next_renew {
             next_renew = match core.renew_once(Some(plan.every)).await {
-                Ok(()) => now + plan.every,
+                Ok(()) => core.client.renewals.align(now + plan.every, plan.every),
                 Err(err)
                     if err.kind() == ErrorKind::NotHeld || err.kind() == ErrorKind::LockLost =>
                 {

@@ -42,6 +42,7 @@ mod options;
 mod owner;
 mod primitives;
 mod registry;
+mod renewals;
 mod telemetry;
 mod wakers;
 
@@ -61,5 +62,6 @@ pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_TTL};
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
 pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
 pub use registry::{Connector, redact_url, register};
+pub use renewals::BATCH;
 pub use url::Url;
 pub use wakers::LocalWakers;

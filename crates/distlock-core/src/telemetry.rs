@@ -6,6 +6,7 @@
 //! * `distlock_hold_seconds` (histogram)
 //! * `distlock_renewals_total` (counter, `outcome` = ok | not_held | error)
 //! * `distlock_leases_lost_total` (counter)
+//! * `distlock_renewal_batches_total` (counter) and `distlock_renewal_batch_size` (histogram)
 
 use std::time::Duration;
 
@@ -27,4 +28,9 @@ pub(crate) fn renewal(backend: &'static str, outcome: &'static str) {
 
 pub(crate) fn lost(backend: &'static str) {
     metrics::counter!("distlock_leases_lost_total", "backend" => backend).increment(1);
+}
+
+pub(crate) fn renewal_batch(backend: &'static str, size: usize) {
+    metrics::counter!("distlock_renewal_batches_total", "backend" => backend).increment(1);
+    metrics::histogram!("distlock_renewal_batch_size", "backend" => backend).record(size as f64);
 }

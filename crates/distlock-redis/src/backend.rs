@@ -405,6 +405,43 @@ impl Backend for RedisBackend {
         })
     }
 
+    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        // One pipeline: every renewal in one round trip.
+        let mut pipe = redis::pipe();
+        for lease in leases {
+            let keys = self.keys(&lease.name)?;
+            pipe.cmd("EVALSHA")
+                .arg(SCRIPTS.renew.get_hash())
+                .arg(keys.all().len())
+                .arg(&keys.all()[..])
+                .arg(&lease.token)
+                .arg(ttl.as_millis() as u64);
+        }
+        let mut conn = self.conn.clone();
+        let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                SCRIPTS
+                    .renew
+                    .prepare_invoke()
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(redis_error("renew"))?;
+                pipe.query_async(&mut conn).await
+            }
+            answers => answers,
+        }
+        .map_err(redis_error("renew"))?;
+        Ok(answers
+            .into_iter()
+            .map(|renewed| match renewed {
+                1 => LeaseOutcome::Done,
+                _ => LeaseOutcome::NotHeld,
+            })
+            .collect())
+    }
+
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
         let mut invocation = self.on_lock(&SCRIPTS.release, &lease.name)?;
         invocation.arg(&lease.token);

@@ -201,13 +201,21 @@ impl Backend for SqliteBackend {
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let (pool, token) = (self.pool.clone(), lease.token.clone());
-        Ok(
-            match detached(async move { store::renew(&pool, &token, ttl).await }).await? {
+        let outcomes = self.renew_many(std::slice::from_ref(lease), ttl).await?;
+        Ok(outcomes.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
+    }
+
+    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        let pool = self.pool.clone();
+        let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
+        let renewed = detached(async move { store::renew(&pool, &tokens, ttl).await }).await?;
+        Ok(renewed
+            .into_iter()
+            .map(|done| match done {
                 true => LeaseOutcome::Done,
                 false => LeaseOutcome::NotHeld,
-            },
-        )
+            })
+            .collect())
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {

@@ -164,20 +164,32 @@ pub(super) async fn cancel(pool: &SqlitePool, name: &str, token: &str) -> Result
     Ok(wake)
 }
 
-/// Extends the grant under `token` to `ttl` from now, if it has not expired.
-pub(super) async fn renew(pool: &SqlitePool, token: &str, ttl: Duration) -> Result<bool> {
+/// Extends each grant under `tokens` to `ttl` from now, if it has not expired, in one
+/// transaction (one flush to disk for all); whether each was renewed, in order.
+pub(super) async fn renew(
+    pool: &SqlitePool,
+    tokens: &[String],
+    ttl: Duration,
+) -> Result<Vec<bool>> {
+    let err = db_error("renew");
     let now = now_ms();
-    let renewed = sqlx::query(
-        "UPDATE distlock_lease SET expires_at_ms = ?3 WHERE token = ?1 AND expires_at_ms > ?2",
-    )
-    .bind(token)
-    .bind(now)
-    .bind(now.saturating_add(millis(ttl)))
-    .execute(pool)
-    .await
-    .map_err(db_error("renew"))?
-    .rows_affected();
-    Ok(renewed == 1)
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
+    let mut renewed = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        let rows = sqlx::query(
+            "UPDATE distlock_lease SET expires_at_ms = ?3 WHERE token = ?1 AND expires_at_ms > ?2",
+        )
+        .bind(token)
+        .bind(now)
+        .bind(now.saturating_add(millis(ttl)))
+        .execute(&mut *tx)
+        .await
+        .map_err(&err)?
+        .rows_affected();
+        renewed.push(rows == 1);
+    }
+    tx.commit().await.map_err(&err)?;
+    Ok(renewed)
 }
 
 /// What a release found.
