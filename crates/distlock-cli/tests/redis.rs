@@ -1,0 +1,124 @@
+//! The `distlock` command on Redis: run, status, demo and bench against a real server.
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn distlock(url: &str, state: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state)
+        .env_remove("DISTLOCK_URL")
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("distlock runs")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "distlock failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn run_status_demo_and_bench_work_on_redis() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+
+    let tokens: Vec<u64> = (0..2)
+        .map(|_| {
+            let out = distlock(
+                &url,
+                state.path(),
+                &[
+                    "run",
+                    "--name",
+                    "jobs/x",
+                    "--",
+                    "sh",
+                    "-c",
+                    "echo $DISTLOCK_FENCING_TOKEN",
+                ],
+            );
+            ok(&out).trim().parse().unwrap()
+        })
+        .collect();
+    assert!(tokens[0] < tokens[1], "{tokens:?}");
+
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .args([
+            "--url",
+            &url,
+            "run",
+            "--name",
+            "jobs/held",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut shown = Value::Null;
+    for _ in 0..200 {
+        let out = distlock(&url, state.path(), &["status", "jobs/held", "--json"]);
+        shown = serde_json::from_str(&ok(&out)).unwrap();
+        if shown[0]["holders"].as_array().is_some_and(|h| h.len() == 1) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(shown[0]["holders"][0]["meta"]["pid"], holder.id());
+    let busy = distlock(
+        &url,
+        state.path(),
+        &["run", "--name", "jobs/held", "--no-wait", "--", "true"],
+    );
+    assert_eq!(busy.status.code(), Some(75));
+    distlock_testkit::send(holder.id(), distlock_testkit::Signal::Terminate);
+    assert_eq!(
+        holder.wait().unwrap().code(),
+        Some(128 + 15),
+        "SIGTERM reached the command"
+    );
+
+    let out = distlock(
+        &url,
+        state.path(),
+        &[
+            "demo",
+            "--json",
+            "--strategies",
+            "none,lock",
+            "--stock",
+            "20",
+            "--buyers",
+            "60",
+            "--workers",
+            "3",
+        ],
+    );
+    let rows: Vec<Value> = ok(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let lock = rows.iter().find(|r| r["strategy"] == "lock").unwrap();
+    assert_eq!(lock["oversold"], 0);
+    assert_eq!(lock["orders"], 20);
+
+    let out = distlock(
+        &url,
+        state.path(),
+        &["bench", "--json", "--clients", "4", "--duration", "300ms"],
+    );
+    let report: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(report["backend"], "redis");
+    assert_eq!(report["floor"]["op"], "PING");
+    assert!(report["contended"]["transfers_per_s"].as_f64().unwrap() > 0.0);
+}
