@@ -37,34 +37,40 @@ local function compatible(c)
   end
 end
 
+local holder_token = redis.call('GET', LOCK)
+local shared = redis.call('EXISTS', LEASES) == 1
+local queue_exists = redis.call('EXISTS', QUEUE) == 1
+
 -- Already ours (a retry after a lost answer): the same grant again.
-if redis.call('GET', LOCK) == token then
+if holder_token == token then
   local record = cjson.decode(redis.call('GET', HOLDER) or '{}')
   if record.t == token then return {1, tonumber(record.f)} end
 end
-local mine = redis.call('HGET', LEASE_INFO, token)
-if mine and redis.call('ZSCORE', LEASES, token) then
-  return {1, tonumber(cjson.decode(mine).f)}
-end
 
 -- Current holders.
-purge_leases()
 local holders = {}
-local holder_token = redis.call('GET', LOCK)
 if holder_token then
   local record = cjson.decode(redis.call('GET', HOLDER) or '{}')
   table.insert(holders, { k = (record.t == holder_token and record.k) or 'mutex', n = 1, l = 1 })
 end
-for _, raw in ipairs(redis.call('HVALS', LEASE_INFO)) do
-  local info = cjson.decode(raw)
-  table.insert(holders, { k = info.k, n = info.n, l = info.l })
+if shared then
+  local mine = redis.call('HGET', LEASE_INFO, token)
+  if mine and redis.call('ZSCORE', LEASES, token) then
+    return {1, tonumber(cjson.decode(mine).f)}
+  end
+  purge_leases()
+  for _, raw in ipairs(redis.call('HVALS', LEASE_INFO)) do
+    local info = cjson.decode(raw)
+    table.insert(holders, { k = info.k, n = info.n, l = info.l })
+  end
 end
 
 -- The queue, dropping waiters that stopped refreshing their place.
-local my_seq = redis.call('ZSCORE', QUEUE, token)
-if my_seq then my_seq = tonumber(my_seq) end
+local my_seq = false
 local ahead, starving_ahead, writer_waits = {}, {}, false
-if redis.call('EXISTS', QUEUE) == 1 then
+if queue_exists then
+  my_seq = redis.call('ZSCORE', QUEUE, token)
+  if my_seq then my_seq = tonumber(my_seq) end
   local queued = redis.call('ZRANGE', QUEUE, 0, -1, 'WITHSCORES')
   for i = 1, #queued, 2 do
     local other, seq = queued[i], tonumber(queued[i + 1])
@@ -116,8 +122,9 @@ if granted then
     fence = now() * 1000
     redis.call('SET', FENCE, text(fence))
   end
-  if redis.call('HDEL', WAITERS, token) == 1 then
+  if my_seq then
     redis.call('ZREM', QUEUE, token)
+    redis.call('HDEL', WAITERS, token)
   end
   local record = {
     t = token, k = me.k, n = me.n, l = me.l, o = ARGV[8], h = ARGV[9],
