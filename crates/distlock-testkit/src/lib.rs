@@ -45,3 +45,33 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .expect("a test runtime can be built")
         .block_on(future)
 }
+
+/// Waits until `guard` reports `health`, checking every 10 ms for at most `within`; true if
+/// it did.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// let client = distlock::Client::connect("memory://").await.unwrap();
+/// let guard = client.mutex("a").lock().await.unwrap();
+/// let held = distlock_testkit::wait_for_health(&guard, distlock::Health::Held, std::time::Duration::from_secs(1)).await;
+/// assert!(held);
+/// # });
+/// ```
+pub async fn wait_for_health(
+    guard: &distlock::Guard,
+    health: distlock::Health,
+    within: std::time::Duration,
+) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if guard.health() == health {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

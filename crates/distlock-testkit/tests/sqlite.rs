@@ -63,21 +63,6 @@ impl StalledWriter {
     }
 }
 
-async fn health_becomes(
-    guard: &distlock::Guard,
-    health: distlock::Health,
-    within: Duration,
-) -> bool {
-    let deadline = std::time::Instant::now() + within;
-    while std::time::Instant::now() < deadline {
-        if guard.health() == health {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
 #[test]
 fn failed_renewals_put_the_lease_at_risk_then_lose_it() {
     use distlock::{Health, LockOptions};
@@ -93,12 +78,12 @@ fn failed_renewals_put_the_lease_at_risk_then_lose_it() {
 
         let stall = StalledWriter::start(&path).await;
         assert!(
-            health_becomes(&guard, Health::AtRisk, Duration::from_secs(2)).await,
+            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(2)).await,
             "a failed renewal turns the lease AtRisk"
         );
         stall.stop().await;
         assert!(
-            health_becomes(&guard, Health::Held, Duration::from_secs(2)).await,
+            distlock_testkit::wait_for_health(&guard, Health::Held, Duration::from_secs(2)).await,
             "a later successful renewal makes it Held again"
         );
 

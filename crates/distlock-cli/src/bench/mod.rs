@@ -197,15 +197,36 @@ async fn measure_floor(client: &Client, duration: Duration) -> Result<Samples> {
 
 /// The floor's throughput with `tasks` running it at once, over one shared deadline.
 async fn measure_floor_concurrent(client: &Client, tasks: u32, duration: Duration) -> Result<f64> {
+    rounds_per_second(tasks, duration, |_| {
+        let backend = client.backend().clone();
+        move || {
+            let backend = backend.clone();
+            async move { backend.floor_round().await }
+        }
+    })
+    .await
+}
+
+/// Runs `tasks` loops, each repeating the round `make` gives it, until one shared deadline;
+/// rounds per second of wall time until the last loop ended.
+async fn rounds_per_second<R, F>(
+    tasks: u32,
+    duration: Duration,
+    mut make: impl FnMut(u32) -> R,
+) -> Result<f64>
+where
+    R: Fn() -> F + Send + 'static,
+    F: std::future::Future<Output = Result<()>> + Send,
+{
     let started = Instant::now();
     let end = started + duration;
     let handles: Vec<_> = (0..tasks)
-        .map(|_| {
-            let backend = client.backend().clone();
+        .map(|i| {
+            let round = make(i);
             tokio::spawn(async move {
                 let mut rounds = 0u64;
                 while Instant::now() < end {
-                    backend.floor_round().await?;
+                    round().await?;
                     rounds += 1;
                 }
                 Ok::<_, Error>(rounds)
@@ -423,28 +444,14 @@ fn summarize(
 /// C tasks, each on a name of its own, all until one shared deadline; the rate is over the
 /// wall time until the last task finished.
 async fn measure_many_names(client: &Client, tasks: u32, duration: Duration) -> Result<f64> {
-    let started = Instant::now();
-    let end = started + duration;
-    let handles: Vec<_> = (0..tasks)
-        .map(|i| {
-            let mutex = client.mutex(unique_name(&format!("many/{i}")));
-            tokio::spawn(async move {
-                let mut cycles = 0u64;
-                while Instant::now() < end {
-                    mutex.lock().await?.release().await?;
-                    cycles += 1;
-                }
-                Ok::<_, Error>(cycles)
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for handle in handles {
-        total += handle
-            .await
-            .map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??;
-    }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    rounds_per_second(tasks, duration, |i| {
+        let mutex = client.mutex(unique_name(&format!("many/{i}")));
+        move || {
+            let mutex = mutex.clone();
+            async move { mutex.lock().await?.release().await }
+        }
+    })
+    .await
 }
 
 #[cfg(test)]
