@@ -83,17 +83,11 @@ pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError)
 
 /// The message of a script's `INVALID …` refusal (a request that may never be granted).
 fn refusal(err: &redis::RedisError) -> Option<String> {
-    let text = err.to_string();
-    let at = text.find("INVALID ")?;
-    let message = &text[at + "INVALID ".len()..];
-    Some(
-        message
-            .split(" script:")
-            .next()
-            .unwrap_or(message)
-            .trim()
-            .to_owned(),
-    )
+    if err.code() != Some("INVALID") {
+        return None;
+    }
+    let detail = err.detail().unwrap_or("the request cannot be granted");
+    Some(detail.split(" script:").next().unwrap_or(detail).trim().to_owned())
 }
 
 /// Who holds a lock, as the acquire script records it (large numbers as text).
@@ -328,11 +322,7 @@ impl Backend for RedisBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            rwlock: false,
-            semaphore: false,
-            ..Capabilities::full(true)
-        }
+        Capabilities::full(true)
     }
 
     async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {

@@ -211,3 +211,55 @@ fn acl_users_connect_and_passwords_never_show() {
         ));
     });
 }
+
+#[test]
+fn bookkeeping_of_abandoned_locks_expires() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0", redis.addr());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let short = LockOptions::new()
+            .ttl(Duration::from_millis(300))
+            .auto_renew(false);
+        std::mem::forget(
+            client
+                .semaphore("left", 2)
+                .acquire_with(1, &short)
+                .await
+                .unwrap(),
+        );
+        std::mem::forget(client.rwlock("left").try_read().await);
+        let waiter = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .mutex("queued")
+                    .lock_timeout(Duration::from_millis(200))
+                    .await
+            })
+        };
+        let holder = client.mutex("queued").lock_with(&short).await;
+        let _ = waiter.await;
+        drop(holder);
+
+        let raw = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+        let mut left: Vec<String> = Vec::new();
+        for _ in 0..150 {
+            left = redis::cmd("KEYS")
+                .arg("*")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            left.retain(|k| !k.ends_with(":fence"));
+            if left.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            left.is_empty(),
+            "keys outlived every lease and waiter: {left:?}"
+        );
+    });
+}

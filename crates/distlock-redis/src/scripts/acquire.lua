@@ -136,6 +136,7 @@ if granted then
   else
     redis.call('ZADD', LEASES, now() + ttl, token)
     redis.call('HSET', LEASE_INFO, token, cjson.encode(record))
+    keep_alive(ttl + 1000, LEASES, LEASE_INFO)
     -- Others may share with us: let the next waiter look.
     wake_head()
   end
@@ -154,6 +155,7 @@ if wait then
   end
   info.e = text(now() + tonumber(ARGV[5]))
   redis.call('HSET', WAITERS, token, cjson.encode(info))
+  keep_alive(2 * tonumber(ARGV[5]), QUEUE, WAITERS, SEQ)
 end
 
 local soonest = redis.call('PTTL', LOCK)

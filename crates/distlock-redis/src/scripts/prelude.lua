@@ -67,3 +67,13 @@ local function delete_grant(token)
   end
   return 0
 end
+
+-- Keeps `keys` alive for at least `ms` more milliseconds, so bookkeeping of locks nobody
+-- uses any more goes away on its own instead of leaking.
+local function keep_alive(ms, ...)
+  for _, key in ipairs({...}) do
+    if redis.call('PTTL', key) < ms then
+      redis.call('PEXPIRE', key, ms)
+    end
+  end
+end

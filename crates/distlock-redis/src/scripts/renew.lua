@@ -8,6 +8,7 @@ end
 local expiry = redis.call('ZSCORE', LEASES, ARGV[1])
 if expiry and tonumber(expiry) > now() then
   redis.call('ZADD', LEASES, 'XX', now() + tonumber(ARGV[2]), ARGV[1])
+  keep_alive(tonumber(ARGV[2]) + 1000, LEASES, LEASE_INFO)
   return 1
 end
 return 0
