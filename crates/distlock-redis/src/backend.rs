@@ -87,7 +87,14 @@ fn refusal(err: &redis::RedisError) -> Option<String> {
         return None;
     }
     let detail = err.detail().unwrap_or("the request cannot be granted");
-    Some(detail.split(" script:").next().unwrap_or(detail).trim().to_owned())
+    Some(
+        detail
+            .split(" script:")
+            .next()
+            .unwrap_or(detail)
+            .trim()
+            .to_owned(),
+    )
 }
 
 /// Who holds a lock, as the acquire script records it (large numbers as text).
@@ -156,9 +163,28 @@ impl RedisBackend {
     /// See [`RedisBackend`].
     pub async fn open(config: RedisConfig) -> Result<RedisBackend> {
         let server = redact_url(config.server.as_str());
-        let client = redis::Client::open(config.server.as_str()).map_err(|e| {
+        let bad_url = |e: redis::RedisError| {
             Error::invalid(format!("bad redis URL `{server}`: {e}")).with_backend("redis")
-        })?;
+        };
+        if config.server.scheme() == "rediss" {
+            // Any process-wide choice made earlier stands; otherwise use ring.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let client = match &config.tls_ca {
+            Some(path) => {
+                let root_cert = std::fs::read(path).map_err(|e| {
+                    Error::invalid(format!("cannot read tls_ca {}: {e}", path.display()))
+                        .with_backend("redis")
+                })?;
+                let certificates = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                };
+                redis::Client::build_with_tls(config.server.as_str(), certificates)
+                    .map_err(bad_url)?
+            }
+            None => redis::Client::open(config.server.as_str()).map_err(bad_url)?,
+        };
         // One plain connection first: a wrong password or an unreachable server fails at
         // once, where the connection manager would keep retrying.
         let mut probe = client

@@ -3,8 +3,9 @@
 use distlock_core::{Error, Result, Url, redact_url};
 
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
-/// with distlock's options in the query: `prefix` (put before every lock key; default none).
-/// Other query parameters go to the Redis client.
+/// (or `rediss://` for TLS) with distlock's options in the query: `prefix` (put before every
+/// lock key; default none) and, for TLS, `tls_ca` (a PEM file of the certificate authority
+/// to trust instead of the system's). Other query parameters go to the Redis client.
 ///
 /// # Examples
 ///
@@ -22,6 +23,8 @@ pub struct RedisConfig {
     pub(crate) server: Url,
     /// Put before every lock's name to make its key.
     pub prefix: String,
+    /// The certificate authority to trust for TLS, instead of the system's.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -29,6 +32,7 @@ impl std::fmt::Debug for RedisConfig {
         f.debug_struct("RedisConfig")
             .field("server", &redact_url(self.server.as_str()))
             .field("prefix", &self.prefix)
+            .field("tls_ca", &self.tls_ca)
             .finish()
     }
 }
@@ -51,10 +55,17 @@ impl RedisConfig {
         }
         let mut server = url.clone();
         let mut prefix = String::new();
+        let mut tls_ca = None;
         let mut passed = Vec::new();
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "prefix" => prefix = value.into_owned(),
+                "tls_ca" if url.scheme() == "rediss" => tls_ca = Some(value.into_owned().into()),
+                "tls_ca" => {
+                    return Err(Error::invalid(
+                        "tls_ca is for TLS connections: use a rediss:// URL",
+                    ));
+                }
                 _ => passed.push((key.into_owned(), value.into_owned())),
             }
         }
@@ -68,6 +79,10 @@ impl RedisConfig {
         } else {
             server.query_pairs_mut().clear().extend_pairs(passed);
         }
-        Ok(RedisConfig { server, prefix })
+        Ok(RedisConfig {
+            server,
+            prefix,
+            tls_ca,
+        })
     }
 }

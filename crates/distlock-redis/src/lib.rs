@@ -1,4 +1,4 @@
-//! The Redis backend for distlock: `redis://host:port/db`.
+//! The Redis backend for distlock: `redis://host:port/db`, `rediss://` for TLS.
 //!
 //! # Mutex
 //!
@@ -44,9 +44,10 @@
 //! one name exclude each other. A waiting writer blocks new readers. All kinds are decided by
 //! one script that follows the same rules as every other backend.
 //!
-//! # Not yet
+//! # TLS
 //!
-//! TLS (`rediss://`) is not built yet.
+//! `rediss://host:port/db` connects over TLS (rustls), trusting the system's certificate
+//! authorities, or only the one in `?tls_ca=/path/ca.pem`.
 //!
 //! # Examples
 //!
@@ -71,7 +72,7 @@ use distlock_core::{Backend, Connector, Result, Url, async_trait};
 pub use backend::RedisBackend;
 pub use config::RedisConfig;
 
-/// Registers the `redis://` connector with the core's URL registry.
+/// Registers the `redis://` and `rediss://` connector with the core's URL registry.
 ///
 /// # Examples
 ///
@@ -82,14 +83,14 @@ pub fn install() {
     distlock_core::register(Arc::new(RedisConnector));
 }
 
-/// Connects `redis://` URLs.
+/// Connects `redis://` and `rediss://` URLs.
 #[derive(Debug)]
 struct RedisConnector;
 
 #[async_trait]
 impl Connector for RedisConnector {
     fn schemes(&self) -> &'static [&'static str] {
-        &["redis"]
+        &["redis", "rediss"]
     }
 
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {

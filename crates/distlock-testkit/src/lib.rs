@@ -24,7 +24,7 @@ mod signal;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::Target;
-pub use launchers::{redis_server, redis_server_with};
+pub use launchers::{TestCertificates, redis_server, redis_server_with, redis_tls_server};
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
 pub use signal::{Signal, send};

@@ -263,3 +263,26 @@ fn bookkeeping_of_abandoned_locks_expires() {
         );
     });
 }
+
+#[test]
+fn rediss_connects_over_tls_trusting_the_given_authority() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let certs =
+            distlock_testkit::TestCertificates::make(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let redis = distlock_testkit::redis_tls_server(&certs).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("rediss://{}/0?tls_ca={}", redis.addr(), certs.ca.display());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let guard = client.mutex("tls").lock().await.unwrap();
+        assert!(client.mutex("tls").try_lock().await.unwrap().is_none());
+        guard.release().await.unwrap();
+
+        let untrusted = distlock::Client::connect(&format!("rediss://{}/0", redis.addr())).await;
+        assert!(
+            untrusted.is_err(),
+            "a server no trusted authority signed is refused"
+        );
+        let plain = distlock::Client::connect(&format!("redis://{}/0", redis.addr())).await;
+        assert!(plain.is_err(), "plain text to a TLS port fails");
+    });
+}
