@@ -58,6 +58,14 @@ async fn supervise(args: &RunArgs, guard: &Guard) -> u8 {
         .env("DISTLOCK_NAME", &args.name)
         .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
+    // Listen before the command starts, so no signal sent from then on is lost.
+    let (mut interrupt, mut terminate, mut hangup, mut quit) = match forwarded_signals() {
+        Ok(streams) => streams,
+        Err(err) => {
+            eprintln!("distlock: cannot listen for signals: {err}");
+            return exit::SOFTWARE;
+        }
+    };
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
@@ -69,15 +77,6 @@ async fn supervise(args: &RunArgs, guard: &Guard) -> u8 {
         }
     };
     let group = child.id().map(|pid| pid as libc::pid_t);
-    let (mut interrupt, mut terminate, mut hangup, mut quit) = match forwarded_signals() {
-        Ok(streams) => streams,
-        Err(err) => {
-            eprintln!("distlock: cannot listen for signals: {err}");
-            signal_group(group, libc::SIGKILL);
-            let _ = child.wait().await;
-            return exit::SOFTWARE;
-        }
-    };
     let lost = guard.lost();
     tokio::pin!(lost);
     let mut lost_at: Option<tokio::time::Instant> = None;

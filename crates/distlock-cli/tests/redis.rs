@@ -51,6 +51,7 @@ fn run_status_demo_and_bench_work_on_redis() {
         .collect();
     assert!(tokens[0] < tokens[1], "{tokens:?}");
 
+    let started = state.path().join("started");
     let mut holder = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .args([
             "--url",
@@ -59,21 +60,21 @@ fn run_status_demo_and_bench_work_on_redis() {
             "--name",
             "jobs/held",
             "--",
-            "sleep",
-            "30",
+            "sh",
+            "-c",
         ])
+        .arg(format!("touch {}; exec sleep 30", started.display()))
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let mut shown = Value::Null;
-    for _ in 0..200 {
-        let out = distlock(&url, state.path(), &["status", "jobs/held", "--json"]);
-        shown = serde_json::from_str(&ok(&out)).unwrap();
-        if shown[0]["holders"].as_array().is_some_and(|h| h.len() == 1) {
+    for _ in 0..500 {
+        if started.exists() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let out = distlock(&url, state.path(), &["status", "jobs/held", "--json"]);
+    let shown: Value = serde_json::from_str(&ok(&out)).unwrap();
     assert_eq!(shown[0]["holders"][0]["meta"]["pid"], holder.id());
     let busy = distlock(
         &url,
