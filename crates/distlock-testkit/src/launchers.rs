@@ -165,36 +165,24 @@ fn failed(reason: String) -> LaunchError {
 /// # Ok::<(), distlock_testkit::LaunchError>(())
 /// ```
 pub fn redis_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
-    let cert = certs.cert.display().to_string();
-    let key = certs.key.display().to_string();
-    let ca = certs.ca.display().to_string();
-    Server::start(
-        ServerSpec::new(
-            "redis-server",
-            [
-                "--port",
-                "0",
-                "--tls-port",
-                "{port}",
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                "{dir}",
-                "--tls-auth-clients",
-                "no",
-                "--tls-cert-file",
-                &cert,
-                "--tls-key-file",
-                &key,
-                "--tls-ca-cert-file",
-                &ca,
-            ],
-        )
-        .ready(Ready::LogLine("Ready to accept connections".into()))
-        .install_hint("apt-get install redis-server"),
-    )
+    let (cert, key, ca) = (
+        certs.cert.display().to_string(),
+        certs.key.display().to_string(),
+        certs.ca.display().to_string(),
+    );
+    // Later settings win: the plain port is turned off and the chosen port speaks TLS.
+    redis_server_with(&[
+        "--port",
+        "0",
+        "--tls-port",
+        "{port}",
+        "--tls-auth-clients",
+        "no",
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+    ])
 }
