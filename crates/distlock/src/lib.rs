@@ -36,11 +36,12 @@ use std::ops::Deref;
 use std::sync::Once;
 
 pub use distlock_core::{
-    Backend, Capabilities, Claim, Connector, DEFAULT_TTL, Error, ErrorKind, Guard, Health,
+    BATCH, Backend, Capabilities, Claim, Connector, DEFAULT_TTL, Error, ErrorKind, Guard, Health,
     HolderInfo, HolderMeta, LeaseKey, LeaseOutcome, LocalWakers, LockKind, LockOptions,
-    LockRequest, LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_TTL, MemoryBackend, Mutex,
-    MutexGuard, Owner, Permit, PollOutcome, Queued, ReadGuard, Result, RwLock, Semaphore, Ticket,
-    Url, WaiterInfo, WriteGuard, admit, async_trait, redact_url, register, validate_name,
+    LockRequest, LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_TTL, MemoryBackend,
+    MultiGuard, MultiLock, Mutex, MutexGuard, Owner, Permit, PollOutcome, Queued, ReadGuard,
+    Result, RwLock, STARVATION, Semaphore, Ticket, Url, WaiterInfo, WriteGuard, admit, async_trait,
+    random_id, redact_url, register, validate_name,
 };
 
 /// The Redis backend (`redis://`).

@@ -27,11 +27,7 @@ struct Acquisition {
 }
 
 fn unique_name(what: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("bench/{what}/{}-{nanos}", std::process::id())
+    format!("bench/{what}/{}", distlock::random_id())
 }
 
 pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {

@@ -5,7 +5,6 @@
 //! polling with backoff all the same.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use distlock_core::LocalWakers;
 use tokio::task::AbortHandle;
@@ -25,21 +24,11 @@ pub(super) struct Wake {
     pub(super) socket: String,
 }
 
-static SOCKETS: AtomicU64 = AtomicU64::new(0);
-
 impl WakeSocket {
     /// Listens for wake-ups and hands them to `wakers`. Where no socket can be had (not
     /// Linux, or the socket call fails) the name is empty and waiters only poll.
     pub(super) fn listen(wakers: Arc<LocalWakers>) -> WakeSocket {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = format!(
-            "distlock-{}-{}-{nanos:x}",
-            std::process::id(),
-            SOCKETS.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("distlock-{}", distlock_core::random_id());
         match bind(&name) {
             Ok(socket) => {
                 let listener = tokio::spawn(receive(socket, wakers)).abort_handle();

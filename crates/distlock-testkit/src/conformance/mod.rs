@@ -127,19 +127,7 @@ impl Target {
 
 /// A lock name no other test uses.
 pub(crate) fn unique(prefix: &str) -> String {
-    format!("{prefix}-{:016x}", rand_u64())
-}
-
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish()
+    format!("{prefix}-{}", distlock::random_id())
 }
 
 /// Asserts that `result` failed with `kind`.
