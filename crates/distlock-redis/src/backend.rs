@@ -8,7 +8,6 @@ use distlock_core::{
     LocalWakers, LockKind, LockRequest, LockState, PollOutcome, Result, STARVATION, Ticket,
     WaiterInfo, async_trait, random_id, redact_url,
 };
-use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use serde::Deserialize;
 use tokio::task::AbortHandle;
@@ -125,13 +124,18 @@ struct WaiterRecord {
     p: u32,
 }
 
-/// One lock read in one round trip: holder record, token, PTTL, fencing counter, waiters.
+/// One lock read in one round trip: holder record, token, PTTL, fencing counter, waiter
+/// records, queue order, server time, shared grants with expiries, their records.
 type Snapshot = (
     Option<String>,
     Option<String>,
     i64,
     Option<u64>,
-    Vec<(String, String)>,
+    std::collections::HashMap<String, String>,
+    Vec<String>,
+    (u64, u64),
+    Vec<(String, f64)>,
+    std::collections::HashMap<String, String>,
 );
 
 impl HolderRecord {
@@ -259,17 +263,21 @@ impl RedisBackend {
         let keys = self.keys(name)?;
         let err = redis_error("inspect");
         let mut conn = self.conn.clone();
-        let (holder, token, pttl, fence, waiters): Snapshot = redis::pipe()
-            .get(&keys.holder)
-            .get(&keys.lock)
-            .pttl(&keys.lock)
-            .get(&keys.fence)
-            .hgetall(&keys.waiters)
-            .query_async(&mut conn)
-            .await
-            .map_err(&err)?;
-        let queue: Vec<String> = conn.zrange(&keys.queue, 0, -1).await.map_err(&err)?;
-        let now_ms = server_now_ms(&mut conn).await?;
+        let (holder, token, pttl, fence, waiters, queue, (secs, micros), leases, lease_info): Snapshot =
+            redis::pipe()
+                .get(&keys.holder)
+                .get(&keys.lock)
+                .pttl(&keys.lock)
+                .get(&keys.fence)
+                .hgetall(&keys.waiters)
+                .zrange(&keys.queue, 0, -1)
+                .cmd("TIME")
+                .zrange_withscores(&keys.leases, 0, -1)
+                .hgetall(&keys.lease_info)
+                .query_async(&mut conn)
+                .await
+                .map_err(&err)?;
+        let now_ms = secs * 1000 + micros / 1000;
         let mut holders = Vec::new();
         if let Some(token) = token {
             let record = holder
@@ -292,13 +300,7 @@ impl RedisBackend {
                 },
             });
         }
-        let leases: Vec<(String, f64)> = conn
-            .zrangebyscore_withscores(&keys.leases, now_ms + 1, "+inf")
-            .await
-            .map_err(&err)?;
-        let lease_info: std::collections::HashMap<String, String> =
-            conn.hgetall(&keys.lease_info).await.map_err(&err)?;
-        for (token, expiry) in leases {
+        for (token, expiry) in leases.into_iter().filter(|(_, e)| *e as u64 > now_ms) {
             if let Some(record) = lease_info
                 .get(&token)
                 .and_then(|raw| serde_json::from_str::<HolderRecord>(raw).ok())
@@ -306,10 +308,9 @@ impl RedisBackend {
                 holders.push(record.into_info((expiry as u64).saturating_sub(now_ms)));
             }
         }
-        let records: std::collections::HashMap<String, String> = waiters.into_iter().collect();
         let waiters = queue
             .iter()
-            .filter_map(|token| records.get(token))
+            .filter_map(|token| waiters.get(token))
             .filter_map(|raw| serde_json::from_str::<WaiterRecord>(raw).ok())
             .filter(|w| number(&w.e) > now_ms)
             .map(|w| WaiterInfo {
@@ -331,14 +332,6 @@ impl RedisBackend {
             waiters,
         })
     }
-}
-
-async fn server_now_ms(conn: &mut ConnectionManager) -> Result<u64> {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME")
-        .query_async(conn)
-        .await
-        .map_err(redis_error("inspect"))?;
-    Ok(secs * 1000 + micros / 1000)
 }
 
 #[async_trait]

@@ -41,16 +41,11 @@ local holder_token = redis.call('GET', LOCK)
 local shared = redis.call('EXISTS', LEASES) == 1
 local queue_exists = redis.call('EXISTS', QUEUE) == 1
 
--- Already ours (a retry after a lost answer): the same grant again.
-if holder_token == token then
-  local record = cjson.decode(redis.call('GET', HOLDER) or '{}')
-  if record.t == token then return {1, tonumber(record.f)} end
-end
-
--- Current holders.
+-- Current holders. A lock already ours (a retry after a lost answer) is the same grant.
 local holders = {}
 if holder_token then
   local record = cjson.decode(redis.call('GET', HOLDER) or '{}')
+  if holder_token == token and record.t == token then return {1, tonumber(record.f)} end
   table.insert(holders, { k = (record.t == holder_token and record.k) or 'mutex', n = 1, l = 1 })
 end
 if shared then

@@ -291,17 +291,26 @@ pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec
         let row = waiter(row, 1).map_err(&err)?;
         by_name.entry(n.clone()).or_default().1.push(row);
     }
+    let fences = named_rows(
+        &mut snapshot,
+        &format!(
+            "SELECT name, value FROM distlock_fence WHERE {filter} AND (?1 IS NOT NULL OR name IN
+               (SELECT name FROM distlock_lease WHERE expires_at_ms > ?2
+                UNION SELECT name FROM distlock_waiter WHERE expires_at_ms > ?2))"
+        ),
+        name,
+        now,
+    )
+    .await
+    .map_err(&err)?;
+    let fences: BTreeMap<String, i64> = fences
+        .iter()
+        .map(|(n, row)| row.try_get(1).map(|v| (n.clone(), v)))
+        .collect::<sqlx::Result<_>>()
+        .map_err(&err)?;
     let mut states = Vec::with_capacity(by_name.len());
     for (n, (h, w)) in by_name {
-        let fence: i64 = sqlx::query("SELECT value FROM distlock_fence WHERE name = ?1")
-            .bind(&n)
-            .fetch_optional(&mut *snapshot)
-            .await
-            .map_err(&err)?
-            .map(|row| row.try_get(0))
-            .transpose()
-            .map_err(&err)?
-            .unwrap_or(0);
+        let fence = fences.get(&n).copied().unwrap_or(0);
         states.push(lock_state(n, fence, &h, &w, now)?);
     }
     snapshot.commit().await.map_err(&err)?;
@@ -341,25 +350,37 @@ async fn live_rows(
     conn: &mut SqliteConnection,
     name: &str,
 ) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
-    let holders = sqlx::query(&format!(
-        "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE name = ?1 ORDER BY fence"
-    ))
-    .bind(name)
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| holder(row, 0))
-    .collect::<sqlx::Result<Vec<_>>>()?;
-    let waiters = sqlx::query(&format!(
-        "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE name = ?1 ORDER BY seq"
-    ))
-    .bind(name)
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| waiter(row, 0))
-    .collect::<sqlx::Result<Vec<_>>>()?;
+    let holders = rows_of(
+        conn,
+        "distlock_lease",
+        HOLDER_COLUMNS,
+        "fence",
+        name,
+        holder,
+    )
+    .await?;
+    let waiters = rows_of(conn, "distlock_waiter", WAITER_COLUMNS, "seq", name, waiter).await?;
     Ok((holders, waiters))
+}
+
+/// Every row of `table` for lock `name`, in `order`, read by `read`.
+async fn rows_of<T>(
+    conn: &mut SqliteConnection,
+    table: &str,
+    columns: &str,
+    order: &str,
+    name: &str,
+    read: fn(&SqliteRow, usize) -> sqlx::Result<T>,
+) -> sqlx::Result<Vec<T>> {
+    sqlx::query(&format!(
+        "SELECT {columns} FROM {table} WHERE name = ?1 ORDER BY {order}"
+    ))
+    .bind(name)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| read(row, 0))
+    .collect()
 }
 
 async fn purge_expired(conn: &mut SqliteConnection, name: &str, now: i64) -> sqlx::Result<u64> {
