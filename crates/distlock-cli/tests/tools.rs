@@ -106,43 +106,24 @@ fn check_bench(report: &Value, processes: bool) {
     assert!(report["contended"]["per_client_min"].is_u64());
 }
 
+/// `distlock [global…] bench --json --clients 4 --duration 300ms [extra…]`, parsed.
+fn bench_report(state: &Path, global: &[&str], extra: &[&str]) -> Value {
+    let quick = ["bench", "--json", "--clients", "4", "--duration", "300ms"];
+    let args: Vec<&str> = global.iter().chain(&quick).chain(extra).copied().collect();
+    let (_, out) = distlock(state, &args);
+    serde_json::from_str(&out).unwrap()
+}
+
 #[test]
 fn bench_reports_every_figure_beside_the_floor() {
     let state = tempfile::tempdir().unwrap();
-    let (_, out) = distlock(
-        state.path(),
-        &[
-            "--url",
-            "memory://",
-            "bench",
-            "--json",
-            "--clients",
-            "4",
-            "--duration",
-            "300ms",
-            "--runs",
-            "2",
-        ],
-    );
-    let report: Value = serde_json::from_str(&out).unwrap();
+    let report = bench_report(state.path(), &["--url", "memory://"], &["--runs", "2"]);
     check_bench(&report, false);
     assert_eq!(
         report["runs"], 2,
         "figures are medians of the runs asked for"
     );
-    let (_, out) = distlock(
-        state.path(),
-        &[
-            "bench",
-            "--json",
-            "--clients",
-            "4",
-            "--duration",
-            "300ms",
-            "--processes",
-        ],
-    );
-    let report: Value = serde_json::from_str(&out).unwrap();
+    let report = bench_report(state.path(), &[], &["--processes"]);
     check_bench(&report, true);
     assert_eq!(report["backend"], "sqlite");
 }

@@ -107,76 +107,59 @@ fn redis_restarted_without_persistence_can_grant_twice_and_fencing_rejects_the_s
     });
 }
 
+/// A client whose link to Redis fails as `mode` says: its guard goes AtRisk, then Lost while
+/// Redis still has the lease, and the next holder's token is greater.
+async fn link_failure_is_noticed_before_the_server_ttl_ends(mode: distlock_testkit::ProxyMode) {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = distlock_testkit::FaultProxy::start(redis.addr())
+        .await
+        .unwrap();
+    let client = distlock::Client::connect(&format!("redis://{}/0", proxy.addr()))
+        .await
+        .unwrap();
+    let options = LockOptions::new()
+        .ttl(Duration::from_millis(1500))
+        .renew_every(Duration::from_millis(200));
+    let guard = client.mutex("link").lock_with(&options).await.unwrap();
+
+    proxy.set(mode);
+    assert!(
+        distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
+        "a failed or unanswered renewal puts the lease at risk"
+    );
+    tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("the lease is lost when it cannot be renewed");
+
+    let observer = distlock::Client::connect(&format!("redis://{}/0", redis.addr()))
+        .await
+        .unwrap();
+    let state = &observer.status(Some("link")).await.unwrap()[0];
+    assert_eq!(state.holders.len(), 1, "Redis still holds the lease");
+    assert!(
+        state.holders[0].remaining_ms > 0,
+        "the guard was Lost before the server-side TTL ended"
+    );
+    let next = observer
+        .mutex("link")
+        .lock_timeout(Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert!(next.fencing_token() > guard.fencing_token());
+}
+
 #[test]
 fn a_client_cut_off_goes_at_risk_then_lost_before_the_server_ttl_ends() {
-    use distlock_testkit::{FaultProxy, ProxyMode};
-    distlock_testkit::block_on(async {
-        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        let proxy = FaultProxy::start(redis.addr()).await.unwrap();
-        let via_proxy = format!("redis://{}/0", proxy.addr());
-        let direct = format!("redis://{}/0", redis.addr());
-        let client = distlock::Client::connect(&via_proxy).await.unwrap();
-        let options = LockOptions::new()
-            .ttl(Duration::from_millis(2000))
-            .renew_every(Duration::from_millis(200));
-        let guard = client.mutex("cut").lock_with(&options).await.unwrap();
-
-        proxy.set(ProxyMode::Cut);
-        assert!(
-            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
-            "failed renewals put the lease at risk"
-        );
-        tokio::time::timeout(Duration::from_secs(3), guard.lost())
-            .await
-            .expect("the lease is lost when it cannot be renewed");
-
-        let observer = distlock::Client::connect(&direct).await.unwrap();
-        let state = &observer.status(Some("cut")).await.unwrap()[0];
-        assert_eq!(state.holders.len(), 1, "Redis still holds the lease");
-        assert!(
-            state.holders[0].remaining_ms > 0,
-            "the guard was Lost before the server-side TTL ended"
-        );
-        let next = observer
-            .mutex("cut")
-            .lock_timeout(Duration::from_secs(3))
-            .await
-            .unwrap();
-        assert!(next.fencing_token() > guard.fencing_token());
-    });
+    distlock_testkit::block_on(link_failure_is_noticed_before_the_server_ttl_ends(
+        distlock_testkit::ProxyMode::Cut,
+    ));
 }
 
 #[test]
 fn a_black_holed_client_goes_at_risk_then_lost_before_the_server_ttl_ends() {
-    use distlock_testkit::{FaultProxy, ProxyMode};
-    distlock_testkit::block_on(async {
-        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        let proxy = FaultProxy::start(redis.addr()).await.unwrap();
-        let client = distlock::Client::connect(&format!("redis://{}/0", proxy.addr()))
-            .await
-            .unwrap();
-        let options = LockOptions::new()
-            .ttl(Duration::from_millis(1500))
-            .renew_every(Duration::from_millis(200));
-        let guard = client.mutex("hole").lock_with(&options).await.unwrap();
-        proxy.set(ProxyMode::BlackHole);
-        assert!(
-            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
-            "an unanswered renewal puts it at risk"
-        );
-        tokio::time::timeout(Duration::from_secs(3), guard.lost())
-            .await
-            .expect("unanswered renewals end in Lost");
-        let observer = distlock::Client::connect(&format!("redis://{}/0", redis.addr()))
-            .await
-            .unwrap();
-        let state = &observer.status(Some("hole")).await.unwrap()[0];
-        assert_eq!(state.holders.len(), 1);
-        assert!(
-            state.holders[0].remaining_ms > 0,
-            "lost before the server's TTL ended"
-        );
-    });
+    distlock_testkit::block_on(link_failure_is_noticed_before_the_server_ttl_ends(
+        distlock_testkit::ProxyMode::BlackHole,
+    ));
 }
 
 #[test]
