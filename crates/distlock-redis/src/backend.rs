@@ -9,7 +9,7 @@ use distlock_core::{
     WaiterInfo, async_trait, random_id, redact_url,
 };
 use redis::aio::ConnectionManager;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::task::AbortHandle;
 
 use crate::config::RedisConfig;
@@ -108,6 +108,44 @@ struct HolderRecord {
     p: u32,
     a: String,
     f: String,
+}
+
+/// The record the acquire script stores for a grant, less the fencing token it appends.
+/// Written here so that every string in it is escaped by a JSON encoder, and the script
+/// stores it without decoding it.
+#[derive(Serialize)]
+struct GrantRecord<'a> {
+    t: &'a str,
+    k: &'static str,
+    n: u32,
+    l: u32,
+    o: &'a str,
+    h: &'a str,
+    p: u32,
+    a: String,
+}
+
+impl<'a> GrantRecord<'a> {
+    fn of(request: &'a LockRequest) -> Self {
+        GrantRecord {
+            t: &request.token,
+            k: request.kind.as_str(),
+            n: request.permits,
+            l: request.kind.limit(),
+            o: request.owner.as_str(),
+            h: &request.meta.host,
+            p: request.meta.pid,
+            a: request.meta.acquired_at_unix_ms.to_string(),
+        }
+    }
+
+    fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self).map_err(|err| {
+            Error::new(ErrorKind::Backend, "could not encode the holder record")
+                .with_backend("redis")
+                .with_source(err)
+        })
+    }
 }
 
 /// A queued request, as the acquire script records it (large numbers as text).
@@ -364,13 +402,10 @@ impl Backend for RedisBackend {
             .arg(WAITER_LEASE.as_millis() as u64)
             .arg(STARVATION.as_millis() as u64)
             .arg(&self.channel)
-            .arg(request.owner.as_str())
-            .arg(&request.meta.host)
-            .arg(request.meta.pid)
-            .arg(request.meta.acquired_at_unix_ms)
             .arg(request.kind.as_str())
             .arg(request.permits)
-            .arg(request.kind.limit());
+            .arg(request.kind.limit())
+            .arg(GrantRecord::of(request).to_json()?);
         let answer: Vec<i64> = self.invoke("acquire", &invocation).await?;
         match answer.as_slice() {
             [1, fence] => {

@@ -1,14 +1,19 @@
-//! The Lua scripts, kept as `.lua` files beside this one. `redis::Script` sends them with
-//! EVALSHA and loads them again when the server answers NOSCRIPT (after a restart).
+//! The Lua scripts, kept as `.lua` files beside this one and put together here: every
+//! script starts with the lock's keys (`keys.lua`); acquire and release then take their
+//! fast path before the shared helpers (`helpers.lua`) are defined, so the common case does
+//! not pay for them. `redis::Script` sends them with EVALSHA and loads them again when the
+//! server answers NOSCRIPT (after a restart).
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-const PRELUDE: &str = include_str!("scripts/prelude.lua");
+const KEYS: &str = include_str!("scripts/keys.lua");
+const HELPERS: &str = include_str!("scripts/helpers.lua");
 
-fn with_prelude(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}\n{body}"))
+/// A script made of the key names, an optional fast path, the helpers and `body`.
+fn compose(fast_path: &str, body: &str) -> Script {
+    Script::new(&[KEYS, fast_path, HELPERS, body].join("\n"))
 }
 
 pub(crate) struct Scripts {
@@ -19,8 +24,14 @@ pub(crate) struct Scripts {
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: with_prelude(include_str!("scripts/acquire.lua")),
-    release: with_prelude(include_str!("scripts/release.lua")),
-    renew: with_prelude(include_str!("scripts/renew.lua")),
-    cancel: with_prelude(include_str!("scripts/cancel.lua")),
+    acquire: compose(
+        include_str!("scripts/acquire_fast.lua"),
+        include_str!("scripts/acquire.lua"),
+    ),
+    release: compose(
+        include_str!("scripts/release_fast.lua"),
+        include_str!("scripts/release.lua"),
+    ),
+    renew: compose("", include_str!("scripts/renew.lua")),
+    cancel: compose("", include_str!("scripts/cancel.lua")),
 });

@@ -1,13 +1,7 @@
--- Decide a request, granting it if it may go now (the rules of distlock_core::admit).
--- ARGV: token, ttl_ms, wait (0|1), fair (0|1), waiter_lease_ms, starvation_ms,
---       wake channel, owner, host, pid, requested_at_ms, kind, permits, limit
--- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1}.
--- A request that may never mix with the current holders fails with "INVALID …".
-local token = ARGV[1]
-local ttl = tonumber(ARGV[2])
+-- The general path: queues, shared grants, fairness, starvation.
 local wait = ARGV[3] == '1'
 local fair = ARGV[4] == '1'
-local me = { k = ARGV[12], n = tonumber(ARGV[13]), l = tonumber(ARGV[14]) }
+local me = { k = ARGV[8], n = tonumber(ARGV[9]), l = tonumber(ARGV[10]) }
 
 local function exclusive(kind) return kind == 'mutex' or kind == 'write' end
 local function semaphore(kind) return kind == 'semaphore' end
@@ -37,16 +31,42 @@ local function compatible(c)
   end
 end
 
-local holder_token = redis.call('GET', LOCK)
+-- Grants the request; `queued` says whether it has a place in the queue to give up.
+local function grant(queued)
+  -- Strictly increasing. A counter that starts afresh (first use, or a restart that lost
+  -- it) starts at the server's clock in microseconds, above every token granted before.
+  local fence = redis.call('INCR', FENCE)
+  if fence == 1 then
+    fence = now() * 1000
+    redis.call('SET', FENCE, text(fence))
+  end
+  if queued then
+    redis.call('ZREM', QUEUE, token)
+    redis.call('HDEL', WAITERS, token)
+  end
+  local held = string.sub(record, 1, -2) .. ',"f":"' .. text(fence) .. '"}'
+  if exclusive(me.k) then
+    redis.call('SET', LOCK, token, 'PX', ttl)
+    redis.call('SET', HOLDER, held, 'PX', ttl)
+  else
+    redis.call('ZADD', LEASES, now() + ttl, token)
+    redis.call('HSET', LEASE_INFO, token, held)
+    keep_alive(ttl + 1000, LEASES, LEASE_INFO)
+    -- Others may share with us: let the next waiter look.
+    wake_head()
+  end
+  return {1, fence}
+end
+
 local shared = redis.call('EXISTS', LEASES) == 1
 local queue_exists = redis.call('EXISTS', QUEUE) == 1
 
 -- Current holders. A lock already ours (a retry after a lost answer) is the same grant.
 local holders = {}
 if holder_token then
-  local record = cjson.decode(redis.call('GET', HOLDER) or '{}')
-  if holder_token == token and record.t == token then return {1, tonumber(record.f)} end
-  table.insert(holders, { k = (record.t == holder_token and record.k) or 'mutex', n = 1, l = 1 })
+  local current = cjson.decode(redis.call('GET', HOLDER) or '{}')
+  if holder_token == token and current.t == token then return {1, tonumber(current.f)} end
+  table.insert(holders, { k = (current.t == holder_token and current.k) or 'mutex', n = 1, l = 1 })
 end
 if shared then
   local mine = redis.call('HGET', LEASE_INFO, token)
@@ -110,42 +130,15 @@ if granted then
 end
 
 if granted then
-  -- Strictly increasing. A counter that starts afresh (first use, or a restart that lost
-  -- it) starts at the server's clock in microseconds, above every token granted before.
-  local fence = redis.call('INCR', FENCE)
-  if fence == 1 then
-    fence = now() * 1000
-    redis.call('SET', FENCE, text(fence))
-  end
-  if my_seq then
-    redis.call('ZREM', QUEUE, token)
-    redis.call('HDEL', WAITERS, token)
-  end
-  local record = {
-    t = token, k = me.k, n = me.n, l = me.l, o = ARGV[8], h = ARGV[9],
-    p = tonumber(ARGV[10]), a = ARGV[11], f = text(fence)
-  }
-  if exclusive(me.k) then
-    redis.call('SET', LOCK, token, 'PX', ttl)
-    redis.call('SET', HOLDER, cjson.encode(record), 'PX', ttl)
-  else
-    redis.call('ZADD', LEASES, now() + ttl, token)
-    redis.call('HSET', LEASE_INFO, token, cjson.encode(record))
-    keep_alive(ttl + 1000, LEASES, LEASE_INFO)
-    -- Others may share with us: let the next waiter look.
-    wake_head()
-  end
-  return {1, fence}
+  return grant(my_seq)
 end
 
 if wait then
   local raw = redis.call('HGET', WAITERS, token)
   local info = raw and cjson.decode(raw)
   if not info then
-    info = {
-      s = text(now()), c = ARGV[7], f = fair, k = me.k, n = me.n, l = me.l, o = ARGV[8],
-      h = ARGV[9], p = tonumber(ARGV[10])
-    }
+    info = cjson.decode(record)
+    info.s, info.c, info.f = text(now()), ARGV[7], fair
     redis.call('ZADD', QUEUE, redis.call('INCR', SEQ), token)
   end
   info.e = text(now() + tonumber(ARGV[5]))

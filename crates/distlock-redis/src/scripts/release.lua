@@ -1,5 +1,6 @@
--- Delete our grant, then wake the head waiter.  ARGV[1] token.
--- Returns 1 if released, 0 if the grant was no longer ours.
-local released = delete_grant(ARGV[1])
+-- The general path: a shared grant, or waiters to wake.
+if released == 0 then
+  released = delete_grant(ARGV[1])
+end
 wake_head()
 return released

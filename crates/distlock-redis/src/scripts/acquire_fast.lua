@@ -1,0 +1,29 @@
+-- Decide a request, granting it if it may go now (the rules of distlock_core::admit).
+-- ARGV: token, ttl_ms, wait (0|1), fair (0|1), waiter_lease_ms, starvation_ms,
+--       wake channel, kind, permits, limit, record
+-- `record` is the holder record without its fencing token, a JSON object the client wrote:
+-- {t, k, n, l, o, h, p, a}; the script appends f (the token) when it grants.
+-- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1}.
+-- A request that may never mix with the current holders fails with "INVALID …".
+--
+-- This first part is the fast path: an exclusive request on a free lock nobody waits for.
+-- It creates no functions or tables, which Redis would pay for on every call; the grant it
+-- makes is the one `grant` makes in the general path below.
+local token = ARGV[1]
+local ttl = tonumber(ARGV[2])
+local record = ARGV[11]
+local holder_token = redis.call('GET', LOCK)
+
+if (ARGV[8] == 'mutex' or ARGV[8] == 'write') and not holder_token
+    and redis.call('EXISTS', LEASES, QUEUE) == 0 then
+  local fence = redis.call('INCR', FENCE)
+  if fence == 1 then
+    local t = redis.call('TIME')
+    fence = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1000
+    redis.call('SET', FENCE, string.format('%.0f', fence))
+  end
+  local held = string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', fence) .. '"}'
+  redis.call('SET', LOCK, token, 'PX', ttl)
+  redis.call('SET', HOLDER, held, 'PX', ttl)
+  return {1, fence}
+end
