@@ -38,7 +38,7 @@ impl LockKeys {
         })
     }
 
-    /// All keys, in the order every script takes them (see `scripts/prelude.lua`).
+    /// All keys, in the order every script takes them (see `scripts/keys.lua`).
     pub(crate) fn all(&self) -> [&str; 8] {
         [
             &self.lock,
