@@ -186,3 +186,163 @@ pub fn redis_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError>
         &ca,
     ])
 }
+
+/// The password of the database user the PostgreSQL and MariaDB launchers create.
+pub const DATABASE_PASSWORD: &str = "distlock-test-pw";
+
+/// A fresh PostgreSQL server (`initdb`, then `postgres`) from the installed binaries, on a
+/// free loopback port in a temporary directory. As root, it runs as the `postgres` user.
+/// Connections over TCP need the password: use [`postgres_url`].
+///
+/// # Examples
+///
+/// ```no_run
+/// let pg = distlock_testkit::postgres_server()?;
+/// let url = distlock_testkit::postgres_url(&pg);
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn postgres_server() -> Result<Server, LaunchError> {
+    Server::start(
+        ServerSpec::new(
+            "postgres",
+            [
+                "-D",
+                "{dir}/data",
+                "-p",
+                "{port}",
+                "-k",
+                "{dir}",
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=300",
+                "-c",
+                "shared_buffers=16MB",
+            ],
+        )
+        .search(postgres_bin_dirs())
+        .file("password", DATABASE_PASSWORD)
+        .prepare(
+            "initdb",
+            [
+                "-D",
+                "{dir}/data",
+                "-U",
+                "postgres",
+                "--pwfile={dir}/password",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ],
+        )
+        .run_as("postgres")
+        .ready(Ready::LogLine(
+            "database system is ready to accept connections".into(),
+        ))
+        .install_hint("apt-get install postgresql"),
+    )
+}
+
+/// The URL of [`postgres_server`]'s `postgres` database, as its `postgres` user.
+///
+/// # Examples
+///
+/// ```no_run
+/// let pg = distlock_testkit::postgres_server()?;
+/// assert!(distlock_testkit::postgres_url(&pg).starts_with("postgres://"));
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn postgres_url(server: &Server) -> String {
+    format!(
+        "postgres://postgres:{DATABASE_PASSWORD}@{}/postgres",
+        server.addr()
+    )
+}
+
+/// Debian keeps PostgreSQL's server programs in `/usr/lib/postgresql/<version>/bin`, off
+/// `PATH`; the newest version first.
+fn postgres_bin_dirs() -> Vec<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .collect();
+    versions.sort_by(|a, b| b.0.cmp(&a.0));
+    versions.into_iter().map(|(_, dir)| dir).collect()
+}
+
+/// A fresh MariaDB server (`mariadb-install-db`, then `mariadbd`) on a free loopback port
+/// in a temporary directory, with a database `distlock` and a user `distlock` who may do
+/// anything. As root, it runs as the `mysql` user. Use [`mariadb_url`].
+///
+/// # Examples
+///
+/// ```no_run
+/// let db = distlock_testkit::mariadb_server()?;
+/// let url = distlock_testkit::mariadb_url(&db);
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn mariadb_server() -> Result<Server, LaunchError> {
+    let init = format!(
+        "CREATE USER IF NOT EXISTS 'distlock'@'127.0.0.1' IDENTIFIED BY '{DATABASE_PASSWORD}';\n\
+         GRANT ALL ON *.* TO 'distlock'@'127.0.0.1';\n\
+         CREATE DATABASE IF NOT EXISTS distlock;\n"
+    );
+    Server::start(
+        ServerSpec::new(
+            "mariadbd",
+            [
+                "--no-defaults",
+                "--datadir={dir}/data",
+                "--port={port}",
+                "--bind-address=127.0.0.1",
+                "--socket={dir}/mysqld.sock",
+                "--pid-file={dir}/mysqld.pid",
+                "--init-file={dir}/init.sql",
+                "--skip-log-bin",
+                "--innodb-buffer-pool-size=16M",
+                "--innodb-flush-log-at-trx-commit=2",
+                "--max-connections=300",
+            ],
+        )
+        .search(["/usr/sbin"])
+        .file("init.sql", &init)
+        .prepare(
+            "mariadb-install-db",
+            [
+                "--no-defaults",
+                "--datadir={dir}/data",
+                "--skip-test-db",
+                "--innodb-log-file-size=8M",
+            ],
+        )
+        .run_as("mysql")
+        .ready(Ready::LogLine("ready for connections".into()))
+        .install_hint("apt-get install mariadb-server"),
+    )
+}
+
+/// The URL of [`mariadb_server`]'s `distlock` database, as its `distlock` user.
+///
+/// # Examples
+///
+/// ```no_run
+/// let db = distlock_testkit::mariadb_server()?;
+/// assert!(distlock_testkit::mariadb_url(&db).starts_with("mysql://"));
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn mariadb_url(server: &Server) -> String {
+    format!(
+        "mysql://distlock:{DATABASE_PASSWORD}@{}/distlock",
+        server.addr()
+    )
+}

@@ -45,6 +45,10 @@ pub struct ServerSpec {
     ready: Ready,
     install_hint: String,
     startup_timeout: Duration,
+    search_dirs: Vec<PathBuf>,
+    files: Vec<(String, String)>,
+    prepare: Vec<(String, Vec<String>)>,
+    run_as: Option<String>,
 }
 
 impl ServerSpec {
@@ -64,7 +68,79 @@ impl ServerSpec {
             ready: Ready::TcpConnect,
             install_hint: format!("install {program}"),
             startup_timeout: Duration::from_secs(30),
+            search_dirs: Vec::new(),
+            files: Vec::new(),
+            prepare: Vec::new(),
+            run_as: None,
         }
+    }
+
+    /// Also looks for the programs in `dirs` (after `PATH`), e.g. PostgreSQL's versioned
+    /// `bin` directory, which Debian keeps off `PATH`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let spec = distlock_testkit::ServerSpec::new("postgres", ["-p", "{port}"])
+    ///     .search(["/usr/lib/postgresql/15/bin"]);
+    /// ```
+    pub fn search<I, P>(mut self, dirs: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        self.search_dirs.extend(dirs.into_iter().map(Into::into));
+        self
+    }
+
+    /// Writes `contents` (with `{port}` and `{dir}` filled in) to `name` in the temporary
+    /// directory before the server first starts, e.g. a configuration file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let spec = distlock_testkit::ServerSpec::new("mariadbd", ["--init-file={dir}/init.sql"])
+    ///     .file("init.sql", "CREATE DATABASE IF NOT EXISTS distlock;");
+    /// ```
+    pub fn file(mut self, name: &str, contents: &str) -> Self {
+        self.files.push((name.to_owned(), contents.to_owned()));
+        self
+    }
+
+    /// Runs `program` with `args` (placeholders filled in) in the temporary directory once,
+    /// before the server first starts (not on restart), e.g. to create a data directory. A
+    /// failure fails the launch with the command's output.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let spec = distlock_testkit::ServerSpec::new("postgres", ["-D", "{dir}/data"])
+    ///     .prepare("initdb", ["-D", "{dir}/data", "--no-sync"]);
+    /// ```
+    pub fn prepare<I, S>(mut self, program: &str, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.prepare.push((
+            program.to_owned(),
+            args.into_iter().map(Into::into).collect(),
+        ));
+        self
+    }
+
+    /// When the tests run as root, runs the preparation and the server as `user` (and gives
+    /// it the temporary directory): PostgreSQL refuses to run as root.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let spec = distlock_testkit::ServerSpec::new("postgres", ["-D", "{dir}/data"])
+    ///     .run_as("postgres");
+    /// ```
+    pub fn run_as(mut self, user: &str) -> Self {
+        self.run_as = Some(user.to_owned());
+        self
     }
 
     /// How readiness is detected.
@@ -98,6 +174,23 @@ impl ServerSpec {
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {
         self.startup_timeout = timeout;
         self
+    }
+}
+
+impl ServerSpec {
+    /// Where `program` is installed: on `PATH` or in the spec's search directories.
+    fn locate(&self, program: &str) -> Result<PathBuf, LaunchError> {
+        find_program(program)
+            .or_else(|| {
+                self.search_dirs
+                    .iter()
+                    .map(|dir| dir.join(program))
+                    .find(|candidate| candidate.is_file())
+            })
+            .ok_or_else(|| LaunchError::Missing {
+                program: program.to_owned(),
+                hint: self.install_hint.clone(),
+            })
     }
 }
 
@@ -145,6 +238,48 @@ pub struct Server {
     port: u16,
     dir: TempDir,
     child: Option<Child>,
+    identity: Option<Identity>,
+}
+
+/// The user and group a server runs as, when the tests run as root.
+#[derive(Debug, Clone, Copy)]
+struct Identity {
+    uid: u32,
+    gid: u32,
+}
+
+impl Identity {
+    /// `user`'s ids from `/etc/passwd`, when this process is root; `None` otherwise.
+    fn for_user(user: &str) -> Result<Option<Identity>, LaunchError> {
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(None);
+        }
+        let passwd = std::fs::read_to_string("/etc/passwd")
+            .map_err(|e| failed(format!("cannot read /etc/passwd: {e}"), ""))?;
+        passwd
+            .lines()
+            .map(|line| line.split(':').collect::<Vec<_>>())
+            .find(|fields| fields.first() == Some(&user))
+            .and_then(|fields| {
+                Some(Identity {
+                    uid: fields.get(2)?.parse().ok()?,
+                    gid: fields.get(3)?.parse().ok()?,
+                })
+            })
+            .map(Some)
+            .ok_or_else(|| {
+                failed(
+                    format!("the tests run as root and the server must run as `{user}`, but there is no such user"),
+                    "",
+                )
+            })
+    }
+
+    fn apply(self, command: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        command.uid(self.uid).gid(self.gid);
+    }
 }
 
 impl Server {
@@ -154,26 +289,76 @@ impl Server {
     ///
     /// See [`ServerSpec`].
     pub fn start(spec: ServerSpec) -> Result<Server, LaunchError> {
-        let program = find_program(&spec.program).ok_or_else(|| LaunchError::Missing {
-            program: spec.program.clone(),
-            hint: spec.install_hint.clone(),
-        })?;
+        let program = spec.locate(&spec.program)?;
         let dir = tempfile::Builder::new()
             .prefix("distlock-server-")
             .tempdir()
             .map_err(|e| failed(format!("cannot create a temporary directory: {e}"), ""))?;
+        let identity = match &spec.run_as {
+            Some(user) => Identity::for_user(user)?,
+            None => None,
+        };
+        if let Some(identity) = identity {
+            std::os::unix::fs::chown(dir.path(), Some(identity.uid), Some(identity.gid)).map_err(
+                |e| failed(format!("cannot hand the temporary directory over: {e}"), ""),
+            )?;
+        }
         let mut server = Server {
             spec,
             program,
             port: free_port().map_err(|e| failed(format!("no free port: {e}"), ""))?,
             dir,
             child: None,
+            identity,
         };
+        server.prepare()?;
         server.launch()?;
         Ok(server)
     }
 
+    /// `text` with `{port}` and `{dir}` filled in.
+    fn fill(&self, text: &str) -> String {
+        text.replace("{port}", &self.port.to_string())
+            .replace("{dir}", &self.dir.path().display().to_string())
+    }
+
+    /// Writes the spec's files and runs its preparation commands.
+    fn prepare(&self) -> Result<(), LaunchError> {
+        for (name, contents) in &self.spec.files {
+            let path = self.dir.path().join(name);
+            std::fs::write(&path, self.fill(contents))
+                .map_err(|e| failed(format!("cannot write {}: {e}", path.display()), ""))?;
+        }
+        for (program, args) in &self.spec.prepare {
+            let path = self.spec.locate(program)?;
+            let mut command = Command::new(&path);
+            command
+                .args(args.iter().map(|a| self.fill(a)))
+                .current_dir(self.dir.path())
+                .stdin(Stdio::null());
+            if let Some(identity) = self.identity {
+                identity.apply(&mut command);
+            }
+            let output = command
+                .output()
+                .map_err(|e| failed(format!("cannot run {}: {e}", path.display()), ""))?;
+            if !output.status.success() {
+                let log = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                return Err(failed(
+                    format!("{program} failed with {}", output.status),
+                    &log,
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn launch(&mut self) -> Result<(), LaunchError> {
+        let log_start = self.log().len();
         let log = File::options()
             .create(true)
             .append(true)
@@ -182,29 +367,26 @@ impl Server {
         let log_err = log
             .try_clone()
             .map_err(|e| failed(format!("cannot open the server log: {e}"), ""))?;
-        let dir = self.dir.path().display().to_string();
-        let args: Vec<String> = self
-            .spec
-            .args
-            .iter()
-            .map(|a| {
-                a.replace("{port}", &self.port.to_string())
-                    .replace("{dir}", &dir)
-            })
-            .collect();
-        let child = Command::new(&self.program)
-            .args(&args)
+        let mut command = Command::new(&self.program);
+        command
+            .args(self.spec.args.iter().map(|a| self.fill(a)))
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(log)
-            .stderr(log_err)
+            .stderr(log_err);
+        if let Some(identity) = self.identity {
+            identity.apply(&mut command);
+        }
+        let child = command
             .spawn()
             .map_err(|e| failed(format!("cannot start {}: {e}", self.program.display()), ""))?;
         self.child = Some(child);
-        self.wait_ready()
+        self.wait_ready(log_start)
     }
 
-    fn wait_ready(&mut self) -> Result<(), LaunchError> {
+    /// Waits until the server is ready; a log line counts only if written after `log_start`
+    /// (a restarted server's log still holds the first start's lines).
+    fn wait_ready(&mut self, log_start: usize) -> Result<(), LaunchError> {
         let deadline = Instant::now() + self.spec.startup_timeout;
         while Instant::now() < deadline {
             if let Some(child) = self.child.as_mut() {
@@ -219,7 +401,10 @@ impl Server {
                 Ready::TcpConnect => {
                     TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok()
                 }
-                Ready::LogLine(line) => self.log().contains(line.as_str()),
+                Ready::LogLine(line) => self
+                    .log()
+                    .get(log_start..)
+                    .is_some_and(|new| new.contains(line.as_str())),
             };
             if ready {
                 return Ok(());
@@ -313,7 +498,10 @@ impl Server {
     /// ```
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
+            let tree = process_tree(child.id());
+            for pid in tree {
+                send(pid, Signal::Kill);
+            }
             let _ = child.wait();
         }
     }
@@ -330,7 +518,9 @@ impl Server {
     /// ```
     pub fn pause(&self) {
         if let Some(pid) = self.pid() {
-            send(pid, Signal::Stop);
+            for pid in process_tree(pid) {
+                send(pid, Signal::Stop);
+            }
         }
     }
 
@@ -341,7 +531,9 @@ impl Server {
     /// See [`Server::pause`].
     pub fn resume(&self) {
         if let Some(pid) = self.pid() {
-            send(pid, Signal::Continue);
+            for pid in process_tree(pid) {
+                send(pid, Signal::Continue);
+            }
         }
     }
 
@@ -382,6 +574,38 @@ fn failed(reason: String, log: &str) -> LaunchError {
 fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// `pid` and every process descended from it (a server that forks a process per
+/// connection, like PostgreSQL, is paused or killed as a whole), read from `/proc`.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The command name in parentheses may hold spaces; the parent pid is the second
+            // field after it.
+            let after_name = &stat[stat.rfind(')')? + 1..];
+            let parent = after_name.split_whitespace().nth(1)?.parse().ok()?;
+            Some((child, parent))
+        })
+        .collect();
+    let mut tree = vec![pid];
+    let mut next = 0;
+    while next < tree.len() {
+        let parent = tree[next];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(child, _)| *child),
+        );
+        next += 1;
+    }
+    tree
 }
 
 /// A port nobody listens on right now, on 127.0.0.1.
