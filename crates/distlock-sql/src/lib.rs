@@ -16,6 +16,11 @@
 //! A grant is decided by [`distlock_core::admit`] over the rows read inside one write
 //! transaction, so the rules are the same as every other backend's.
 //!
+//! # Fencing the resource
+//!
+//! [`fenced`] writes the statement that makes a database refuse a stale holder's write
+//! (PostgreSQL, MySQL/MariaDB and SQLite), whatever backend the lock itself lives on.
+//!
 //! # Examples
 //!
 //! ```
@@ -29,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod fenced;
 pub mod lease_table;
 pub mod sqlite;
 
