@@ -36,6 +36,7 @@
 
 pub mod fenced;
 pub mod lease_table;
+mod rows;
 pub mod sqlite;
 
 use std::sync::Arc;

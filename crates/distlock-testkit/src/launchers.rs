@@ -276,7 +276,7 @@ fn postgres_bin_dirs() -> Vec<PathBuf> {
             Some((version, entry.path().join("bin")))
         })
         .collect();
-    versions.sort_by(|a, b| b.0.cmp(&a.0));
+    versions.sort_by_key(|v| std::cmp::Reverse(v.0));
     versions.into_iter().map(|(_, dir)| dir).collect()
 }
 

@@ -16,7 +16,7 @@
 mod backend;
 mod config;
 mod refreshes;
-mod rows;
+
 mod store;
 mod wake;
 

@@ -10,11 +10,11 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::db_error;
-use super::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
 use super::wake::Wake;
 use crate::lease_table::{
     HolderRow, WAITER_LEASE, WaiterRow, lock_state, may_grant, millis, now_ms, retry_within,
 };
+use crate::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
 
 const SCHEMA: &str = include_str!("schema.sql");
 /// The schema this code reads and writes, kept in `PRAGMA user_version`.
