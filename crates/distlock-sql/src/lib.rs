@@ -1,7 +1,8 @@
 //! SQL backends for distlock, on one lease-table design shared by every dialect.
 //!
-//! Today: SQLite, the embedded default (`sqlite:///path/to/locks.db`). PostgreSQL and
-//! MySQL/MariaDB reuse the same [lease table](lease_table) logic.
+//! Today: SQLite, the embedded default (`sqlite:///path/to/locks.db`), and PostgreSQL in
+//! lease mode (`postgres://…?mode=lease`, see [`postgres`]). MySQL/MariaDB will reuse the
+//! same [lease table](lease_table) logic.
 //!
 //! # The lease table
 //!
@@ -36,16 +37,18 @@
 
 pub mod fenced;
 pub mod lease_table;
+pub mod postgres;
 mod rows;
 pub mod sqlite;
 
 use std::sync::Arc;
 
-/// Registers the SQL connectors (`sqlite://`) with the core's URL registry.
+/// Registers the SQL connectors (`sqlite://`, `postgres://`) with the core's URL registry.
 ///
 /// # Examples
 ///
 /// See the [crate documentation](crate).
 pub fn install() {
     distlock_core::register(Arc::new(sqlite::SqliteConnector));
+    distlock_core::register(Arc::new(postgres::PostgresConnector));
 }

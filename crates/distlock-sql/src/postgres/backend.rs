@@ -1,0 +1,225 @@
+//! The PostgreSQL lock store in lease mode.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_core::{
+    Backend, Capabilities, Error, ErrorKind, LeaseKey, LeaseOutcome, LocalWakers, LockRequest,
+    LockState, PollOutcome, Result, Ticket, async_trait, random_id,
+};
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio::task::AbortHandle;
+
+use super::config::{Mode, PostgresConfig};
+use super::{db_error, store};
+
+/// A lock store on one PostgreSQL database, in lease mode: grants are rows of the shared
+/// lease table with TTLs from the database's clock, and waiters are woken with
+/// LISTEN/NOTIFY on a channel of their client's own.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> distlock_core::Result<()> {
+/// use std::sync::Arc;
+/// use distlock_sql::postgres::{PostgresBackend, PostgresConfig};
+///
+/// let url = distlock_core::Url::parse("postgres://app:pw@127.0.0.1/app?mode=lease").unwrap();
+/// let backend = PostgresBackend::open(PostgresConfig::from_url(&url)?).await?;
+/// let client = distlock_core::Client::with_backend(Arc::new(backend));
+/// # Ok(()) }
+/// ```
+pub struct PostgresBackend {
+    pool: PgPool,
+    channel: String,
+    wakers: Arc<LocalWakers>,
+    listener: AbortHandle,
+    redacted: String,
+}
+
+impl std::fmt::Debug for PostgresBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresBackend")
+            .field("url", &self.redacted)
+            .finish()
+    }
+}
+
+impl Drop for PostgresBackend {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl PostgresBackend {
+    /// Connects, creates the tables if missing, and starts listening for wake-ups.
+    ///
+    /// # Examples
+    ///
+    /// See [`PostgresBackend`].
+    pub async fn open(config: PostgresConfig) -> Result<Self> {
+        if config.mode == Mode::Session {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "PostgreSQL session mode (advisory locks) is not available yet; add mode=lease to the URL",
+            )
+            .with_backend("postgres"));
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(config.options.clone())
+            .await
+            .map_err(db_error("connect"))?;
+        store::prepare(&pool).await?;
+        let wakers = Arc::new(LocalWakers::new());
+        let channel = format!("distlock_{}", random_id());
+        let listener = listen(&pool, &channel, wakers.clone()).await?;
+        Ok(PostgresBackend {
+            pool,
+            channel,
+            wakers,
+            listener,
+            redacted: config.redacted,
+        })
+    }
+
+    /// The connection pool, e.g. to keep the application's own tables in the same
+    /// database.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(backend: &distlock_sql::postgres::PostgresBackend) {
+    /// let pool = backend.pool();
+    /// # }
+    /// ```
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// Listens on `channel` and wakes the local waiter each notification names. A lost
+/// connection is re-established by the listener; wake-ups sent meanwhile are lost, and
+/// the waiters' bounded backstop covers them.
+async fn listen(pool: &PgPool, channel: &str, wakers: Arc<LocalWakers>) -> Result<AbortHandle> {
+    let mut listener = PgListener::connect_with(pool)
+        .await
+        .map_err(db_error("connect"))?;
+    listener
+        .listen(channel)
+        .await
+        .map_err(db_error("connect"))?;
+    let task = tokio::spawn(async move {
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(notification)) => wakers.wake(notification.payload()),
+                Ok(None) => tracing::debug!("postgres wake-up listener reconnecting"),
+                Err(err) => {
+                    tracing::debug!(error = %err, "postgres wake-up listener failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
+    });
+    Ok(task.abort_handle())
+}
+
+/// Runs database work on a task of its own and waits for it: if the caller gives up (an
+/// acquire future dropped by a timeout), the transaction still finishes.
+async fn detached<T, F>(work: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T>> + Send + 'static,
+{
+    tokio::spawn(work).await.map_err(|e| {
+        Error::new(ErrorKind::Backend, format!("a database task failed: {e}"))
+            .with_backend("postgres")
+    })?
+}
+
+#[async_trait]
+impl Backend for PostgresBackend {
+    fn scheme(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::full(true)
+    }
+
+    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
+        let ticket = Ticket::new(request, None);
+        if ticket.request.wait {
+            self.wakers.register(&ticket);
+        }
+        Ok(ticket)
+    }
+
+    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        let (pool, request, channel) = (
+            self.pool.clone(),
+            ticket.request.clone(),
+            self.channel.clone(),
+        );
+        let outcome = detached(async move { store::poll(&pool, &request, &channel).await }).await?;
+        if let PollOutcome::Granted { .. } = outcome {
+            self.wakers.forget(&ticket.request.token);
+        }
+        Ok(outcome)
+    }
+
+    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+        self.wakers.wait(ticket, backstop).await;
+        Ok(())
+    }
+
+    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+        let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
+        self.wakers.forget(&token);
+        let pool = self.pool.clone();
+        detached(async move { store::cancel(&pool, &name, &token).await }).await
+    }
+
+    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
+        let outcomes = self.renew_many(std::slice::from_ref(lease), ttl).await?;
+        Ok(outcomes.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
+    }
+
+    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        let pool = self.pool.clone();
+        let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
+        let renewed = detached(async move { store::renew(&pool, &tokens, ttl).await }).await?;
+        Ok(renewed
+            .into_iter()
+            .map(|done| match done {
+                true => LeaseOutcome::Done,
+                false => LeaseOutcome::NotHeld,
+            })
+            .collect())
+    }
+
+    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
+        let was_held = detached(async move { store::release(&pool, &name, &token).await }).await?;
+        Ok(match was_held {
+            true => LeaseOutcome::Done,
+            false => LeaseOutcome::NotHeld,
+        })
+    }
+
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
+        detached(async move { store::inspect(&pool, name.as_deref()).await }).await
+    }
+
+    fn floor_op(&self) -> &'static str {
+        "SELECT 1"
+    }
+
+    async fn floor_round(&self) -> Result<()> {
+        let pool = self.pool.clone();
+        detached(async move { store::floor_round(&pool).await }).await
+    }
+}

@@ -1,0 +1,36 @@
+CREATE TABLE IF NOT EXISTS distlock_fence (
+    name  TEXT PRIMARY KEY,
+    value BIGINT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS distlock_lease (
+    token          TEXT PRIMARY KEY,
+    name           TEXT NOT NULL,
+    owner          TEXT NOT NULL,
+    kind           TEXT NOT NULL,
+    lim            BIGINT NOT NULL,
+    permits        BIGINT NOT NULL,
+    fence          BIGINT NOT NULL,
+    expires_at_ms  BIGINT NOT NULL,
+    host           TEXT NOT NULL,
+    pid            BIGINT NOT NULL,
+    acquired_at_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS distlock_lease_by_name ON distlock_lease (name);
+
+CREATE TABLE IF NOT EXISTS distlock_waiter (
+    seq           BIGSERIAL PRIMARY KEY,
+    token         TEXT NOT NULL UNIQUE,
+    name          TEXT NOT NULL,
+    owner         TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    lim           BIGINT NOT NULL,
+    permits       BIGINT NOT NULL,
+    fair          BIGINT NOT NULL,
+    expires_at_ms BIGINT NOT NULL,
+    host          TEXT NOT NULL,
+    pid           BIGINT NOT NULL,
+    since_ms      BIGINT NOT NULL,
+    wake          TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS distlock_waiter_by_name ON distlock_waiter (name);

@@ -1,0 +1,363 @@
+//! Every SQL statement of PostgreSQL's lease mode, as functions over the pool. Each runs to
+//! the end once started (the backend runs them on their own tasks), so a caller that gives
+//! up never leaves a transaction half done. Time is the database's: every transaction
+//! reads `clock_timestamp()` once and decides by it, so clients' clocks do not matter.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use distlock_core::{LockRequest, LockState, PollOutcome, Result};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, PgPool, Row};
+
+use super::db_error;
+use crate::lease_table::{
+    HolderRow, WAITER_LEASE, WaiterRow, lock_state, may_grant, millis, retry_within,
+};
+use crate::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
+
+const SCHEMA: &str = include_str!("schema.sql");
+
+/// The first key of the transaction-level advisory locks that serialise changes to one
+/// name (the second is the name's `hashtext`). The two-key space never overlaps the
+/// single-key space that session-mode locks use.
+const LOCK_CLASS: i32 = 0x646c_6b00;
+
+/// The database's clock in milliseconds since the Unix epoch.
+const CLOCK_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// Creates the tables if they are missing (one client at a time).
+pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
+    let err = db_error("connect");
+    let mut tx = pool.begin().await.map_err(&err)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+        .bind(LOCK_CLASS)
+        .execute(&mut *tx)
+        .await
+        .map_err(&err)?;
+    for statement in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        sqlx::query(statement)
+            .execute(&mut *tx)
+            .await
+            .map_err(&err)?;
+    }
+    tx.commit().await.map_err(&err)
+}
+
+/// Takes the name's transaction lock and reads the database's clock.
+async fn lock_name(conn: &mut PgConnection, name: &str) -> sqlx::Result<i64> {
+    sqlx::query(&format!(
+        "SELECT {CLOCK_MS} FROM (SELECT pg_advisory_xact_lock($1, hashtext($2))) AS locked"
+    ))
+    .bind(LOCK_CLASS)
+    .bind(name)
+    .fetch_one(&mut *conn)
+    .await?
+    .try_get(0)
+}
+
+/// Decides a request in one transaction: purges expired rows, grants (fencing counter,
+/// lease row, dequeue) or keeps the request queued with `channel` as its wake-up channel,
+/// and wakes the next waiter if room was left.
+pub(super) async fn poll(
+    pool: &PgPool,
+    request: &LockRequest,
+    channel: &str,
+) -> Result<PollOutcome> {
+    let err = db_error("acquire");
+    let mut tx = pool.begin().await.map_err(&err)?;
+    let now = lock_name(&mut tx, &request.name).await.map_err(&err)?;
+    let purged = purge_expired(&mut tx, &request.name, now)
+        .await
+        .map_err(&err)?;
+    let (holders, waiters) = live_rows(&mut tx, &request.name).await.map_err(&err)?;
+    let granted = may_grant(&holders, &waiters, request, now)?;
+    let outcome = if granted {
+        let fence = grant(&mut tx, request, now).await.map_err(&err)?;
+        PollOutcome::Granted {
+            fencing_token: fence as u64,
+        }
+    } else {
+        if request.wait {
+            keep_queued(&mut tx, request, now, channel)
+                .await
+                .map_err(&err)?;
+        }
+        PollOutcome::Pending {
+            retry_within: retry_within(&holders, &waiters, &request.token, now, true),
+        }
+    };
+    if purged > 0 || (granted && !request.kind.is_exclusive()) {
+        wake_next(&mut tx, &request.name, now).await.map_err(&err)?;
+    }
+    tx.commit().await.map_err(&err)?;
+    Ok(outcome)
+}
+
+/// Deletes the queue row and any grant made under `token`, waking the next waiter if
+/// anything went.
+pub(super) async fn cancel(pool: &PgPool, name: &str, token: &str) -> Result<()> {
+    let err = db_error("cancel");
+    let mut tx = pool.begin().await.map_err(&err)?;
+    let now = lock_name(&mut tx, name).await.map_err(&err)?;
+    let mut removed = 0;
+    for table in ["distlock_waiter", "distlock_lease"] {
+        removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = $1"))
+            .bind(token)
+            .execute(&mut *tx)
+            .await
+            .map_err(&err)?
+            .rows_affected();
+    }
+    if removed > 0 {
+        wake_next(&mut tx, name, now).await.map_err(&err)?;
+    }
+    tx.commit().await.map_err(&err)
+}
+
+/// Extends each unexpired grant under `tokens` to `ttl` from the database's now, in one
+/// statement; whether each was renewed, in order.
+pub(super) async fn renew(pool: &PgPool, tokens: &[String], ttl: Duration) -> Result<Vec<bool>> {
+    let err = db_error("renew");
+    let renewed: Vec<String> = sqlx::query(&format!(
+        "UPDATE distlock_lease SET expires_at_ms = {CLOCK_MS} + $2
+         WHERE token = ANY($1) AND expires_at_ms > {CLOCK_MS} RETURNING token"
+    ))
+    .bind(tokens)
+    .bind(millis(ttl))
+    .fetch_all(pool)
+    .await
+    .map_err(&err)?
+    .iter()
+    .map(|row| row.try_get(0))
+    .collect::<sqlx::Result<_>>()
+    .map_err(&err)?;
+    Ok(tokens.iter().map(|t| renewed.contains(t)).collect())
+}
+
+/// Deletes the grant under `token` and wakes the next waiter; whether the grant was there
+/// and still valid.
+pub(super) async fn release(pool: &PgPool, name: &str, token: &str) -> Result<bool> {
+    let err = db_error("release");
+    let mut tx = pool.begin().await.map_err(&err)?;
+    let now = lock_name(&mut tx, name).await.map_err(&err)?;
+    let expiry: Option<i64> =
+        sqlx::query("DELETE FROM distlock_lease WHERE token = $1 RETURNING expires_at_ms")
+            .bind(token)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(&err)?
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(&err)?;
+    if expiry.is_some() {
+        wake_next(&mut tx, name, now).await.map_err(&err)?;
+    }
+    tx.commit().await.map_err(&err)?;
+    Ok(expiry.is_some_and(|expires_at| expires_at > now))
+}
+
+/// Notifies the live waiter at the head of `name`'s queue on its client's channel
+/// (delivered when the transaction commits).
+async fn wake_next(conn: &mut PgConnection, name: &str, now: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "SELECT pg_notify(wake, token) FROM distlock_waiter
+         WHERE name = $1 AND expires_at_ms > $2 ORDER BY seq LIMIT 1",
+    )
+    .bind(name)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The live holders and waiters of one name, or of every name with any.
+pub(super) async fn inspect(pool: &PgPool, name: Option<&str>) -> Result<Vec<LockState>> {
+    let err = db_error("inspect");
+    let mut snapshot = pool.begin().await.map_err(&err)?;
+    let now: i64 = sqlx::query(&format!("SELECT {CLOCK_MS}"))
+        .fetch_one(&mut *snapshot)
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(&err)?;
+    let live = |table: &str, columns: &str, order: &str| {
+        format!(
+            "SELECT name, {columns} FROM {table}
+             WHERE ($1::TEXT IS NULL OR name = $1) AND expires_at_ms > $2 ORDER BY name, {order}"
+        )
+    };
+    let holders = named_rows(
+        &mut snapshot,
+        &live("distlock_lease", HOLDER_COLUMNS, "fence"),
+        name,
+        now,
+    )
+    .await
+    .map_err(&err)?;
+    let waiters = named_rows(
+        &mut snapshot,
+        &live("distlock_waiter", WAITER_COLUMNS, "seq"),
+        name,
+        now,
+    )
+    .await
+    .map_err(&err)?;
+    let mut by_name: BTreeMap<String, (Vec<HolderRow>, Vec<WaiterRow>)> = BTreeMap::new();
+    if let Some(name) = name {
+        by_name.entry(name.to_owned()).or_default();
+    }
+    for (n, row) in &holders {
+        let row = holder(row, 1).map_err(&err)?;
+        by_name.entry(n.clone()).or_default().0.push(row);
+    }
+    for (n, row) in &waiters {
+        let row = waiter(row, 1).map_err(&err)?;
+        by_name.entry(n.clone()).or_default().1.push(row);
+    }
+    let names: Vec<String> = by_name.keys().cloned().collect();
+    let fences: BTreeMap<String, i64> =
+        sqlx::query("SELECT name, value FROM distlock_fence WHERE name = ANY($1)")
+            .bind(&names)
+            .fetch_all(&mut *snapshot)
+            .await
+            .map_err(&err)?
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<sqlx::Result<_>>()
+            .map_err(&err)?;
+    snapshot.commit().await.map_err(&err)?;
+    by_name
+        .into_iter()
+        .map(|(n, (h, w))| {
+            let fence = fences.get(&n).copied().unwrap_or(0);
+            lock_state(n, fence, &h, &w, now)
+        })
+        .collect()
+}
+
+/// Runs a `SELECT name, …` over `$1` (name or NULL) and `$2` (now), pairing each row with
+/// its name.
+async fn named_rows(
+    conn: &mut PgConnection,
+    select: &str,
+    name: Option<&str>,
+    now: i64,
+) -> sqlx::Result<Vec<(String, PgRow)>> {
+    let rows = sqlx::query(select)
+        .bind(name)
+        .bind(now)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.into_iter()
+        .map(|row| Ok((row.try_get(0)?, row)))
+        .collect()
+}
+
+/// One `SELECT 1` round trip on a pooled connection: the floor of every lock operation.
+pub(super) async fn floor_round(pool: &PgPool) -> Result<()> {
+    sqlx::query("SELECT 1")
+        .execute(pool)
+        .await
+        .map_err(db_error("floor"))?;
+    Ok(())
+}
+
+async fn live_rows(
+    conn: &mut PgConnection,
+    name: &str,
+) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
+    let holders = sqlx::query(&format!(
+        "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE name = $1 ORDER BY fence"
+    ))
+    .bind(name)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| holder(row, 0))
+    .collect::<sqlx::Result<_>>()?;
+    let waiters = sqlx::query(&format!(
+        "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE name = $1 ORDER BY seq"
+    ))
+    .bind(name)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| waiter(row, 0))
+    .collect::<sqlx::Result<_>>()?;
+    Ok((holders, waiters))
+}
+
+async fn purge_expired(conn: &mut PgConnection, name: &str, now: i64) -> sqlx::Result<u64> {
+    let mut purged = 0;
+    for table in ["distlock_lease", "distlock_waiter"] {
+        purged += sqlx::query(&format!(
+            "DELETE FROM {table} WHERE name = $1 AND expires_at_ms <= $2"
+        ))
+        .bind(name)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
+    Ok(purged)
+}
+
+async fn grant(conn: &mut PgConnection, request: &LockRequest, now: i64) -> sqlx::Result<i64> {
+    let fence: i64 = sqlx::query(
+        "INSERT INTO distlock_fence (name, value) VALUES ($1, 1)
+         ON CONFLICT (name) DO UPDATE SET value = distlock_fence.value + 1 RETURNING value",
+    )
+    .bind(&request.name)
+    .fetch_one(&mut *conn)
+    .await?
+    .try_get(0)?;
+    sqlx::query(
+        "WITH dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
+         INSERT INTO distlock_lease
+           (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&request.token)
+    .bind(&request.name)
+    .bind(request.owner.as_str())
+    .bind(request.kind.as_str())
+    .bind(i64::from(request.kind.limit()))
+    .bind(i64::from(request.permits))
+    .bind(fence)
+    .bind(now.saturating_add(millis(request.ttl)))
+    .bind(&request.meta.host)
+    .bind(i64::from(request.meta.pid))
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(fence)
+}
+
+async fn keep_queued(
+    conn: &mut PgConnection,
+    request: &LockRequest,
+    now: i64,
+    channel: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO distlock_waiter
+           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         ON CONFLICT (token) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms",
+    )
+    .bind(&request.token)
+    .bind(&request.name)
+    .bind(request.owner.as_str())
+    .bind(request.kind.as_str())
+    .bind(i64::from(request.kind.limit()))
+    .bind(i64::from(request.permits))
+    .bind(i64::from(request.fair))
+    .bind(now.saturating_add(millis(WAITER_LEASE)))
+    .bind(&request.meta.host)
+    .bind(i64::from(request.meta.pid))
+    .bind(now)
+    .bind(channel)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
