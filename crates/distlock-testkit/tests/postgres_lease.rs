@@ -66,3 +66,146 @@ fn fencing_survives_a_database_restart() {
         assert!(guard.fencing_token() > first);
     });
 }
+
+use std::time::Duration;
+
+use distlock::{ErrorKind, Health, LockOptions};
+use sqlx::{Connection, Row};
+
+fn lease_url(addr: std::net::SocketAddr) -> String {
+    format!(
+        "postgres://postgres:{}@{addr}/postgres?mode=lease",
+        distlock_testkit::DATABASE_PASSWORD
+    )
+}
+
+#[test]
+fn database_paused_past_the_ttl_puts_the_lease_at_risk_then_loses_it() {
+    distlock_testkit::block_on(async {
+        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = lease_url(pg.addr());
+        let a = distlock::Client::connect(&url).await.unwrap();
+        let options = LockOptions::new()
+            .ttl(Duration::from_millis(1500))
+            .renew_every(Duration::from_millis(200));
+        let guard = a.mutex("paused").lock_with(&options).await.unwrap();
+
+        pg.pause();
+        let at_risk =
+            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await;
+        let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await;
+        pg.resume();
+        assert!(at_risk, "an unanswered renewal puts the lease at risk");
+        assert!(lost.is_ok(), "renewals that never answer end in Lost");
+
+        let b = distlock::Client::connect(&url).await.unwrap();
+        let next = b
+            .mutex("paused")
+            .lock_timeout(Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(next.fencing_token() > guard.fencing_token());
+        assert_eq!(
+            guard.release().await.unwrap_err().kind(),
+            ErrorKind::NotHeld
+        );
+        next.renew().await.expect("the new holder is undisturbed");
+    });
+}
+
+#[test]
+fn database_restart_keeps_leases_and_never_grants_twice() {
+    distlock_testkit::block_on(async {
+        let mut pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = lease_url(pg.addr());
+        let a = distlock::Client::connect(&url).await.unwrap();
+        let b = distlock::Client::connect(&url).await.unwrap();
+        let held = a.mutex("restart").lock().await.unwrap();
+
+        pg.restart().unwrap_or_else(|e| panic!("{e}"));
+
+        // The lease is a row: it survived, so the holder renews and nobody else gets in.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while held.renew().await.is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .expect("the holder renews once the database is back");
+        assert_eq!(held.health(), Health::Held);
+        assert!(b.mutex("restart").try_lock().await.unwrap().is_none());
+
+        let first = held.fencing_token();
+        held.release().await.unwrap();
+        let next = b.mutex("restart").lock().await.unwrap();
+        assert!(next.fencing_token() > first);
+    });
+}
+
+/// A client whose link to PostgreSQL fails as `mode` says: its guard goes AtRisk, then
+/// Lost while the database still has the lease, and the next holder's token is greater.
+async fn link_failure_is_noticed_before_the_lease_ends(mode: distlock_testkit::ProxyMode) {
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = distlock_testkit::FaultProxy::start(pg.addr())
+        .await
+        .unwrap();
+    let client = distlock::Client::connect(&lease_url(proxy.addr()))
+        .await
+        .unwrap();
+    let observer = distlock::Client::connect(&lease_url(pg.addr()))
+        .await
+        .unwrap();
+    let mut db = sqlx::PgConnection::connect(&distlock_testkit::postgres_url(&pg))
+        .await
+        .unwrap();
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(3))
+        .renew_every(Duration::from_millis(200));
+    let guard = client.mutex("link").lock_with(&options).await.unwrap();
+
+    proxy.set(mode);
+    assert!(
+        distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
+        "a failed or unanswered renewal puts the lease at risk"
+    );
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the lease is lost when it cannot be renewed");
+    let lost_at = std::time::Instant::now();
+
+    // The lease row stays until someone purges it; how long it had left when we looked,
+    // plus how long looking took, is how long it had left when the guard was lost.
+    let left_ms: i64 = sqlx::query(
+        "SELECT expires_at_ms - (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT
+         FROM distlock_lease WHERE name = 'link'",
+    )
+    .fetch_one(&mut db)
+    .await
+    .unwrap()
+    .get(0);
+    let left_at_loss = left_ms + lost_at.elapsed().as_millis() as i64;
+    assert!(
+        left_at_loss > 0,
+        "the guard was Lost before the lease ended in the database ({left_at_loss} ms)"
+    );
+    let next = observer
+        .mutex("link")
+        .lock_timeout(Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert!(next.fencing_token() > guard.fencing_token());
+}
+
+#[test]
+fn a_client_cut_off_goes_at_risk_then_lost_before_the_lease_ends() {
+    distlock_testkit::block_on(link_failure_is_noticed_before_the_lease_ends(
+        distlock_testkit::ProxyMode::Cut,
+    ));
+}
+
+#[test]
+fn a_black_holed_client_goes_at_risk_then_lost_before_the_lease_ends() {
+    distlock_testkit::block_on(link_failure_is_noticed_before_the_lease_ends(
+        distlock_testkit::ProxyMode::BlackHole,
+    ));
+}
