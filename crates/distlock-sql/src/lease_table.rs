@@ -298,3 +298,82 @@ pub fn now_ms() -> i64 {
 pub fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
+
+/// The live rows of the locks a status request covers, grouped by name, turned into
+/// status views once their fencing counters are known. Every dialect's `inspect` fills one.
+///
+/// # Examples
+///
+/// ```
+/// # use distlock_sql::lease_table::LiveRows;
+/// let mut live = LiveRows::new(Some("quiet"));
+/// assert_eq!(live.names(), ["quiet"]);
+/// let states = live.into_states(&Default::default(), 0)?;
+/// assert!(states[0].holders.is_empty());
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct LiveRows {
+    by_name: std::collections::BTreeMap<String, (Vec<HolderRow>, Vec<WaiterRow>)>,
+}
+
+impl LiveRows {
+    /// Empty; a lock asked for by name is reported even if it has no rows.
+    ///
+    /// # Examples
+    ///
+    /// See [`LiveRows`].
+    pub fn new(asked: Option<&str>) -> LiveRows {
+        let mut live = LiveRows::default();
+        if let Some(name) = asked {
+            live.by_name.entry(name.to_owned()).or_default();
+        }
+        live
+    }
+
+    /// Adds a holder of `name` (rows come in fencing-token order).
+    ///
+    /// # Examples
+    ///
+    /// See [`LiveRows`].
+    pub fn holder(&mut self, name: String, row: HolderRow) {
+        self.by_name.entry(name).or_default().0.push(row);
+    }
+
+    /// Adds a waiter of `name` (rows come in arrival order).
+    ///
+    /// # Examples
+    ///
+    /// See [`LiveRows`].
+    pub fn waiter(&mut self, name: String, row: WaiterRow) {
+        self.by_name.entry(name).or_default().1.push(row);
+    }
+
+    /// The names covered, in order.
+    ///
+    /// # Examples
+    ///
+    /// See [`LiveRows`].
+    pub fn names(&self) -> Vec<String> {
+        self.by_name.keys().cloned().collect()
+    }
+
+    /// One status view per name, with its last fencing token from `fences` (0 if none).
+    ///
+    /// # Examples
+    ///
+    /// See [`LiveRows`].
+    pub fn into_states(
+        self,
+        fences: &std::collections::BTreeMap<String, i64>,
+        now_ms: i64,
+    ) -> Result<Vec<LockState>> {
+        self.by_name
+            .into_iter()
+            .map(|(name, (holders, waiters))| {
+                let fence = fences.get(&name).copied().unwrap_or(0);
+                lock_state(name, fence, &holders, &waiters, now_ms)
+            })
+            .collect()
+    }
+}

@@ -40,6 +40,7 @@ pub mod lease_table;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
+mod tasks;
 
 use std::sync::Arc;
 

@@ -13,6 +13,7 @@ use tokio::task::AbortHandle;
 
 use super::config::{Mode, PostgresConfig};
 use super::{db_error, store};
+use crate::tasks::{detached, outcome, outcomes};
 
 /// A lock store on one PostgreSQL database, in lease mode: grants are rows of the shared
 /// lease table with TTLs from the database's clock, and waiters are woken with
@@ -126,19 +127,6 @@ async fn listen(pool: &PgPool, channel: &str, wakers: Arc<LocalWakers>) -> Resul
     Ok(task.abort_handle())
 }
 
-/// Runs database work on a task of its own and waits for it: if the caller gives up (an
-/// acquire future dropped by a timeout), the transaction still finishes.
-async fn detached<T, F>(work: F) -> Result<T>
-where
-    T: Send + 'static,
-    F: Future<Output = Result<T>> + Send + 'static,
-{
-    tokio::spawn(work).await.map_err(|e| {
-        Error::new(ErrorKind::Backend, format!("a database task failed: {e}"))
-            .with_backend("postgres")
-    })?
-}
-
 #[async_trait]
 impl Backend for PostgresBackend {
     fn scheme(&self) -> &'static str {
@@ -163,11 +151,14 @@ impl Backend for PostgresBackend {
             ticket.request.clone(),
             self.channel.clone(),
         );
-        let outcome = detached(async move { store::poll(&pool, &request, &channel).await }).await?;
-        if let PollOutcome::Granted { .. } = outcome {
+        let polled = detached("postgres", async move {
+            store::poll(&pool, &request, &channel).await
+        })
+        .await?;
+        if let PollOutcome::Granted { .. } = polled {
             self.wakers.forget(&ticket.request.token);
         }
-        Ok(outcome)
+        Ok(polled)
     }
 
     async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
@@ -179,39 +170,42 @@ impl Backend for PostgresBackend {
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
         self.wakers.forget(&token);
         let pool = self.pool.clone();
-        detached(async move { store::cancel(&pool, &name, &token).await }).await
+        detached("postgres", async move {
+            store::cancel(&pool, &name, &token).await
+        })
+        .await
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let outcomes = self.renew_many(std::slice::from_ref(lease), ttl).await?;
-        Ok(outcomes.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
+        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
+        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
     }
 
     async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let pool = self.pool.clone();
         let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
-        let renewed = detached(async move { store::renew(&pool, &tokens, ttl).await }).await?;
-        Ok(renewed
-            .into_iter()
-            .map(|done| match done {
-                true => LeaseOutcome::Done,
-                false => LeaseOutcome::NotHeld,
-            })
-            .collect())
+        let renewed = detached("postgres", async move {
+            store::renew(&pool, &tokens, ttl).await
+        })
+        .await?;
+        Ok(outcomes(renewed))
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
         let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
-        let was_held = detached(async move { store::release(&pool, &name, &token).await }).await?;
-        Ok(match was_held {
-            true => LeaseOutcome::Done,
-            false => LeaseOutcome::NotHeld,
+        let was_held = detached("postgres", async move {
+            store::release(&pool, &name, &token).await
         })
+        .await?;
+        Ok(outcome(was_held))
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
-        detached(async move { store::inspect(&pool, name.as_deref()).await }).await
+        detached("postgres", async move {
+            store::inspect(&pool, name.as_deref()).await
+        })
+        .await
     }
 
     fn floor_op(&self) -> &'static str {
@@ -220,6 +214,6 @@ impl Backend for PostgresBackend {
 
     async fn floor_round(&self) -> Result<()> {
         let pool = self.pool.clone();
-        detached(async move { store::floor_round(&pool).await }).await
+        detached("postgres", async move { store::floor_round(&pool).await }).await
     }
 }

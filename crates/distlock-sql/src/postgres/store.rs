@@ -12,7 +12,7 @@ use sqlx::{PgConnection, PgPool, Row};
 
 use super::db_error;
 use crate::lease_table::{
-    HolderRow, WAITER_LEASE, WaiterRow, lock_state, may_grant, millis, retry_within,
+    HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
 };
 use crate::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
 
@@ -202,22 +202,16 @@ pub(super) async fn inspect(pool: &PgPool, name: Option<&str>) -> Result<Vec<Loc
     )
     .await
     .map_err(&err)?;
-    let mut by_name: BTreeMap<String, (Vec<HolderRow>, Vec<WaiterRow>)> = BTreeMap::new();
-    if let Some(name) = name {
-        by_name.entry(name.to_owned()).or_default();
-    }
+    let mut live = LiveRows::new(name);
     for (n, row) in &holders {
-        let row = holder(row, 1).map_err(&err)?;
-        by_name.entry(n.clone()).or_default().0.push(row);
+        live.holder(n.clone(), holder(row, 1).map_err(&err)?);
     }
     for (n, row) in &waiters {
-        let row = waiter(row, 1).map_err(&err)?;
-        by_name.entry(n.clone()).or_default().1.push(row);
+        live.waiter(n.clone(), waiter(row, 1).map_err(&err)?);
     }
-    let names: Vec<String> = by_name.keys().cloned().collect();
     let fences: BTreeMap<String, i64> =
         sqlx::query("SELECT name, value FROM distlock_fence WHERE name = ANY($1)")
-            .bind(&names)
+            .bind(live.names())
             .fetch_all(&mut *snapshot)
             .await
             .map_err(&err)?
@@ -226,13 +220,7 @@ pub(super) async fn inspect(pool: &PgPool, name: Option<&str>) -> Result<Vec<Loc
             .collect::<sqlx::Result<_>>()
             .map_err(&err)?;
     snapshot.commit().await.map_err(&err)?;
-    by_name
-        .into_iter()
-        .map(|(n, (h, w))| {
-            let fence = fences.get(&n).copied().unwrap_or(0);
-            lock_state(n, fence, &h, &w, now)
-        })
-        .collect()
+    live.into_states(&fences, now)
 }
 
 /// Runs a `SELECT name, …` over `$1` (name or NULL) and `$2` (now), pairing each row with

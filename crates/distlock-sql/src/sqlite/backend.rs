@@ -1,12 +1,11 @@
 //! The SQLite lease-table store.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::{
-    Backend, Capabilities, Error, ErrorKind, LeaseKey, LeaseOutcome, LocalWakers, LockRequest,
-    LockState, PollOutcome, Result, Ticket, async_trait,
+    Backend, Capabilities, Error, LeaseKey, LeaseOutcome, LocalWakers, LockRequest, LockState,
+    PollOutcome, Result, Ticket, async_trait,
 };
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -15,6 +14,7 @@ use super::config::SqliteConfig;
 use super::refreshes::Refreshes;
 use super::wake::{Wake, WakeSocket};
 use super::{db_error, store};
+use crate::tasks::{detached, outcome, outcomes};
 
 /// A lock store in one SQLite database file.
 ///
@@ -136,20 +136,6 @@ impl SqliteBackend {
     }
 }
 
-/// Runs database work on a task of its own and waits for it: if the caller gives up (an
-/// acquire future dropped by a timeout), the work still finishes, so no transaction is
-/// left open on the connection and the caller's cancellation runs after it.
-async fn detached<T, F>(work: F) -> Result<T>
-where
-    T: Send + 'static,
-    F: Future<Output = Result<T>> + Send + 'static,
-{
-    tokio::spawn(work).await.map_err(|e| {
-        Error::new(ErrorKind::Backend, format!("a database task failed: {e}"))
-            .with_backend("sqlite")
-    })?
-}
-
 #[async_trait]
 impl Backend for SqliteBackend {
     fn scheme(&self) -> &'static str {
@@ -172,8 +158,10 @@ impl Backend for SqliteBackend {
         let request = ticket.request.clone();
         let fresh = request.wait && self.queued.fresh(&request.token);
         let (pool, socket) = (self.pool.clone(), self.socket.name().to_owned());
-        let polled =
-            detached(async move { store::poll(&pool, &request, fresh, &socket).await }).await?;
+        let polled = detached("sqlite", async move {
+            store::poll(&pool, &request, fresh, &socket).await
+        })
+        .await?;
         let request = &ticket.request;
         match polled.outcome {
             PollOutcome::Granted { .. } => self.forget_ticket(&request.token),
@@ -195,42 +183,46 @@ impl Backend for SqliteBackend {
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
         self.forget_ticket(&token);
         let pool = self.pool.clone();
-        let wake = detached(async move { store::cancel(&pool, &name, &token).await }).await?;
+        let wake = detached("sqlite", async move {
+            store::cancel(&pool, &name, &token).await
+        })
+        .await?;
         self.wake(wake);
         Ok(())
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let outcomes = self.renew_many(std::slice::from_ref(lease), ttl).await?;
-        Ok(outcomes.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
+        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
+        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
     }
 
     async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let pool = self.pool.clone();
         let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
-        let renewed = detached(async move { store::renew(&pool, &tokens, ttl).await }).await?;
-        Ok(renewed
-            .into_iter()
-            .map(|done| match done {
-                true => LeaseOutcome::Done,
-                false => LeaseOutcome::NotHeld,
-            })
-            .collect())
+        let renewed = detached(
+            "sqlite",
+            async move { store::renew(&pool, &tokens, ttl).await },
+        )
+        .await?;
+        Ok(outcomes(renewed))
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
         let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
-        let released = detached(async move { store::release(&pool, &name, &token).await }).await?;
-        self.wake(released.wake);
-        Ok(match released.was_held {
-            true => LeaseOutcome::Done,
-            false => LeaseOutcome::NotHeld,
+        let released = detached("sqlite", async move {
+            store::release(&pool, &name, &token).await
         })
+        .await?;
+        self.wake(released.wake);
+        Ok(outcome(released.was_held))
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
-        detached(async move { store::inspect(&pool, name.as_deref()).await }).await
+        detached("sqlite", async move {
+            store::inspect(&pool, name.as_deref()).await
+        })
+        .await
     }
 
     fn floor_op(&self) -> &'static str {
@@ -239,6 +231,6 @@ impl Backend for SqliteBackend {
 
     async fn floor_round(&self) -> Result<()> {
         let pool = self.pool.clone();
-        detached(async move { store::floor_round(&pool).await }).await
+        detached("sqlite", async move { store::floor_round(&pool).await }).await
     }
 }

@@ -12,7 +12,7 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 use super::db_error;
 use super::wake::Wake;
 use crate::lease_table::{
-    HolderRow, WAITER_LEASE, WaiterRow, lock_state, may_grant, millis, now_ms, retry_within,
+    HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, now_ms, retry_within,
 };
 use crate::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
 
@@ -279,17 +279,12 @@ pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec
     )
     .await
     .map_err(&err)?;
-    let mut by_name: BTreeMap<String, (Vec<HolderRow>, Vec<WaiterRow>)> = BTreeMap::new();
-    if let Some(name) = name {
-        by_name.entry(name.to_owned()).or_default();
-    }
+    let mut live = LiveRows::new(name);
     for (n, row) in &holders {
-        let row = holder(row, 1).map_err(&err)?;
-        by_name.entry(n.clone()).or_default().0.push(row);
+        live.holder(n.clone(), holder(row, 1).map_err(&err)?);
     }
     for (n, row) in &waiters {
-        let row = waiter(row, 1).map_err(&err)?;
-        by_name.entry(n.clone()).or_default().1.push(row);
+        live.waiter(n.clone(), waiter(row, 1).map_err(&err)?);
     }
     let fences = named_rows(
         &mut snapshot,
@@ -308,13 +303,8 @@ pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec
         .map(|(n, row)| row.try_get(1).map(|v| (n.clone(), v)))
         .collect::<sqlx::Result<_>>()
         .map_err(&err)?;
-    let mut states = Vec::with_capacity(by_name.len());
-    for (n, (h, w)) in by_name {
-        let fence = fences.get(&n).copied().unwrap_or(0);
-        states.push(lock_state(n, fence, &h, &w, now)?);
-    }
     snapshot.commit().await.map_err(&err)?;
-    Ok(states)
+    live.into_states(&fences, now)
 }
 
 /// Runs a `SELECT name, …` over `?1` (name or NULL) and `?2` (now), pairing each row with
