@@ -27,3 +27,58 @@ pub(crate) fn outcome(done: bool) -> LeaseOutcome {
         false => LeaseOutcome::NotHeld,
     }
 }
+
+/// The polls still running for each request token. An acquire dropped in the middle of a
+/// poll leaves that poll running on its own task (see [`detached`]); the cancellation that
+/// follows must wait for it, or the poll could grant the lock after the cancellation ran
+/// and leave a grant nobody holds until its TTL ends.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    running: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::watch::Receiver<()>>>,
+}
+
+impl InFlight {
+    /// Runs `work`, a poll for `token`, detached, and records it until it ends.
+    pub(crate) async fn poll<T, F>(
+        self: &std::sync::Arc<Self>,
+        backend: &'static str,
+        token: &str,
+        work: F,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (done, running) = tokio::sync::watch::channel(());
+        self.lock().insert(token.to_owned(), running.clone());
+        let (this, token) = (self.clone(), token.to_owned());
+        detached(backend, async move {
+            let answer = work.await;
+            drop(done);
+            let mut map = this.lock();
+            if map.get(&token).is_some_and(|r| r.same_channel(&running)) {
+                map.remove(&token);
+            }
+            answer
+        })
+        .await
+    }
+
+    /// Waits until no poll for `token` is running.
+    pub(crate) async fn settled(&self, token: &str) {
+        let running = self.lock().get(token).cloned();
+        if let Some(mut running) = running {
+            // Resolves (with an error) once the poll's task drops its sender.
+            let _ = running.changed().await;
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, tokio::sync::watch::Receiver<()>>,
+    > {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

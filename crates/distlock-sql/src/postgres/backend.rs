@@ -13,7 +13,7 @@ use tokio::task::AbortHandle;
 
 use super::config::{Mode, PostgresConfig};
 use super::{db_error, store};
-use crate::tasks::{detached, outcome, outcomes};
+use crate::tasks::{InFlight, detached, outcome, outcomes};
 
 /// A lock store on one PostgreSQL database, in lease mode: grants are rows of the shared
 /// lease table with TTLs from the database's clock, and waiters are woken with
@@ -37,6 +37,7 @@ pub struct PostgresBackend {
     wakers: Arc<LocalWakers>,
     listener: AbortHandle,
     redacted: String,
+    in_flight: Arc<InFlight>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -83,6 +84,7 @@ impl PostgresBackend {
             wakers,
             listener,
             redacted: config.redacted,
+            in_flight: Arc::default(),
         })
     }
 
@@ -151,10 +153,13 @@ impl Backend for PostgresBackend {
             ticket.request.clone(),
             self.channel.clone(),
         );
-        let polled = detached("postgres", async move {
-            store::poll(&pool, &request, &channel).await
-        })
-        .await?;
+        let token = request.token.clone();
+        let polled = self
+            .in_flight
+            .poll("postgres", &token, async move {
+                store::poll(&pool, &request, &channel).await
+            })
+            .await?;
         if let PollOutcome::Granted { .. } = polled {
             self.wakers.forget(&ticket.request.token);
         }
@@ -169,6 +174,7 @@ impl Backend for PostgresBackend {
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
         self.wakers.forget(&token);
+        self.in_flight.settled(&token).await;
         let pool = self.pool.clone();
         detached("postgres", async move {
             store::cancel(&pool, &name, &token).await

@@ -14,7 +14,7 @@ use super::config::SqliteConfig;
 use super::refreshes::Refreshes;
 use super::wake::{Wake, WakeSocket};
 use super::{db_error, store};
-use crate::tasks::{detached, outcome, outcomes};
+use crate::tasks::{InFlight, detached, outcome, outcomes};
 
 /// A lock store in one SQLite database file.
 ///
@@ -38,6 +38,7 @@ pub struct SqliteBackend {
     wakers: Arc<LocalWakers>,
     socket: WakeSocket,
     queued: Refreshes,
+    in_flight: Arc<InFlight>,
 }
 
 impl SqliteBackend {
@@ -75,6 +76,7 @@ impl SqliteBackend {
                         socket: WakeSocket::listen(wakers.clone()),
                         wakers,
                         queued: Refreshes::default(),
+                        in_flight: Arc::default(),
                     });
                 }
                 Err(err) if err.is_temporary() && tokio::time::Instant::now() < deadline => {
@@ -158,10 +160,13 @@ impl Backend for SqliteBackend {
         let request = ticket.request.clone();
         let fresh = request.wait && self.queued.fresh(&request.token);
         let (pool, socket) = (self.pool.clone(), self.socket.name().to_owned());
-        let polled = detached("sqlite", async move {
-            store::poll(&pool, &request, fresh, &socket).await
-        })
-        .await?;
+        let token = request.token.clone();
+        let polled = self
+            .in_flight
+            .poll("sqlite", &token, async move {
+                store::poll(&pool, &request, fresh, &socket).await
+            })
+            .await?;
         let request = &ticket.request;
         match polled.outcome {
             PollOutcome::Granted { .. } => self.forget_ticket(&request.token),
@@ -182,6 +187,7 @@ impl Backend for SqliteBackend {
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
         self.forget_ticket(&token);
+        self.in_flight.settled(&token).await;
         let pool = self.pool.clone();
         let wake = detached("sqlite", async move {
             store::cancel(&pool, &name, &token).await
