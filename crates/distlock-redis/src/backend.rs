@@ -1,5 +1,6 @@
 //! The Redis lock store.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,46 +97,35 @@ fn refusal(err: &redis::RedisError) -> Option<String> {
     )
 }
 
-/// Who holds a lock, as the acquire script records it (large numbers as text).
-#[derive(Debug, Deserialize)]
-struct HolderRecord {
-    t: String,
-    k: String,
+/// What the client tells the acquire script about a request; the script stores it as the
+/// grant's record (appending the fencing token `f`) or, with its queue fields, as the
+/// waiter's record. Written here so that every string in it is escaped by a JSON encoder,
+/// and the script stores it without decoding it on the fast path. Large numbers are text.
+#[derive(Serialize, Deserialize)]
+struct RequestRecord<'a> {
+    #[serde(default)]
+    t: Cow<'a, str>,
+    k: Cow<'a, str>,
     n: u32,
     l: u32,
-    o: String,
-    h: String,
+    o: Cow<'a, str>,
+    h: Cow<'a, str>,
     p: u32,
-    a: String,
-    f: String,
+    #[serde(default)]
+    a: Cow<'a, str>,
 }
 
-/// The record the acquire script stores for a grant, less the fencing token it appends.
-/// Written here so that every string in it is escaped by a JSON encoder, and the script
-/// stores it without decoding it.
-#[derive(Serialize)]
-struct GrantRecord<'a> {
-    t: &'a str,
-    k: &'static str,
-    n: u32,
-    l: u32,
-    o: &'a str,
-    h: &'a str,
-    p: u32,
-    a: String,
-}
-
-impl<'a> GrantRecord<'a> {
+impl<'a> RequestRecord<'a> {
     fn of(request: &'a LockRequest) -> Self {
-        GrantRecord {
-            t: &request.token,
-            k: request.kind.as_str(),
+        RequestRecord {
+            t: Cow::Borrowed(&request.token),
+            k: Cow::Borrowed(request.kind.as_str()),
             n: request.permits,
             l: request.kind.limit(),
-            o: request.owner.as_str(),
-            h: &request.meta.host,
+            o: Cow::Borrowed(request.owner.as_str()),
+            h: Cow::Borrowed(&request.meta.host),
             p: request.meta.pid,
-            a: request.meta.acquired_at_unix_ms.to_string(),
+            a: Cow::Owned(request.meta.acquired_at_unix_ms.to_string()),
         }
     }
 
@@ -146,20 +136,38 @@ impl<'a> GrantRecord<'a> {
                 .with_source(err)
         })
     }
+
+    fn kind(&self) -> LockKind {
+        LockKind::parse(&self.k, self.l).unwrap_or(LockKind::Mutex)
+    }
+
+    /// Where the request came from; `since_ms` is when it was granted or queued.
+    fn meta(self, since_ms: u64) -> HolderMeta {
+        HolderMeta {
+            host: self.h.into_owned(),
+            pid: self.p,
+            acquired_at_unix_ms: since_ms,
+        }
+    }
 }
 
-/// A queued request, as the acquire script records it (large numbers as text).
-#[derive(Debug, Deserialize)]
+/// Who holds a lock: the request's record and the grant's fencing token.
+#[derive(Deserialize)]
+struct HolderRecord {
+    #[serde(flatten)]
+    request: RequestRecord<'static>,
+    f: String,
+}
+
+/// A queued request: the request's record, when it started waiting (`s`), until when its
+/// place is kept (`e`), and whether it is fair (`f`).
+#[derive(Deserialize)]
 struct WaiterRecord {
+    #[serde(flatten)]
+    request: RequestRecord<'static>,
     s: String,
     e: String,
     f: bool,
-    k: String,
-    n: u32,
-    l: u32,
-    o: String,
-    h: String,
-    p: u32,
 }
 
 /// One lock read in one round trip: holder record, token, PTTL, fencing counter, waiter
@@ -178,17 +186,15 @@ type Snapshot = (
 
 impl HolderRecord {
     fn into_info(self, remaining_ms: u64) -> HolderInfo {
+        let request = self.request;
+        let granted_at = number(&request.a);
         HolderInfo {
-            kind: LockKind::parse(&self.k, self.l).unwrap_or(LockKind::Mutex),
-            permits: self.n,
-            owner: self.o,
+            kind: request.kind(),
+            permits: request.n,
+            owner: request.o.to_string(),
             fencing_token: number(&self.f),
             remaining_ms,
-            meta: HolderMeta {
-                host: self.h,
-                pid: self.p,
-                acquired_at_unix_ms: number(&self.a),
-            },
+            meta: request.meta(granted_at),
         }
     }
 }
@@ -320,7 +326,7 @@ impl RedisBackend {
         if let Some(token) = token {
             let record = holder
                 .and_then(|h| serde_json::from_str::<HolderRecord>(&h).ok())
-                .filter(|h| h.t == token);
+                .filter(|h| h.request.t == token);
             let remaining_ms = pttl.max(0) as u64;
             holders.push(match record {
                 Some(record) => record.into_info(remaining_ms),
@@ -352,15 +358,11 @@ impl RedisBackend {
             .filter_map(|raw| serde_json::from_str::<WaiterRecord>(raw).ok())
             .filter(|w| number(&w.e) > now_ms)
             .map(|w| WaiterInfo {
-                kind: LockKind::parse(&w.k, w.l).unwrap_or(LockKind::Mutex),
-                permits: w.n,
-                owner: w.o,
+                kind: w.request.kind(),
+                permits: w.request.n,
+                owner: w.request.o.to_string(),
                 fair: w.f,
-                meta: HolderMeta {
-                    host: w.h,
-                    pid: w.p,
-                    acquired_at_unix_ms: number(&w.s),
-                },
+                meta: w.request.meta(number(&w.s)),
             })
             .collect();
         Ok(LockState {
@@ -405,7 +407,7 @@ impl Backend for RedisBackend {
             .arg(request.kind.as_str())
             .arg(request.permits)
             .arg(request.kind.limit())
-            .arg(GrantRecord::of(request).to_json()?);
+            .arg(RequestRecord::of(request).to_json()?);
         let answer: Vec<i64> = self.invoke("acquire", &invocation).await?;
         match answer.as_slice() {
             [1, fence] => {
