@@ -56,6 +56,33 @@ async fn lock_name(conn: &mut PgConnection, name: &str) -> sqlx::Result<i64> {
     .try_get(0)
 }
 
+/// [`lock_name`], and in the same round trip deletes the name's expired grants and queue
+/// rows; the clock and how many rows went. (The statement's snapshot predates the lock, so
+/// a row committed just before it may survive until the next purge; rows are read again
+/// by later statements, which see everything.)
+async fn lock_name_and_purge(conn: &mut PgConnection, name: &str) -> sqlx::Result<(i64, i64)> {
+    let row = sqlx::query(&format!(
+        "WITH clock AS (
+           SELECT {CLOCK_MS} AS now FROM (SELECT pg_advisory_xact_lock($1, hashtext($2))) AS locked
+         ),
+         leases AS (
+           DELETE FROM distlock_lease
+           WHERE name = $2 AND expires_at_ms <= (SELECT now FROM clock) RETURNING 1
+         ),
+         waiters AS (
+           DELETE FROM distlock_waiter
+           WHERE name = $2 AND expires_at_ms <= (SELECT now FROM clock) RETURNING 1
+         )
+         SELECT (SELECT now FROM clock),
+                (SELECT COUNT(*) FROM leases) + (SELECT COUNT(*) FROM waiters)"
+    ))
+    .bind(LOCK_CLASS)
+    .bind(name)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok((row.try_get(0)?, row.try_get(1)?))
+}
+
 /// Decides a request in one transaction: purges expired rows, grants (fencing counter,
 /// lease row, dequeue) or keeps the request queued with `channel` as its wake-up channel,
 /// and wakes the next waiter if room was left.
@@ -66,8 +93,7 @@ pub(super) async fn poll(
 ) -> Result<PollOutcome> {
     let err = db_error("acquire");
     let mut tx = pool.begin().await.map_err(&err)?;
-    let now = lock_name(&mut tx, &request.name).await.map_err(&err)?;
-    let purged = purge_expired(&mut tx, &request.name, now)
+    let (now, purged) = lock_name_and_purge(&mut tx, &request.name)
         .await
         .map_err(&err)?;
     let (holders, waiters) = live_rows(&mut tx, &request.name).await.map_err(&err)?;
@@ -275,35 +301,18 @@ async fn live_rows(
     Ok((holders, waiters))
 }
 
-async fn purge_expired(conn: &mut PgConnection, name: &str, now: i64) -> sqlx::Result<u64> {
-    let mut purged = 0;
-    for table in ["distlock_lease", "distlock_waiter"] {
-        purged += sqlx::query(&format!(
-            "DELETE FROM {table} WHERE name = $1 AND expires_at_ms <= $2"
-        ))
-        .bind(name)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    }
-    Ok(purged)
-}
-
+/// Mints the next fencing token, writes the grant and leaves the queue, in one statement.
 async fn grant(conn: &mut PgConnection, request: &LockRequest, now: i64) -> sqlx::Result<i64> {
-    let fence: i64 = sqlx::query(
-        "INSERT INTO distlock_fence (name, value) VALUES ($1, 1)
-         ON CONFLICT (name) DO UPDATE SET value = distlock_fence.value + 1 RETURNING value",
-    )
-    .bind(&request.name)
-    .fetch_one(&mut *conn)
-    .await?
-    .try_get(0)?;
     sqlx::query(
-        "WITH dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
+        "WITH fence AS (
+           INSERT INTO distlock_fence (name, value) VALUES ($2, 1)
+           ON CONFLICT (name) DO UPDATE SET value = distlock_fence.value + 1 RETURNING value
+         ),
+         dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
          INSERT INTO distlock_lease
            (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         SELECT $1, $2, $3, $4, $5, $6, fence.value, $7, $8, $9, $10 FROM fence
+         RETURNING fence",
     )
     .bind(&request.token)
     .bind(&request.name)
@@ -311,14 +320,13 @@ async fn grant(conn: &mut PgConnection, request: &LockRequest, now: i64) -> sqlx
     .bind(request.kind.as_str())
     .bind(i64::from(request.kind.limit()))
     .bind(i64::from(request.permits))
-    .bind(fence)
     .bind(now.saturating_add(millis(request.ttl)))
     .bind(&request.meta.host)
     .bind(i64::from(request.meta.pid))
     .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    Ok(fence)
+    .fetch_one(&mut *conn)
+    .await?
+    .try_get(0)
 }
 
 async fn keep_queued(
