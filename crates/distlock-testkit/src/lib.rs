@@ -78,3 +78,47 @@ pub async fn wait_for_health(
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// Takes lock `name` (TTL `ttl`, renewed every 200 ms) through `url`, which must lead
+/// through `proxy`; then fails the link as `mode` says and asserts the guard goes `AtRisk`
+/// within 3 s and `Lost` within `ttl` + 2 s. Returns the lost guard, for the backend's test
+/// to check what its server still holds and that the next holder's token is greater.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let redis = distlock_testkit::redis_server().unwrap();
+/// let proxy = distlock_testkit::FaultProxy::start(redis.addr()).await.unwrap();
+/// let url = format!("redis://{}/0", proxy.addr());
+/// let lost = distlock_testkit::lose_link(&url, &proxy, distlock_testkit::ProxyMode::Cut, "link",
+///     std::time::Duration::from_millis(1500)).await;
+/// # });
+/// ```
+pub async fn lose_link(
+    url: &str,
+    proxy: &FaultProxy,
+    mode: ProxyMode,
+    name: &str,
+    ttl: std::time::Duration,
+) -> distlock::Guard {
+    let client = distlock::Client::connect(url).await.unwrap();
+    let options = distlock::LockOptions::new()
+        .ttl(ttl)
+        .renew_every(std::time::Duration::from_millis(200));
+    let guard = client.mutex(name).lock_with(&options).await.unwrap();
+    proxy.set(mode);
+    assert!(
+        wait_for_health(
+            &guard,
+            distlock::Health::AtRisk,
+            std::time::Duration::from_secs(3)
+        )
+        .await,
+        "a failed or unanswered renewal puts the lease at risk"
+    );
+    tokio::time::timeout(ttl + std::time::Duration::from_secs(2), guard.lost())
+        .await
+        .expect("the lease is lost when it cannot be renewed");
+    guard
+}

@@ -149,28 +149,20 @@ async fn link_failure_is_noticed_before_the_lease_ends(mode: distlock_testkit::P
     let proxy = distlock_testkit::FaultProxy::start(pg.addr())
         .await
         .unwrap();
-    let client = distlock::Client::connect(&lease_url(proxy.addr()))
-        .await
-        .unwrap();
     let observer = distlock::Client::connect(&lease_url(pg.addr()))
         .await
         .unwrap();
     let mut db = sqlx::PgConnection::connect(&distlock_testkit::postgres_url(&pg))
         .await
         .unwrap();
-    let options = LockOptions::new()
-        .ttl(Duration::from_secs(3))
-        .renew_every(Duration::from_millis(200));
-    let guard = client.mutex("link").lock_with(&options).await.unwrap();
-
-    proxy.set(mode);
-    assert!(
-        distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
-        "a failed or unanswered renewal puts the lease at risk"
-    );
-    tokio::time::timeout(Duration::from_secs(5), guard.lost())
-        .await
-        .expect("the lease is lost when it cannot be renewed");
+    let guard = distlock_testkit::lose_link(
+        &lease_url(proxy.addr()),
+        &proxy,
+        mode,
+        "link",
+        Duration::from_secs(3),
+    )
+    .await;
     let lost_at = std::time::Instant::now();
 
     // The lease row stays until someone purges it; how long it had left when we looked,

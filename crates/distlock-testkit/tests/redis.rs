@@ -114,22 +114,9 @@ async fn link_failure_is_noticed_before_the_server_ttl_ends(mode: distlock_testk
     let proxy = distlock_testkit::FaultProxy::start(redis.addr())
         .await
         .unwrap();
-    let client = distlock::Client::connect(&format!("redis://{}/0", proxy.addr()))
-        .await
-        .unwrap();
-    let options = LockOptions::new()
-        .ttl(Duration::from_millis(1500))
-        .renew_every(Duration::from_millis(200));
-    let guard = client.mutex("link").lock_with(&options).await.unwrap();
-
-    proxy.set(mode);
-    assert!(
-        distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
-        "a failed or unanswered renewal puts the lease at risk"
-    );
-    tokio::time::timeout(Duration::from_secs(3), guard.lost())
-        .await
-        .expect("the lease is lost when it cannot be renewed");
+    let url = format!("redis://{}/0", proxy.addr());
+    let guard =
+        distlock_testkit::lose_link(&url, &proxy, mode, "link", Duration::from_millis(1500)).await;
 
     let observer = distlock::Client::connect(&format!("redis://{}/0", redis.addr()))
         .await
