@@ -11,18 +11,6 @@ distlock_testkit::conformance_suite!(target);
 distlock_testkit::process_suite!(target);
 
 #[test]
-fn session_mode_is_refused_until_it_exists() {
-    distlock_testkit::block_on(async {
-        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
-        let err = distlock::Client::connect(&distlock_testkit::postgres_url(&pg))
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), distlock::ErrorKind::Unsupported);
-        assert!(err.to_string().contains("mode=lease"), "{err}");
-    });
-}
-
-#[test]
 fn passwords_stay_out_of_errors_and_debug_output() {
     distlock_testkit::block_on(async {
         let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));

@@ -101,6 +101,19 @@ impl Client {
         distlock_core::Client::connect(url).await.map(Client)
     }
 
+    /// A client over a backend built by hand (a custom backend, or a built-in one opened
+    /// with options a URL cannot carry).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = distlock::Client::with_backend(std::sync::Arc::new(distlock::MemoryBackend::new()));
+    /// ```
+    pub fn with_backend(backend: std::sync::Arc<dyn Backend>) -> Client {
+        install_backends();
+        Client(distlock_core::Client::with_backend(backend))
+    }
+
     /// Wraps a core client (for example one built over a custom backend).
     ///
     /// # Examples

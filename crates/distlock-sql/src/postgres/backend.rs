@@ -1,23 +1,29 @@
-//! The PostgreSQL lock store in lease mode.
+//! The PostgreSQL lock store: session-mode advisory locks and the lease table.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::{
-    Backend, Capabilities, Error, ErrorKind, LeaseKey, LeaseOutcome, LocalWakers, LockRequest,
-    LockState, PollOutcome, Result, Ticket, async_trait, random_id,
+    Backend, Capabilities, Error, ErrorKind, LeaseKey, LeaseOutcome, LocalWakers, LockKind,
+    LockRequest, LockState, PollOutcome, Result, Ticket, async_trait, random_id,
 };
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::task::AbortHandle;
 
 use super::config::{Mode, PostgresConfig};
+use super::sessions::Sessions;
 use super::{db_error, store};
 use crate::tasks::{InFlight, detached, outcome, outcomes};
 
-/// A lock store on one PostgreSQL database, in lease mode: grants are rows of the shared
-/// lease table with TTLs from the database's clock, and waiters are woken with
-/// LISTEN/NOTIFY on a channel of their client's own.
+/// A lock store on one PostgreSQL database.
+///
+/// In session mode, mutexes and read/write locks are advisory locks, each held by a
+/// connection of its own; semaphores (which PostgreSQL has no advisory form of) are leases.
+/// In lease mode, every grant is a row of the shared lease table with a TTL from the
+/// database's clock. Lease waiters are woken with LISTEN/NOTIFY on a channel of their
+/// client's own; session waiters wait in the server's own lock queue.
 ///
 /// # Examples
 ///
@@ -38,6 +44,7 @@ pub struct PostgresBackend {
     listener: AbortHandle,
     redacted: String,
     in_flight: Arc<InFlight>,
+    sessions: Option<Arc<Sessions>>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -61,13 +68,6 @@ impl PostgresBackend {
     ///
     /// See [`PostgresBackend`].
     pub async fn open(config: PostgresConfig) -> Result<Self> {
-        if config.mode == Mode::Session {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "PostgreSQL session mode (advisory locks) is not available yet; add mode=lease to the URL",
-            )
-            .with_backend("postgres"));
-        }
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(5))
@@ -75,6 +75,13 @@ impl PostgresBackend {
             .await
             .map_err(db_error("connect"))?;
         store::prepare(&pool).await?;
+        let sessions = match config.mode {
+            Mode::Lease => None,
+            Mode::Session => {
+                check_session_support(&pool).await?;
+                Some(Arc::new(Sessions::new(&config.options)))
+            }
+        };
         let wakers = Arc::new(LocalWakers::new());
         let channel = format!("distlock_{}", random_id());
         let listener = listen(&pool, &channel, wakers.clone()).await?;
@@ -85,7 +92,39 @@ impl PostgresBackend {
             listener,
             redacted: config.redacted,
             in_flight: Arc::default(),
+            sessions,
         })
+    }
+
+    /// Pairs of lock names this client found sharing one advisory-lock key (session mode).
+    /// Such names exclude each other — safe, but a name may wait for an unrelated one;
+    /// renaming one of them ends it. Each pair is also logged once as a warning.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(backend: &distlock_sql::postgres::PostgresBackend) {
+    /// assert!(backend.key_collisions().is_empty());
+    /// # }
+    /// ```
+    pub fn key_collisions(&self) -> Vec<(String, String)> {
+        self.sessions
+            .as_ref()
+            .map(|s| s.collisions())
+            .unwrap_or_default()
+    }
+
+    /// The session-mode store, if `request` is served by an advisory lock.
+    fn session_for(&self, request: &LockRequest) -> Option<&Arc<Sessions>> {
+        match request.kind {
+            LockKind::Semaphore { .. } => None,
+            _ => self.sessions.as_ref(),
+        }
+    }
+
+    /// The session-mode store, if `token` names one of its locks.
+    fn session_holding(&self, token: &str) -> Option<&Arc<Sessions>> {
+        self.sessions.as_ref().filter(|s| s.knows(token))
     }
 
     /// The connection pool, e.g. to keep the application's own tables in the same
@@ -101,6 +140,25 @@ impl PostgresBackend {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+}
+
+/// Session mode ends a silent holder's session by `idle_session_timeout`, which
+/// PostgreSQL has from version 14.
+async fn check_session_support(pool: &PgPool) -> Result<()> {
+    let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::INT")
+        .fetch_one(pool)
+        .await
+        .map_err(db_error("connect"))?;
+    if version < 140_000 {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "PostgreSQL session mode needs server version 14 or newer (this one is {version}); use mode=lease"
+            ),
+        )
+        .with_backend("postgres"));
+    }
+    Ok(())
 }
 
 /// Listens on `channel` and wakes the local waiter each notification names. A lost
@@ -141,7 +199,7 @@ impl Backend for PostgresBackend {
 
     async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
         let ticket = Ticket::new(request, None);
-        if ticket.request.wait {
+        if ticket.request.wait && self.session_for(&ticket.request).is_none() {
             self.wakers.register(&ticket);
         }
         Ok(ticket)
@@ -154,6 +212,16 @@ impl Backend for PostgresBackend {
             self.channel.clone(),
         );
         let token = request.token.clone();
+        if let Some(sessions) = self.session_for(&request).cloned() {
+            return self
+                .in_flight
+                .poll(
+                    "postgres",
+                    &token,
+                    async move { sessions.poll(&request).await },
+                )
+                .await;
+        }
         let polled = self
             .in_flight
             .poll("postgres", &token, async move {
@@ -167,7 +235,14 @@ impl Backend for PostgresBackend {
     }
 
     async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
-        self.wakers.wait(ticket, backstop).await;
+        match self.session_for(&ticket.request) {
+            Some(sessions) => {
+                sessions
+                    .wait_for_change(&ticket.request.token, backstop)
+                    .await
+            }
+            None => self.wakers.wait(ticket, backstop).await,
+        }
         Ok(())
     }
 
@@ -176,6 +251,13 @@ impl Backend for PostgresBackend {
         self.wakers.forget(&token);
         self.in_flight.settled(&token).await;
         let pool = self.pool.clone();
+        if let Some(sessions) = self.session_for(&ticket.request).cloned() {
+            return detached(
+                "postgres",
+                async move { sessions.cancel(&pool, &token).await },
+            )
+            .await;
+        }
         detached("postgres", async move {
             store::cancel(&pool, &name, &token).await
         })
@@ -188,17 +270,49 @@ impl Backend for PostgresBackend {
     }
 
     async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
-        let pool = self.pool.clone();
-        let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
-        let renewed = detached("postgres", async move {
-            store::renew(&pool, &tokens, ttl).await
-        })
-        .await?;
-        Ok(outcomes(renewed))
+        let (sessions, rows): (Vec<&LeaseKey>, Vec<&LeaseKey>) = leases
+            .iter()
+            .partition(|l| self.session_holding(&l.token).is_some());
+        let mut renewed: HashMap<String, bool> = HashMap::new();
+        if !rows.is_empty() {
+            let pool = self.pool.clone();
+            let tokens: Vec<String> = rows.iter().map(|l| l.token.clone()).collect();
+            let done = detached("postgres", async move {
+                let done = store::renew(&pool, &tokens, ttl).await?;
+                Ok(tokens.into_iter().zip(done).collect::<Vec<_>>())
+            })
+            .await?;
+            renewed.extend(done);
+        }
+        if let Some(store) = self.sessions.clone().filter(|_| !sessions.is_empty()) {
+            let tokens: Vec<String> = sessions.iter().map(|l| l.token.clone()).collect();
+            let done = detached("postgres", async move {
+                let checks = tokens.iter().map(|token| store.renew(token, ttl));
+                let done = futures_util::future::join_all(checks).await;
+                tokens
+                    .into_iter()
+                    .zip(done)
+                    .map(|(token, done)| Ok((token, done?)))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await?;
+            renewed.extend(done);
+        }
+        Ok(outcomes(
+            leases
+                .iter()
+                .map(|l| renewed.get(&l.token).copied().unwrap_or(false))
+                .collect(),
+        ))
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
         let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
+        if let Some(sessions) = self.session_holding(&token).cloned() {
+            let was_held =
+                detached("postgres", async move { sessions.release(&token).await }).await?;
+            return Ok(outcome(was_held));
+        }
         let was_held = detached("postgres", async move {
             store::release(&pool, &name, &token).await
         })
@@ -208,8 +322,9 @@ impl Backend for PostgresBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
+        let sessions = self.sessions.is_some();
         detached("postgres", async move {
-            store::inspect(&pool, name.as_deref()).await
+            store::inspect(&pool, name.as_deref(), sessions).await
         })
         .await
     }

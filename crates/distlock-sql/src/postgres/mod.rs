@@ -27,14 +27,17 @@
 //! # Ok(()) }
 //! ```
 
+mod advisory;
 mod backend;
 mod config;
+mod sessions;
 mod store;
 
 use std::sync::Arc;
 
 use distlock_core::{Backend, Connector, Error, ErrorKind, Result, Url, async_trait};
 
+pub use advisory::advisory_key;
 pub use backend::PostgresBackend;
 pub use config::{Mode, PostgresConfig};
 

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use distlock_core::{LockRequest, LockState, PollOutcome, Result};
+use distlock_core::{LockKind, LockRequest, LockState, PollOutcome, Result};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::db_error;
+use super::{advisory, db_error};
 use crate::lease_table::{
     HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
 };
@@ -26,9 +26,32 @@ const LOCK_CLASS: i32 = 0x646c_6b00;
 /// The database's clock in milliseconds since the Unix epoch.
 const CLOCK_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
-/// Creates the tables if they are missing (one client at a time).
+/// The tables and indexes [`SCHEMA`] creates.
+const SCHEMA_OBJECTS: [&str; 7] = [
+    "distlock_fence",
+    "distlock_lease",
+    "distlock_lease_by_name",
+    "distlock_waiter",
+    "distlock_waiter_by_name",
+    "distlock_session",
+    "distlock_session_by_key",
+];
+
+/// Creates the tables if they are missing (one client at a time). When they all exist,
+/// nothing is locked: `CREATE INDEX IF NOT EXISTS` would wait for every statement then
+/// writing to the table.
 pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     let err = db_error("connect");
+    let missing: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM unnest($1::TEXT[]) AS o WHERE to_regclass(o) IS NULL",
+    )
+    .bind(SCHEMA_OBJECTS)
+    .fetch_one(pool)
+    .await
+    .map_err(&err)?;
+    if missing == 0 {
+        return Ok(());
+    }
     let mut tx = pool.begin().await.map_err(&err)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
         .bind(LOCK_CLASS)
@@ -97,6 +120,16 @@ pub(super) async fn poll(
         .await
         .map_err(&err)?;
     let (holders, waiters) = live_rows(&mut tx, &request.name).await.map_err(&err)?;
+    if matches!(request.kind, LockKind::Semaphore { .. })
+        && advisory::in_session_use(&mut tx, &request.name)
+            .await
+            .map_err(&err)?
+    {
+        return Err(advisory::kind_clash(
+            &request.name,
+            "a mutex or read/write lock",
+        ));
+    }
     let granted = may_grant(&holders, &waiters, request, now)?;
     let outcome = if granted {
         let fence = grant(&mut tx, request, now).await.map_err(&err)?;
@@ -197,8 +230,13 @@ async fn wake_next(conn: &mut PgConnection, name: &str, now: i64) -> sqlx::Resul
     Ok(())
 }
 
-/// The live holders and waiters of one name, or of every name with any.
-pub(super) async fn inspect(pool: &PgPool, name: Option<&str>) -> Result<Vec<LockState>> {
+/// The live holders and waiters of one name, or of every name with any; with `sessions`,
+/// session-mode locks too.
+pub(super) async fn inspect(
+    pool: &PgPool,
+    name: Option<&str>,
+    sessions: bool,
+) -> Result<Vec<LockState>> {
     let err = db_error("inspect");
     let mut snapshot = pool.begin().await.map_err(&err)?;
     let now: i64 = sqlx::query(&format!("SELECT {CLOCK_MS}"))
@@ -234,6 +272,11 @@ pub(super) async fn inspect(pool: &PgPool, name: Option<&str>) -> Result<Vec<Loc
     }
     for (n, row) in &waiters {
         live.waiter(n.clone(), waiter(row, 1).map_err(&err)?);
+    }
+    if sessions {
+        advisory::live_sessions(&mut snapshot, name, now, &mut live)
+            .await
+            .map_err(&err)?;
     }
     let fences: BTreeMap<String, i64> =
         sqlx::query("SELECT name, value FROM distlock_fence WHERE name = ANY($1)")

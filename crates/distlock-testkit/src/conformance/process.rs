@@ -115,6 +115,29 @@ pub async fn killed_holder_frees_the_lock_within_ttl(target: &Target) {
     assert!(guard.fencing_token() > dead_token);
 }
 
+/// For backends whose locks live as long as the holder's connection (session locks): a
+/// holder process killed with SIGKILL, holding a 60 s lease, frees the lock at once (within
+/// 2 s), and the next token is greater.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::conformance::killed_session_holder_frees_the_lock_at_once(&target).await;
+/// ```
+pub async fn killed_session_holder_frees_the_lock_at_once(target: &Target) {
+    let name = unique("killed-session");
+    let (child, dead_token) = spawn_holder(target, &name, Duration::from_secs(60));
+    let client = target.client().await;
+    assert!(client.mutex(&name).try_lock().await.unwrap().is_none());
+    child.signal(Signal::Kill);
+    let guard = client
+        .mutex(&name)
+        .lock_timeout(Duration::from_secs(2))
+        .await
+        .expect("the lock is free within 2 s of the holder's death, long before its ttl");
+    assert!(guard.fencing_token() > dead_token);
+}
+
 /// A holder process frozen with SIGSTOP past its TTL loses the lock to another process
 /// (greater token). Thawed, its guard reports `Lost`, its release answers `NotHeld`, and
 /// the new holder is undisturbed.
