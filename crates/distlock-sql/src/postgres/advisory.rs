@@ -16,6 +16,18 @@ const CLOCK_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 /// last increments (session connections commit asynchronously).
 const NEXT_FENCE: &str = "GREATEST(distlock_fence.value + 1,
                                    (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)";
+/// Joins a session's row `s` to `l`, its session's entry in `pg_locks` for the row's key
+/// (held or waited for) in this database.
+const LOCKED: &str = "l.locktype = 'advisory' AND l.objsubid = 1 AND l.pid = s.backend_pid
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND ((l.classid::BIGINT << 32) | l.objid::BIGINT) = s.key";
+
+/// Makes an insert of a session's row overwrite the row it had before: one row per
+/// session, updated in place.
+const RECORD: &str = "ON CONFLICT (backend_pid) DO UPDATE SET token = EXCLUDED.token,
+    key = EXCLUDED.key, name = EXCLUDED.name, owner = EXCLUDED.owner, kind = EXCLUDED.kind,
+    fair = EXCLUDED.fair, fence = EXCLUDED.fence, host = EXCLUDED.host, pid = EXCLUDED.pid,
+    since_ms = EXCLUDED.since_ms, ttl_ms = EXCLUDED.ttl_ms";
 const FIRST_FENCE: &str = "GREATEST(1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)";
 
 /// The advisory-lock key of a lock name: the first eight bytes of the SHA-256 digest of
@@ -62,19 +74,6 @@ impl Share {
             Share::Shared => "_shared",
         }
     }
-
-    /// Deletes the rows of earlier holders of the key: an exclusive grant proves they are
-    /// gone. Shared grants leave them (other readers may still hold).
-    fn purge_holders(self) -> &'static str {
-        match self {
-            Share::Exclusive => {
-                ", stale AS (DELETE FROM distlock_session
-                   WHERE key = $1 AND token <> $3 AND fence IS NOT NULL
-                     AND EXISTS (SELECT 1 FROM got))"
-            }
-            Share::Shared => "",
-        }
-    }
 }
 
 /// What a try-lock statement found.
@@ -98,10 +97,10 @@ pub(super) fn kind_clash(name: &str, other: &str) -> Error {
 
 /// Whether a live session (holding or waiting) uses `name` as a mutex or read/write lock.
 pub(super) async fn in_session_use(conn: &mut PgConnection, name: &str) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM distlock_session s WHERE s.key = $1 AND s.name = $2
-           AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.backend_pid))",
-    )
+    sqlx::query_scalar(&format!(
+        "SELECT EXISTS (SELECT 1 FROM distlock_session s JOIN pg_locks l ON {LOCKED}
+           WHERE s.key = $1 AND s.name = $2)"
+    ))
     .bind(advisory_key(name))
     .bind(name)
     .fetch_one(conn)
@@ -139,19 +138,18 @@ pub(super) async fn try_lock(
          ),
          held AS (
            INSERT INTO distlock_session
-             (token, key, name, owner, kind, fair, fence, backend_pid, host, pid, since_ms, ttl_ms)
-           SELECT $3, $1, $2, $4, $5, $6, fence.value, pg_backend_pid(), $7, $8, {CLOCK_MS}, $9
-           FROM fence RETURNING 1
+             (backend_pid, token, key, name, owner, kind, fair, fence, host, pid, since_ms, ttl_ms)
+           SELECT pg_backend_pid(), $3, $1, $2, $4, $5, $6, fence.value, $7, $8, {CLOCK_MS}, $9
+           FROM fence {RECORD} RETURNING 1
          ),
          idle AS MATERIALIZED (
            SELECT set_config('idle_session_timeout', $10, false) FROM got
-         ){purge}
+         )
          SELECT (SELECT value FROM fence), pg_backend_pid(),
                 (SELECT COUNT(*) FROM idle) + (SELECT COUNT(*) FROM held),
                 ARRAY(SELECT DISTINCT name FROM distlock_session WHERE key = $1 AND name <> $2),
                 (SELECT semaphore FROM clash)",
         suffix = share.suffix(),
-        purge = share.purge_holders(),
     );
     let row = bind_holder(sqlx::query(&sql), request, key)
         .bind(idle_limit(request.ttl))
@@ -177,8 +175,9 @@ pub(super) async fn queue(
              AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.backend_pid)
          )
          INSERT INTO distlock_session
-           (token, key, name, owner, kind, fair, fence, backend_pid, host, pid, since_ms, ttl_ms)
-         VALUES ($3, $1, $2, $4, $5, $6, NULL, pg_backend_pid(), $7, $8, {CLOCK_MS}, $9)"
+           (backend_pid, token, key, name, owner, kind, fair, fence, host, pid, since_ms, ttl_ms)
+         VALUES (pg_backend_pid(), $3, $1, $2, $4, $5, $6, NULL, $7, $8, {CLOCK_MS}, $9)
+         {RECORD}"
     );
     bind_holder(sqlx::query(&sql), request, key)
         .execute(conn)
@@ -199,28 +198,20 @@ pub(super) async fn wait(conn: &mut PgConnection, share: Share, key: i64) -> sql
 
 /// After a wait: mints the fencing token, marks the waiter row as the holder and arms the
 /// idle limit, in one statement.
-pub(super) async fn granted(
-    conn: &mut PgConnection,
-    request: &LockRequest,
-    key: i64,
-) -> sqlx::Result<i64> {
-    let share = Share::of(request);
+pub(super) async fn granted(conn: &mut PgConnection, request: &LockRequest) -> sqlx::Result<i64> {
     let sql = format!(
-        "WITH got AS (SELECT 1),
-         fence AS (
-           INSERT INTO distlock_fence (name, value) VALUES ($2, {FIRST_FENCE})
+        "WITH fence AS (
+           INSERT INTO distlock_fence (name, value) VALUES ($1, {FIRST_FENCE})
            ON CONFLICT (name) DO UPDATE SET value = {NEXT_FENCE} RETURNING value
          ),
          held AS (
            UPDATE distlock_session SET fence = fence.value, since_ms = {CLOCK_MS}
-           FROM fence WHERE token = $3 RETURNING 1
-         ){purge}
-         SELECT (SELECT value FROM fence), set_config('idle_session_timeout', $4, false),
-                (SELECT COUNT(*) FROM held)",
-        purge = share.purge_holders(),
+           FROM fence WHERE backend_pid = pg_backend_pid() AND token = $2 RETURNING 1
+         )
+         SELECT (SELECT value FROM fence), set_config('idle_session_timeout', $3, false),
+                (SELECT COUNT(*) FROM held)"
     );
     sqlx::query(&sql)
-        .bind(key)
         .bind(&request.name)
         .bind(&request.token)
         .bind(idle_limit(request.ttl))
@@ -238,23 +229,16 @@ pub(super) async fn renew(conn: &mut PgConnection, idle: &str) -> sqlx::Result<(
     Ok(())
 }
 
-/// Releases the lock, forgets its row and disarms the idle limit; whether the session still
-/// held the lock.
-pub(super) async fn unlock(
-    conn: &mut PgConnection,
-    share: Share,
-    key: i64,
-    token: &str,
-) -> sqlx::Result<bool> {
+/// Releases the lock and disarms the idle limit; whether the session still held the lock.
+/// The session's row stays (status shows only rows whose lock is held or waited for) and
+/// is overwritten by the session's next lock: no row is inserted or deleted per lock.
+pub(super) async fn unlock(conn: &mut PgConnection, share: Share, key: i64) -> sqlx::Result<bool> {
     let sql = format!(
-        "WITH gone AS (DELETE FROM distlock_session WHERE token = $2 RETURNING 1)
-         SELECT pg_advisory_unlock{}($1), set_config('idle_session_timeout', '0', false),
-                (SELECT COUNT(*) FROM gone)",
+        "SELECT pg_advisory_unlock{}($1), set_config('idle_session_timeout', '0', false)",
         share.suffix()
     );
     sqlx::query(&sql)
         .bind(key)
-        .bind(token)
         .fetch_one(conn)
         .await?
         .try_get(0)
@@ -287,17 +271,13 @@ pub(super) async fn live_sessions(
     now: i64,
     live: &mut LiveRows,
 ) -> sqlx::Result<()> {
-    let rows = sqlx::query(
+    let rows = sqlx::query(&format!(
         "SELECT s.name, s.token, s.owner, s.kind, COALESCE(s.fence, 0), s.host, s.pid,
                 s.since_ms, s.ttl_ms, s.fair, l.granted
-         FROM distlock_session s
-         JOIN pg_locks l ON l.locktype = 'advisory' AND l.objsubid = 1
-           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND l.pid = s.backend_pid
-           AND ((l.classid::BIGINT << 32) | l.objid::BIGINT) = s.key
+         FROM distlock_session s JOIN pg_locks l ON {LOCKED}
          WHERE ($1::TEXT IS NULL OR s.name = $1) AND l.granted = (s.fence IS NOT NULL)
-         ORDER BY s.name, s.since_ms",
-    )
+         ORDER BY s.name, s.since_ms"
+    ))
     .bind(name)
     .fetch_all(conn)
     .await?;

@@ -36,14 +36,14 @@ CREATE TABLE IF NOT EXISTS distlock_waiter (
 CREATE INDEX IF NOT EXISTS distlock_waiter_by_name ON distlock_waiter (name);
 
 CREATE UNLOGGED TABLE IF NOT EXISTS distlock_session (
-    token       TEXT PRIMARY KEY,
+    backend_pid INTEGER PRIMARY KEY,
+    token       TEXT NOT NULL,
     key         BIGINT NOT NULL,
     name        TEXT NOT NULL,
     owner       TEXT NOT NULL,
     kind        TEXT NOT NULL,
     fair        BIGINT NOT NULL,
     fence       BIGINT,
-    backend_pid INTEGER NOT NULL,
     host        TEXT NOT NULL,
     pid         BIGINT NOT NULL,
     since_ms    BIGINT NOT NULL,

@@ -183,7 +183,7 @@ impl Sessions {
             let fence = async {
                 advisory::queue(&mut session.conn, &request, key).await?;
                 advisory::wait(&mut session.conn, share, key).await?;
-                advisory::granted(&mut session.conn, &request, key).await
+                advisory::granted(&mut session.conn, &request).await
             }
             .await;
             let _ = done.send(true);
@@ -226,7 +226,7 @@ impl Sessions {
         let slot = locked(&self.slots).remove(token);
         match slot {
             None => Ok(()),
-            Some(Slot::Held(held)) => self.unlock(&held, token).await.map(drop),
+            Some(Slot::Held(held)) => self.unlock(&held).await.map(drop),
             Some(Slot::Waiting(waiting)) => self.stop_wait(pool, token, waiting).await,
         }
     }
@@ -248,7 +248,7 @@ impl Sessions {
                     key: waiting.key,
                     share: waiting.share,
                 };
-                return self.unlock(&held, token).await.map(drop);
+                return self.unlock(&held).await.map(drop);
             }
             // The statement was cancelled, possibly after the lock was taken: closing the
             // connection is the one sure way to leave nothing held.
@@ -264,9 +264,11 @@ impl Sessions {
                 Ok(())
             }
         };
-        let forget = sqlx::query("DELETE FROM distlock_session WHERE token = $1")
-            .bind(token)
-            .execute(pool);
+        let forget =
+            sqlx::query("DELETE FROM distlock_session WHERE backend_pid = $1 AND token = $2")
+                .bind(waiting.backend_pid)
+                .bind(token)
+                .execute(pool);
         let _ = tokio::time::timeout(CANCEL_WITHIN, forget).await;
         stopped
     }
@@ -304,14 +306,14 @@ impl Sessions {
             }
             None => return Ok(false),
         };
-        self.unlock(&held, token).await
+        self.unlock(&held).await
     }
 
-    async fn unlock(&self, held: &Held, token: &str) -> Result<bool> {
+    async fn unlock(&self, held: &Held) -> Result<bool> {
         let Some(mut session) = held.session.lock().await.take() else {
             return Ok(false);
         };
-        match advisory::unlock(&mut session.conn, held.share, held.key, token).await {
+        match advisory::unlock(&mut session.conn, held.share, held.key).await {
             Ok(true) => {
                 self.checkin(session);
                 Ok(true)
