@@ -17,7 +17,7 @@ use sqlx::postgres::PgConnectOptions;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Advisory locks held by a dedicated session (the default once built).
+    /// Advisory locks, each held by a connection of its own (the default).
     Session,
     /// Rows in the shared lease table with TTLs from the database's clock; safe behind a
     /// transaction-pooling proxy.

@@ -2,6 +2,20 @@
 //!
 //! # Modes
 //!
+//! * **Session mode** (the default; PostgreSQL 14 or newer): a mutex or read/write lock is
+//!   `pg_advisory_lock` / `pg_advisory_lock_shared` held by a connection of its own, which
+//!   goes back to a small idle set only after a clean unlock (a connection in doubt is
+//!   closed, which makes the server release everything it held). A name maps to a 64-bit
+//!   key by [`advisory_key`]; names sharing a key exclude each other and are reported.
+//!   Waiters wait in the server's own lock queue (FIFO; a waiting writer holds back new
+//!   readers), on a statement that touches no table; a cancelled wait is stopped with
+//!   `pg_cancel_backend`, or by closing its connection. The fencing token is minted in the
+//!   same statement that takes the lock. The session's `idle_session_timeout` is set to the
+//!   lease's TTL and each renewal is a query on the lock's connection: a holder that stops
+//!   renewing (paused, cut off) has its session ended by the server after the TTL, and a
+//!   renewal that finds the connection dead makes the guard `Lost` at once. Semaphores,
+//!   which PostgreSQL has no advisory form of, are leases as in lease mode. Not safe behind
+//!   a transaction-pooling proxy.
 //! * **Lease mode** (`?mode=lease`): grants are rows of the shared lease table (the same
 //!   design as SQLite's), with TTLs computed from the database's clock
 //!   (`clock_timestamp()`), so clients' clocks never matter. Each change runs in one
@@ -11,8 +25,9 @@
 //!   row per name, only ever incremented, durable with the database). Waiters are woken
 //!   with LISTEN/NOTIFY on their client's own channel; a missed notification costs at most
 //!   the bounded backstop. A holder whose process dies frees the lock when its lease ends.
-//! * **Session mode** (advisory locks held by a dedicated session; the default) is not
-//!   available yet: a URL without `mode=lease` is refused with a clear error.
+//!
+//! All clients of one name must use the same mode: a session lock and a lease do not
+//! exclude each other.
 //!
 //! Driver parameters (`sslmode`, `sslrootcert`, `application_name`, …) pass through the
 //! URL. Passwords never appear in `Debug` output, logs or errors.
@@ -22,7 +37,7 @@
 //! ```no_run
 //! # async fn f() -> distlock_core::Result<()> {
 //! distlock_sql::install();
-//! let client = distlock_core::Client::connect("postgres://app:pw@127.0.0.1/app?mode=lease").await?;
+//! let client = distlock_core::Client::connect("postgres://app:pw@127.0.0.1/app").await?;
 //! let guard = client.mutex("nightly-report").lock().await?;
 //! # Ok(()) }
 //! ```

@@ -50,7 +50,7 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     .await
     .map_err(&err)?;
     if missing == 0 {
-        return Ok(());
+        return purge_dead_sessions(pool).await;
     }
     let mut tx = pool.begin().await.map_err(&err)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
@@ -65,6 +65,19 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
             .map_err(&err)?;
     }
     tx.commit().await.map_err(&err)
+}
+
+/// Deletes the session-mode rows of sessions that ended (each session keeps one row, so
+/// without this they would pile up as connections come and go).
+async fn purge_dead_sessions(pool: &PgPool) -> Result<()> {
+    sqlx::query(
+        "DELETE FROM distlock_session s
+         WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.backend_pid)",
+    )
+    .execute(pool)
+    .await
+    .map_err(db_error("connect"))?;
+    Ok(())
 }
 
 /// Takes the name's transaction lock and reads the database's clock.
