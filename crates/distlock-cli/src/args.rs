@@ -1,6 +1,5 @@
 //! The command line.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -93,13 +92,14 @@ pub struct DemoArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "none,local-mutex,optimistic,lock"
+        default_value = "none,local-mutex,optimistic,select-for-update,lock"
     )]
     pub strategies: Vec<String>,
-    /// The shop database (default: shop.db beside the lock database, or in the state
-    /// directory).
+    /// The shop database: a SQLite file, or a postgres:// or mysql:// URL (default: the
+    /// lock database itself when it is PostgreSQL or MySQL; otherwise shop.db beside the
+    /// SQLite lock file, or in the state directory).
     #[arg(long)]
-    pub shop: Option<PathBuf>,
+    pub shop: Option<String>,
     /// Print one JSON object per strategy.
     #[arg(long)]
     pub json: bool,
@@ -111,7 +111,7 @@ pub struct DemoWorkerArgs {
     #[arg(long)]
     pub lock_url: String,
     #[arg(long)]
-    pub shop: PathBuf,
+    pub shop: String,
     #[arg(long)]
     pub strategy: String,
     #[arg(long)]

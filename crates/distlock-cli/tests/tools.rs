@@ -54,7 +54,7 @@ fn demo_shows_overselling_without_a_lock_and_none_with_one() {
             "{strategy} oversells: {out}"
         );
     }
-    for strategy in ["optimistic", "lock"] {
+    for strategy in ["optimistic", "select-for-update", "lock"] {
         let row = by(strategy);
         assert_eq!(row["oversold"], 0, "{strategy}: {out}");
         assert_eq!(row["orders"], 30, "{strategy}: {out}");

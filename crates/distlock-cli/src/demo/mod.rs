@@ -1,5 +1,6 @@
 //! `distlock demo`: the overselling story. Worker processes buy one unit at a time from a
-//! stock kept in a SQLite shop database, under each strategy in turn.
+//! stock kept in a shop database — a SQLite file, or the PostgreSQL or MySQL/MariaDB
+//! database the locks live in — under each strategy in turn.
 
 mod shop;
 
@@ -15,10 +16,17 @@ use tokio::io::AsyncReadExt;
 use crate::args::{DemoArgs, DemoWorkerArgs};
 use crate::location::{lock_url, sqlite_file, state_dir};
 use crate::progress;
-use shop::{Sale, Shop};
+use distlock::sql::fenced::Dialect;
+use shop::{Sale, Shop, dialect_of};
 
 /// The strategies, in the order the story tells them.
-const STRATEGIES: [&str; 4] = ["none", "local-mutex", "optimistic", "lock"];
+const STRATEGIES: [&str; 5] = [
+    "none",
+    "local-mutex",
+    "optimistic",
+    "select-for-update",
+    "lock",
+];
 /// How long one worker may take before the demo gives up on it.
 const WORKER_LIMIT: Duration = Duration::from_secs(300);
 
@@ -69,11 +77,11 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
             )));
         }
     }
-    let shop_path = match &args.shop {
-        Some(path) => path.clone(),
+    let shop_at = match &args.shop {
+        Some(at) => at.clone(),
         None => default_shop(&lock_url)?,
     };
-    let shop = Shop::open(&shop_path, 1).await?;
+    let shop = Shop::open(&shop_at, 1).await?;
     if !args.json {
         println!(
             "selling {} units to {} buyers from {} worker processes ({} buyers at once in each)",
@@ -82,7 +90,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         println!(
             "locks: {}   shop: {}",
             distlock::redact_url(&lock_url),
-            shop_path.display()
+            distlock::redact_url(&shop_at)
         );
         println!(
             "{:<12} {:>7} {:>9} {:>11} {:>9} {:>8}",
@@ -94,7 +102,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         bar.set_message(strategy.clone());
         shop.restock(args.stock).await?;
         let started = Instant::now();
-        let reports = run_workers(&args, &lock_url, &shop_path, strategy).await?;
+        let reports = run_workers(&args, &lock_url, &shop_at, strategy).await?;
         let elapsed = started.elapsed();
         let (orders, stock_left) = shop.tally().await?;
         let report = StrategyReport {
@@ -135,18 +143,36 @@ fn print_report(report: &StrategyReport, json: bool) {
     }
 }
 
-fn default_shop(lock_url: &str) -> Result<PathBuf> {
-    match sqlite_file(lock_url).and_then(|p| p.parent().map(|d| d.to_path_buf())) {
-        Some(dir) if !dir.as_os_str().is_empty() => Ok(dir.join("shop.db")),
-        Some(_) => Ok(PathBuf::from("shop.db")),
-        None => Ok(state_dir()?.join("shop.db")),
+/// Where the shop lives unless `--shop` says: in the locks' own PostgreSQL or MySQL
+/// database (without distlock's own URL parameters), or in `shop.db` beside the SQLite lock
+/// file, or in the state directory.
+fn default_shop(lock_url: &str) -> Result<String> {
+    if dialect_of(lock_url) != Dialect::Sqlite {
+        let mut url = distlock::Url::parse(lock_url)
+            .map_err(|e| Error::invalid(format!("bad lock URL: {e}")))?;
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(key, _)| key != "mode")
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        url.set_query(None);
+        if !kept.is_empty() {
+            url.query_pairs_mut().extend_pairs(kept);
+        }
+        return Ok(url.into());
     }
+    let file = match sqlite_file(lock_url).and_then(|p| p.parent().map(|d| d.to_path_buf())) {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join("shop.db"),
+        Some(_) => PathBuf::from("shop.db"),
+        None => state_dir()?.join("shop.db"),
+    };
+    Ok(file.display().to_string())
 }
 
 async fn run_workers(
     args: &DemoArgs,
     lock_url: &str,
-    shop: &std::path::Path,
+    shop: &str,
     strategy: &str,
 ) -> Result<Vec<WorkerReport>> {
     let exe = std::env::current_exe()
@@ -157,8 +183,7 @@ async fn run_workers(
         let child = tokio::process::Command::new(&exe)
             .arg("demo-worker")
             .args(["--lock-url", lock_url, "--strategy", strategy])
-            .arg("--shop")
-            .arg(shop)
+            .args(["--shop", shop])
             .args(["--buyers", &buyers.to_string()])
             .args(["--concurrency", &args.concurrency.to_string()])
             .env_remove("DISTLOCK_URL")
@@ -222,6 +247,7 @@ pub async fn worker(args: DemoWorkerArgs) -> Result<u8> {
                         let _held = local.lock().await;
                         shop.sell_unguarded("local-mutex", None).await?
                     }
+                    ("select-for-update", _) => shop.sell_for_update().await?,
                     ("optimistic", _) => {
                         let (sale, retries) = shop.sell_optimistic().await?;
                         report.retries += retries;

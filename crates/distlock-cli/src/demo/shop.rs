@@ -1,12 +1,15 @@
 //! The demo's shop: one product with a stock and a version, and an orders table, in a
-//! SQLite file of its own. Each strategy is one way to sell a unit.
+//! SQLite file of its own or in a PostgreSQL or MySQL/MariaDB database. Each strategy is
+//! one way to sell a unit.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::Duration;
 
+use distlock::sql::fenced::Dialect;
 use distlock::{Error, Mutex, Result};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{Row, SqlitePool};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Executor, Row};
 
 /// The business logic between reading the stock and writing it back (a payment check).
 const WORK: Duration = Duration::from_millis(2);
@@ -20,7 +23,8 @@ pub enum Sale {
 
 #[derive(Debug, Clone)]
 pub struct Shop {
-    pool: SqlitePool,
+    pool: AnyPool,
+    dialect: Dialect,
 }
 
 fn shop_error(what: &'static str) -> impl Fn(sqlx::Error) -> Error {
@@ -33,91 +37,189 @@ fn shop_error(what: &'static str) -> impl Fn(sqlx::Error) -> Error {
     }
 }
 
+/// Where a shop lives: a database URL (`postgres://`, `mysql://`) or a SQLite file path.
+pub fn dialect_of(location: &str) -> Dialect {
+    match location.split_once("://").map(|(scheme, _)| scheme) {
+        Some("postgres" | "postgresql") => Dialect::Postgres,
+        Some("mysql" | "mariadb") => Dialect::MySql,
+        _ => Dialect::Sqlite,
+    }
+}
+
+/// The driver URL of a shop location.
+fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
+    match dialect {
+        Dialect::Sqlite => {
+            let path = std::path::absolute(Path::new(location))
+                .map_err(|e| Error::invalid(format!("bad shop path {location}: {e}")))?;
+            let url = distlock::Url::from_file_path(&path)
+                .map_err(|()| Error::invalid(format!("bad shop path {}", path.display())))?;
+            Ok(format!("sqlite{}?mode=rwc", &url.as_str()["file".len()..]))
+        }
+        Dialect::MySql => Ok(location.replacen("mariadb://", "mysql://", 1)),
+        Dialect::Postgres => Ok(location.to_owned()),
+    }
+}
+
 impl Shop {
-    pub async fn open(path: &Path, connections: u32) -> Result<Shop> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(60));
-        let pool = SqlitePoolOptions::new()
+    /// Opens (creating the tables if needed) the shop at `location`.
+    pub async fn open(location: &str, connections: u32) -> Result<Shop> {
+        sqlx::any::install_default_drivers();
+        let dialect = dialect_of(location);
+        let url = driver_url(location, dialect)?;
+        let pool = AnyPoolOptions::new()
             .max_connections(connections.max(1))
             .acquire_timeout(Duration::from_secs(60))
-            .connect_with(options)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if dialect == Dialect::Sqlite {
+                        conn.execute("PRAGMA busy_timeout = 60000").await?;
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
             .await
-            .map_err(shop_error("open"))?;
-        for statement in [
-            "CREATE TABLE IF NOT EXISTS product (id INTEGER PRIMARY KEY, stock INTEGER NOT NULL, version INTEGER NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY AUTOINCREMENT, strategy TEXT NOT NULL, fencing_token INTEGER)",
-        ] {
+            .map_err(|e| {
+                Error::new(
+                    distlock::ErrorKind::Unavailable,
+                    format!("cannot open the shop at {}", distlock::redact_url(location)),
+                )
+                .with_source(e)
+            })?;
+        let shop = Shop { pool, dialect };
+        for statement in shop.schema() {
             sqlx::query(statement)
-                .execute(&pool)
+                .execute(&shop.pool)
                 .await
                 .map_err(shop_error("create tables"))?;
         }
-        Ok(Shop { pool })
+        Ok(shop)
+    }
+
+    fn schema(&self) -> [&'static str; 2] {
+        let product = "CREATE TABLE IF NOT EXISTS distlock_demo_product
+            (id BIGINT PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL)";
+        let orders = match self.dialect {
+            Dialect::Sqlite => {
+                "CREATE TABLE IF NOT EXISTS distlock_demo_orders (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                 strategy TEXT NOT NULL, fencing_token BIGINT)"
+            }
+            Dialect::Postgres => {
+                "CREATE TABLE IF NOT EXISTS distlock_demo_orders (id BIGSERIAL PRIMARY KEY,
+                 strategy TEXT NOT NULL, fencing_token BIGINT)"
+            }
+            Dialect::MySql => {
+                "CREATE TABLE IF NOT EXISTS distlock_demo_orders (id BIGINT AUTO_INCREMENT PRIMARY KEY,
+                 strategy VARCHAR(32) NOT NULL, fencing_token BIGINT)"
+            }
+        };
+        [product, orders]
+    }
+
+    /// `text` with its `?` placeholders in this dialect's spelling.
+    fn sql<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.dialect {
+            Dialect::Postgres => {
+                let mut out = String::with_capacity(text.len() + 8);
+                let mut n = 0;
+                for c in text.chars() {
+                    if c == '?' {
+                        n += 1;
+                        out.push_str(&format!("${n}"));
+                    } else {
+                        out.push(c);
+                    }
+                }
+                Cow::Owned(out)
+            }
+            Dialect::MySql | Dialect::Sqlite => Cow::Borrowed(text),
+        }
     }
 
     pub async fn restock(&self, stock: u32) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(shop_error("restock"))?;
-        sqlx::query("DELETE FROM orders")
-            .execute(&mut *tx)
-            .await
-            .map_err(shop_error("restock"))?;
-        sqlx::query("INSERT OR REPLACE INTO product (id, stock, version) VALUES (1, ?1, 0)")
-            .bind(i64::from(stock))
-            .execute(&mut *tx)
-            .await
-            .map_err(shop_error("restock"))?;
+        for statement in [
+            "DELETE FROM distlock_demo_orders",
+            "DELETE FROM distlock_demo_product WHERE id = 1",
+        ] {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(shop_error("restock"))?;
+        }
+        sqlx::query(
+            &self.sql("INSERT INTO distlock_demo_product (id, stock, version) VALUES (1, ?, 0)"),
+        )
+        .bind(i64::from(stock))
+        .execute(&mut *tx)
+        .await
+        .map_err(shop_error("restock"))?;
         tx.commit().await.map_err(shop_error("restock"))
     }
 
     /// (orders taken, stock left).
     pub async fn tally(&self) -> Result<(i64, i64)> {
-        let orders: i64 = sqlx::query("SELECT COUNT(*) FROM orders")
+        let orders: i64 = sqlx::query("SELECT COUNT(*) FROM distlock_demo_orders")
             .fetch_one(&self.pool)
             .await
             .and_then(|r| r.try_get(0))
             .map_err(shop_error("tally"))?;
-        let (stock, _) = self.read().await?;
+        let (stock, _) = stock_and_version(
+            &sqlx::query("SELECT stock, version FROM distlock_demo_product WHERE id = 1")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(shop_error("tally"))?,
+        )?;
         Ok((orders, stock))
     }
 
     async fn read(&self) -> Result<(i64, i64)> {
-        let row = sqlx::query("SELECT stock, version FROM product WHERE id = 1")
+        let row = sqlx::query("SELECT stock, version FROM distlock_demo_product WHERE id = 1")
             .fetch_one(&self.pool)
             .await
             .map_err(shop_error("read stock"))?;
-        Ok((
-            row.try_get(0).map_err(shop_error("read stock"))?,
-            row.try_get(1).map_err(shop_error("read stock"))?,
-        ))
+        stock_and_version(&row)
     }
 
     /// Writes `stock` back and records an order, in one transaction.
     async fn write_back(&self, stock: i64, strategy: &str, token: Option<u64>) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(shop_error("sell"))?;
-        sqlx::query("UPDATE product SET stock = ?1 WHERE id = 1")
+        self.sell_in(&mut *tx, stock, strategy, token).await?;
+        tx.commit().await.map_err(shop_error("sell"))
+    }
+
+    /// Sets the stock and records an order inside `tx`.
+    async fn sell_in(
+        &self,
+        tx: &mut sqlx::AnyConnection,
+        stock: i64,
+        strategy: &str,
+        token: Option<u64>,
+    ) -> Result<()> {
+        sqlx::query(&self.sql("UPDATE distlock_demo_product SET stock = ? WHERE id = 1"))
             .bind(stock)
             .execute(&mut *tx)
             .await
             .map_err(shop_error("sell"))?;
-        self.record(&mut tx, strategy, token).await?;
-        tx.commit().await.map_err(shop_error("sell"))
+        self.record(tx, strategy, token).await
     }
 
     async fn record(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+        tx: &mut sqlx::AnyConnection,
         strategy: &str,
         token: Option<u64>,
     ) -> Result<()> {
-        sqlx::query("INSERT INTO orders (strategy, fencing_token) VALUES (?1, ?2)")
-            .bind(strategy)
-            .bind(token.map(|t| t as i64))
-            .execute(&mut **tx)
-            .await
-            .map_err(shop_error("record order"))?;
+        sqlx::query(
+            &self.sql("INSERT INTO distlock_demo_orders (strategy, fencing_token) VALUES (?, ?)"),
+        )
+        .bind(strategy.to_owned())
+        .bind(token.map(|t| t as i64))
+        .execute(&mut *tx)
+        .await
+        .map_err(shop_error("record order"))?;
         Ok(())
     }
 
@@ -143,9 +245,10 @@ impl Shop {
             }
             tokio::time::sleep(WORK).await;
             let mut tx = self.pool.begin().await.map_err(shop_error("sell"))?;
-            let changed = sqlx::query(
-                "UPDATE product SET stock = ?1, version = version + 1 WHERE id = 1 AND version = ?2",
-            )
+            let changed = sqlx::query(&self.sql(
+                "UPDATE distlock_demo_product SET stock = ?, version = version + 1
+                 WHERE id = 1 AND version = ?",
+            ))
             .bind(stock - 1)
             .bind(version)
             .execute(&mut *tx)
@@ -153,13 +256,57 @@ impl Shop {
             .map_err(shop_error("sell"))?
             .rows_affected();
             if changed == 1 {
-                self.record(&mut tx, "optimistic", None).await?;
+                self.record(&mut *tx, "optimistic", None).await?;
                 tx.commit().await.map_err(shop_error("sell"))?;
                 return Ok((Sale::Sold, retries));
             }
             tx.rollback().await.map_err(shop_error("sell"))?;
             retries += 1;
         }
+    }
+
+    /// The pessimistic row lock: read the product row `FOR UPDATE` inside a transaction, so
+    /// every other buyer's read waits until this one commits. SQLite has no row locks; its
+    /// `BEGIN IMMEDIATE` (the database's write lock, taken at the start) plays the part.
+    pub async fn sell_for_update(&self) -> Result<Sale> {
+        let mut conn = self.pool.acquire().await.map_err(shop_error("sell"))?;
+        let begin = match self.dialect {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres | Dialect::MySql => "BEGIN",
+        };
+        conn.execute(begin).await.map_err(shop_error("sell"))?;
+        let sale = self.sell_locked_row(&mut conn).await;
+        let end = match sale {
+            Ok(Sale::Sold) => "COMMIT",
+            _ => "ROLLBACK",
+        };
+        if let Err(err) = conn.execute(end).await {
+            // Never hand a connection with an open transaction back to the pool.
+            conn.close_on_drop();
+            return Err(shop_error("sell")(err));
+        }
+        sale
+    }
+
+    async fn sell_locked_row(&self, conn: &mut sqlx::AnyConnection) -> Result<Sale> {
+        let select = match self.dialect {
+            Dialect::Sqlite => "SELECT stock, version FROM distlock_demo_product WHERE id = 1",
+            Dialect::Postgres | Dialect::MySql => {
+                "SELECT stock, version FROM distlock_demo_product WHERE id = 1 FOR UPDATE"
+            }
+        };
+        let row = sqlx::query(select)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(shop_error("read stock"))?;
+        let (stock, _) = stock_and_version(&row)?;
+        if stock <= 0 {
+            return Ok(Sale::SoldOut);
+        }
+        tokio::time::sleep(WORK).await;
+        self.sell_in(conn, stock - 1, "select-for-update", None)
+            .await?;
+        Ok(Sale::Sold)
     }
 
     /// The read-check-write inside a distlock mutex, the order stamped with its token.
@@ -171,4 +318,11 @@ impl Shop {
         guard.release().await?;
         sale
     }
+}
+
+fn stock_and_version(row: &AnyRow) -> Result<(i64, i64)> {
+    Ok((
+        row.try_get(0).map_err(shop_error("read stock"))?,
+        row.try_get(1).map_err(shop_error("read stock"))?,
+    ))
 }
