@@ -93,7 +93,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
             distlock::redact_url(&shop_at)
         );
         println!(
-            "{:<12} {:>7} {:>9} {:>11} {:>9} {:>8}",
+            "{:<18} {:>7} {:>9} {:>11} {:>9} {:>8}",
             "strategy", "orders", "oversold", "stock left", "buys/s", "retries"
         );
     }
@@ -132,7 +132,7 @@ fn print_report(report: &StrategyReport, json: bool) {
         );
     } else {
         println!(
-            "{:<12} {:>7} {:>9} {:>11} {:>9.0} {:>8}",
+            "{:<18} {:>7} {:>9} {:>11} {:>9.0} {:>8}",
             report.strategy,
             report.orders,
             report.oversold,

@@ -186,7 +186,7 @@ impl Shop {
     /// Writes `stock` back and records an order, in one transaction.
     async fn write_back(&self, stock: i64, strategy: &str, token: Option<u64>) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(shop_error("sell"))?;
-        self.sell_in(&mut *tx, stock, strategy, token).await?;
+        self.sell_in(&mut tx, stock, strategy, token).await?;
         tx.commit().await.map_err(shop_error("sell"))
     }
 
@@ -256,7 +256,7 @@ impl Shop {
             .map_err(shop_error("sell"))?
             .rows_affected();
             if changed == 1 {
-                self.record(&mut *tx, "optimistic", None).await?;
+                self.record(&mut tx, "optimistic", None).await?;
                 tx.commit().await.map_err(shop_error("sell"))?;
                 return Ok((Sale::Sold, retries));
             }
