@@ -135,7 +135,11 @@ pub struct BenchArgs {
     /// How many times to run every phase; each figure reported is the median of the runs.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
-    /// Print one JSON object instead of a table.
+    /// Another backend to measure in the same runs, phases interleaved, reported beside
+    /// the first (repeatable): e.g. the same PostgreSQL with `?mode=lease`.
+    #[arg(long, value_name = "URL")]
+    pub also: Vec<String>,
+    /// Print one JSON object (one per backend, one per line) instead of a table.
     #[arg(long)]
     pub json: bool,
 }

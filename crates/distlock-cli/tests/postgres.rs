@@ -88,14 +88,32 @@ fn demo_keeps_the_shop_in_the_database(mode: &str) {
             .iter()
             .all(|s| s["holders"].as_array().unwrap().is_empty())
     );
+    // Both modes measured in one run, each against its own floor.
+    let lease = format!("{}?mode=lease", distlock_testkit::postgres_url(&pg));
     let bench = ok(&distlock(
         &url,
         state.path(),
-        &["bench", "--json", "--clients", "4", "--duration", "300ms"],
+        &[
+            "bench",
+            "--json",
+            "--clients",
+            "4",
+            "--duration",
+            "300ms",
+            "--also",
+            &lease,
+        ],
     ));
-    let report: Value = serde_json::from_str(&bench).unwrap();
-    assert_eq!(report["floor"]["op"], "SELECT 1");
-    assert!(report["uncontended"]["p50_us"].as_f64().unwrap() > 0.0);
+    let reports: Vec<Value> = bench
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 2, "{bench}");
+    for report in &reports {
+        assert_eq!(report["floor"]["op"], "SELECT 1");
+        assert!(report["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap() > 0.0);
+    }
+    assert!(reports[1]["url"].as_str().unwrap().contains("mode=lease"));
 }
 
 #[test]

@@ -37,25 +37,38 @@ pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
     if args.duration.is_zero() {
         return Err(Error::invalid("--duration must be above zero"));
     }
-    let url = lock_url(url)?;
-    let client = Client::connect(&url).await?;
-    if args.processes && !client.backend().capabilities().cross_process {
-        return Err(Error::invalid(format!(
-            "--processes needs a backend shared by processes; {} is process-local",
-            client.backend().scheme()
-        )));
+    let urls: Vec<String> = std::iter::once(lock_url(url)?)
+        .chain(args.also.iter().cloned())
+        .collect();
+    let mut clients = Vec::new();
+    for url in &urls {
+        let client = Client::connect(url).await?;
+        if args.processes && !client.backend().capabilities().cross_process {
+            return Err(Error::invalid(format!(
+                "--processes needs a backend shared by processes; {} is process-local",
+                client.backend().scheme()
+            )));
+        }
+        clients.push(client);
     }
-    let bar = progress::bar(4 * u64::from(args.runs), "floor");
-    let mut runs = Vec::new();
+    let bar = progress::bar(4 * u64::from(args.runs) * urls.len() as u64, "floor");
+    let mut runs: Vec<Vec<serde_json::Value>> = vec![Vec::new(); urls.len()];
     for _ in 0..args.runs {
-        runs.push(one_run(&client, &url, &args, &bar).await?);
+        for ((client, url), seen) in clients.iter().zip(&urls).zip(&mut runs) {
+            seen.push(one_run(client, url, &args, &bar).await?);
+        }
     }
     bar.finish_and_clear();
-    let report = median::median_report(&runs);
-    if args.json {
-        println!("{report}");
-    } else {
-        print_table(&report);
+    let reports: Vec<serde_json::Value> = runs.iter().map(|r| median::median_report(r)).collect();
+    for report in &reports {
+        if args.json {
+            println!("{report}");
+        } else {
+            print_table(report);
+        }
+    }
+    if reports.len() > 1 && !args.json {
+        print_side_by_side(&reports);
     }
     Ok(0)
 }
@@ -123,6 +136,22 @@ async fn one_run(
             "vs_concurrent_floor_ops": ratio(many, floor_concurrent),
         },
     }))
+}
+
+/// One line per backend with the ratios to its own floor, for comparing them.
+fn print_side_by_side(reports: &[serde_json::Value]) {
+    println!("side by side (each against its own floor):");
+    for r in reports {
+        println!(
+            "  {:<48} uncontended p50 {:>6.2}x   contended transfers {:>6.3}x   many names {:>5.2}x",
+            r["url"].as_str().unwrap_or("?"),
+            r["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap_or(0.0),
+            r["contended"]["transfers_vs_floor_ops"]
+                .as_f64()
+                .unwrap_or(0.0),
+            r["many_names"]["vs_floor_ops"].as_f64().unwrap_or(0.0),
+        );
+    }
 }
 
 fn print_table(r: &serde_json::Value) {
