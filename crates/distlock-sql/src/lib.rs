@@ -38,19 +38,24 @@
 
 pub mod fenced;
 pub mod lease_table;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod rows;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod tasks;
 
-use std::sync::Arc;
-
-/// Registers the SQL connectors (`sqlite://`, `postgres://`) with the core's URL registry.
+/// Registers the SQL connectors this crate's features enable (`sqlite://` with `sqlite`,
+/// `postgres://` with `postgres`) with the core's URL registry.
 ///
 /// # Examples
 ///
 /// See the [crate documentation](crate).
 pub fn install() {
-    distlock_core::register(Arc::new(sqlite::SqliteConnector));
-    distlock_core::register(Arc::new(postgres::PostgresConnector));
+    #[cfg(feature = "sqlite")]
+    distlock_core::register(std::sync::Arc::new(sqlite::SqliteConnector));
+    #[cfg(feature = "postgres")]
+    distlock_core::register(std::sync::Arc::new(postgres::PostgresConnector));
 }
