@@ -79,6 +79,54 @@ pub async fn wait_for_health(
     }
 }
 
+/// Takes lock `name` through `url` (TTL 1.5 s, renewed every 200 ms), freezes `server`
+/// with SIGSTOP and asserts the guard goes `AtRisk`, then `Lost`; thaws the server and
+/// asserts a new client gets the lock only after the old holder knew, with a greater
+/// token, that the stale release answers `NotHeld` and that the new holder renews.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let redis = distlock_testkit::redis_server().unwrap();
+/// let url = format!("redis://{}/0", redis.addr());
+/// distlock_testkit::lose_to_a_paused_server(&url, &redis, "paused").await;
+/// # });
+/// ```
+pub async fn lose_to_a_paused_server(url: &str, server: &Server, name: &str) {
+    use std::time::{Duration, Instant};
+    let a = distlock::Client::connect(url).await.unwrap();
+    let options = distlock::LockOptions::new()
+        .ttl(Duration::from_millis(1500))
+        .renew_every(Duration::from_millis(200));
+    let guard = a.mutex(name).lock_with(&options).await.unwrap();
+
+    server.pause();
+    let at_risk = wait_for_health(&guard, distlock::Health::AtRisk, Duration::from_secs(3)).await;
+    let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await;
+    let lost_at = Instant::now();
+    server.resume();
+    assert!(at_risk, "an unanswered renewal puts the lease at risk");
+    assert!(lost.is_ok(), "renewals that never answer end in Lost");
+
+    let b = distlock::Client::connect(url).await.unwrap();
+    let next = b
+        .mutex(name)
+        .lock_timeout(Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        Instant::now() >= lost_at,
+        "the new grant came after the old holder knew"
+    );
+    assert!(next.fencing_token() > guard.fencing_token());
+    assert_eq!(
+        guard.release().await.unwrap_err().kind(),
+        distlock::ErrorKind::NotHeld
+    );
+    next.renew().await.expect("the new holder is undisturbed");
+}
+
 /// Takes lock `name` (TTL `ttl`, renewed every 200 ms) through `url`, which must lead
 /// through `proxy`; then fails the link as `mode` says and asserts the guard goes `AtRisk`
 /// within 3 s and `Lost` within `ttl` + 2 s. Returns the lost guard, for the backend's test

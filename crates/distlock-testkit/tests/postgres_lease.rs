@@ -57,7 +57,7 @@ fn fencing_survives_a_database_restart() {
 
 use std::time::Duration;
 
-use distlock::{ErrorKind, Health, LockOptions};
+use distlock::Health;
 use sqlx::{Connection, Row};
 
 fn lease_url(addr: std::net::SocketAddr) -> String {
@@ -71,33 +71,7 @@ fn lease_url(addr: std::net::SocketAddr) -> String {
 fn database_paused_past_the_ttl_puts_the_lease_at_risk_then_loses_it() {
     distlock_testkit::block_on(async {
         let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
-        let url = lease_url(pg.addr());
-        let a = distlock::Client::connect(&url).await.unwrap();
-        let options = LockOptions::new()
-            .ttl(Duration::from_millis(1500))
-            .renew_every(Duration::from_millis(200));
-        let guard = a.mutex("paused").lock_with(&options).await.unwrap();
-
-        pg.pause();
-        let at_risk =
-            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await;
-        let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await;
-        pg.resume();
-        assert!(at_risk, "an unanswered renewal puts the lease at risk");
-        assert!(lost.is_ok(), "renewals that never answer end in Lost");
-
-        let b = distlock::Client::connect(&url).await.unwrap();
-        let next = b
-            .mutex("paused")
-            .lock_timeout(Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert!(next.fencing_token() > guard.fencing_token());
-        assert_eq!(
-            guard.release().await.unwrap_err().kind(),
-            ErrorKind::NotHeld
-        );
-        next.renew().await.expect("the new holder is undisturbed");
+        distlock_testkit::lose_to_a_paused_server(&lease_url(pg.addr()), &pg, "paused").await;
     });
 }
 

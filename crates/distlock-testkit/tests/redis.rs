@@ -10,7 +10,7 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(target);
 distlock_testkit::process_suite!(target);
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use distlock::{ErrorKind, Health, LockOptions};
 
@@ -38,33 +38,7 @@ fn redis_paused_past_the_ttl_loses_the_lease_before_anyone_else_gets_it() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let url = format!("redis://{}/0", redis.addr());
-        let a = distlock::Client::connect(&url).await.unwrap();
-        let options = LockOptions::new().ttl(Duration::from_millis(1000));
-        let guard = a.mutex("paused").lock_with(&options).await.unwrap();
-
-        redis.pause();
-        let lost = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await;
-        let lost_at = Instant::now();
-        redis.resume();
-        assert!(lost.is_ok(), "renewals that never answer end in Lost");
-        assert_eq!(guard.health(), Health::Lost);
-
-        let b = distlock::Client::connect(&url).await.unwrap();
-        let next = b
-            .mutex("paused")
-            .lock_timeout(Duration::from_secs(3))
-            .await
-            .unwrap();
-        assert!(
-            Instant::now() >= lost_at,
-            "the new grant came after the old holder knew"
-        );
-        assert!(next.fencing_token() > guard.fencing_token());
-        assert_eq!(
-            guard.release().await.unwrap_err().kind(),
-            ErrorKind::NotHeld
-        );
-        next.renew().await.expect("the new holder is undisturbed");
+        distlock_testkit::lose_to_a_paused_server(&url, &redis, "paused").await;
     });
 }
 
