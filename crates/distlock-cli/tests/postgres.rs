@@ -1,30 +1,12 @@
 //! The `distlock` command on PostgreSQL, in both lock modes: the demo keeps its shop in the
 //! locks' own database and shows which strategies oversell; status and bench answer.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
 use serde_json::Value;
 use sqlx::{Connection, Row};
 
-fn distlock(url: &str, state: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_distlock"))
-        .env("XDG_STATE_HOME", state)
-        .env("DISTLOCK_URL", url)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("distlock runs")
-}
+mod common;
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "distlock failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{distlock, ok};
 
 fn demo_keeps_the_shop_in_the_database(mode: &str) {
     let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));

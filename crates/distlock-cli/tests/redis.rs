@@ -1,29 +1,12 @@
 //! The `distlock` command on Redis: run, status, demo and bench against a real server.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-fn distlock(url: &str, state: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_distlock"))
-        .env("XDG_STATE_HOME", state)
-        .env_remove("DISTLOCK_URL")
-        .arg("--url")
-        .arg(url)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("distlock runs")
-}
+mod common;
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "distlock failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{distlock, ok};
 
 #[test]
 fn run_status_demo_and_bench_work_on_redis() {

@@ -1,0 +1,27 @@
+//! Running the `distlock` binary from the command tests.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// `distlock --url URL ARGS…` with its state directory in `state` and no `DISTLOCK_URL`.
+pub fn distlock(url: &str, state: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state)
+        .env_remove("DISTLOCK_URL")
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("distlock runs")
+}
+
+/// The standard output of a run that must have succeeded.
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "distlock failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
