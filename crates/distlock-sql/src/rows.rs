@@ -3,7 +3,9 @@
 
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
-use crate::lease_table::{HolderRow, WaiterRow};
+use std::collections::BTreeMap;
+
+use crate::lease_table::{HolderRow, LiveRows, WaiterRow};
 
 /// A result row whose columns read as `i64` and `String`.
 pub(crate) trait LeaseRow: Row
@@ -71,4 +73,49 @@ where
         since_ms: row.int(at + 9)?,
         expires_at_ms: row.int(at + 10)?,
     })
+}
+
+/// The status query of one table: `SELECT name, <columns>` of its live rows, by name then
+/// `order`. `name_filter` picks one name or every name and `now` is the clock parameter,
+/// each in the dialect's spelling.
+pub(crate) fn live_select(
+    table: &str,
+    columns: &str,
+    order: &str,
+    name_filter: &str,
+    now: &str,
+) -> String {
+    format!(
+        "SELECT name, {columns} FROM {table}
+         WHERE {name_filter} AND expires_at_ms > {now} ORDER BY name, {order}"
+    )
+}
+
+/// Adds status rows to `live`: holders read by a `SELECT name, HOLDER_COLUMNS` and waiters
+/// by a `SELECT name, WAITER_COLUMNS`.
+pub(crate) fn add_live<R: LeaseRow>(
+    live: &mut LiveRows,
+    holders: &[R],
+    waiters: &[R],
+) -> sqlx::Result<()>
+where
+    usize: ColumnIndex<R>,
+{
+    for row in holders {
+        live.holder(row.text(0)?, holder(row, 1)?);
+    }
+    for row in waiters {
+        live.waiter(row.text(0)?, waiter(row, 1)?);
+    }
+    Ok(())
+}
+
+/// The fencing counters read by a `SELECT name, value`.
+pub(crate) fn name_values<R: LeaseRow>(rows: &[R]) -> sqlx::Result<BTreeMap<String, i64>>
+where
+    usize: ColumnIndex<R>,
+{
+    rows.iter()
+        .map(|row| Ok((row.text(0)?, row.int(1)?)))
+        .collect()
 }

@@ -3,18 +3,18 @@
 //! up never leaves a transaction half done. Time is the database's: every transaction
 //! reads `clock_timestamp()` once and decides by it, so clients' clocks do not matter.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use distlock_core::{LockKind, LockRequest, LockState, PollOutcome, Result};
-use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::{advisory, db_error};
 use crate::lease_table::{
     HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
 };
-use crate::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
+use crate::rows::{
+    HOLDER_COLUMNS, WAITER_COLUMNS, add_live, holder, live_select, name_values, waiter,
+};
 
 const SCHEMA: &str = include_str!("schema.sql");
 
@@ -257,70 +257,35 @@ pub(super) async fn inspect(
         .await
         .and_then(|row| row.try_get(0))
         .map_err(&err)?;
-    let live = |table: &str, columns: &str, order: &str| {
-        format!(
-            "SELECT name, {columns} FROM {table}
-             WHERE ($1::TEXT IS NULL OR name = $1) AND expires_at_ms > $2 ORDER BY name, {order}"
-        )
-    };
-    let holders = named_rows(
-        &mut snapshot,
-        &live("distlock_lease", HOLDER_COLUMNS, "fence"),
-        name,
-        now,
-    )
-    .await
-    .map_err(&err)?;
-    let waiters = named_rows(
-        &mut snapshot,
-        &live("distlock_waiter", WAITER_COLUMNS, "seq"),
-        name,
-        now,
-    )
-    .await
-    .map_err(&err)?;
+    let (filter, clock) = ("($1::TEXT IS NULL OR name = $1)", "$2");
+    let holders = live_select("distlock_lease", HOLDER_COLUMNS, "fence", filter, clock);
+    let waiters = live_select("distlock_waiter", WAITER_COLUMNS, "seq", filter, clock);
+    let mut rows = Vec::new();
+    for select in [holders, waiters] {
+        rows.push(
+            sqlx::query(&select)
+                .bind(name)
+                .bind(now)
+                .fetch_all(&mut *snapshot)
+                .await
+                .map_err(&err)?,
+        );
+    }
     let mut live = LiveRows::new(name);
-    for (n, row) in &holders {
-        live.holder(n.clone(), holder(row, 1).map_err(&err)?);
-    }
-    for (n, row) in &waiters {
-        live.waiter(n.clone(), waiter(row, 1).map_err(&err)?);
-    }
+    add_live(&mut live, &rows[0], &rows[1]).map_err(&err)?;
     if sessions {
         advisory::live_sessions(&mut snapshot, name, now, &mut live)
             .await
             .map_err(&err)?;
     }
-    let fences: BTreeMap<String, i64> =
-        sqlx::query("SELECT name, value FROM distlock_fence WHERE name = ANY($1)")
-            .bind(live.names())
-            .fetch_all(&mut *snapshot)
-            .await
-            .map_err(&err)?
-            .iter()
-            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-            .collect::<sqlx::Result<_>>()
-            .map_err(&err)?;
+    let fences = sqlx::query("SELECT name, value FROM distlock_fence WHERE name = ANY($1)")
+        .bind(live.names())
+        .fetch_all(&mut *snapshot)
+        .await
+        .and_then(|rows| name_values(&rows))
+        .map_err(&err)?;
     snapshot.commit().await.map_err(&err)?;
     live.into_states(&fences, now)
-}
-
-/// Runs a `SELECT name, …` over `$1` (name or NULL) and `$2` (now), pairing each row with
-/// its name.
-async fn named_rows(
-    conn: &mut PgConnection,
-    select: &str,
-    name: Option<&str>,
-    now: i64,
-) -> sqlx::Result<Vec<(String, PgRow)>> {
-    let rows = sqlx::query(select)
-        .bind(name)
-        .bind(now)
-        .fetch_all(&mut *conn)
-        .await?;
-    rows.into_iter()
-        .map(|row| Ok((row.try_get(0)?, row)))
-        .collect()
 }
 
 /// One `SELECT 1` round trip on a pooled connection: the floor of every lock operation.

@@ -2,7 +2,6 @@
 //! end once started (the backend runs them on their own tasks), so a caller that gives up
 //! never leaves a transaction half done on the connection.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use distlock_core::{LockRequest, LockState, PollOutcome, Result};
@@ -14,7 +13,9 @@ use super::wake::Wake;
 use crate::lease_table::{
     HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, now_ms, retry_within,
 };
-use crate::rows::{HOLDER_COLUMNS, WAITER_COLUMNS, holder, waiter};
+use crate::rows::{
+    HOLDER_COLUMNS, WAITER_COLUMNS, add_live, holder, live_select, name_values, waiter,
+};
 
 const SCHEMA: &str = include_str!("schema.sql");
 /// The schema this code reads and writes, kept in `PRAGMA user_version`.
@@ -257,72 +258,29 @@ pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec
         "?1 IS NULL"
     };
     let mut snapshot = pool.begin().await.map_err(&err)?;
-    let live = |table: &str, columns: &str, order: &str| {
-        format!(
-            "SELECT name, {columns} FROM {table}
-             WHERE {filter} AND expires_at_ms > ?2 ORDER BY name, {order}"
-        )
-    };
-    let holders = named_rows(
-        &mut snapshot,
-        &live("distlock_lease", HOLDER_COLUMNS, "fence"),
-        name,
-        now,
-    )
-    .await
-    .map_err(&err)?;
-    let waiters = named_rows(
-        &mut snapshot,
-        &live("distlock_waiter", WAITER_COLUMNS, "seq"),
-        name,
-        now,
-    )
-    .await
-    .map_err(&err)?;
+    let holders = live_select("distlock_lease", HOLDER_COLUMNS, "fence", filter, "?2");
+    let waiters = live_select("distlock_waiter", WAITER_COLUMNS, "seq", filter, "?2");
+    let fences = format!(
+        "SELECT name, value FROM distlock_fence WHERE {filter} AND (?1 IS NOT NULL OR name IN
+           (SELECT name FROM distlock_lease WHERE expires_at_ms > ?2
+            UNION SELECT name FROM distlock_waiter WHERE expires_at_ms > ?2))"
+    );
+    let mut rows = Vec::new();
+    for select in [holders, waiters, fences] {
+        rows.push(
+            sqlx::query(&select)
+                .bind(name)
+                .bind(now)
+                .fetch_all(&mut *snapshot)
+                .await
+                .map_err(&err)?,
+        );
+    }
     let mut live = LiveRows::new(name);
-    for (n, row) in &holders {
-        live.holder(n.clone(), holder(row, 1).map_err(&err)?);
-    }
-    for (n, row) in &waiters {
-        live.waiter(n.clone(), waiter(row, 1).map_err(&err)?);
-    }
-    let fences = named_rows(
-        &mut snapshot,
-        &format!(
-            "SELECT name, value FROM distlock_fence WHERE {filter} AND (?1 IS NOT NULL OR name IN
-               (SELECT name FROM distlock_lease WHERE expires_at_ms > ?2
-                UNION SELECT name FROM distlock_waiter WHERE expires_at_ms > ?2))"
-        ),
-        name,
-        now,
-    )
-    .await
-    .map_err(&err)?;
-    let fences: BTreeMap<String, i64> = fences
-        .iter()
-        .map(|(n, row)| row.try_get(1).map(|v| (n.clone(), v)))
-        .collect::<sqlx::Result<_>>()
-        .map_err(&err)?;
+    add_live(&mut live, &rows[0], &rows[1]).map_err(&err)?;
+    let fences = name_values(&rows[2]).map_err(&err)?;
     snapshot.commit().await.map_err(&err)?;
     live.into_states(&fences, now)
-}
-
-/// Runs a `SELECT name, …` over `?1` (name or NULL) and `?2` (now), pairing each row with
-/// its name.
-async fn named_rows(
-    conn: &mut SqliteConnection,
-    select: &str,
-    name: Option<&str>,
-    now: i64,
-) -> sqlx::Result<Vec<(String, SqliteRow)>> {
-    let rows = sqlx::query(select)
-        .bind(name)
-        .bind(now)
-        .fetch_all(&mut *conn)
-        .await?;
-    rows.into_iter()
-        .map(|row| Ok((row.try_get(0)?, row)))
-        .collect()
 }
 
 /// One `BEGIN IMMEDIATE; UPDATE; COMMIT` round: the floor of every lock operation.
