@@ -79,6 +79,41 @@ pub async fn wait_for_health(
     }
 }
 
+/// A new client on `url` takes over `name` from the lost guard `lost`: granted within
+/// `within`, with a greater fencing token. Returns the new guard.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// use std::time::Duration;
+/// let client = distlock::Client::connect("memory://take-over").await.unwrap();
+/// let once = distlock::LockOptions::new().ttl(Duration::from_millis(50)).auto_renew(false);
+/// let stale = client.mutex("a").lock_with(&once).await.unwrap();
+/// let next = distlock_testkit::take_over("memory://take-over", "a", &stale, Duration::from_secs(1)).await;
+/// # });
+/// ```
+pub async fn take_over(
+    url: &str,
+    name: &str,
+    lost: &distlock::Guard,
+    within: std::time::Duration,
+) -> distlock::Guard {
+    let client = distlock::Client::connect(url).await.unwrap();
+    let next = client
+        .mutex(name)
+        .lock_timeout(within)
+        .await
+        .unwrap_or_else(|e| panic!("the lock `{name}` was not taken over within {within:?}: {e}"));
+    assert!(
+        next.fencing_token() > lost.fencing_token(),
+        "the next holder's token {} is not greater than the lost one's {}",
+        next.fencing_token(),
+        lost.fencing_token()
+    );
+    next
+}
+
 /// Takes lock `name` through `url` (TTL 1.5 s, renewed every 200 ms), freezes `server`
 /// with SIGSTOP and asserts the guard goes `AtRisk`, then `Lost`; thaws the server and
 /// asserts a new client gets the lock only after the old holder knew, with a greater
@@ -109,17 +144,11 @@ pub async fn lose_to_a_paused_server(url: &str, server: &Server, name: &str) {
     assert!(at_risk, "an unanswered renewal puts the lease at risk");
     assert!(lost.is_ok(), "renewals that never answer end in Lost");
 
-    let b = distlock::Client::connect(url).await.unwrap();
-    let next = b
-        .mutex(name)
-        .lock_timeout(Duration::from_secs(5))
-        .await
-        .unwrap();
+    let next = take_over(url, name, &guard, Duration::from_secs(5)).await;
     assert!(
         Instant::now() >= lost_at,
         "the new grant came after the old holder knew"
     );
-    assert!(next.fencing_token() > guard.fencing_token());
     assert_eq!(
         guard.release().await.unwrap_err().kind(),
         distlock::ErrorKind::NotHeld

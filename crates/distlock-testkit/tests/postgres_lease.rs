@@ -111,9 +111,6 @@ async fn link_failure_is_noticed_before_the_lease_ends(mode: distlock_testkit::P
     let proxy = distlock_testkit::FaultProxy::start(pg.addr())
         .await
         .unwrap();
-    let observer = distlock::Client::connect(&lease_url(pg.addr()))
-        .await
-        .unwrap();
     let mut db = sqlx::PgConnection::connect(&distlock_testkit::postgres_url(&pg))
         .await
         .unwrap();
@@ -142,12 +139,13 @@ async fn link_failure_is_noticed_before_the_lease_ends(mode: distlock_testkit::P
         left_at_loss > 0,
         "the guard was Lost before the lease ended in the database ({left_at_loss} ms)"
     );
-    let next = observer
-        .mutex("link")
-        .lock_timeout(Duration::from_secs(3))
-        .await
-        .unwrap();
-    assert!(next.fencing_token() > guard.fencing_token());
+    let _next = distlock_testkit::take_over(
+        &lease_url(pg.addr()),
+        "link",
+        &guard,
+        Duration::from_secs(3),
+    )
+    .await;
 }
 
 #[test]

@@ -92,21 +92,15 @@ async fn link_failure_is_noticed_before_the_server_ttl_ends(mode: distlock_testk
     let guard =
         distlock_testkit::lose_link(&url, &proxy, mode, "link", Duration::from_millis(1500)).await;
 
-    let observer = distlock::Client::connect(&format!("redis://{}/0", redis.addr()))
-        .await
-        .unwrap();
+    let direct = format!("redis://{}/0", redis.addr());
+    let observer = distlock::Client::connect(&direct).await.unwrap();
     let state = &observer.status(Some("link")).await.unwrap()[0];
     assert_eq!(state.holders.len(), 1, "Redis still holds the lease");
     assert!(
         state.holders[0].remaining_ms > 0,
         "the guard was Lost before the server-side TTL ended"
     );
-    let next = observer
-        .mutex("link")
-        .lock_timeout(Duration::from_secs(3))
-        .await
-        .unwrap();
-    assert!(next.fencing_token() > guard.fencing_token());
+    let _next = distlock_testkit::take_over(&direct, "link", &guard, Duration::from_secs(3)).await;
 }
 
 #[test]

@@ -99,12 +99,7 @@ fn failed_renewals_put_the_lease_at_risk_then_lose_it() {
         stall.stop().await;
         let err = guard.renew().await.unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::NotHeld, "lost stays lost");
-        let other = distlock::Client::connect(&url).await.unwrap();
-        let next = other
-            .mutex("outage")
-            .lock_timeout(Duration::from_secs(3))
-            .await
-            .unwrap();
-        assert!(next.fencing_token() > guard.fencing_token());
+        let _next =
+            distlock_testkit::take_over(&url, "outage", &guard, Duration::from_secs(3)).await;
     });
 }
