@@ -61,14 +61,21 @@ fn demo_keeps_the_shop_in_the_database(mode: &str) {
         assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     });
 
-    let status = ok(&distlock(&url, state.path(), &["status", "--json"]));
+    // The demo's lock is free again and its counter saw every sale of the lock strategy.
+    let status = ok(&distlock(
+        &url,
+        state.path(),
+        &["status", "demo/shop/product-1", "--json"],
+    ));
     let states: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(states[0]["name"], "demo/shop/product-1", "{status}");
     assert!(
-        states
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|s| s["holders"].as_array().unwrap().is_empty())
+        states[0]["holders"].as_array().unwrap().is_empty(),
+        "{status}"
+    );
+    assert!(
+        states[0]["last_fencing_token"].as_u64().unwrap() >= 60,
+        "every buyer of the lock strategy took the lock: {status}"
     );
     // Both modes measured in one run, each against its own floor.
     let lease = format!("{}?mode=lease", distlock_testkit::postgres_url(&pg));

@@ -166,12 +166,7 @@ impl Shop {
             .await
             .and_then(|r| r.try_get(0))
             .map_err(shop_error("tally"))?;
-        let (stock, _) = stock_and_version(
-            &sqlx::query("SELECT stock, version FROM distlock_demo_product WHERE id = 1")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(shop_error("tally"))?,
-        )?;
+        let (stock, _) = self.read().await?;
         Ok((orders, stock))
     }
 
