@@ -6,7 +6,7 @@ use sqlx::{Connection, Row};
 
 mod common;
 
-use common::{distlock, ok};
+use common::{distlock, json_lines, ok};
 
 fn demo_keeps_the_shop_in_the_database(mode: &str) {
     let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
@@ -27,10 +27,7 @@ fn demo_keeps_the_shop_in_the_database(mode: &str) {
         ],
     );
     let text = ok(&out);
-    let rows: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = json_lines(&text);
     let by = |name: &str| rows.iter().find(|r| r["strategy"] == name).unwrap();
     assert!(
         by("none")["oversold"].as_i64().unwrap() > 0,
@@ -93,10 +90,7 @@ fn demo_keeps_the_shop_in_the_database(mode: &str) {
             &lease,
         ],
     ));
-    let reports: Vec<Value> = bench
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let reports = json_lines(&bench);
     assert_eq!(reports.len(), 2, "{bench}");
     for report in &reports {
         assert_eq!(report["floor"]["op"], "SELECT 1");

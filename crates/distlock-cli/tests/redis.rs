@@ -6,7 +6,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{distlock, ok};
+use common::{distlock, json_lines, ok};
 
 #[test]
 fn run_status_demo_and_bench_work_on_redis() {
@@ -88,10 +88,7 @@ fn run_status_demo_and_bench_work_on_redis() {
             "3",
         ],
     );
-    let rows: Vec<Value> = ok(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = json_lines(&ok(&out));
     let lock = rows.iter().find(|r| r["strategy"] == "lock").unwrap();
     assert_eq!(lock["oversold"], 0);
     assert_eq!(lock["orders"], 20);
