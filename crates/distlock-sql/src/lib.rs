@@ -37,18 +37,26 @@
 //! ```
 
 pub mod fenced;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use mode::Mode;
 pub mod lease_table;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod mode;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod rows;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sessions;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod tasks;
 
 /// Registers the SQL connectors this crate's features enable (`sqlite://` with `sqlite`,
-/// `postgres://` with `postgres`) with the core's URL registry.
+/// `postgres://` with `postgres`, `mysql://` and `mariadb://` with `mysql`) with the core's URL registry.
 ///
 /// # Examples
 ///
@@ -58,4 +66,6 @@ pub fn install() {
     distlock_core::register(std::sync::Arc::new(sqlite::SqliteConnector));
     #[cfg(feature = "postgres")]
     distlock_core::register(std::sync::Arc::new(postgres::PostgresConnector));
+    #[cfg(feature = "mysql")]
+    distlock_core::register(std::sync::Arc::new(mysql::MysqlConnector));
 }

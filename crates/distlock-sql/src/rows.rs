@@ -26,8 +26,10 @@ where
         self.try_get(at)
     }
 
+    /// MySQL reports text compared byte for byte (`utf8mb4_bin`) as binary, so the column
+    /// type is not checked; decoding still refuses bytes that are not UTF-8.
     fn text(&self, at: usize) -> sqlx::Result<String> {
-        self.try_get(at)
+        self.try_get_unchecked(at)
     }
 }
 

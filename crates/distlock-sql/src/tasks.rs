@@ -15,6 +15,36 @@ where
     })?
 }
 
+/// Maps a database error to a distlock error of `backend` for `operation`. Connection
+/// failures, serialisation failures, deadlocks and a server shutting down are temporary.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn db_error(
+    backend: &'static str,
+    operation: &'static str,
+) -> impl Fn(sqlx::Error) -> Error + Clone {
+    move |err| {
+        let temporary = match &err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                code.starts_with("08")
+                    || code.starts_with("57P")
+                    || code == "40001"
+                    || code == "40P01"
+            }),
+            _ => false,
+        };
+        let kind = match temporary {
+            true => ErrorKind::Unavailable,
+            false => ErrorKind::Backend,
+        };
+        let out = Error::new(kind, format!("{backend} {operation} failed"))
+            .with_backend(backend)
+            .with_operation(operation)
+            .with_source(err);
+        if temporary { out.temporary() } else { out }
+    }
+}
+
 /// Whether each lease was renewed or released, as lease outcomes.
 pub(crate) fn outcomes(done: Vec<bool>) -> Vec<LeaseOutcome> {
     done.into_iter().map(outcome).collect()

@@ -311,6 +311,8 @@ pub fn mariadb_server() -> Result<Server, LaunchError> {
                 "--skip-log-bin",
                 "--innodb-buffer-pool-size=16M",
                 "--innodb-flush-log-at-trx-commit=2",
+                "--innodb-use-native-aio=0",
+                "--tmpdir={dir}",
                 "--max-connections=300",
             ],
         )
@@ -323,6 +325,10 @@ pub fn mariadb_server() -> Result<Server, LaunchError> {
                 "--datadir={dir}/data",
                 "--skip-test-db",
                 "--innodb-log-file-size=8M",
+                // Servers set up at once clashed over temporary tables in the shared
+                // /tmp, and over the machine's fixed number of kernel AIO contexts.
+                "--tmpdir={dir}",
+                "--innodb-use-native-aio=0",
             ],
         )
         .run_as("mysql")

@@ -2,8 +2,8 @@
 //!
 //! One async API over several stores, chosen by URL: `memory://` (this process),
 //! `sqlite:///path/locks.db` (one machine, many processes; the embedded default),
-//! `redis://host:6379/0`, `postgres://user@host/db`, with RedLock, ZooKeeper, etcd and MySQL
-//! to come. Every guard carries a fencing token, a safe deadline and a lease-health signal,
+//! `redis://host:6379/0`, `postgres://user@host/db`, `mysql://user@host/db`, with RedLock,
+//! ZooKeeper and etcd to come. Every guard carries a fencing token, a safe deadline and a lease-health signal,
 //! so no lock is lost silently.
 //!
 //! # Examples
@@ -32,6 +32,7 @@
 //!
 //! * `sqlite` (default): the `sqlite://` backend.
 //! * `postgres` (default): the `postgres://` backend (session and lease modes).
+//! * `mysql` (default): the `mysql://` and `mariadb://` backend (session and lease modes).
 //! * `redis` (default): the `redis://` backend.
 
 use std::ops::Deref;
@@ -49,8 +50,8 @@ pub use distlock_core::{
 /// The Redis backend (`redis://`).
 #[cfg(feature = "redis")]
 pub use distlock_redis as redis;
-/// The SQL backends (`sqlite://`, `postgres://`) and the fenced-write helper.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+/// The SQL backends (`sqlite://`, `postgres://`, `mysql://`) and the fenced-write helper.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub use distlock_sql as sql;
 
 /// Registers every backend enabled by this crate's features. [`Client::connect`] calls it;
@@ -66,7 +67,7 @@ pub fn install_backends() {
     ONCE.call_once(|| {
         #[cfg(feature = "redis")]
         distlock_redis::install();
-        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
         distlock_sql::install();
     });
 }

@@ -2,11 +2,12 @@
 //! advisory-lock keys. Each statement runs on the lock's own connection; the backend's
 //! session bookkeeping lives in [`super::sessions`].
 
-use distlock_core::{Error, LockRequest};
+use distlock_core::LockRequest;
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, Row};
 
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
+use crate::sessions::Tried;
 
 /// The database's clock in milliseconds since the Unix epoch.
 const CLOCK_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
@@ -55,7 +56,7 @@ pub fn advisory_key(name: &str) -> i64 {
 
 /// Shared (read) or exclusive (mutex, write) advisory locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Share {
+pub(crate) enum Share {
     Exclusive,
     Shared,
 }
@@ -74,25 +75,6 @@ impl Share {
             Share::Shared => "_shared",
         }
     }
-}
-
-/// What a try-lock statement found.
-pub(super) struct Tried {
-    /// The fencing token, if the lock was taken.
-    pub(super) fence: Option<i64>,
-    /// The server process serving this connection (to cancel its waits).
-    pub(super) backend_pid: i32,
-    /// Other names recorded under the same key: a collision.
-    pub(super) others: Vec<String>,
-    /// The name is in use as a semaphore (a lease), so the lock was not tried.
-    pub(super) semaphore: bool,
-}
-
-/// The error for a name used as two kinds at once: `other` is what already holds it.
-pub(super) fn kind_clash(name: &str, other: &str) -> Error {
-    Error::invalid(format!(
-        "lock `{name}` is in use as {other}; a name is either a semaphore or a mutex / read-write lock"
-    ))
 }
 
 /// Whether a live session (holding or waiting) uses `name` as a mutex or read/write lock.
@@ -155,11 +137,12 @@ pub(super) async fn try_lock(
         .bind(idle_limit(request.ttl))
         .fetch_one(conn)
         .await?;
+    let semaphore: bool = row.try_get(4)?;
     Ok(Tried {
         fence: row.try_get(0)?,
-        backend_pid: row.try_get(1)?,
+        conn_id: i64::from(row.try_get::<i32, _>(1)?),
         others: row.try_get(3)?,
-        semaphore: row.try_get(4)?,
+        clash: semaphore.then_some("a semaphore"),
     })
 }
 

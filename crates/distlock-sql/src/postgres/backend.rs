@@ -13,8 +13,9 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::task::AbortHandle;
 
 use super::config::{Mode, PostgresConfig};
-use super::sessions::Sessions;
+use super::sessions::PgSessions;
 use super::{db_error, store};
+use crate::sessions::Sessions;
 use crate::tasks::{InFlight, detached, outcome, outcomes};
 
 /// A lock store on one PostgreSQL database.
@@ -44,7 +45,7 @@ pub struct PostgresBackend {
     listener: AbortHandle,
     redacted: String,
     in_flight: Arc<InFlight>,
-    sessions: Option<Arc<Sessions>>,
+    sessions: Option<Arc<Sessions<PgSessions>>>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -79,7 +80,10 @@ impl PostgresBackend {
             Mode::Lease => None,
             Mode::Session => {
                 check_session_support(&pool).await?;
-                Some(Arc::new(Sessions::new(&config.options)))
+                Some(Arc::new(Sessions::new(PgSessions::new(
+                    &config.options,
+                    pool.clone(),
+                ))))
             }
         };
         let wakers = Arc::new(LocalWakers::new());
@@ -115,7 +119,7 @@ impl PostgresBackend {
     }
 
     /// The session-mode store, if `request` is served by an advisory lock.
-    fn session_for(&self, request: &LockRequest) -> Option<&Arc<Sessions>> {
+    fn session_for(&self, request: &LockRequest) -> Option<&Arc<Sessions<PgSessions>>> {
         match request.kind {
             LockKind::Semaphore { .. } => None,
             _ => self.sessions.as_ref(),
@@ -123,7 +127,7 @@ impl PostgresBackend {
     }
 
     /// The session-mode store, if `token` names one of its locks.
-    fn session_holding(&self, token: &str) -> Option<&Arc<Sessions>> {
+    fn session_holding(&self, token: &str) -> Option<&Arc<Sessions<PgSessions>>> {
         self.sessions.as_ref().filter(|s| s.knows(token))
     }
 
@@ -252,11 +256,7 @@ impl Backend for PostgresBackend {
         self.in_flight.settled(&token).await;
         let pool = self.pool.clone();
         if let Some(sessions) = self.session_for(&ticket.request).cloned() {
-            return detached(
-                "postgres",
-                async move { sessions.cancel(&pool, &token).await },
-            )
-            .await;
+            return detached("postgres", async move { sessions.cancel(&token).await }).await;
         }
         detached("postgres", async move {
             store::cancel(&pool, &name, &token).await

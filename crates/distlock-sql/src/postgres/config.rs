@@ -4,42 +4,9 @@
 use std::str::FromStr;
 
 use distlock_core::{Error, Result, Url, redact_url};
+
+pub use crate::Mode;
 use sqlx::postgres::PgConnectOptions;
-
-/// How locks are held on PostgreSQL.
-///
-/// # Examples
-///
-/// ```
-/// use distlock_sql::postgres::Mode;
-/// assert_eq!(Mode::parse("lease").unwrap(), Mode::Lease);
-/// assert!(Mode::parse("bogus").is_err());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Advisory locks, each held by a connection of its own (the default).
-    Session,
-    /// Rows in the shared lease table with TTLs from the database's clock; safe behind a
-    /// transaction-pooling proxy.
-    Lease,
-}
-
-impl Mode {
-    /// Parses `session` or `lease`.
-    ///
-    /// # Examples
-    ///
-    /// See [`Mode`].
-    pub fn parse(text: &str) -> Result<Mode> {
-        match text {
-            "session" => Ok(Mode::Session),
-            "lease" => Ok(Mode::Lease),
-            other => Err(Error::invalid(format!(
-                "unknown PostgreSQL lock mode `{other}`: use mode=session or mode=lease"
-            ))),
-        }
-    }
-}
 
 /// How to reach a PostgreSQL lock database, parsed from its URL.
 ///
@@ -83,20 +50,7 @@ impl PostgresConfig {
     /// See [`PostgresConfig`].
     pub fn from_url(url: &Url) -> Result<Self> {
         let redacted = redact_url(url.as_str());
-        let mut mode = Mode::Session;
-        let mut driver_url = url.clone();
-        let passed: Vec<(String, String)> = url
-            .query_pairs()
-            .filter(|(key, _)| key != "mode")
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
-        if let Some((_, value)) = url.query_pairs().find(|(key, _)| key == "mode") {
-            mode = Mode::parse(&value)?;
-        }
-        driver_url.set_query(None);
-        if !passed.is_empty() {
-            driver_url.query_pairs_mut().extend_pairs(passed);
-        }
+        let (mode, driver_url) = Mode::split(url)?;
         let options = PgConnectOptions::from_str(driver_url.as_str()).map_err(|err| {
             Error::invalid(format!("not a usable PostgreSQL URL ({redacted}): {err}"))
         })?;

@@ -50,7 +50,7 @@ mod store;
 
 use std::sync::Arc;
 
-use distlock_core::{Backend, Connector, Error, ErrorKind, Result, Url, async_trait};
+use distlock_core::{Backend, Connector, Error, Result, Url, async_trait};
 
 pub use advisory::advisory_key;
 pub use backend::PostgresBackend;
@@ -78,28 +78,8 @@ impl Connector for PostgresConnector {
     }
 }
 
-/// Maps a database error to a distlock error for `operation`. Connection failures,
-/// serialisation failures, deadlocks and a server shutting down are temporary.
-pub(crate) fn db_error(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {
-    move |err| {
-        let temporary = match &err {
-            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => true,
-            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-                code.starts_with("08")
-                    || code.starts_with("57P")
-                    || code == "40001"
-                    || code == "40P01"
-            }),
-            _ => false,
-        };
-        let kind = match temporary {
-            true => ErrorKind::Unavailable,
-            false => ErrorKind::Backend,
-        };
-        let out = Error::new(kind, format!("postgres {operation} failed"))
-            .with_backend("postgres")
-            .with_operation(operation)
-            .with_source(err);
-        if temporary { out.temporary() } else { out }
-    }
+/// Maps a database error to a distlock error for `operation` (see
+/// [`crate::tasks::db_error`]).
+pub(crate) fn db_error(operation: &'static str) -> impl Fn(sqlx::Error) -> Error + Clone {
+    crate::tasks::db_error("postgres", operation)
 }

@@ -138,7 +138,7 @@ pub(super) async fn poll(
             .await
             .map_err(&err)?
     {
-        return Err(advisory::kind_clash(
+        return Err(crate::sessions::kind_clash(
             &request.name,
             "a mutex or read/write lock",
         ));

@@ -176,6 +176,21 @@ pub(crate) async fn wait_for_waiters(client: &Client, name: &str, count: usize) 
     assert!(ok, "lock {name} never had {count} waiters");
 }
 
+/// Waits until `name` has a queued waiter of process `pid` (bounded by 5 s). Waiters of a
+/// killed process may already be gone: a server that notices the dead connection at once
+/// drops them.
+pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
+    let ok = eventually(Duration::from_secs(5), || async {
+        client
+            .status(Some(name))
+            .await
+            .map(|s| s.iter().flat_map(|s| &s.waiters).any(|w| w.meta.pid == pid))
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(ok, "lock {name} never had a waiter of process {pid}");
+}
+
 /// Generates one `#[test]` per in-process conformance property, each calling the suite
 /// function with the target `$target().await` builds.
 ///

@@ -210,7 +210,7 @@ pub async fn killed_waiter_does_not_stall_the_queue(target: &Target) {
             (guard, started.elapsed())
         })
     };
-    super::wait_for_waiters(&client, &name, 2).await;
+    super::wait_for_waiter_of(&client, &name, std::process::id()).await;
     held.release().await.unwrap();
     let (guard, waited) = behind.await.unwrap();
     let guard = guard.expect("the waiter behind the dead one gets the lock");

@@ -1,0 +1,70 @@
+//! How locks are held on a server database (PostgreSQL, MySQL/MariaDB), chosen by the
+//! URL's `mode` parameter.
+
+use distlock_core::{Error, Result, Url};
+
+/// How locks are held on a server database.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_sql::Mode;
+/// assert_eq!(Mode::parse("lease").unwrap(), Mode::Lease);
+/// assert!(Mode::parse("bogus").is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Locks of the server's own, each held by a connection of its own (the default).
+    Session,
+    /// Rows in the shared lease table with TTLs from the database's clock; safe behind a
+    /// transaction-pooling proxy.
+    Lease,
+}
+
+impl Mode {
+    /// Parses `session` or `lease`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Mode`].
+    pub fn parse(text: &str) -> Result<Mode> {
+        match text {
+            "session" => Ok(Mode::Session),
+            "lease" => Ok(Mode::Lease),
+            other => Err(Error::invalid(format!(
+                "unknown lock mode `{other}`: use mode=session or mode=lease"
+            ))),
+        }
+    }
+
+    /// The URL's mode (session if it names none) and the URL without the `mode`
+    /// parameter, for the driver (every other parameter passes through).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_sql::Mode;
+    /// let url = distlock_core::Url::parse("mysql://db/app?mode=lease&ssl-mode=required").unwrap();
+    /// let (mode, driver) = Mode::split(&url)?;
+    /// assert_eq!(mode, Mode::Lease);
+    /// assert_eq!(driver.as_str(), "mysql://db/app?ssl-mode=required");
+    /// # Ok::<(), distlock_core::Error>(())
+    /// ```
+    pub fn split(url: &Url) -> Result<(Mode, Url)> {
+        let mode = match url.query_pairs().find(|(key, _)| key == "mode") {
+            Some((_, value)) => Mode::parse(&value)?,
+            None => Mode::Session,
+        };
+        let passed: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(key, _)| key != "mode")
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let mut driver = url.clone();
+        driver.set_query(None);
+        if !passed.is_empty() {
+            driver.query_pairs_mut().extend_pairs(passed);
+        }
+        Ok((mode, driver))
+    }
+}

@@ -1,0 +1,301 @@
+//! The MySQL/MariaDB lock store: session-mode `GET_LOCK` locks and the lease table.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use distlock_core::{
+    Backend, Capabilities, LeaseKey, LeaseOutcome, LocalWakers, LockKind, LockRequest, LockState,
+    PollOutcome, Result, Ticket, async_trait, random_id,
+};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::{Executor, MySqlPool};
+
+use super::config::{Mode, MysqlConfig};
+use super::db_error;
+use super::session::MysqlSessions;
+use super::store::{self, Wake};
+use crate::sessions::Sessions;
+use crate::tasks::{InFlight, detached, outcome, outcomes};
+
+/// A lock store on one MySQL or MariaDB database.
+///
+/// In session mode, mutexes are `GET_LOCK` locks, each held by a connection of its own;
+/// read/write locks and semaphores are leases. In lease mode, every grant is a row of the
+/// shared lease table with a TTL from the database's clock.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> distlock_core::Result<()> {
+/// use std::sync::Arc;
+/// use distlock_sql::mysql::{MysqlBackend, MysqlConfig};
+///
+/// let url = distlock_core::Url::parse("mysql://app:pw@127.0.0.1/app?mode=lease").unwrap();
+/// let backend = MysqlBackend::open(MysqlConfig::from_url(&url)?).await?;
+/// let client = distlock_core::Client::with_backend(Arc::new(backend));
+/// # Ok(()) }
+/// ```
+pub struct MysqlBackend {
+    pool: MySqlPool,
+    channel: String,
+    wakers: Arc<LocalWakers>,
+    redacted: String,
+    in_flight: Arc<InFlight>,
+    sessions: Option<Arc<Sessions<MysqlSessions>>>,
+}
+
+impl std::fmt::Debug for MysqlBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlBackend")
+            .field("url", &self.redacted)
+            .finish()
+    }
+}
+
+impl Drop for MysqlBackend {
+    fn drop(&mut self) {
+        channels().remove(&self.channel);
+    }
+}
+
+/// The wake-up channels of this process's clients: a release wakes the next waiter at
+/// once when that waiter's client lives in the same process.
+fn channels() -> std::sync::MutexGuard<'static, HashMap<String, Weak<LocalWakers>>> {
+    static CHANNELS: OnceLock<Mutex<HashMap<String, Weak<LocalWakers>>>> = OnceLock::new();
+    CHANNELS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Wakes the waiter `wake` names, if its client is in this process.
+fn wake(wake: Wake) {
+    let Some((token, channel)) = wake else { return };
+    let wakers = channels().get(&channel).and_then(Weak::upgrade);
+    if let Some(wakers) = wakers {
+        wakers.wake(&token);
+    }
+}
+
+impl MysqlBackend {
+    /// Connects, creates the tables if missing.
+    ///
+    /// # Examples
+    ///
+    /// See [`MysqlBackend`].
+    pub async fn open(config: MysqlConfig) -> Result<Self> {
+        let pool = MySqlPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    // Every change is serialised by its key's counter row; reading
+                    // committed rows takes no gap locks, so changes to other keys never
+                    // wait for or deadlock with it.
+                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .await
+                        .map(drop)
+                })
+            })
+            .connect_with(config.options.clone())
+            .await
+            .map_err(db_error("connect"))?;
+        store::prepare(&pool).await?;
+        let sessions = match config.mode {
+            Mode::Lease => None,
+            Mode::Session => Some(Arc::new(Sessions::new(MysqlSessions::new(
+                &config.options,
+                pool.clone(),
+            )))),
+        };
+        let wakers = Arc::new(LocalWakers::new());
+        let channel = random_id();
+        channels().insert(channel.clone(), Arc::downgrade(&wakers));
+        Ok(MysqlBackend {
+            pool,
+            channel,
+            wakers,
+            redacted: config.redacted,
+            in_flight: Arc::default(),
+            sessions,
+        })
+    }
+
+    /// The connection pool, e.g. to keep the application's own tables in the same
+    /// database.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(backend: &distlock_sql::mysql::MysqlBackend) {
+    /// let pool = backend.pool();
+    /// # }
+    /// ```
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// The session-mode store, if `request` is served by `GET_LOCK`.
+    fn session_for(&self, request: &LockRequest) -> Option<&Arc<Sessions<MysqlSessions>>> {
+        match request.kind {
+            LockKind::Mutex => self.sessions.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The session-mode store, if `token` names one of its locks.
+    fn session_holding(&self, token: &str) -> Option<&Arc<Sessions<MysqlSessions>>> {
+        self.sessions.as_ref().filter(|s| s.knows(token))
+    }
+}
+
+#[async_trait]
+impl Backend for MysqlBackend {
+    fn scheme(&self) -> &'static str {
+        "mysql"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::full(false)
+    }
+
+    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
+        let ticket = Ticket::new(request, None);
+        if ticket.request.wait && self.session_for(&ticket.request).is_none() {
+            self.wakers.register(&ticket);
+        }
+        Ok(ticket)
+    }
+
+    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        let request = ticket.request.clone();
+        let token = request.token.clone();
+        if let Some(sessions) = self.session_for(&request).cloned() {
+            return self
+                .in_flight
+                .poll(
+                    "mysql",
+                    &token,
+                    async move { sessions.poll(&request).await },
+                )
+                .await;
+        }
+        let (pool, channel) = (self.pool.clone(), self.channel.clone());
+        let sessions = self.sessions.is_some();
+        let (polled, next) = self
+            .in_flight
+            .poll("mysql", &token, async move {
+                store::poll(&pool, &request, &channel, sessions).await
+            })
+            .await?;
+        wake(next);
+        if let PollOutcome::Granted { .. } = polled {
+            self.wakers.forget(&ticket.request.token);
+        }
+        Ok(polled)
+    }
+
+    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+        match self.session_for(&ticket.request) {
+            Some(sessions) => {
+                sessions
+                    .wait_for_change(&ticket.request.token, backstop)
+                    .await
+            }
+            None => self.wakers.wait(ticket, backstop).await,
+        }
+        Ok(())
+    }
+
+    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+        let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
+        self.wakers.forget(&token);
+        self.in_flight.settled(&token).await;
+        if let Some(sessions) = self.session_for(&ticket.request).cloned() {
+            return detached("mysql", async move { sessions.cancel(&token).await }).await;
+        }
+        let pool = self.pool.clone();
+        let next = detached(
+            "mysql",
+            async move { store::cancel(&pool, &name, &token).await },
+        )
+        .await?;
+        wake(next);
+        Ok(())
+    }
+
+    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
+        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
+        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
+    }
+
+    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        let (sessions, rows): (Vec<&LeaseKey>, Vec<&LeaseKey>) = leases
+            .iter()
+            .partition(|l| self.session_holding(&l.token).is_some());
+        let mut renewed: HashMap<String, bool> = HashMap::new();
+        if !rows.is_empty() {
+            let pool = self.pool.clone();
+            let tokens: Vec<String> = rows.iter().map(|l| l.token.clone()).collect();
+            let done = detached("mysql", async move {
+                let done = store::renew(&pool, &tokens, ttl).await?;
+                Ok(tokens.into_iter().zip(done).collect::<Vec<_>>())
+            })
+            .await?;
+            renewed.extend(done);
+        }
+        if let Some(store) = self.sessions.clone().filter(|_| !sessions.is_empty()) {
+            let tokens: Vec<String> = sessions.iter().map(|l| l.token.clone()).collect();
+            let done = detached("mysql", async move {
+                let checks = tokens.iter().map(|token| store.renew(token, ttl));
+                let done = futures_util::future::join_all(checks).await;
+                tokens
+                    .into_iter()
+                    .zip(done)
+                    .map(|(token, done)| Ok((token, done?)))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await?;
+            renewed.extend(done);
+        }
+        Ok(outcomes(
+            leases
+                .iter()
+                .map(|l| renewed.get(&l.token).copied().unwrap_or(false))
+                .collect(),
+        ))
+    }
+
+    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
+        if let Some(sessions) = self.session_holding(&token).cloned() {
+            let was_held = detached("mysql", async move { sessions.release(&token).await }).await?;
+            return Ok(outcome(was_held));
+        }
+        let (was_held, next) = detached("mysql", async move {
+            store::release(&pool, &name, &token).await
+        })
+        .await?;
+        wake(next);
+        Ok(outcome(was_held))
+    }
+
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
+        let sessions = self.sessions.is_some();
+        detached("mysql", async move {
+            store::inspect(&pool, name.as_deref(), sessions).await
+        })
+        .await
+    }
+
+    fn floor_op(&self) -> &'static str {
+        "SELECT 1"
+    }
+
+    async fn floor_round(&self) -> Result<()> {
+        let pool = self.pool.clone();
+        detached("mysql", async move { store::floor_round(&pool).await }).await
+    }
+}

@@ -1,0 +1,67 @@
+//! `mysql://` and `mariadb://` URLs: the server and credentials (passed to the driver as
+//! they are) and distlock's own parameter `mode`.
+
+use std::str::FromStr;
+
+use distlock_core::{Error, Result, Url, redact_url};
+use sqlx::mysql::MySqlConnectOptions;
+
+pub use crate::Mode;
+
+/// How to reach a MySQL or MariaDB lock database, parsed from its URL.
+///
+/// `mysql://user:password@host:port/database?mode=lease`, with the driver's own
+/// parameters (`ssl-mode`, `ssl-ca`, `charset`, …) passed through.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_sql::mysql::{Mode, MysqlConfig};
+/// let url = distlock_core::Url::parse("mysql://app:s3cret@127.0.0.1:3306/app?mode=lease").unwrap();
+/// let config = MysqlConfig::from_url(&url)?;
+/// assert_eq!(config.mode, Mode::Lease);
+/// assert!(!format!("{config:?}").contains("s3cret"));
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct MysqlConfig {
+    /// How locks are held.
+    pub mode: Mode,
+    /// The driver's connection options (credentials included).
+    pub options: MySqlConnectOptions,
+    /// The URL with its password replaced, for messages.
+    pub redacted: String,
+}
+
+impl std::fmt::Debug for MysqlConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlConfig")
+            .field("mode", &self.mode)
+            .field("url", &self.redacted)
+            .finish()
+    }
+}
+
+impl MysqlConfig {
+    /// Parses a `mysql://` or `mariadb://` URL.
+    ///
+    /// # Examples
+    ///
+    /// See [`MysqlConfig`].
+    pub fn from_url(url: &Url) -> Result<Self> {
+        let redacted = redact_url(url.as_str());
+        let (mode, mut driver_url) = Mode::split(url)?;
+        if driver_url.scheme() == "mariadb" {
+            driver_url = Url::parse(&driver_url.as_str().replacen("mariadb", "mysql", 1)).map_err(
+                |err| Error::invalid(format!("not a usable MySQL URL ({redacted}): {err}")),
+            )?;
+        }
+        let options = MySqlConnectOptions::from_str(driver_url.as_str())
+            .map_err(|err| Error::invalid(format!("not a usable MySQL URL ({redacted}): {err}")))?;
+        Ok(MysqlConfig {
+            mode,
+            options,
+            redacted,
+        })
+    }
+}

@@ -1,0 +1,360 @@
+//! MySQL's part of session mode: `GET_LOCK` on connections of their own, behind the
+//! shared [`SessionDialect`]. Every statement of session mode is here.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use distlock_core::{Error, LockRequest, Result, async_trait};
+use futures_util::future::BoxFuture;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlPool, Row};
+
+use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
+use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
+use crate::rows::LeaseRow;
+use crate::sessions::{SessionDialect, Tried};
+
+/// How long a blocking `GET_LOCK` waits at most (a year: it is stopped by `KILL QUERY`).
+const WAIT_SECONDS: u64 = 31_536_000;
+
+/// Records the grant of a key with its fencing token — one more than the key's last, and
+/// never below the clock — taken with `LAST_INSERT_ID(…)` so the statement's own reply
+/// carries it. `{taken}` decides whether the lock is held (binds: key, token, owner, host,
+/// pid, TTL in ms, then `{taken}`'s).
+const RECORD_GRANT: &str = "INSERT INTO distlock_session_lock
+       (lock_key, fence, conn, token, owner, host, pid, since_ms, ttl_ms)
+     SELECT ?, LAST_INSERT_ID(GREATEST(1, {CLOCK_US})), CONNECTION_ID(), ?, LEFT(?, 256),
+            LEFT(?, 255), ?, {CLOCK_MS}, ?
+     FROM DUAL WHERE {taken}
+     ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US})),
+       conn = VALUES(conn), token = VALUES(token), owner = VALUES(owner), host = VALUES(host),
+       pid = VALUES(pid), since_ms = VALUES(since_ms), ttl_ms = VALUES(ttl_ms)";
+
+/// A connection, the server's id for it, and the `wait_timeout` it was last given.
+pub(super) struct MyConn {
+    conn: MySqlConnection,
+    id: i64,
+    wait_timeout: u64,
+}
+
+/// `GET_LOCK` on connections of their own.
+pub(super) struct MysqlSessions {
+    options: MySqlConnectOptions,
+    pool: MySqlPool,
+    /// Hashed keys whose full names this client has recorded.
+    named: Mutex<HashSet<String>>,
+}
+
+impl MysqlSessions {
+    /// Sessions opened with `options`; `pool` serves the statements that stop a wait.
+    pub(super) fn new(options: &MySqlConnectOptions, pool: MySqlPool) -> MysqlSessions {
+        MysqlSessions {
+            options: options.clone(),
+            pool,
+            named: Mutex::default(),
+        }
+    }
+
+    /// Records the full name behind a hashed key, once per client.
+    async fn record_name(
+        &self,
+        conn: &mut MySqlConnection,
+        name: &str,
+        key: &str,
+    ) -> sqlx::Result<()> {
+        if key == name || locked(&self.named).contains(key) {
+            return Ok(());
+        }
+        sqlx::query("INSERT IGNORE INTO distlock_name (lock_key, name) VALUES (?, ?)")
+            .bind(key)
+            .bind(name)
+            .execute(&mut *conn)
+            .await?;
+        locked(&self.named).insert(key.to_owned());
+        Ok(())
+    }
+}
+
+/// The `wait_timeout` that closes a holder's connection once its renewals stop for a TTL:
+/// whole seconds, rounded up.
+fn idle_limit(ttl: Duration) -> u64 {
+    let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    seconds.clamp(1, WAIT_SECONDS)
+}
+
+/// Gives the session the idle limit of `ttl`, unless it has it already.
+async fn arm(conn: &mut MyConn, ttl: Duration) -> sqlx::Result<()> {
+    let limit = idle_limit(ttl);
+    if conn.wait_timeout != limit {
+        let set = format!("SET SESSION wait_timeout = {limit}");
+        conn.conn.execute(set.as_str()).await?;
+        conn.wait_timeout = limit;
+    }
+    Ok(())
+}
+
+/// Binds the holder's columns of [`RECORD_GRANT`].
+fn record<'q>(
+    sql: &'q str,
+    request: &'q LockRequest,
+    key: &'q str,
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    sqlx::query(sql)
+        .bind(key)
+        .bind(&request.token)
+        .bind(request.owner.as_str())
+        .bind(&request.meta.host)
+        .bind(i64::from(request.meta.pid))
+        .bind(millis(request.ttl))
+}
+
+#[async_trait]
+impl SessionDialect for MysqlSessions {
+    type Conn = MyConn;
+    type Key = String;
+
+    const BACKEND: &'static str = "mysql";
+
+    fn error(operation: &'static str, err: sqlx::Error) -> Error {
+        db_error(operation)(err)
+    }
+
+    /// MySQL closes idle connections after `wait_timeout` and may say so first with an
+    /// error of its own: any failure of a reused connection may mean it is stale.
+    fn connection_gone(err: &sqlx::Error) -> bool {
+        matches!(
+            err,
+            sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Database(_)
+        )
+    }
+
+    fn key(&self, request: &LockRequest) -> String {
+        lock_key(&request.name)
+    }
+
+    async fn connect(&self) -> Result<MyConn> {
+        let err = db_error("connect");
+        let mut conn = self.options.connect().await.map_err(&err)?;
+        let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+            .fetch_one(&mut conn)
+            .await
+            .map_err(&err)?;
+        Ok(MyConn {
+            conn,
+            id,
+            wait_timeout: 0,
+        })
+    }
+
+    async fn try_lock(
+        &self,
+        conn: &mut MyConn,
+        request: &LockRequest,
+        key: &String,
+    ) -> sqlx::Result<Tried> {
+        arm(conn, request.ttl).await?;
+        self.record_name(&mut conn.conn, &request.name, key).await?;
+        let taken = format!(
+            "NOT EXISTS (SELECT 1 FROM distlock_lease WHERE lock_key = ? AND expires_at_ms > {CLOCK_MS})
+             AND GET_LOCK(?, 0) = 1"
+        );
+        let sql = RECORD_GRANT
+            .replace("{taken}", &taken)
+            .replace("{CLOCK_US}", CLOCK_US)
+            .replace("{CLOCK_MS}", CLOCK_MS);
+        let done = record(&sql, request, key)
+            .bind(key)
+            .bind(key)
+            .execute(&mut conn.conn)
+            .await?;
+        let fence = (done.rows_affected() > 0).then(|| done.last_insert_id() as i64);
+        let clash = match fence {
+            Some(_) => None,
+            None => {
+                let leased: i64 = sqlx::query_scalar(&format!(
+                    "SELECT CAST(EXISTS (SELECT 1 FROM distlock_lease
+                                    WHERE lock_key = ? AND expires_at_ms > {CLOCK_MS}) AS SIGNED)"
+                ))
+                .bind(key)
+                .fetch_one(&mut conn.conn)
+                .await?;
+                (leased != 0).then_some("a read/write lock or semaphore")
+            }
+        };
+        Ok(Tried {
+            fence,
+            conn_id: conn.id,
+            others: Vec::new(),
+            clash,
+        })
+    }
+
+    async fn wait(
+        &self,
+        conn: &mut MyConn,
+        request: &LockRequest,
+        key: &String,
+    ) -> sqlx::Result<i64> {
+        sqlx::query(&format!(
+            "INSERT INTO distlock_session_waiter (conn, lock_key, token, owner, host, pid, since_ms)
+             VALUES (CONNECTION_ID(), ?, ?, LEFT(?, 256), LEFT(?, 255), ?, {CLOCK_MS})
+             ON DUPLICATE KEY UPDATE lock_key = VALUES(lock_key), token = VALUES(token),
+               owner = VALUES(owner), host = VALUES(host), pid = VALUES(pid),
+               since_ms = VALUES(since_ms)"
+        ))
+        .bind(key)
+        .bind(&request.token)
+        .bind(request.owner.as_str())
+        .bind(&request.meta.host)
+        .bind(i64::from(request.meta.pid))
+        .execute(&mut conn.conn)
+        .await?;
+        let got: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT CAST(GET_LOCK(?, {WAIT_SECONDS}) AS SIGNED)"
+        ))
+        .bind(key)
+        .fetch_one(&mut conn.conn)
+        .await?;
+        if got != Some(1) {
+            return Err(sqlx::Error::Protocol(
+                "the wait in GET_LOCK was stopped".into(),
+            ));
+        }
+        let sql = RECORD_GRANT
+            .replace("{taken}", "IS_USED_LOCK(?) = CONNECTION_ID()")
+            .replace("{CLOCK_US}", CLOCK_US)
+            .replace("{CLOCK_MS}", CLOCK_MS);
+        let done = record(&sql, request, key)
+            .bind(key)
+            .execute(&mut conn.conn)
+            .await?;
+        match done.rows_affected() {
+            0 => Err(sqlx::Error::Protocol(
+                "a granted GET_LOCK was not held".into(),
+            )),
+            _ => Ok(done.last_insert_id() as i64),
+        }
+    }
+
+    async fn interrupt(&self, conn_id: i64) -> sqlx::Result<()> {
+        let kill = format!("KILL QUERY {conn_id}");
+        self.pool.execute(kill.as_str()).await.map(drop)
+    }
+
+    async fn forget_waiter(&self, conn_id: i64, token: &str) -> sqlx::Result<()> {
+        sqlx::query("DELETE FROM distlock_session_waiter WHERE conn = ? AND token = ?")
+            .bind(conn_id)
+            .bind(token)
+            .execute(&self.pool)
+            .await
+            .map(drop)
+    }
+
+    async fn renew(&self, conn: &mut MyConn, key: &String, ttl: Duration) -> sqlx::Result<bool> {
+        arm(conn, ttl).await?;
+        let mine: Option<i64> =
+            sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)")
+                .bind(key)
+                .fetch_one(&mut conn.conn)
+                .await?;
+        Ok(mine == Some(1))
+    }
+
+    async fn unlock(&self, conn: &mut MyConn, key: &String) -> sqlx::Result<bool> {
+        let released: Option<i64> = sqlx::query_scalar("SELECT CAST(RELEASE_LOCK(?) AS SIGNED)")
+            .bind(key)
+            .fetch_one(&mut conn.conn)
+            .await?;
+        Ok(released == Some(1))
+    }
+
+    fn close(conn: MyConn) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let _ = conn.conn.close().await;
+        })
+    }
+}
+
+/// Whether `key` is held or waited for by a session-mode lock (so it may not be a lease).
+pub(super) async fn in_session_use(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<bool> {
+    let used: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+        .bind(key)
+        .fetch_one(conn)
+        .await?;
+    Ok(used.is_some())
+}
+
+/// Adds the session locks' live holders and waiters of one name (or of all) to `live`:
+/// recorded grants whose connection holds the lock right now, and recorded waiters whose
+/// connection waits in `GET_LOCK` right now.
+pub(super) async fn live_sessions(
+    conn: &mut MySqlConnection,
+    name: Option<&str>,
+    now: i64,
+    live: &mut LiveRows,
+) -> sqlx::Result<()> {
+    let key = name.map(lock_key);
+    let holders = sqlx::query(
+        "SELECT COALESCE(n.name, s.lock_key), s.token, s.owner, s.fence, s.host, s.pid,
+                s.since_ms, s.ttl_ms
+         FROM distlock_session_lock s LEFT JOIN distlock_name n ON n.lock_key = s.lock_key
+         WHERE (? IS NULL OR s.lock_key = ?) AND IS_USED_LOCK(s.lock_key) = s.conn",
+    )
+    .bind(&key)
+    .bind(&key)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in holders {
+        live.holder(
+            row.text(0)?,
+            HolderRow {
+                token: row.text(1)?,
+                owner: row.text(2)?,
+                kind: "mutex".into(),
+                lim: 1,
+                permits: 1,
+                fence: row.try_get(3)?,
+                expires_at_ms: now.saturating_add(row.try_get(7)?),
+                host: row.text(4)?,
+                pid: row.try_get(5)?,
+                acquired_at_ms: row.try_get(6)?,
+            },
+        );
+    }
+    let waiters = sqlx::query(
+        "SELECT COALESCE(n.name, w.lock_key), w.token, w.owner, w.host, w.pid, w.since_ms
+         FROM distlock_session_waiter w
+         JOIN information_schema.PROCESSLIST p ON p.ID = w.conn AND p.STATE = 'User lock'
+         LEFT JOIN distlock_name n ON n.lock_key = w.lock_key
+         WHERE (? IS NULL OR w.lock_key = ?) ORDER BY w.since_ms",
+    )
+    .bind(&key)
+    .bind(&key)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in waiters {
+        let since_ms: i64 = row.try_get(5)?;
+        live.waiter(
+            row.text(0)?,
+            WaiterRow {
+                seq: since_ms,
+                token: row.text(1)?,
+                owner: row.text(2)?,
+                kind: "mutex".into(),
+                lim: 1,
+                permits: 1,
+                fair: true,
+                host: row.text(3)?,
+                pid: row.try_get(4)?,
+                since_ms,
+                expires_at_ms: now.saturating_add(1),
+            },
+        );
+    }
+    Ok(())
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,441 @@
+//! Every SQL statement of MySQL's lease mode, as functions over the pool. Each runs to the
+//! end once started (the backend runs them on their own tasks), so a caller that gives up
+//! never leaves a transaction half done. Time is the database's: each transaction reads
+//! the clock once and decides by it. Changes to one key run one at a time: each
+//! transaction first locks the key's fencing-counter row.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use distlock_core::{LockRequest, LockState, PollOutcome, Result};
+use sqlx::mysql::MySqlConnection;
+use sqlx::{Executor, MySqlPool};
+
+use super::session::{in_session_use, live_sessions};
+use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
+use crate::lease_table::{
+    HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
+};
+use crate::rows::{
+    HOLDER_COLUMNS, LeaseRow, WAITER_COLUMNS, add_live, holder, live_select, waiter,
+};
+use crate::sessions::kind_clash;
+
+const SCHEMA: &str = include_str!("schema.sql");
+
+/// The tables [`SCHEMA`] creates.
+const SCHEMA_TABLES: [&str; 6] = [
+    "distlock_fence",
+    "distlock_lease",
+    "distlock_waiter",
+    "distlock_session_lock",
+    "distlock_session_waiter",
+    "distlock_name",
+];
+
+/// Who to wake after a change: the request token at the head of a queue and its client's
+/// wake-up channel.
+pub(super) type Wake = Option<(String, String)>;
+
+/// Creates the tables if they are missing (one client at a time, under a named lock), and
+/// forgets the session-mode waiters of connections that are gone.
+pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
+    let err = db_error("connect");
+    let mut conn = pool.acquire().await.map_err(&err)?;
+    let present: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.TABLES
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?, ?, ?, ?)",
+    )
+    .bind(SCHEMA_TABLES[0])
+    .bind(SCHEMA_TABLES[1])
+    .bind(SCHEMA_TABLES[2])
+    .bind(SCHEMA_TABLES[3])
+    .bind(SCHEMA_TABLES[4])
+    .bind(SCHEMA_TABLES[5])
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(&err)?;
+    if present < SCHEMA_TABLES.len() as i64 {
+        sqlx::query("SELECT GET_LOCK('distlock:schema', 60)")
+            .execute(&mut *conn)
+            .await
+            .map_err(&err)?;
+        let created = create_tables(&mut conn).await;
+        let _ = sqlx::query("SELECT RELEASE_LOCK('distlock:schema')")
+            .execute(&mut *conn)
+            .await;
+        created.map_err(&err)?;
+    }
+    sqlx::query(
+        "DELETE FROM distlock_session_waiter
+         WHERE conn NOT IN (SELECT ID FROM information_schema.PROCESSLIST)",
+    )
+    .execute(&mut *conn)
+    .await
+    .map_err(&err)?;
+    Ok(())
+}
+
+/// Runs [`SCHEMA`]; the in-memory tables may grow to 256 MiB.
+async fn create_tables(conn: &mut MySqlConnection) -> sqlx::Result<()> {
+    conn.execute("SET SESSION max_heap_table_size = 268435456")
+        .await?;
+    let sql: Vec<&str> = SCHEMA
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect();
+    for statement in sql.join("\n").split(';').filter(|s| !s.trim().is_empty()) {
+        conn.execute(statement).await?;
+    }
+    Ok(())
+}
+
+/// Locks the key's counter row (creating it at 0) and reads the database's clock.
+async fn lock_key_row(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<i64> {
+    sqlx::query(
+        "INSERT INTO distlock_fence (lock_key, value) VALUES (?, 0)
+         ON DUPLICATE KEY UPDATE value = value",
+    )
+    .bind(key)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query_scalar(&format!("SELECT {CLOCK_MS}"))
+        .fetch_one(&mut *conn)
+        .await
+}
+
+/// Deletes the key's expired grants and queue rows; how many went.
+async fn purge(conn: &mut MySqlConnection, key: &str, now: i64) -> sqlx::Result<u64> {
+    let mut gone = 0;
+    for table in ["distlock_lease", "distlock_waiter"] {
+        gone += sqlx::query(&format!(
+            "DELETE FROM {table} WHERE lock_key = ? AND expires_at_ms <= ?"
+        ))
+        .bind(key)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
+    Ok(gone)
+}
+
+/// Decides a request in one transaction: purges expired rows, grants (fencing counter,
+/// lease row, dequeue) or keeps the request queued with `channel` as its wake-up channel;
+/// and says whom to wake if room was left. With `sessions`, a name held by a session lock
+/// is refused.
+pub(super) async fn poll(
+    pool: &MySqlPool,
+    request: &LockRequest,
+    channel: &str,
+    sessions: bool,
+) -> Result<(PollOutcome, Wake)> {
+    let err = db_error("acquire");
+    let key = lock_key(&request.name);
+    let mut tx = pool.begin().await.map_err(&err)?;
+    let now = lock_key_row(&mut tx, &key).await.map_err(&err)?;
+    let purged = purge(&mut tx, &key, now).await.map_err(&err)?;
+    if sessions && in_session_use(&mut tx, &key).await.map_err(&err)? {
+        return Err(kind_clash(&request.name, "a mutex held by a session"));
+    }
+    let (holders, waiters) = live_rows(&mut tx, &key, &request.name)
+        .await
+        .map_err(&err)?;
+    let granted = may_grant(&holders, &waiters, request, now)?;
+    let outcome = if granted {
+        let fence = grant(&mut tx, request, &key, now).await.map_err(&err)?;
+        PollOutcome::Granted {
+            fencing_token: fence as u64,
+        }
+    } else {
+        if request.wait {
+            keep_queued(&mut tx, request, &key, now, channel)
+                .await
+                .map_err(&err)?;
+        }
+        PollOutcome::Pending {
+            retry_within: retry_within(&holders, &waiters, &request.token, now, false),
+        }
+    };
+    let wake = match purged > 0 || (granted && !request.kind.is_exclusive()) {
+        true => next_waiter(&mut tx, &key, &request.name, now)
+            .await
+            .map_err(&err)?,
+        false => None,
+    };
+    tx.commit().await.map_err(&err)?;
+    Ok((outcome, wake))
+}
+
+/// Deletes the queue row and any grant made under `token`; whom to wake if anything went.
+pub(super) async fn cancel(pool: &MySqlPool, name: &str, token: &str) -> Result<Wake> {
+    let err = db_error("cancel");
+    let key = lock_key(name);
+    let mut tx = pool.begin().await.map_err(&err)?;
+    let now = lock_key_row(&mut tx, &key).await.map_err(&err)?;
+    let mut removed = 0;
+    for table in ["distlock_waiter", "distlock_lease"] {
+        removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?"))
+            .bind(token)
+            .execute(&mut *tx)
+            .await
+            .map_err(&err)?
+            .rows_affected();
+    }
+    let wake = match removed > 0 {
+        true => next_waiter(&mut tx, &key, name, now).await.map_err(&err)?,
+        false => None,
+    };
+    tx.commit().await.map_err(&err)?;
+    Ok(wake)
+}
+
+/// Extends each unexpired grant under `tokens` to `ttl` from the database's now; whether
+/// each was renewed, in order.
+pub(super) async fn renew(pool: &MySqlPool, tokens: &[String], ttl: Duration) -> Result<Vec<bool>> {
+    let err = db_error("renew");
+    let marks = vec!["?"; tokens.len()].join(", ");
+    let mut tx = pool.begin().await.map_err(&err)?;
+    let now: i64 = sqlx::query_scalar(&format!("SELECT {CLOCK_MS}"))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(&err)?;
+    let update = format!(
+        "UPDATE distlock_lease SET expires_at_ms = ? WHERE token IN ({marks}) AND expires_at_ms > ?"
+    );
+    let mut query = sqlx::query(&update).bind(now.saturating_add(millis(ttl)));
+    for token in tokens {
+        query = query.bind(token);
+    }
+    query.bind(now).execute(&mut *tx).await.map_err(&err)?;
+    let select =
+        format!("SELECT token FROM distlock_lease WHERE token IN ({marks}) AND expires_at_ms > ?");
+    let mut query = sqlx::query(&select);
+    for token in tokens {
+        query = query.bind(token);
+    }
+    let renewed = query
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await
+        .and_then(|rows| {
+            rows.iter()
+                .map(|row| row.text(0))
+                .collect::<sqlx::Result<Vec<_>>>()
+        })
+        .map_err(&err)?;
+    tx.commit().await.map_err(&err)?;
+    Ok(tokens.iter().map(|t| renewed.contains(t)).collect())
+}
+
+/// Deletes the grant under `token`; whether it was there and still valid, and whom to
+/// wake.
+pub(super) async fn release(pool: &MySqlPool, name: &str, token: &str) -> Result<(bool, Wake)> {
+    let err = db_error("release");
+    let key = lock_key(name);
+    let mut tx = pool.begin().await.map_err(&err)?;
+    let now = lock_key_row(&mut tx, &key).await.map_err(&err)?;
+    let expiry: Option<i64> =
+        sqlx::query_scalar("SELECT expires_at_ms FROM distlock_lease WHERE token = ? FOR UPDATE")
+            .bind(token)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(&err)?;
+    let mut wake = None;
+    if expiry.is_some() {
+        sqlx::query("DELETE FROM distlock_lease WHERE token = ?")
+            .bind(token)
+            .execute(&mut *tx)
+            .await
+            .map_err(&err)?;
+        wake = next_waiter(&mut tx, &key, name, now).await.map_err(&err)?;
+    }
+    tx.commit().await.map_err(&err)?;
+    Ok((expiry.is_some_and(|at| at > now), wake))
+}
+
+/// The live waiter at the head of the name's queue and its client's wake-up channel.
+async fn next_waiter(
+    conn: &mut MySqlConnection,
+    key: &str,
+    name: &str,
+    now: i64,
+) -> sqlx::Result<Wake> {
+    let row = sqlx::query(
+        "SELECT token, wake FROM distlock_waiter
+         WHERE lock_key = ? AND name = ? AND expires_at_ms > ? ORDER BY seq LIMIT 1",
+    )
+    .bind(key)
+    .bind(name)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|row| Ok((row.text(0)?, row.text(1)?))).transpose()
+}
+
+/// The live holders and waiters of one name, or of every name with any; with `sessions`,
+/// session-mode locks too.
+pub(super) async fn inspect(
+    pool: &MySqlPool,
+    name: Option<&str>,
+    sessions: bool,
+) -> Result<Vec<LockState>> {
+    let err = db_error("inspect");
+    let mut snapshot = pool.begin().await.map_err(&err)?;
+    let now: i64 = sqlx::query_scalar(&format!("SELECT {CLOCK_MS}"))
+        .fetch_one(&mut *snapshot)
+        .await
+        .map_err(&err)?;
+    let (filter, clock) = ("(? IS NULL OR name = ?)", "?");
+    let holders = live_select("distlock_lease", HOLDER_COLUMNS, "fence", filter, clock);
+    let waiters = live_select("distlock_waiter", WAITER_COLUMNS, "seq", filter, clock);
+    let mut rows = Vec::new();
+    for select in [holders, waiters] {
+        rows.push(
+            sqlx::query(&select)
+                .bind(name)
+                .bind(name)
+                .bind(now)
+                .fetch_all(&mut *snapshot)
+                .await
+                .map_err(&err)?,
+        );
+    }
+    let mut live = LiveRows::new(name);
+    add_live(&mut live, &rows[0], &rows[1]).map_err(&err)?;
+    if sessions {
+        live_sessions(&mut snapshot, name, now, &mut live)
+            .await
+            .map_err(&err)?;
+    }
+    let mut fences = BTreeMap::new();
+    for name in live.names() {
+        let key = lock_key(&name);
+        let value: i64 = sqlx::query_scalar(
+            "SELECT CAST(GREATEST(
+                COALESCE((SELECT value FROM distlock_fence WHERE lock_key = ?), 0),
+                COALESCE((SELECT fence FROM distlock_session_lock WHERE lock_key = ?), 0))
+              AS SIGNED)",
+        )
+        .bind(&key)
+        .bind(&key)
+        .fetch_one(&mut *snapshot)
+        .await
+        .map_err(&err)?;
+        fences.insert(name, value);
+    }
+    snapshot.commit().await.map_err(&err)?;
+    live.into_states(&fences, now)
+}
+
+/// One `SELECT 1` round trip on a pooled connection: the floor of every lock operation.
+pub(super) async fn floor_round(pool: &MySqlPool) -> Result<()> {
+    sqlx::query("SELECT 1")
+        .execute(pool)
+        .await
+        .map_err(db_error("floor"))?;
+    Ok(())
+}
+
+async fn live_rows(
+    conn: &mut MySqlConnection,
+    key: &str,
+    name: &str,
+) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
+    let holders = sqlx::query(&format!(
+        "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE lock_key = ? AND name = ? ORDER BY fence"
+    ))
+    .bind(key)
+    .bind(name)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| holder(row, 0))
+    .collect::<sqlx::Result<_>>()?;
+    let waiters = sqlx::query(&format!(
+        "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE lock_key = ? AND name = ? ORDER BY seq"
+    ))
+    .bind(key)
+    .bind(name)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .map(|row| waiter(row, 0))
+    .collect::<sqlx::Result<_>>()?;
+    Ok((holders, waiters))
+}
+
+/// Mints the next fencing token (one more than the last, never below the clock in
+/// microseconds, as in session mode), writes the grant and leaves the queue.
+async fn grant(
+    conn: &mut MySqlConnection,
+    request: &LockRequest,
+    key: &str,
+    now: i64,
+) -> sqlx::Result<i64> {
+    let fence = sqlx::query(&format!(
+        "UPDATE distlock_fence SET value = LAST_INSERT_ID(GREATEST(value + 1, {CLOCK_US}))
+         WHERE lock_key = ?"
+    ))
+    .bind(key)
+    .execute(&mut *conn)
+    .await?
+    .last_insert_id() as i64;
+    sqlx::query(
+        "INSERT INTO distlock_lease
+           (token, lock_key, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid,
+            acquired_at_ms)
+         VALUES (?, ?, ?, LEFT(?, 256), ?, ?, ?, ?, ?, LEFT(?, 255), ?, ?)",
+    )
+    .bind(&request.token)
+    .bind(key)
+    .bind(&request.name)
+    .bind(request.owner.as_str())
+    .bind(request.kind.as_str())
+    .bind(i64::from(request.kind.limit()))
+    .bind(i64::from(request.permits))
+    .bind(fence)
+    .bind(now.saturating_add(millis(request.ttl)))
+    .bind(&request.meta.host)
+    .bind(i64::from(request.meta.pid))
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM distlock_waiter WHERE token = ?")
+        .bind(&request.token)
+        .execute(&mut *conn)
+        .await?;
+    Ok(fence)
+}
+
+async fn keep_queued(
+    conn: &mut MySqlConnection,
+    request: &LockRequest,
+    key: &str,
+    now: i64,
+    channel: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO distlock_waiter
+           (token, lock_key, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid,
+            since_ms, wake)
+         VALUES (?, ?, ?, LEFT(?, 256), ?, ?, ?, ?, ?, LEFT(?, 255), ?, ?, ?)
+         ON DUPLICATE KEY UPDATE expires_at_ms = VALUES(expires_at_ms)",
+    )
+    .bind(&request.token)
+    .bind(key)
+    .bind(&request.name)
+    .bind(request.owner.as_str())
+    .bind(request.kind.as_str())
+    .bind(i64::from(request.kind.limit()))
+    .bind(i64::from(request.permits))
+    .bind(i64::from(request.fair))
+    .bind(now.saturating_add(millis(WAITER_LEASE)))
+    .bind(&request.meta.host)
+    .bind(i64::from(request.meta.pid))
+    .bind(now)
+    .bind(channel)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,470 @@
+//! Session mode's connections, for every dialect whose server holds a lock for as long as
+//! a connection lives (PostgreSQL's advisory locks, MySQL's `GET_LOCK`): each lock is held
+//! by a connection of its own, taken from a small set of idle connections that hold
+//! nothing, and given back only after its lock was released cleanly. A connection that
+//! failed, or whose state is in doubt, is closed instead, which makes the server release
+//! whatever it held. Each dialect supplies its statements through [`SessionDialect`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use distlock_core::{Error, ErrorKind, LockRequest, PollOutcome, Result, async_trait};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How many idle connections are kept for later locks.
+const IDLE_KEPT: usize = 16;
+/// How long a cancellation waits for the server to stop a wait before closing the
+/// connection instead.
+const CANCEL_WITHIN: Duration = Duration::from_secs(2);
+
+/// What a try-lock statement found.
+pub(crate) struct Tried {
+    /// The fencing token, if the lock was taken.
+    pub(crate) fence: Option<i64>,
+    /// The server's id of this connection (to stop its waits).
+    pub(crate) conn_id: i64,
+    /// Other names recorded under the same key: a collision.
+    pub(crate) others: Vec<String>,
+    /// What else the name is in use as (a semaphore, a lease), if the lock was refused
+    /// for that.
+    pub(crate) clash: Option<&'static str>,
+}
+
+/// One dialect's session locks: how to open a connection, and the statements run on it.
+#[async_trait]
+pub(crate) trait SessionDialect: Send + Sync + 'static {
+    /// A connection of the dialect's driver, with whatever the dialect tracks beside it.
+    type Conn: Send + 'static;
+    /// What the server locks for a request.
+    type Key: Clone + Send + Sync + 'static;
+
+    /// The backend's name in errors and logs.
+    const BACKEND: &'static str;
+
+    /// The error for a failed `operation`.
+    fn error(operation: &'static str, err: sqlx::Error) -> Error;
+
+    /// Whether a statement failed because the connection is gone (a stale idle connection,
+    /// e.g. after a database restart), so a new connection may be tried.
+    fn connection_gone(err: &sqlx::Error) -> bool;
+
+    /// The key `request` locks.
+    fn key(&self, request: &LockRequest) -> Self::Key;
+
+    /// A new connection, set up for holding locks.
+    async fn connect(&self) -> Result<Self::Conn>;
+
+    /// Tries the lock without waiting; if taken, mints the fencing token and records the
+    /// holder.
+    async fn try_lock(
+        &self,
+        conn: &mut Self::Conn,
+        request: &LockRequest,
+        key: &Self::Key,
+    ) -> sqlx::Result<Tried>;
+
+    /// Records the waiter, waits in the server's lock queue until granted, then mints the
+    /// fencing token. Stopped by [`interrupt`](Self::interrupt) from another connection.
+    async fn wait(
+        &self,
+        conn: &mut Self::Conn,
+        request: &LockRequest,
+        key: &Self::Key,
+    ) -> sqlx::Result<i64>;
+
+    /// Asks the server, from another connection, to stop the statement of connection
+    /// `conn_id`.
+    async fn interrupt(&self, conn_id: i64) -> sqlx::Result<()>;
+
+    /// Forgets the waiter record of `token` on connection `conn_id`.
+    async fn forget_waiter(&self, conn_id: i64, token: &str) -> sqlx::Result<()>;
+
+    /// Shows the session is alive and still holds `key`: the renewal of a session lock,
+    /// which also re-arms the server's limit on a silent session to `ttl`.
+    async fn renew(
+        &self,
+        conn: &mut Self::Conn,
+        key: &Self::Key,
+        ttl: Duration,
+    ) -> sqlx::Result<bool>;
+
+    /// Releases `key`; whether the session still held it.
+    async fn unlock(&self, conn: &mut Self::Conn, key: &Self::Key) -> sqlx::Result<bool>;
+
+    /// Closes a connection; the server releases everything it held.
+    fn close(conn: Self::Conn) -> futures_util::future::BoxFuture<'static, ()>;
+}
+
+/// One connection and the server's id for it.
+struct Session<C> {
+    conn: C,
+    conn_id: i64,
+}
+
+/// A lock held by a session.
+struct Held<D: SessionDialect> {
+    session: tokio::sync::Mutex<Option<Session<D::Conn>>>,
+    key: D::Key,
+}
+
+/// A request waiting in the server's lock queue, on a task of its own.
+struct Waiting<D: SessionDialect> {
+    conn_id: i64,
+    key: D::Key,
+    done: watch::Receiver<bool>,
+    task: JoinHandle<Waited<D::Conn>>,
+}
+
+/// How a wait ended.
+struct Waited<C> {
+    session: Session<C>,
+    fence: sqlx::Result<i64>,
+}
+
+enum Slot<D: SessionDialect> {
+    Waiting(Waiting<D>),
+    Held(Arc<Held<D>>),
+}
+
+/// The session-mode locks of one client.
+pub(crate) struct Sessions<D: SessionDialect> {
+    dialect: D,
+    idle: Mutex<Vec<Session<D::Conn>>>,
+    slots: Mutex<HashMap<String, Slot<D>>>,
+    collisions: Mutex<BTreeSet<(String, String)>>,
+}
+
+impl<D: SessionDialect> Sessions<D> {
+    pub(crate) fn new(dialect: D) -> Sessions<D> {
+        Sessions {
+            dialect,
+            idle: Mutex::default(),
+            slots: Mutex::default(),
+            collisions: Mutex::default(),
+        }
+    }
+
+    /// Pairs of names found to share a lock key, so far.
+    pub(crate) fn collisions(&self) -> Vec<(String, String)> {
+        locked(&self.collisions).iter().cloned().collect()
+    }
+
+    /// Whether `token` names a session lock (held or waiting).
+    pub(crate) fn knows(&self, token: &str) -> bool {
+        locked(&self.slots).contains_key(token)
+    }
+
+    /// One poll of a session-mode request: the outcome of its wait if it is waiting, or a
+    /// try of the lock, which starts a wait when the request waits and the lock is taken.
+    pub(crate) async fn poll(self: &Arc<Self>, request: &LockRequest) -> Result<PollOutcome> {
+        let waited = {
+            let mut slots = locked(&self.slots);
+            match slots.get(&request.token) {
+                Some(Slot::Waiting(w)) if !*w.done.borrow() => return Ok(pending()),
+                Some(Slot::Waiting(_)) => match slots.remove(&request.token) {
+                    Some(Slot::Waiting(w)) => Some(w),
+                    _ => None,
+                },
+                Some(Slot::Held(_)) => {
+                    return Err(Error::new(
+                        ErrorKind::Backend,
+                        "a session lock was polled after its grant",
+                    )
+                    .with_backend(D::BACKEND));
+                }
+                None => None,
+            }
+        };
+        match waited {
+            Some(waiting) => self.finish_wait(request, waiting).await,
+            None => self.try_lock(request).await,
+        }
+    }
+
+    async fn finish_wait(&self, request: &LockRequest, waiting: Waiting<D>) -> Result<PollOutcome> {
+        let waited = waiting.task.await.map_err(task_failed::<D>)?;
+        match waited.fence {
+            Ok(fence) => {
+                self.hold(request, waiting.key, waited.session);
+                Ok(granted(fence))
+            }
+            Err(err) => {
+                close::<D>(waited.session);
+                Err(D::error("acquire", err))
+            }
+        }
+    }
+
+    async fn try_lock(self: &Arc<Self>, request: &LockRequest) -> Result<PollOutcome> {
+        let key = self.dialect.key(request);
+        loop {
+            let (mut session, reused) = self.checkout().await?;
+            let tried = match self
+                .dialect
+                .try_lock(&mut session.conn, request, &key)
+                .await
+            {
+                Ok(tried) => tried,
+                Err(err) if reused && D::connection_gone(&err) => {
+                    // The server went away since the connection was last used (a restart,
+                    // say): every idle connection is as stale, so start afresh.
+                    close::<D>(session);
+                    let stale: Vec<_> = locked(&self.idle).drain(..).collect();
+                    stale.into_iter().for_each(close::<D>);
+                    continue;
+                }
+                Err(err) => {
+                    close::<D>(session);
+                    return Err(D::error("acquire", err));
+                }
+            };
+            session.conn_id = tried.conn_id;
+            self.report_collisions(&request.name, tried.others);
+            if let Some(other) = tried.clash {
+                self.checkin(session);
+                return Err(kind_clash(&request.name, other));
+            }
+            return Ok(match tried.fence {
+                Some(fence) => {
+                    self.hold(request, key, session);
+                    granted(fence)
+                }
+                None if request.wait => {
+                    self.start_wait(request, key, session);
+                    pending()
+                }
+                None => {
+                    self.checkin(session);
+                    pending()
+                }
+            });
+        }
+    }
+
+    fn start_wait(
+        self: &Arc<Self>,
+        request: &LockRequest,
+        key: D::Key,
+        mut session: Session<D::Conn>,
+    ) {
+        let (done, receiver) = watch::channel(false);
+        let conn_id = session.conn_id;
+        let (this, request, wait_key) = (self.clone(), request.clone(), key.clone());
+        let token = request.token.clone();
+        let task = tokio::spawn(async move {
+            let fence = this
+                .dialect
+                .wait(&mut session.conn, &request, &wait_key)
+                .await;
+            let _ = done.send(true);
+            Waited { session, fence }
+        });
+        locked(&self.slots).insert(
+            token,
+            Slot::Waiting(Waiting {
+                conn_id,
+                key,
+                done: receiver,
+                task,
+            }),
+        );
+    }
+
+    fn hold(&self, request: &LockRequest, key: D::Key, session: Session<D::Conn>) {
+        let held = Held {
+            session: tokio::sync::Mutex::new(Some(session)),
+            key,
+        };
+        locked(&self.slots).insert(request.token.clone(), Slot::Held(Arc::new(held)));
+    }
+
+    /// Waits until the request's wait ended or `backstop` passed.
+    pub(crate) async fn wait_for_change(&self, token: &str, backstop: Duration) {
+        let mut done = match locked(&self.slots).get(token) {
+            Some(Slot::Waiting(w)) => w.done.clone(),
+            _ => return,
+        };
+        let _ = tokio::time::timeout(backstop, done.wait_for(|d| *d)).await;
+    }
+
+    /// Withdraws a request: stops its wait (asking the server, or closing the connection
+    /// if the server does not answer in time), or releases what it got.
+    pub(crate) async fn cancel(&self, token: &str) -> Result<()> {
+        let slot = locked(&self.slots).remove(token);
+        match slot {
+            None => Ok(()),
+            Some(Slot::Held(held)) => self.unlock(&held).await.map(drop),
+            Some(Slot::Waiting(waiting)) => self.stop_wait(token, waiting).await,
+        }
+    }
+
+    async fn stop_wait(&self, token: &str, waiting: Waiting<D>) -> Result<()> {
+        let asked = self.dialect.interrupt(waiting.conn_id);
+        let _ = tokio::time::timeout(CANCEL_WITHIN, asked).await;
+        let mut task = waiting.task;
+        let stopped = match tokio::time::timeout(CANCEL_WITHIN, &mut task).await {
+            // Granted just before the interruption arrived: give it back.
+            Ok(Ok(Waited {
+                session,
+                fence: Ok(_),
+            })) => {
+                let held = Held::<D> {
+                    session: tokio::sync::Mutex::new(Some(session)),
+                    key: waiting.key,
+                };
+                return self.unlock(&held).await.map(drop);
+            }
+            // The statement was stopped, possibly after the lock was taken: closing the
+            // connection is the one sure way to leave nothing held.
+            Ok(Ok(Waited { session, .. })) => {
+                close::<D>(session);
+                Ok(())
+            }
+            Ok(Err(err)) => Err(task_failed::<D>(err)),
+            // The server does not answer: dropping the connection closes it, and the server
+            // ends the wait once it notices.
+            Err(_) => {
+                task.abort();
+                Ok(())
+            }
+        };
+        let forget = self.dialect.forget_waiter(waiting.conn_id, token);
+        let _ = tokio::time::timeout(CANCEL_WITHIN, forget).await;
+        stopped
+    }
+
+    /// Renews a held lock on its own connection; `false` if the session is gone (which
+    /// means the server released the lock) or no longer holds it.
+    pub(crate) async fn renew(&self, token: &str, ttl: Duration) -> Result<bool> {
+        let held = match locked(&self.slots).get(token) {
+            Some(Slot::Held(held)) => held.clone(),
+            _ => return Ok(false),
+        };
+        let mut session = held.session.lock().await;
+        let Some(current) = session.as_mut() else {
+            return Ok(false);
+        };
+        let check = self.dialect.renew(&mut current.conn, &held.key, ttl);
+        match tokio::time::timeout(ttl, check).await {
+            Ok(Ok(true)) => Ok(true),
+            Ok(Ok(false)) | Ok(Err(_)) | Err(_) => {
+                if let Some(gone) = session.take() {
+                    close::<D>(gone);
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Releases a held lock; `false` if its session was already gone.
+    pub(crate) async fn release(&self, token: &str) -> Result<bool> {
+        let held = match locked(&self.slots).remove(token) {
+            Some(Slot::Held(held)) => held,
+            Some(other) => {
+                locked(&self.slots).insert(token.to_owned(), other);
+                return Ok(false);
+            }
+            None => return Ok(false),
+        };
+        self.unlock(&held).await
+    }
+
+    async fn unlock(&self, held: &Held<D>) -> Result<bool> {
+        let Some(mut session) = held.session.lock().await.take() else {
+            return Ok(false);
+        };
+        match self.dialect.unlock(&mut session.conn, &held.key).await {
+            Ok(true) => {
+                self.checkin(session);
+                Ok(true)
+            }
+            Ok(false) | Err(_) => {
+                close::<D>(session);
+                Ok(false)
+            }
+        }
+    }
+
+    /// An idle connection (`true`: reused), or a new one.
+    async fn checkout(&self) -> Result<(Session<D::Conn>, bool)> {
+        if let Some(session) = locked(&self.idle).pop() {
+            return Ok((session, true));
+        }
+        let conn = self.dialect.connect().await?;
+        Ok((Session { conn, conn_id: 0 }, false))
+    }
+
+    fn checkin(&self, session: Session<D::Conn>) {
+        let mut idle = locked(&self.idle);
+        if idle.len() < IDLE_KEPT {
+            idle.push(session);
+        } else {
+            drop(idle);
+            close::<D>(session);
+        }
+    }
+
+    fn report_collisions(&self, name: &str, others: Vec<String>) {
+        for other in others {
+            let pair = match name < other.as_str() {
+                true => (name.to_owned(), other),
+                false => (other, name.to_owned()),
+            };
+            if locked(&self.collisions).insert(pair.clone()) {
+                tracing::warn!(
+                    backend = D::BACKEND,
+                    first = %pair.0,
+                    second = %pair.1,
+                    "two lock names share one server lock key; they exclude each other"
+                );
+            }
+        }
+    }
+}
+
+impl<D: SessionDialect> Drop for Sessions<D> {
+    /// Stops every wait of a client that goes away (held locks are released by their
+    /// connections closing).
+    fn drop(&mut self) {
+        for slot in locked(&self.slots).values() {
+            if let Slot::Waiting(waiting) = slot {
+                waiting.task.abort();
+            }
+        }
+    }
+}
+
+/// The error for a name used as two kinds at once: `other` is what already holds it.
+pub(crate) fn kind_clash(name: &str, other: &str) -> Error {
+    Error::invalid(format!(
+        "lock `{name}` is in use as {other}; one name cannot be both"
+    ))
+}
+
+/// Closes a connection in the background; the server releases everything it held.
+fn close<D: SessionDialect>(session: Session<D::Conn>) {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(5), D::close(session.conn)).await;
+    });
+}
+
+fn granted(fence: i64) -> PollOutcome {
+    PollOutcome::Granted {
+        fencing_token: fence as u64,
+    }
+}
+
+fn pending() -> PollOutcome {
+    PollOutcome::Pending { retry_within: None }
+}
+
+fn task_failed<D: SessionDialect>(err: tokio::task::JoinError) -> Error {
+    Error::new(ErrorKind::Backend, format!("a database task failed: {err}"))
+        .with_backend(D::BACKEND)
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
