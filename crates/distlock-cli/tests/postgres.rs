@@ -1,110 +1,19 @@
-//! The `distlock` command on PostgreSQL, in both lock modes: the demo keeps its shop in the
-//! locks' own database and shows which strategies oversell; status and bench answer.
-
-use serde_json::Value;
-use sqlx::{Connection, Row};
+//! The `distlock` command on PostgreSQL, in both lock modes.
 
 mod common;
-
-use common::{distlock, json_lines, ok};
-
-fn demo_keeps_the_shop_in_the_database(mode: &str) {
-    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
-    let url = format!("{}{mode}", distlock_testkit::postgres_url(&pg));
-    let state = tempfile::tempdir().unwrap();
-    let out = distlock(
-        &url,
-        state.path(),
-        &[
-            "demo",
-            "--json",
-            "--stock",
-            "20",
-            "--buyers",
-            "60",
-            "--workers",
-            "3",
-        ],
-    );
-    let text = ok(&out);
-    let rows = json_lines(&text);
-    let by = |name: &str| rows.iter().find(|r| r["strategy"] == name).unwrap();
-    assert!(
-        by("none")["oversold"].as_i64().unwrap() > 0,
-        "unguarded buyers oversell: {text}"
-    );
-    for strategy in ["optimistic", "select-for-update", "lock"] {
-        let row = by(strategy);
-        assert_eq!(row["oversold"], 0, "{strategy}: {text}");
-        assert_eq!(row["orders"], 20, "{strategy}: {text}");
-        assert_eq!(row["stock_left"], 0, "{strategy}: {text}");
-    }
-
-    // The last strategy's orders are in PostgreSQL, stamped with increasing tokens.
-    distlock_testkit::block_on(async {
-        let mut db = sqlx::PgConnection::connect(&distlock_testkit::postgres_url(&pg))
-            .await
-            .unwrap();
-        let tokens: Vec<i64> = sqlx::query(
-            "SELECT fencing_token FROM distlock_demo_orders WHERE strategy = 'lock' ORDER BY id",
-        )
-        .fetch_all(&mut db)
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-        assert_eq!(tokens.len(), 20);
-        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-    });
-
-    // The demo's lock is free again and its counter saw every sale of the lock strategy.
-    let status = ok(&distlock(
-        &url,
-        state.path(),
-        &["status", "demo/shop/product-1", "--json"],
-    ));
-    let states: Value = serde_json::from_str(&status).unwrap();
-    assert_eq!(states[0]["name"], "demo/shop/product-1", "{status}");
-    assert!(
-        states[0]["holders"].as_array().unwrap().is_empty(),
-        "{status}"
-    );
-    assert!(
-        states[0]["last_fencing_token"].as_u64().unwrap() >= 60,
-        "every buyer of the lock strategy took the lock: {status}"
-    );
-    // Both modes measured in one run, each against its own floor.
-    let lease = format!("{}?mode=lease", distlock_testkit::postgres_url(&pg));
-    let bench = ok(&distlock(
-        &url,
-        state.path(),
-        &[
-            "bench",
-            "--json",
-            "--clients",
-            "4",
-            "--duration",
-            "300ms",
-            "--also",
-            &lease,
-        ],
-    ));
-    let reports = json_lines(&bench);
-    assert_eq!(reports.len(), 2, "{bench}");
-    for report in &reports {
-        assert_eq!(report["floor"]["op"], "SELECT 1");
-        assert!(report["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap() > 0.0);
-    }
-    assert!(reports[1]["url"].as_str().unwrap().contains("mode=lease"));
-}
+mod database;
 
 #[test]
 fn demo_status_and_bench_in_session_mode() {
-    demo_keeps_the_shop_in_the_database("");
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    database::demo_keeps_the_shop_in_the_database(&distlock_testkit::postgres_url(&pg), "");
 }
 
 #[test]
 fn demo_status_and_bench_in_lease_mode() {
-    demo_keeps_the_shop_in_the_database("?mode=lease");
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    database::demo_keeps_the_shop_in_the_database(
+        &distlock_testkit::postgres_url(&pg),
+        "?mode=lease",
+    );
 }

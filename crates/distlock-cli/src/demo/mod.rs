@@ -148,17 +148,9 @@ fn print_report(report: &StrategyReport, json: bool) {
 /// file, or in the state directory.
 fn default_shop(lock_url: &str) -> Result<String> {
     if dialect_of(lock_url) != Dialect::Sqlite {
-        let mut url = distlock::Url::parse(lock_url)
+        let url = distlock::Url::parse(lock_url)
             .map_err(|e| Error::invalid(format!("bad lock URL: {e}")))?;
-        let kept: Vec<(String, String)> = url
-            .query_pairs()
-            .filter(|(key, _)| key != "mode")
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
-        url.set_query(None);
-        if !kept.is_empty() {
-            url.query_pairs_mut().extend_pairs(kept);
-        }
+        let (_, url) = distlock::sql::Mode::split(&url)?;
         return Ok(url.into());
     }
     let file = match sqlite_file(lock_url).and_then(|p| p.parent().map(|d| d.to_path_buf())) {

@@ -1,0 +1,99 @@
+//! The `distlock` command on a server database (PostgreSQL, MySQL/MariaDB), in one lock
+//! mode: the demo keeps its shop in the locks' own database and shows which strategies
+//! oversell; status answers; bench measures both modes side by side.
+
+use serde_json::Value;
+use sqlx::{Connection, Row};
+
+use crate::common::{distlock, json_lines, ok};
+
+/// Runs the demo, status and bench on `{base}{mode}`, where `base` is the database's URL
+/// without distlock's parameters.
+pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
+    let url = format!("{base}{mode}");
+    let state = tempfile::tempdir().unwrap();
+    let out = distlock(
+        &url,
+        state.path(),
+        &[
+            "demo",
+            "--json",
+            "--stock",
+            "20",
+            "--buyers",
+            "60",
+            "--workers",
+            "3",
+        ],
+    );
+    let text = ok(&out);
+    let rows = json_lines(&text);
+    let by = |name: &str| rows.iter().find(|r| r["strategy"] == name).unwrap();
+    assert!(
+        by("none")["oversold"].as_i64().unwrap() > 0,
+        "unguarded buyers oversell: {text}"
+    );
+    for strategy in ["optimistic", "select-for-update", "lock"] {
+        let row = by(strategy);
+        assert_eq!(row["oversold"], 0, "{strategy}: {text}");
+        assert_eq!(row["orders"], 20, "{strategy}: {text}");
+        assert_eq!(row["stock_left"], 0, "{strategy}: {text}");
+    }
+
+    // The last strategy's orders are in the database, stamped with increasing tokens.
+    distlock_testkit::block_on(async {
+        sqlx::any::install_default_drivers();
+        let mut db = sqlx::AnyConnection::connect(base).await.unwrap();
+        let tokens: Vec<i64> = sqlx::query(
+            "SELECT fencing_token FROM distlock_demo_orders WHERE strategy = 'lock' ORDER BY id",
+        )
+        .fetch_all(&mut db)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+        assert_eq!(tokens.len(), 20);
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    });
+
+    // The demo's lock is free again and its counter saw every sale of the lock strategy.
+    let status = ok(&distlock(
+        &url,
+        state.path(),
+        &["status", "demo/shop/product-1", "--json"],
+    ));
+    let states: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(states[0]["name"], "demo/shop/product-1", "{status}");
+    assert!(
+        states[0]["holders"].as_array().unwrap().is_empty(),
+        "{status}"
+    );
+    assert!(
+        states[0]["last_fencing_token"].as_u64().unwrap() >= 60,
+        "every buyer of the lock strategy took the lock: {status}"
+    );
+    // Both modes measured in one run, each against its own floor.
+    let lease = format!("{base}?mode=lease");
+    let bench = ok(&distlock(
+        &url,
+        state.path(),
+        &[
+            "bench",
+            "--json",
+            "--clients",
+            "4",
+            "--duration",
+            "300ms",
+            "--also",
+            &lease,
+        ],
+    ));
+    let reports = json_lines(&bench);
+    assert_eq!(reports.len(), 2, "{bench}");
+    for report in &reports {
+        assert_eq!(report["floor"]["op"], "SELECT 1", "{bench}");
+        assert!(report["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap() > 0.0);
+    }
+    assert!(reports[1]["url"].as_str().unwrap().contains("mode=lease"));
+}

@@ -1,0 +1,19 @@
+//! The `distlock` command on MySQL/MariaDB, in both lock modes.
+
+mod common;
+mod database;
+
+#[test]
+fn demo_status_and_bench_in_session_mode() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    database::demo_keeps_the_shop_in_the_database(&distlock_testkit::mariadb_url(&db), "");
+}
+
+#[test]
+fn demo_status_and_bench_in_lease_mode() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    database::demo_keeps_the_shop_in_the_database(
+        &distlock_testkit::mariadb_url(&db),
+        "?mode=lease",
+    );
+}
