@@ -1,11 +1,10 @@
 //! Reading lease-table rows out of any dialect's result rows: every integer column is a
 //! 64-bit integer (`fair` too, as 0 or 1) and every text column text, in each dialect.
 
-use sqlx::{ColumnIndex, Decode, Row, Type};
+use distlock_core::LockRequest;
+use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
-use std::collections::BTreeMap;
-
-use crate::lease_table::{HolderRow, LiveRows, WaiterRow};
+use crate::lease_table::{HolderRow, LiveRows, WAITER_LEASE, WaiterRow, millis};
 
 /// A result row whose columns read as `i64` and `String`.
 pub(crate) trait LeaseRow: Row
@@ -113,11 +112,75 @@ where
 }
 
 /// The fencing counters read by a `SELECT name, value`.
-pub(crate) fn name_values<R: LeaseRow>(rows: &[R]) -> sqlx::Result<BTreeMap<String, i64>>
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn name_values<R: LeaseRow>(
+    rows: &[R],
+) -> sqlx::Result<std::collections::BTreeMap<String, i64>>
 where
     usize: ColumnIndex<R>,
 {
     rows.iter()
         .map(|row| Ok((row.text(0)?, row.int(1)?)))
         .collect()
+}
+
+/// A statement of dialect `DB` with its parameters.
+pub(crate) type Stmt<'q, DB> = sqlx::query::Query<'q, DB, <DB as Database>::Arguments<'q>>;
+
+/// Binds the columns every lease-table insert starts with: token, name, owner, kind, lim,
+/// permits.
+pub(crate) fn bind_claim<'q, DB>(query: Stmt<'q, DB>, request: &'q LockRequest) -> Stmt<'q, DB>
+where
+    DB: Database,
+    &'q str: Encode<'q, DB> + Type<DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+{
+    query
+        .bind(request.token.as_str())
+        .bind(request.name.as_str())
+        .bind(request.owner.as_str())
+        .bind(request.kind.as_str())
+        .bind(i64::from(request.kind.limit()))
+        .bind(i64::from(request.permits))
+}
+
+/// Binds what a grant row holds after its claim (and fence, where the dialect passes one):
+/// expiry (`now` plus the TTL), host, pid, grant time `now`.
+pub(crate) fn bind_grant_meta<'q, DB>(
+    query: Stmt<'q, DB>,
+    request: &'q LockRequest,
+    now: i64,
+) -> Stmt<'q, DB>
+where
+    DB: Database,
+    &'q str: Encode<'q, DB> + Type<DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+{
+    query
+        .bind(now.saturating_add(millis(request.ttl)))
+        .bind(request.meta.host.as_str())
+        .bind(i64::from(request.meta.pid))
+        .bind(now)
+}
+
+/// Binds a waiter row: its claim, then fair, expiry (`now` plus [`WAITER_LEASE`]), host,
+/// pid, arrival `now`, and the wake-up address of its client.
+pub(crate) fn bind_waiter<'q, DB>(
+    query: Stmt<'q, DB>,
+    request: &'q LockRequest,
+    now: i64,
+    wake: &'q str,
+) -> Stmt<'q, DB>
+where
+    DB: Database,
+    &'q str: Encode<'q, DB> + Type<DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+{
+    bind_claim(query, request)
+        .bind(i64::from(request.fair))
+        .bind(now.saturating_add(millis(WAITER_LEASE)))
+        .bind(request.meta.host.as_str())
+        .bind(i64::from(request.meta.pid))
+        .bind(now)
+        .bind(wake)
 }

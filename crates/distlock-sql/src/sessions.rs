@@ -9,7 +9,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use distlock_core::{Error, ErrorKind, LockRequest, PollOutcome, Result, async_trait};
+use distlock_core::{
+    Error, ErrorKind, LeaseKey, LeaseOutcome, LockRequest, PollOutcome, Result, async_trait,
+};
+
+use crate::tasks::{detached, outcomes};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -146,7 +150,9 @@ impl<D: SessionDialect> Sessions<D> {
         }
     }
 
-    /// Pairs of names found to share a lock key, so far.
+    /// Pairs of names found to share a lock key, so far (PostgreSQL's keys are hashes;
+    /// MySQL's hashed keys are too long to collide).
+    #[cfg(feature = "postgres")]
     pub(crate) fn collisions(&self) -> Vec<(String, String)> {
         locked(&self.collisions).iter().cloned().collect()
     }
@@ -434,6 +440,52 @@ impl<D: SessionDialect> Drop for Sessions<D> {
             }
         }
     }
+}
+
+/// Renews `leases` for a backend that keeps some locks on session connections and the
+/// rest as lease rows: those `sessions` holds are checked on their own connections, the
+/// others renewed by one call of `renew_rows` (with their tokens, answering in order). The
+/// outcomes are in the order of `leases`; each part runs detached, so it finishes even if
+/// the caller gives up.
+pub(crate) async fn renew_split<D, F, Fut>(
+    sessions: Option<&Arc<Sessions<D>>>,
+    leases: &[LeaseKey],
+    ttl: Duration,
+    renew_rows: F,
+) -> Result<Vec<LeaseOutcome>>
+where
+    D: SessionDialect,
+    F: FnOnce(Vec<String>) -> Fut,
+    Fut: Future<Output = Result<Vec<bool>>> + Send + 'static,
+{
+    let held = |l: &&LeaseKey| sessions.is_some_and(|s| s.knows(&l.token));
+    let (on_sessions, rows): (Vec<&LeaseKey>, Vec<&LeaseKey>) = leases.iter().partition(held);
+    let mut renewed: HashMap<String, bool> = HashMap::new();
+    if !rows.is_empty() {
+        let tokens: Vec<String> = rows.iter().map(|l| l.token.clone()).collect();
+        let done = detached(D::BACKEND, renew_rows(tokens.clone())).await?;
+        renewed.extend(tokens.into_iter().zip(done));
+    }
+    if let Some(store) = sessions.filter(|_| !on_sessions.is_empty()).cloned() {
+        let tokens: Vec<String> = on_sessions.iter().map(|l| l.token.clone()).collect();
+        let done = detached(D::BACKEND, async move {
+            let checks = tokens.iter().map(|token| store.renew(token, ttl));
+            let done = futures_util::future::join_all(checks).await;
+            tokens
+                .into_iter()
+                .zip(done)
+                .map(|(token, done)| Ok((token, done?)))
+                .collect::<Result<Vec<_>>>()
+        })
+        .await?;
+        renewed.extend(done);
+    }
+    Ok(outcomes(
+        leases
+            .iter()
+            .map(|l| renewed.get(&l.token).copied().unwrap_or(false))
+            .collect(),
+    ))
 }
 
 /// The error for a name used as two kinds at once: `other` is what already holds it.

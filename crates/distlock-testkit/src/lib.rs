@@ -114,6 +114,64 @@ pub async fn take_over(
     next
 }
 
+/// Takes lock `name` through `proxy` (a client on `through`, TTL 30 s, renewed every
+/// 200 ms), cuts the link, and asserts the guard is `Lost` within 3 s and that a client on
+/// `direct` takes the lock over within 3 s — long before the TTL: a session lock dies with
+/// its connection.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let pg = distlock_testkit::postgres_server().unwrap();
+/// let proxy = distlock_testkit::FaultProxy::start(pg.addr()).await.unwrap();
+/// let direct = distlock_testkit::postgres_url(&pg);
+/// let through = direct.replace(&pg.addr().to_string(), &proxy.addr().to_string());
+/// distlock_testkit::cut_session_is_freed_at_once(&through, &direct, &proxy, "cut").await;
+/// # });
+/// ```
+pub async fn cut_session_is_freed_at_once(
+    through: &str,
+    direct: &str,
+    proxy: &FaultProxy,
+    name: &str,
+) {
+    let client = distlock::Client::connect(through).await.unwrap();
+    let options = distlock::LockOptions::new()
+        .ttl(std::time::Duration::from_secs(30))
+        .renew_every(std::time::Duration::from_millis(200));
+    let guard = client.mutex(name).lock_with(&options).await.unwrap();
+    proxy.set(ProxyMode::Cut);
+    tokio::time::timeout(std::time::Duration::from_secs(3), guard.lost())
+        .await
+        .expect("a dead connection means Lost at the next renewal");
+    let next = take_over(direct, name, &guard, std::time::Duration::from_secs(3)).await;
+    next.release().await.unwrap();
+}
+
+/// Asserts the testkit's [`DATABASE_PASSWORD`] in `url` shows neither in the error of a
+/// connection with a wrong password nor in the connected backend's `Debug` output.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let pg = distlock_testkit::postgres_server().unwrap();
+/// distlock_testkit::passwords_stay_hidden(&distlock_testkit::postgres_url(&pg)).await;
+/// # });
+/// ```
+pub async fn passwords_stay_hidden(url: &str) {
+    let wrong = url.replace(DATABASE_PASSWORD, "not-the-password-xyz");
+    let err = distlock::Client::connect(&wrong).await.unwrap_err();
+    assert!(
+        !format!("{err} {err:?}").contains("not-the-password-xyz"),
+        "{err:?}"
+    );
+    let client = distlock::Client::connect(url).await.unwrap();
+    let shown = format!("{:?}", client.backend());
+    assert!(!shown.contains(DATABASE_PASSWORD), "{shown}");
+}
+
 /// Takes lock `name` through `url` (TTL 1.5 s, renewed every 200 ms), freezes `server`
 /// with SIGSTOP and asserts the guard goes `AtRisk`, then `Lost`; thaws the server and
 /// asserts a new client gets the lock only after the old holder knew, with a greater

@@ -239,22 +239,11 @@ fn a_client_cut_off_loses_its_lock_and_the_server_frees_it() {
         let proxy = distlock_testkit::FaultProxy::start(server.addr())
             .await
             .unwrap();
-        let client = distlock::Client::connect(&session_url(proxy.addr()))
-            .await
-            .unwrap();
-        let options = LockOptions::new()
-            .ttl(Duration::from_secs(30))
-            .renew_every(Duration::from_millis(200));
-        let guard = client.mutex("cut").lock_with(&options).await.unwrap();
-        proxy.set(distlock_testkit::ProxyMode::Cut);
-        tokio::time::timeout(Duration::from_secs(3), guard.lost())
-            .await
-            .expect("a dead connection means Lost at the next renewal");
-        let _next = distlock_testkit::take_over(
+        distlock_testkit::cut_session_is_freed_at_once(
+            &session_url(proxy.addr()),
             &session_url(server.addr()),
+            &proxy,
             "cut",
-            &guard,
-            Duration::from_secs(3),
         )
         .await;
     });

@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS distlock_lease (
     permits        BIGINT NOT NULL,
     fence          BIGINT NOT NULL,
     expires_at_ms  BIGINT NOT NULL,
-    host           VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    host           TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     pid            BIGINT NOT NULL,
     acquired_at_ms BIGINT NOT NULL,
     KEY distlock_lease_by_key (lock_key)
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS distlock_waiter (
     permits       BIGINT NOT NULL,
     fair          BIGINT NOT NULL,
     expires_at_ms BIGINT NOT NULL,
-    host          VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    host          TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     pid           BIGINT NOT NULL,
     since_ms      BIGINT NOT NULL,
     wake          VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,

@@ -276,15 +276,6 @@ impl SessionDialect for MysqlSessions {
     }
 }
 
-/// Whether `key` is held or waited for by a session-mode lock (so it may not be a lease).
-pub(super) async fn in_session_use(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<bool> {
-    let used: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
-        .bind(key)
-        .fetch_one(conn)
-        .await?;
-    Ok(used.is_some())
-}
-
 /// Adds the session locks' live holders and waiters of one name (or of all) to `live`:
 /// recorded grants whose connection holds the lock right now, and recorded waiters whose
 /// connection waits in `GET_LOCK` right now.

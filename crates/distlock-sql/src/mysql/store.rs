@@ -9,15 +9,14 @@ use std::time::Duration;
 
 use distlock_core::{LockRequest, LockState, PollOutcome, Result};
 use sqlx::mysql::MySqlConnection;
-use sqlx::{Executor, MySqlPool};
+use sqlx::{Executor, MySqlPool, Row};
 
-use super::session::{in_session_use, live_sessions};
+use super::session::live_sessions;
 use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
-use crate::lease_table::{
-    HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
-};
+use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, retry_within};
 use crate::rows::{
-    HOLDER_COLUMNS, LeaseRow, WAITER_COLUMNS, add_live, holder, live_select, waiter,
+    HOLDER_COLUMNS, LeaseRow, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter,
+    holder, live_select, waiter,
 };
 use crate::sessions::kind_clash;
 
@@ -42,19 +41,17 @@ pub(super) type Wake = Option<(String, String)>;
 pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
     let err = db_error("connect");
     let mut conn = pool.acquire().await.map_err(&err)?;
-    let present: i64 = sqlx::query_scalar(
+    let marks = vec!["?"; SCHEMA_TABLES.len()].join(", ");
+    let count = format!(
         "SELECT COUNT(*) FROM information_schema.TABLES
-         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?, ?, ?, ?)",
-    )
-    .bind(SCHEMA_TABLES[0])
-    .bind(SCHEMA_TABLES[1])
-    .bind(SCHEMA_TABLES[2])
-    .bind(SCHEMA_TABLES[3])
-    .bind(SCHEMA_TABLES[4])
-    .bind(SCHEMA_TABLES[5])
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(&err)?;
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks})"
+    );
+    let present: i64 = SCHEMA_TABLES
+        .iter()
+        .fold(sqlx::query_scalar(&count), |query, table| query.bind(table))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(&err)?;
     if present < SCHEMA_TABLES.len() as i64 {
         sqlx::query("SELECT GET_LOCK('distlock:schema', 60)")
             .execute(&mut *conn)
@@ -90,8 +87,9 @@ async fn create_tables(conn: &mut MySqlConnection) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Locks the key's counter row (creating it at 0) and reads the database's clock.
-async fn lock_key_row(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<i64> {
+/// Locks the key's counter row (creating it at 0); the database's clock, and whether a
+/// connection holds the key with `GET_LOCK` (a session-mode mutex), read in one round trip.
+async fn lock_key_row(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<(i64, bool)> {
     sqlx::query(
         "INSERT INTO distlock_fence (lock_key, value) VALUES (?, 0)
          ON DUPLICATE KEY UPDATE value = value",
@@ -99,9 +97,13 @@ async fn lock_key_row(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<i64
     .bind(key)
     .execute(&mut *conn)
     .await?;
-    sqlx::query_scalar(&format!("SELECT {CLOCK_MS}"))
-        .fetch_one(&mut *conn)
-        .await
+    let row = sqlx::query(&format!(
+        "SELECT {CLOCK_MS}, CAST(IS_USED_LOCK(?) IS NOT NULL AS SIGNED)"
+    ))
+    .bind(key)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok((row.try_get(0)?, row.try_get::<i64, _>(1)? != 0))
 }
 
 /// Deletes the key's expired grants and queue rows; how many went.
@@ -133,9 +135,9 @@ pub(super) async fn poll(
     let err = db_error("acquire");
     let key = lock_key(&request.name);
     let mut tx = pool.begin().await.map_err(&err)?;
-    let now = lock_key_row(&mut tx, &key).await.map_err(&err)?;
+    let (now, in_session_use) = lock_key_row(&mut tx, &key).await.map_err(&err)?;
     let purged = purge(&mut tx, &key, now).await.map_err(&err)?;
-    if sessions && in_session_use(&mut tx, &key).await.map_err(&err)? {
+    if sessions && in_session_use {
         return Err(kind_clash(&request.name, "a mutex held by a session"));
     }
     let (holders, waiters) = live_rows(&mut tx, &key, &request.name)
@@ -172,7 +174,7 @@ pub(super) async fn cancel(pool: &MySqlPool, name: &str, token: &str) -> Result<
     let err = db_error("cancel");
     let key = lock_key(name);
     let mut tx = pool.begin().await.map_err(&err)?;
-    let now = lock_key_row(&mut tx, &key).await.map_err(&err)?;
+    let (now, _) = lock_key_row(&mut tx, &key).await.map_err(&err)?;
     let mut removed = 0;
     for table in ["distlock_waiter", "distlock_lease"] {
         removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?"))
@@ -191,32 +193,30 @@ pub(super) async fn cancel(pool: &MySqlPool, name: &str, token: &str) -> Result<
 }
 
 /// Extends each unexpired grant under `tokens` to `ttl` from the database's now; whether
-/// each was renewed, in order.
+/// each was renewed, in order. Two statements and no transaction: the second reads the
+/// grants that are live after the first, which are exactly those it renewed (a grant it
+/// skipped had expired, and one released meanwhile is gone, which is as good as not held).
 pub(super) async fn renew(pool: &MySqlPool, tokens: &[String], ttl: Duration) -> Result<Vec<bool>> {
     let err = db_error("renew");
     let marks = vec!["?"; tokens.len()].join(", ");
-    let mut tx = pool.begin().await.map_err(&err)?;
-    let now: i64 = sqlx::query_scalar(&format!("SELECT {CLOCK_MS}"))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(&err)?;
     let update = format!(
-        "UPDATE distlock_lease SET expires_at_ms = ? WHERE token IN ({marks}) AND expires_at_ms > ?"
+        "UPDATE distlock_lease SET expires_at_ms = {CLOCK_MS} + ?
+         WHERE token IN ({marks}) AND expires_at_ms > {CLOCK_MS}"
     );
-    let mut query = sqlx::query(&update).bind(now.saturating_add(millis(ttl)));
+    let mut query = sqlx::query(&update).bind(millis(ttl));
     for token in tokens {
         query = query.bind(token);
     }
-    query.bind(now).execute(&mut *tx).await.map_err(&err)?;
-    let select =
-        format!("SELECT token FROM distlock_lease WHERE token IN ({marks}) AND expires_at_ms > ?");
+    query.execute(pool).await.map_err(&err)?;
+    let select = format!(
+        "SELECT token FROM distlock_lease WHERE token IN ({marks}) AND expires_at_ms > {CLOCK_MS}"
+    );
     let mut query = sqlx::query(&select);
     for token in tokens {
         query = query.bind(token);
     }
     let renewed = query
-        .bind(now)
-        .fetch_all(&mut *tx)
+        .fetch_all(pool)
         .await
         .and_then(|rows| {
             rows.iter()
@@ -224,7 +224,6 @@ pub(super) async fn renew(pool: &MySqlPool, tokens: &[String], ttl: Duration) ->
                 .collect::<sqlx::Result<Vec<_>>>()
         })
         .map_err(&err)?;
-    tx.commit().await.map_err(&err)?;
     Ok(tokens.iter().map(|t| renewed.contains(t)).collect())
 }
 
@@ -234,7 +233,7 @@ pub(super) async fn release(pool: &MySqlPool, name: &str, token: &str) -> Result
     let err = db_error("release");
     let key = lock_key(name);
     let mut tx = pool.begin().await.map_err(&err)?;
-    let now = lock_key_row(&mut tx, &key).await.map_err(&err)?;
+    let (now, _) = lock_key_row(&mut tx, &key).await.map_err(&err)?;
     let expiry: Option<i64> =
         sqlx::query_scalar("SELECT expires_at_ms FROM distlock_lease WHERE token = ? FOR UPDATE")
             .bind(token)
@@ -381,26 +380,16 @@ async fn grant(
     .execute(&mut *conn)
     .await?
     .last_insert_id() as i64;
-    sqlx::query(
+    let insert = sqlx::query(
         "INSERT INTO distlock_lease
-           (token, lock_key, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid,
-            acquired_at_ms)
-         VALUES (?, ?, ?, LEFT(?, 256), ?, ?, ?, ?, ?, LEFT(?, 255), ?, ?)",
-    )
-    .bind(&request.token)
-    .bind(key)
-    .bind(&request.name)
-    .bind(request.owner.as_str())
-    .bind(request.kind.as_str())
-    .bind(i64::from(request.kind.limit()))
-    .bind(i64::from(request.permits))
-    .bind(fence)
-    .bind(now.saturating_add(millis(request.ttl)))
-    .bind(&request.meta.host)
-    .bind(i64::from(request.meta.pid))
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+           (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid,
+            acquired_at_ms, lock_key)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    );
+    bind_grant_meta(bind_claim(insert, request).bind(fence), request, now)
+        .bind(key)
+        .execute(&mut *conn)
+        .await?;
     sqlx::query("DELETE FROM distlock_waiter WHERE token = ?")
         .bind(&request.token)
         .execute(&mut *conn)
@@ -415,27 +404,16 @@ async fn keep_queued(
     now: i64,
     channel: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    let insert = sqlx::query(
         "INSERT INTO distlock_waiter
-           (token, lock_key, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid,
-            since_ms, wake)
-         VALUES (?, ?, ?, LEFT(?, 256), ?, ?, ?, ?, ?, LEFT(?, 255), ?, ?, ?)
+           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms,
+            wake, lock_key)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON DUPLICATE KEY UPDATE expires_at_ms = VALUES(expires_at_ms)",
-    )
-    .bind(&request.token)
-    .bind(key)
-    .bind(&request.name)
-    .bind(request.owner.as_str())
-    .bind(request.kind.as_str())
-    .bind(i64::from(request.kind.limit()))
-    .bind(i64::from(request.permits))
-    .bind(i64::from(request.fair))
-    .bind(now.saturating_add(millis(WAITER_LEASE)))
-    .bind(&request.meta.host)
-    .bind(i64::from(request.meta.pid))
-    .bind(now)
-    .bind(channel)
-    .execute(&mut *conn)
-    .await?;
+    );
+    bind_waiter(insert, request, now, channel)
+        .bind(key)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }

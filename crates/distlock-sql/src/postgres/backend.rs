@@ -1,6 +1,5 @@
 //! The PostgreSQL lock store: session-mode advisory locks and the lease table.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +14,8 @@ use tokio::task::AbortHandle;
 use super::config::{Mode, PostgresConfig};
 use super::sessions::PgSessions;
 use super::{db_error, store};
-use crate::sessions::Sessions;
-use crate::tasks::{InFlight, detached, outcome, outcomes};
+use crate::sessions::{Sessions, renew_split};
+use crate::tasks::{InFlight, detached, outcome};
 
 /// A lock store on one PostgreSQL database.
 ///
@@ -270,40 +269,14 @@ impl Backend for PostgresBackend {
     }
 
     async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
-        let (sessions, rows): (Vec<&LeaseKey>, Vec<&LeaseKey>) = leases
-            .iter()
-            .partition(|l| self.session_holding(&l.token).is_some());
-        let mut renewed: HashMap<String, bool> = HashMap::new();
-        if !rows.is_empty() {
-            let pool = self.pool.clone();
-            let tokens: Vec<String> = rows.iter().map(|l| l.token.clone()).collect();
-            let done = detached("postgres", async move {
-                let done = store::renew(&pool, &tokens, ttl).await?;
-                Ok(tokens.into_iter().zip(done).collect::<Vec<_>>())
-            })
-            .await?;
-            renewed.extend(done);
-        }
-        if let Some(store) = self.sessions.clone().filter(|_| !sessions.is_empty()) {
-            let tokens: Vec<String> = sessions.iter().map(|l| l.token.clone()).collect();
-            let done = detached("postgres", async move {
-                let checks = tokens.iter().map(|token| store.renew(token, ttl));
-                let done = futures_util::future::join_all(checks).await;
-                tokens
-                    .into_iter()
-                    .zip(done)
-                    .map(|(token, done)| Ok((token, done?)))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .await?;
-            renewed.extend(done);
-        }
-        Ok(outcomes(
-            leases
-                .iter()
-                .map(|l| renewed.get(&l.token).copied().unwrap_or(false))
-                .collect(),
-        ))
+        let pool = self.pool.clone();
+        renew_split(
+            self.sessions.as_ref(),
+            leases,
+            ttl,
+            move |tokens| async move { store::renew(&pool, &tokens, ttl).await },
+        )
+        .await
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {

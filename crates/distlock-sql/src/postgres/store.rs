@@ -9,11 +9,10 @@ use distlock_core::{LockKind, LockRequest, LockState, PollOutcome, Result};
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::{advisory, db_error};
-use crate::lease_table::{
-    HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
-};
+use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, retry_within};
 use crate::rows::{
-    HOLDER_COLUMNS, WAITER_COLUMNS, add_live, holder, live_select, name_values, waiter,
+    HOLDER_COLUMNS, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter, holder,
+    live_select, name_values, waiter,
 };
 
 const SCHEMA: &str = include_str!("schema.sql");
@@ -324,7 +323,7 @@ async fn live_rows(
 
 /// Mints the next fencing token, writes the grant and leaves the queue, in one statement.
 async fn grant(conn: &mut PgConnection, request: &LockRequest, now: i64) -> sqlx::Result<i64> {
-    sqlx::query(
+    let insert = sqlx::query(
         "WITH fence AS (
            INSERT INTO distlock_fence (name, value) VALUES ($2, 1)
            ON CONFLICT (name) DO UPDATE SET value = distlock_fence.value + 1 RETURNING value
@@ -334,20 +333,11 @@ async fn grant(conn: &mut PgConnection, request: &LockRequest, now: i64) -> sqlx
            (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
          SELECT $1, $2, $3, $4, $5, $6, fence.value, $7, $8, $9, $10 FROM fence
          RETURNING fence",
-    )
-    .bind(&request.token)
-    .bind(&request.name)
-    .bind(request.owner.as_str())
-    .bind(request.kind.as_str())
-    .bind(i64::from(request.kind.limit()))
-    .bind(i64::from(request.permits))
-    .bind(now.saturating_add(millis(request.ttl)))
-    .bind(&request.meta.host)
-    .bind(i64::from(request.meta.pid))
-    .bind(now)
-    .fetch_one(&mut *conn)
-    .await?
-    .try_get(0)
+    );
+    bind_grant_meta(bind_claim(insert, request), request, now)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)
 }
 
 async fn keep_queued(
@@ -356,25 +346,14 @@ async fn keep_queued(
     now: i64,
     channel: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    let insert = sqlx::query(
         "INSERT INTO distlock_waiter
            (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
          ON CONFLICT (token) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms",
-    )
-    .bind(&request.token)
-    .bind(&request.name)
-    .bind(request.owner.as_str())
-    .bind(request.kind.as_str())
-    .bind(i64::from(request.kind.limit()))
-    .bind(i64::from(request.permits))
-    .bind(i64::from(request.fair))
-    .bind(now.saturating_add(millis(WAITER_LEASE)))
-    .bind(&request.meta.host)
-    .bind(i64::from(request.meta.pid))
-    .bind(now)
-    .bind(channel)
-    .execute(&mut *conn)
-    .await?;
+    );
+    bind_waiter(insert, request, now, channel)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }

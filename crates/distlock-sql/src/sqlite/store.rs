@@ -10,11 +10,10 @@ use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use super::db_error;
 use super::wake::Wake;
-use crate::lease_table::{
-    HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, now_ms, retry_within,
-};
+use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, now_ms, retry_within};
 use crate::rows::{
-    HOLDER_COLUMNS, WAITER_COLUMNS, add_live, holder, live_select, name_values, waiter,
+    HOLDER_COLUMNS, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter, holder,
+    live_select, name_values, waiter,
 };
 
 const SCHEMA: &str = include_str!("schema.sql");
@@ -357,24 +356,14 @@ async fn grant(conn: &mut SqliteConnection, request: &LockRequest, now: i64) -> 
     .fetch_one(&mut *conn)
     .await?
     .try_get(0)?;
-    sqlx::query(
+    let insert = sqlx::query(
         "INSERT INTO distlock_lease
            (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )
-    .bind(&request.token)
-    .bind(&request.name)
-    .bind(request.owner.as_str())
-    .bind(request.kind.as_str())
-    .bind(i64::from(request.kind.limit()))
-    .bind(i64::from(request.permits))
-    .bind(fence)
-    .bind(now.saturating_add(millis(request.ttl)))
-    .bind(&request.meta.host)
-    .bind(i64::from(request.meta.pid))
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+    );
+    bind_grant_meta(bind_claim(insert, request).bind(fence), request, now)
+        .execute(&mut *conn)
+        .await?;
     sqlx::query("DELETE FROM distlock_waiter WHERE token = ?1")
         .bind(&request.token)
         .execute(&mut *conn)
@@ -388,25 +377,14 @@ async fn keep_queued(
     now: i64,
     socket: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    let insert = sqlx::query(
         "INSERT INTO distlock_waiter
            (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (token) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
-    )
-    .bind(&request.token)
-    .bind(&request.name)
-    .bind(request.owner.as_str())
-    .bind(request.kind.as_str())
-    .bind(i64::from(request.kind.limit()))
-    .bind(i64::from(request.permits))
-    .bind(i64::from(request.fair))
-    .bind(now.saturating_add(millis(WAITER_LEASE)))
-    .bind(&request.meta.host)
-    .bind(i64::from(request.meta.pid))
-    .bind(now)
-    .bind(socket)
-    .execute(&mut *conn)
-    .await?;
+    );
+    bind_waiter(insert, request, now, socket)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
