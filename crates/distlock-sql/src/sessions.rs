@@ -36,6 +36,10 @@ pub(crate) struct Tried {
     pub(crate) clash: Option<&'static str>,
 }
 
+/// How a wait in the server's queue ended once the lock was granted: the fencing token, or
+/// what else the name turned out to be in use as (the lock is then not held).
+pub(crate) type WaitEnd = std::result::Result<i64, &'static str>;
+
 /// One dialect's session locks: how to open a connection, and the statements run on it.
 #[async_trait]
 pub(crate) trait SessionDialect: Send + Sync + 'static {
@@ -76,7 +80,7 @@ pub(crate) trait SessionDialect: Send + Sync + 'static {
         conn: &mut Self::Conn,
         request: &LockRequest,
         key: &Self::Key,
-    ) -> sqlx::Result<i64>;
+    ) -> sqlx::Result<WaitEnd>;
 
     /// Asks the server, from another connection, to stop the statement of connection
     /// `conn_id`.
@@ -124,7 +128,7 @@ struct Waiting<D: SessionDialect> {
 /// How a wait ended.
 struct Waited<C> {
     session: Session<C>,
-    fence: sqlx::Result<i64>,
+    fence: sqlx::Result<WaitEnd>,
 }
 
 enum Slot<D: SessionDialect> {
@@ -192,9 +196,13 @@ impl<D: SessionDialect> Sessions<D> {
     async fn finish_wait(&self, request: &LockRequest, waiting: Waiting<D>) -> Result<PollOutcome> {
         let waited = waiting.task.await.map_err(task_failed::<D>)?;
         match waited.fence {
-            Ok(fence) => {
+            Ok(Ok(fence)) => {
                 self.hold(request, waiting.key, waited.session);
                 Ok(granted(fence))
+            }
+            Ok(Err(other)) => {
+                close::<D>(waited.session);
+                Err(kind_clash(&request.name, other))
             }
             Err(err) => {
                 close::<D>(waited.session);
@@ -314,7 +322,7 @@ impl<D: SessionDialect> Sessions<D> {
             // Granted just before the interruption arrived: give it back.
             Ok(Ok(Waited {
                 session,
-                fence: Ok(_),
+                fence: Ok(Ok(_)),
             })) => {
                 let held = Held::<D> {
                     session: tokio::sync::Mutex::new(Some(session)),

@@ -309,3 +309,49 @@ fn read_write_locks_and_semaphores_are_leases_beside_the_session_locks() {
         mutex.release().await.unwrap();
     });
 }
+
+#[test]
+fn a_session_mutex_and_a_lease_started_together_never_both_hold() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::mariadb_url(&server);
+        let (mutexes, leases) = tokio::join!(
+            distlock::Client::connect(&url),
+            distlock::Client::connect(&url)
+        );
+        let (mutexes, leases) = (mutexes.unwrap(), leases.unwrap());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let (mut mutex_won, mut lease_won) = (0, 0);
+        for round in 0..150 {
+            assert!(tokio::time::Instant::now() < deadline, "round {round}");
+            let name = format!("contested-{}", round % 5);
+            let (mutex, rwlock) = (mutexes.mutex(&name), leases.rwlock(&name));
+            // The mutex starts up to 4 ms after the lease, so the two meet at every step of
+            // the lease's transaction.
+            let late = Duration::from_micros(round as u64 * 397 % 4000);
+            let (mutex, writer) = tokio::join!(
+                async {
+                    tokio::time::sleep(late).await;
+                    mutex.try_lock().await
+                },
+                rwlock.try_write()
+            );
+            let refused = |e: &distlock::Error| e.kind() == ErrorKind::InvalidInput;
+            let mutex = mutex.unwrap_or_else(|e| if refused(&e) { None } else { panic!("{e}") });
+            let writer = writer.unwrap_or_else(|e| if refused(&e) { None } else { panic!("{e}") });
+            assert!(
+                mutex.is_none() || writer.is_none(),
+                "round {round}: a session mutex and a write lease held `{name}` at once"
+            );
+            mutex_won += usize::from(mutex.is_some());
+            lease_won += usize::from(writer.is_some());
+            if let Some(guard) = mutex {
+                guard.release().await.unwrap();
+            }
+            if let Some(guard) = writer {
+                guard.release().await.unwrap();
+            }
+        }
+        assert!(mutex_won > 0 && lease_won > 0, "{mutex_won} / {lease_won}");
+    });
+}

@@ -1,6 +1,6 @@
 //! The MySQL/MariaDB lock store: session-mode `GET_LOCK` locks and the lease table.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ pub struct MysqlBackend {
     redacted: String,
     in_flight: Arc<InFlight>,
     sessions: Option<Arc<Sessions<MysqlSessions>>>,
+    queued: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for MysqlBackend {
@@ -119,6 +120,7 @@ impl MysqlBackend {
             redacted: config.redacted,
             in_flight: Arc::default(),
             sessions,
+            queued: Mutex::default(),
         })
     }
 
@@ -142,6 +144,12 @@ impl MysqlBackend {
             LockKind::Mutex => self.sessions.as_ref(),
             _ => None,
         }
+    }
+
+    /// The request tokens with a row in the lease-mode queue, whose polls look before they
+    /// lock.
+    fn queued(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.queued.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The session-mode store, if `token` names one of its locks.
@@ -183,15 +191,26 @@ impl Backend for MysqlBackend {
         }
         let (pool, channel) = (self.pool.clone(), self.channel.clone());
         let sessions = self.sessions.is_some();
+        let queued = self.queued().contains(&token);
         let (polled, next) = self
             .in_flight
             .poll("mysql", &token, async move {
+                if queued && let Some(waiting) = store::peek(&pool, &request).await? {
+                    return Ok((waiting, None));
+                }
                 store::poll(&pool, &request, &channel, sessions).await
             })
             .await?;
         wake(next);
-        if let PollOutcome::Granted { .. } = polled {
-            self.wakers.forget(&ticket.request.token);
+        match polled {
+            PollOutcome::Granted { .. } => {
+                self.wakers.forget(&token);
+                self.queued().remove(&token);
+            }
+            PollOutcome::Pending { .. } if ticket.request.wait => {
+                self.queued().insert(token);
+            }
+            _ => {}
         }
         Ok(polled)
     }
@@ -212,6 +231,7 @@ impl Backend for MysqlBackend {
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
         self.wakers.forget(&token);
         self.in_flight.settled(&token).await;
+        self.queued().remove(&token);
         if let Some(sessions) = self.session_for(&ticket.request).cloned() {
             return detached("mysql", async move { sessions.cancel(&token).await }).await;
         }

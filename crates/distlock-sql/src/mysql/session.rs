@@ -13,7 +13,7 @@ use sqlx::{ConnectOptions, Connection, Executor, MySqlPool, Row};
 use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::rows::LeaseRow;
-use crate::sessions::{SessionDialect, Tried};
+use crate::sessions::{SessionDialect, Tried, WaitEnd};
 
 /// How long a blocking `GET_LOCK` waits at most (a year: it is stopped by `KILL QUERY`).
 const WAIT_SECONDS: u64 = 31_536_000;
@@ -30,6 +30,23 @@ const RECORD_GRANT: &str = "INSERT INTO distlock_session_lock
      ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(GREATEST(fence + 1, {CLOCK_US})),
        conn = VALUES(conn), token = VALUES(token), owner = VALUES(owner), host = VALUES(host),
        pid = VALUES(pid), since_ms = VALUES(since_ms), ttl_ms = VALUES(ttl_ms)";
+
+/// No live lease of the key (bind: the key). A lease is granted only while its transaction
+/// holds the key's `GET_LOCK`, and that lock is let go only after the grant commits, by a
+/// statement that reads `distlock_session_lock`. A statement writing that in-memory table
+/// holds it locked to its end, so a session mutex's check-and-lock cannot straddle a lease
+/// grant: either it sees the committed lease, or its `GET_LOCK` meets the lease's. The
+/// wait path checks after its `GET_LOCK`, which is sound on its own.
+fn no_lease() -> String {
+    format!("NOT {}", lease_live())
+}
+
+/// A live lease of the key exists (bind: the key).
+fn lease_live() -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM distlock_lease WHERE lock_key = ? AND expires_at_ms > {CLOCK_MS})"
+    )
+}
 
 /// A connection, the server's id for it, and the `wait_timeout` it was last given.
 pub(super) struct MyConn {
@@ -155,10 +172,7 @@ impl SessionDialect for MysqlSessions {
     ) -> sqlx::Result<Tried> {
         arm(conn, request.ttl).await?;
         self.record_name(&mut conn.conn, &request.name, key).await?;
-        let taken = format!(
-            "NOT EXISTS (SELECT 1 FROM distlock_lease WHERE lock_key = ? AND expires_at_ms > {CLOCK_MS})
-             AND GET_LOCK(?, 0) = 1"
-        );
+        let taken = format!("{} AND GET_LOCK(?, 0) = 1", no_lease());
         let sql = RECORD_GRANT
             .replace("{taken}", &taken)
             .replace("{CLOCK_US}", CLOCK_US)
@@ -171,16 +185,7 @@ impl SessionDialect for MysqlSessions {
         let fence = (done.rows_affected() > 0).then(|| done.last_insert_id() as i64);
         let clash = match fence {
             Some(_) => None,
-            None => {
-                let leased: i64 = sqlx::query_scalar(&format!(
-                    "SELECT CAST(EXISTS (SELECT 1 FROM distlock_lease
-                                    WHERE lock_key = ? AND expires_at_ms > {CLOCK_MS}) AS SIGNED)"
-                ))
-                .bind(key)
-                .fetch_one(&mut conn.conn)
-                .await?;
-                (leased != 0).then_some("a read/write lock or semaphore")
-            }
+            None => leased(&mut conn.conn, key).await?,
         };
         Ok(Tried {
             fence,
@@ -195,7 +200,7 @@ impl SessionDialect for MysqlSessions {
         conn: &mut MyConn,
         request: &LockRequest,
         key: &String,
-    ) -> sqlx::Result<i64> {
+    ) -> sqlx::Result<WaitEnd> {
         sqlx::query(&format!(
             "INSERT INTO distlock_session_waiter (conn, lock_key, token, owner, host, pid, since_ms)
              VALUES (CONNECTION_ID(), ?, ?, LEFT(?, 256), LEFT(?, 255), ?, {CLOCK_MS})
@@ -221,19 +226,24 @@ impl SessionDialect for MysqlSessions {
                 "the wait in GET_LOCK was stopped".into(),
             ));
         }
+        let taken = format!("IS_USED_LOCK(?) = CONNECTION_ID() AND {}", no_lease());
         let sql = RECORD_GRANT
-            .replace("{taken}", "IS_USED_LOCK(?) = CONNECTION_ID()")
+            .replace("{taken}", &taken)
             .replace("{CLOCK_US}", CLOCK_US)
             .replace("{CLOCK_MS}", CLOCK_MS);
         let done = record(&sql, request, key)
             .bind(key)
+            .bind(key)
             .execute(&mut conn.conn)
             .await?;
-        match done.rows_affected() {
-            0 => Err(sqlx::Error::Protocol(
+        if done.rows_affected() > 0 {
+            return Ok(Ok(done.last_insert_id() as i64));
+        }
+        match leased(&mut conn.conn, key).await? {
+            Some(other) => Ok(Err(other)),
+            None => Err(sqlx::Error::Protocol(
                 "a granted GET_LOCK was not held".into(),
             )),
-            _ => Ok(done.last_insert_id() as i64),
         }
     }
 
@@ -274,6 +284,24 @@ impl SessionDialect for MysqlSessions {
             let _ = conn.conn.close().await;
         })
     }
+}
+
+/// After a try that did not take the lock: what else holds the name, if a live lease does.
+/// The try's check and its `GET_LOCK` may run in either order, so a `GET_LOCK` taken by a
+/// try refused for a lease is let go here.
+async fn leased(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<Option<&'static str>> {
+    let row = sqlx::query(&format!(
+        "SELECT CAST({} AS SIGNED),
+                CAST(IF(IS_USED_LOCK(?) = CONNECTION_ID(), RELEASE_LOCK(?), 0) AS SIGNED)",
+        lease_live()
+    ))
+    .bind(key)
+    .bind(key)
+    .bind(key)
+    .fetch_one(&mut *conn)
+    .await?;
+    let leased: i64 = row.try_get(0)?;
+    Ok((leased != 0).then_some("a read/write lock or semaphore"))
 }
 
 /// Adds the session locks' live holders and waiters of one name (or of all) to `live`:

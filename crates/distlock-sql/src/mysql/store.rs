@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use distlock_core::{LockRequest, LockState, PollOutcome, Result};
 use sqlx::mysql::MySqlConnection;
-use sqlx::{Executor, MySqlPool, Row};
+use sqlx::{Connection, Executor, MySqlPool, Row};
 
 use super::session::live_sessions;
 use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
-use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, retry_within};
+use crate::lease_table::{
+    HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
+};
 use crate::rows::{
     HOLDER_COLUMNS, LeaseRow, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter,
     holder, live_select, waiter,
@@ -87,8 +89,14 @@ async fn create_tables(conn: &mut MySqlConnection) -> sqlx::Result<()> {
     Ok(())
 }
 
+/// A session-mode mutex holds the key (binds: the key twice): the connection holding its
+/// `GET_LOCK` is the one its grant recorded. A `GET_LOCK` held otherwise is a lease
+/// grant's gate, or another program's.
+const SESSION_HOLDS: &str = "EXISTS (SELECT 1 FROM distlock_session_lock
+                                   WHERE lock_key = ? AND conn = IS_USED_LOCK(?))";
+
 /// Locks the key's counter row (creating it at 0); the database's clock, and whether a
-/// connection holds the key with `GET_LOCK` (a session-mode mutex), read in one round trip.
+/// session-mode mutex holds the key, read in one round trip.
 async fn lock_key_row(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<(i64, bool)> {
     sqlx::query(
         "INSERT INTO distlock_fence (lock_key, value) VALUES (?, 0)
@@ -98,8 +106,9 @@ async fn lock_key_row(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<(i6
     .execute(&mut *conn)
     .await?;
     let row = sqlx::query(&format!(
-        "SELECT {CLOCK_MS}, CAST(IS_USED_LOCK(?) IS NOT NULL AS SIGNED)"
+        "SELECT {CLOCK_MS}, CAST({SESSION_HOLDS} AS SIGNED)"
     ))
+    .bind(key)
     .bind(key)
     .fetch_one(&mut *conn)
     .await?;
@@ -133,17 +142,41 @@ pub(super) async fn poll(
     sessions: bool,
 ) -> Result<(PollOutcome, Wake)> {
     let err = db_error("acquire");
+    let mut conn = pool.acquire().await.map_err(&err)?;
+    let decided = decide(&mut conn, request, channel, sessions).await;
+    if decided.is_err() {
+        // Whatever the connection still holds (a transaction, the key's `GET_LOCK`) goes
+        // with it, never back to the pool.
+        conn.close_on_drop();
+    }
+    decided
+}
+
+/// [`poll`] on one connection. With `sessions`, a grant is made while this connection
+/// holds the key's `GET_LOCK`, let go after the commit as [`let_go_gate`] says.
+async fn decide(
+    conn: &mut MySqlConnection,
+    request: &LockRequest,
+    channel: &str,
+    sessions: bool,
+) -> Result<(PollOutcome, Wake)> {
+    let err = db_error("acquire");
     let key = lock_key(&request.name);
-    let mut tx = pool.begin().await.map_err(&err)?;
+    let clash = || kind_clash(&request.name, "a mutex held by a session");
+    let mut tx = conn.begin().await.map_err(&err)?;
     let (now, in_session_use) = lock_key_row(&mut tx, &key).await.map_err(&err)?;
     let purged = purge(&mut tx, &key, now).await.map_err(&err)?;
     if sessions && in_session_use {
-        return Err(kind_clash(&request.name, "a mutex held by a session"));
+        return Err(clash());
     }
     let (holders, waiters) = live_rows(&mut tx, &key, &request.name)
         .await
         .map_err(&err)?;
     let granted = may_grant(&holders, &waiters, request, now)?;
+    let gated = granted && sessions;
+    if gated && !take_gate(&mut tx, &key).await.map_err(&err)? {
+        return Err(clash());
+    }
     let outcome = if granted {
         let fence = grant(&mut tx, request, &key, now).await.map_err(&err)?;
         PollOutcome::Granted {
@@ -166,7 +199,106 @@ pub(super) async fn poll(
         false => None,
     };
     tx.commit().await.map_err(&err)?;
+    if gated {
+        let_go_gate(conn, &key).await.map_err(&err)?;
+    }
     Ok((outcome, wake))
+}
+
+/// Takes the key's `GET_LOCK`; whether it was taken. Once taken, no session mutex can take
+/// the key until [`let_go_gate`]. If the lock is busy but no session mutex holds it, it is
+/// the gate of the grant before this one, let go right after that grant's commit: waited
+/// for, up to a second.
+async fn take_gate(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<bool> {
+    let mut taken = get_lock(conn, key, 0).await?;
+    if !taken && !session_holds(conn, key).await? {
+        taken = get_lock(conn, key, 1).await?;
+    }
+    Ok(taken)
+}
+
+async fn get_lock(conn: &mut MySqlConnection, key: &str, seconds: u32) -> sqlx::Result<bool> {
+    let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, ?) AS SIGNED)")
+        .bind(key)
+        .bind(seconds)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(got == Some(1))
+}
+
+/// Whether a session-mode mutex holds the key: the connection holding its `GET_LOCK` is the
+/// one its grant recorded.
+async fn session_holds(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<bool> {
+    let held: i64 = sqlx::query_scalar(&format!("SELECT CAST({SESSION_HOLDS} AS SIGNED)"))
+        .bind(key)
+        .bind(key)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(held != 0)
+}
+
+/// Lets go of the key's `GET_LOCK` after the grant committed, in a statement that reads
+/// `distlock_session_lock`: it cannot run while a session mutex's check-and-lock statement
+/// (which writes that in-memory, table-locked table) runs, so that statement either saw the
+/// committed grant or met this lock.
+async fn let_go_gate(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<()> {
+    sqlx::query(
+        "SELECT RELEASE_LOCK(?), (SELECT COUNT(*) FROM distlock_session_lock WHERE lock_key = ?)",
+    )
+    .bind(key)
+    .bind(key)
+    .execute(&mut *conn)
+    .await
+    .map(drop)
+}
+
+/// What a queued waiter can tell without a transaction or any lock: `Some` (still waiting,
+/// and how soon to look again) when live grants are in its way and its queue row outlives
+/// half its lease; `None` when the locking [`poll`] must decide, because a grant may be
+/// possible or the queue row is due to be rewritten. The two reads need not agree on one
+/// moment: a wrong "wait" costs one more look, a wrong "maybe" one transaction. Waiters
+/// that only look take no row lock, so they never queue behind the holder's release.
+pub(super) async fn peek(pool: &MySqlPool, request: &LockRequest) -> Result<Option<PollOutcome>> {
+    let err = db_error("acquire");
+    let key = lock_key(&request.name);
+    let waiter_rows = sqlx::query(&format!(
+        "SELECT {CLOCK_MS}, {WAITER_COLUMNS} FROM distlock_waiter
+         WHERE lock_key = ? AND name = ? AND expires_at_ms > {CLOCK_MS} ORDER BY seq"
+    ))
+    .bind(&key)
+    .bind(&request.name)
+    .fetch_all(pool)
+    .await
+    .map_err(&err)?;
+    let waiters = waiter_rows
+        .iter()
+        .map(|row| waiter(row, 1))
+        .collect::<sqlx::Result<Vec<_>>>()
+        .map_err(&err)?;
+    let Some(at) = waiters.iter().position(|w| w.token == request.token) else {
+        return Ok(None);
+    };
+    let now: i64 = waiter_rows[at].int(0).map_err(&err)?;
+    if waiters[at].expires_at_ms - now <= millis(WAITER_LEASE / 2) {
+        return Ok(None);
+    }
+    let holders: Vec<HolderRow> = sqlx::query(&format!(
+        "SELECT {HOLDER_COLUMNS} FROM distlock_lease
+         WHERE lock_key = ? AND name = ? AND expires_at_ms > ? ORDER BY fence"
+    ))
+    .bind(&key)
+    .bind(&request.name)
+    .bind(now)
+    .fetch_all(pool)
+    .await
+    .and_then(|rows| rows.iter().map(|row| holder(row, 0)).collect())
+    .map_err(&err)?;
+    if may_grant(&holders, &waiters, request, now)? {
+        return Ok(None);
+    }
+    Ok(Some(PollOutcome::Pending {
+        retry_within: retry_within(&holders, &waiters, &request.token, now, false),
+    }))
 }
 
 /// Deletes the queue row and any grant made under `token`; whom to wake if anything went.

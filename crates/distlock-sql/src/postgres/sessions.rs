@@ -10,7 +10,7 @@ use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
 use super::advisory::{self, Share, advisory_key};
 use super::db_error;
-use crate::sessions::{SessionDialect, Tried};
+use crate::sessions::{SessionDialect, Tried, WaitEnd};
 
 /// PostgreSQL advisory locks on connections of their own.
 pub(super) struct PgSessions {
@@ -75,10 +75,10 @@ impl SessionDialect for PgSessions {
         conn: &mut PgConnection,
         request: &LockRequest,
         key: &(i64, Share),
-    ) -> sqlx::Result<i64> {
+    ) -> sqlx::Result<WaitEnd> {
         advisory::queue(conn, request, key.0).await?;
         advisory::wait(conn, key.1, key.0).await?;
-        advisory::granted(conn, request).await
+        advisory::granted(conn, request).await.map(Ok)
     }
 
     async fn interrupt(&self, conn_id: i64) -> sqlx::Result<()> {
