@@ -61,7 +61,7 @@ pub use name::{MAX_NAME_LEN, validate_name};
 pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_TTL};
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
 pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
-pub use registry::{Connector, redact_url, register};
+pub use registry::{Connector, parse_lock_url, redact_url, register};
 pub use renewals::BATCH;
 pub use url::Url;
 pub use wakers::LocalWakers;

@@ -86,9 +86,42 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// Parses a lock URL. A list of hosts (`redlock://h1:6379,h2:6379,h3:6379/0`), which URLs
+/// cannot hold, becomes the first host with the whole list in the query parameter `hosts`.
+///
+/// # Examples
+///
+/// ```
+/// let url = distlock_core::parse_lock_url("redlock://:pw@a:1,b:2,c:3/0?x=1")?;
+/// assert_eq!(url.host_str(), Some("a"));
+/// assert!(url.query_pairs().any(|(k, v)| k == "hosts" && v == "a:1,b:2,c:3"));
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn parse_lock_url(url: &str) -> Result<Url> {
+    let malformed = |e: url::ParseError| {
+        Error::invalid(format!("malformed lock URL `{}`: {e}", redact_url(url)))
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Url::parse(url).map_err(malformed);
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => authority.split_at(at + 1),
+        None => ("", authority),
+    };
+    if !hosts.contains(',') {
+        return Url::parse(url).map_err(malformed);
+    }
+    let first = hosts.split(',').next().unwrap_or_default();
+    let mut parsed =
+        Url::parse(&format!("{scheme}://{userinfo}{first}{tail}")).map_err(malformed)?;
+    parsed.query_pairs_mut().append_pair("hosts", hosts);
+    Ok(parsed)
+}
+
 pub(crate) async fn connect(url: &str) -> Result<Arc<dyn Backend>> {
-    let parsed = Url::parse(url)
-        .map_err(|e| Error::invalid(format!("malformed lock URL `{}`: {e}", redact_url(url))))?;
+    let parsed = parse_lock_url(url)?;
     let connector = {
         let map = CONNECTORS.read().unwrap_or_else(|p| p.into_inner());
         map.get(parsed.scheme()).cloned()

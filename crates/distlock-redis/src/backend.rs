@@ -299,6 +299,84 @@ impl RedisBackend {
         Ok(invocation)
     }
 
+    /// Records RedLock waiter `request` (waiting since `since_ms`) for `lease`, or with
+    /// `lease` `None` removes its record. The records are for `status` only.
+    pub(crate) async fn note_redlock_waiter(
+        &self,
+        request: &LockRequest,
+        since_ms: u64,
+        lease: Option<Duration>,
+    ) -> Result<()> {
+        let keys = self.keys(&request.name)?;
+        let record = match lease {
+            Some(lease) => {
+                let mut record =
+                    serde_json::to_value(RequestRecord::of(request)).map_err(|err| {
+                        Error::new(ErrorKind::Backend, "could not encode the waiter record")
+                            .with_backend("redis")
+                            .with_source(err)
+                    })?;
+                record["s"] = since_ms.to_string().into();
+                record["e"] = (since_ms + lease.as_millis() as u64).to_string().into();
+                record["f"] = false.into();
+                (record.to_string(), lease.as_millis() as u64)
+            }
+            None => (String::new(), 0),
+        };
+        let mut invocation = SCRIPTS.redlock_waiting.prepare_invoke();
+        invocation
+            .key(&keys.redlock_waiting)
+            .key(&keys.redlock_waiting_info)
+            .arg(&request.token)
+            .arg(record.1)
+            .arg(record.0);
+        let _: u64 = self.invoke("acquire", &invocation).await?;
+        Ok(())
+    }
+
+    /// The live RedLock waiters of lock `name`, by request token.
+    pub(crate) async fn redlock_waiters(&self, name: &str) -> Result<Vec<(String, WaiterInfo)>> {
+        let keys = self.keys(name)?;
+        let mut conn = self.conn.clone();
+        let ((secs, micros), queue, records): (
+            (u64, u64),
+            Vec<(String, f64)>,
+            std::collections::HashMap<String, String>,
+        ) = redis::pipe()
+            .cmd("TIME")
+            .zrange_withscores(&keys.redlock_waiting, 0, -1)
+            .hgetall(&keys.redlock_waiting_info)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("inspect"))?;
+        let now_ms = secs * 1000 + micros / 1000;
+        Ok(queue
+            .into_iter()
+            .filter(|(_, expiry)| *expiry as u64 > now_ms)
+            .filter_map(|(token, _)| {
+                let record = serde_json::from_str::<WaiterRecord>(records.get(&token)?).ok()?;
+                Some((
+                    token,
+                    WaiterInfo {
+                        kind: record.request.kind(),
+                        permits: record.request.n,
+                        owner: record.request.o.to_string(),
+                        fair: record.f,
+                        meta: record.request.meta(number(&record.s)),
+                    },
+                ))
+            })
+            .collect())
+    }
+
+    /// Raises lock `name`'s fencing counter to at least `floor`.
+    pub(crate) async fn raise_fence(&self, name: &str, floor: u64) -> Result<()> {
+        let mut invocation = SCRIPTS.raise_fence.prepare_invoke();
+        invocation.key(&self.keys(name)?.fence).arg(floor);
+        let _: u64 = self.invoke("acquire", &invocation).await?;
+        Ok(())
+    }
+
     fn keys(&self, name: &str) -> Result<LockKeys> {
         LockKeys::new(&self.prefix, name)
     }

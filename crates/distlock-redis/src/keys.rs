@@ -13,6 +13,9 @@ pub(crate) struct LockKeys {
     pub(crate) seq: String,
     pub(crate) leases: String,
     pub(crate) lease_info: String,
+    /// RedLock waiters (status only): token -> expiry, and token -> record.
+    pub(crate) redlock_waiting: String,
+    pub(crate) redlock_waiting_info: String,
 }
 
 impl LockKeys {
@@ -34,6 +37,8 @@ impl LockKeys {
             seq: tagged("seq"),
             leases: tagged("leases"),
             lease_info: tagged("lease-info"),
+            redlock_waiting: tagged("redlock-waiting"),
+            redlock_waiting_info: tagged("redlock-waiting-info"),
             lock,
         })
     }

@@ -62,6 +62,7 @@
 mod backend;
 mod config;
 mod keys;
+pub mod redlock;
 mod scripts;
 mod wakeups;
 
@@ -71,8 +72,9 @@ use distlock_core::{Backend, Connector, Result, Url, async_trait};
 
 pub use backend::RedisBackend;
 pub use config::RedisConfig;
+pub use redlock::{RedlockBackend, RedlockConfig};
 
-/// Registers the `redis://` and `rediss://` connector with the core's URL registry.
+/// Registers the `redis://`, `rediss://` and `redlock://` connectors with the core's URL registry.
 ///
 /// # Examples
 ///
@@ -81,6 +83,24 @@ pub use config::RedisConfig;
 /// ```
 pub fn install() {
     distlock_core::register(Arc::new(RedisConnector));
+    distlock_core::register(Arc::new(RedlockConnector));
+}
+
+/// Connects `redlock://` URLs.
+#[derive(Debug)]
+struct RedlockConnector;
+
+#[async_trait]
+impl Connector for RedlockConnector {
+    fn schemes(&self) -> &'static [&'static str] {
+        &["redlock"]
+    }
+
+    async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(
+            RedlockBackend::open(RedlockConfig::from_url(url)?).await?,
+        ))
+    }
 }
 
 /// Connects `redis://` and `rediss://` URLs.

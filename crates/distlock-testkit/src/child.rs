@@ -55,8 +55,8 @@ pub enum ChildTask {
         /// Lease length in milliseconds.
         ttl_ms: u64,
     },
-    /// Report `waiting`, then wait for `name` in fair mode (for at most a minute); report
-    /// `acquired` if it ever gets it.
+    /// Report `waiting`, then wait for `name` (in fair mode where the backend has it; for at
+    /// most a minute); report `acquired` if it ever gets it.
     Wait {
         /// The lock URL.
         url: String,
@@ -283,7 +283,8 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
         ChildTask::Wait { url, name } => {
             let client = Client::connect(&url).await?;
             emit(&ChildEvent::Waiting);
-            let options = LockOptions::new().fair(true).wait(Duration::from_secs(60));
+            let fair = client.backend().capabilities().fair;
+            let options = LockOptions::new().fair(fair).wait(Duration::from_secs(60));
             let guard = client.mutex(name).lock_with(&options).await?;
             emit(&ChildEvent::Acquired {
                 fencing_token: guard.fencing_token(),

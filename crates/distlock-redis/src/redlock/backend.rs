@@ -1,0 +1,448 @@
+//! The RedLock store: every operation goes to all masters at once and counts a majority.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use distlock_core::{
+    Backend, Capabilities, Error, ErrorKind, HolderInfo, LeaseKey, LeaseOutcome, LockRequest,
+    LockState, PollOutcome, Result, Ticket, async_trait,
+};
+use futures_util::future::join_all;
+use rand::Rng;
+use tokio::sync::OnceCell;
+
+use super::config::RedlockConfig;
+use crate::backend::RedisBackend;
+use crate::config::RedisConfig;
+
+/// The shortest and longest default bound on one master's answer.
+const NODE_TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_millis(5), Duration::from_millis(200));
+/// The longest pause before a refused request tries again.
+const MAX_RETRY_DELAY: Duration = Duration::from_millis(50);
+/// How long a waiter's status record lives without being written again; it is written
+/// again after [`WAITER_NOTE_EVERY`], so the record of a waiter whose process died is gone
+/// within this.
+const WAITER_NOTE_LEASE: Duration = Duration::from_secs(5);
+const WAITER_NOTE_EVERY: Duration = Duration::from_secs(1);
+
+/// One master, connected on first use (and again after a failed connection), so a client
+/// starts while a minority of masters is down.
+struct Master {
+    config: RedisConfig,
+    backend: OnceCell<RedisBackend>,
+}
+
+impl Master {
+    async fn get(&self) -> Result<&RedisBackend> {
+        self.backend
+            .get_or_try_init(|| RedisBackend::open(self.config.clone()))
+            .await
+    }
+}
+
+/// A lock store over independent Redis masters (RedLock): a lock is held while a majority
+/// of masters hold it for the holder's token.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> distlock_core::Result<()> {
+/// use std::sync::Arc;
+/// use distlock_redis::{RedlockBackend, RedlockConfig};
+///
+/// let url = distlock_core::parse_lock_url("redlock://10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379")?;
+/// let backend = RedlockBackend::open(RedlockConfig::from_url(&url)?).await?;
+/// let client = distlock_core::Client::with_backend(Arc::new(backend));
+/// # Ok(()) }
+/// ```
+pub struct RedlockBackend {
+    masters: Vec<Master>,
+    quorum: usize,
+    node_timeout: Option<Duration>,
+    /// When each waiting request's status record was last written.
+    noted: Mutex<HashMap<String, Instant>>,
+}
+
+impl std::fmt::Debug for RedlockBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let configs: Vec<_> = self.masters.iter().map(|m| &m.config).collect();
+        f.debug_struct("RedlockBackend")
+            .field("masters", &configs)
+            .field("quorum", &self.quorum)
+            .finish()
+    }
+}
+
+/// What the masters answered to one operation, in master order; `None` where a master did
+/// not answer in time or failed.
+type Answers<T> = Vec<Option<T>>;
+
+impl RedlockBackend {
+    /// Connects to the masters; fails unless a majority answers.
+    ///
+    /// # Examples
+    ///
+    /// See [`RedlockBackend`].
+    pub async fn open(config: RedlockConfig) -> Result<RedlockBackend> {
+        let backend = RedlockBackend {
+            noted: Mutex::default(),
+            quorum: config.quorum(),
+            node_timeout: config.node_timeout,
+            masters: config
+                .masters
+                .into_iter()
+                .map(|config| Master {
+                    config,
+                    backend: OnceCell::new(),
+                })
+                .collect(),
+        };
+        let opened = backend
+            .on_all(Duration::from_secs(5), |_| async { Ok(()) })
+            .await;
+        backend.quorum_of("connect", &opened)?;
+        Ok(backend)
+    }
+
+    /// The bound on one master's answer for a lock of `ttl`.
+    fn node_timeout(&self, ttl: Duration) -> Duration {
+        self.node_timeout
+            .unwrap_or_else(|| (ttl / 20).clamp(NODE_TIMEOUT_RANGE.0, NODE_TIMEOUT_RANGE.1))
+    }
+
+    /// Runs `op` on every master at once, each bounded by `timeout`.
+    async fn on_all<'a, T, F, Fut>(&'a self, timeout: Duration, op: F) -> Answers<T>
+    where
+        F: Fn(&'a RedisBackend) -> Fut,
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        let every: Vec<usize> = (0..self.masters.len()).collect();
+        self.on_these(&every, timeout, op).await
+    }
+
+    /// Runs `op` on the masters at positions `these` at once, each bounded by `timeout`;
+    /// the answers are in the order of `these`.
+    async fn on_these<'a, T, F, Fut>(
+        &'a self,
+        these: &[usize],
+        timeout: Duration,
+        op: F,
+    ) -> Answers<T>
+    where
+        F: Fn(&'a RedisBackend) -> Fut,
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        let calls = these.iter().map(|&at| {
+            let (op, master) = (&op, &self.masters[at]);
+            async move {
+                let answer = tokio::time::timeout(timeout, async {
+                    let backend = master.get().await?;
+                    op(backend).await
+                })
+                .await;
+                match answer {
+                    Ok(Ok(value)) => Some(value),
+                    Ok(Err(err)) => {
+                        tracing::debug!(error = %err, "a RedLock master failed");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::debug!(?timeout, "a RedLock master did not answer in time");
+                        None
+                    }
+                }
+            }
+        });
+        join_all(calls).await
+    }
+
+    /// An error unless a majority of masters answered.
+    fn quorum_of<T>(&self, operation: &'static str, answers: &Answers<T>) -> Result<()> {
+        let answered = answers.iter().filter(|a| a.is_some()).count();
+        if answered >= self.quorum {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::QuorumNotReached,
+            format!(
+                "only {answered} of {} RedLock masters answered; {} must",
+                self.masters.len(),
+                self.quorum
+            ),
+        )
+        .with_backend("redlock")
+        .with_operation(operation))
+    }
+
+    /// Writes the status record of waiting `request` on every master, unless written
+    /// recently; with `waiting` false, removes it if it was written.
+    async fn note_waiter(&self, request: &LockRequest, waiting: bool) {
+        let due = {
+            let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
+            match waiting {
+                true => match noted.get(&request.token) {
+                    Some(at) if at.elapsed() < WAITER_NOTE_EVERY => false,
+                    _ => {
+                        noted.insert(request.token.clone(), Instant::now());
+                        true
+                    }
+                },
+                false => noted.remove(&request.token).is_some(),
+            }
+        };
+        if due {
+            let lease = waiting.then_some(WAITER_NOTE_LEASE);
+            let since = request.meta.acquired_at_unix_ms;
+            self.on_all(self.node_timeout(request.ttl), |master| {
+                master.note_redlock_waiter(request, since, lease)
+            })
+            .await;
+        }
+    }
+
+    /// Releases `lease` on every master, whatever each holds.
+    async fn release_everywhere(&self, lease: &LeaseKey, timeout: Duration) -> Answers<bool> {
+        self.on_all(timeout, |master| async move {
+            Ok(master.release(lease).await? == LeaseOutcome::Done)
+        })
+        .await
+    }
+}
+
+/// A pause before trying again, spread so that contenders do not retry in step.
+fn retry_delay(holder_left: Option<Duration>) -> Duration {
+    let most = holder_left.map_or(MAX_RETRY_DELAY, |left| left.min(MAX_RETRY_DELAY));
+    let most_ms = most.as_millis().max(2) as u64;
+    Duration::from_millis(rand::rng().random_range(1..=most_ms))
+}
+
+#[async_trait]
+impl Backend for RedlockBackend {
+    fn scheme(&self) -> &'static str {
+        "redlock"
+    }
+
+    /// Mutexes only. Not semaphores: permits granted on different majorities can exceed the
+    /// limit with no master seeing it. Not read/write locks: a waiting writer must hold back
+    /// new readers, which needs a queue every master agrees on. Not fair mode, for the same
+    /// reason: masters keep no RedLock queue.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            rwlock: false,
+            semaphore: false,
+            fair: false,
+            fencing: true,
+            durable_fencing: true,
+            cross_process: true,
+            push_wakeups: false,
+        }
+    }
+
+    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
+        Ok(Ticket::new(request, None))
+    }
+
+    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        let request = &ticket.request;
+        // The masters never queue a RedLock request: each poll is a try on all of them.
+        let attempt = Ticket::new(
+            LockRequest {
+                wait: false,
+                ..request.clone()
+            },
+            None,
+        );
+        let started = Instant::now();
+        let timeout = self.node_timeout(request.ttl);
+        let answers = self.on_all(timeout, |master| master.poll(&attempt)).await;
+        let fences: Vec<(usize, u64)> = answers
+            .iter()
+            .enumerate()
+            .filter_map(|(at, a)| match a {
+                Some(PollOutcome::Granted { fencing_token }) => Some((at, *fencing_token)),
+                _ => None,
+            })
+            .collect();
+        let holder_left = answers
+            .iter()
+            .flatten()
+            .filter_map(|a| match a {
+                PollOutcome::Pending { retry_within } => *retry_within,
+                PollOutcome::Granted { .. } => None,
+            })
+            .min();
+        let valid = request
+            .ttl
+            .mul_f64(0.99)
+            .saturating_sub(Duration::from_millis(2))
+            .saturating_sub(started.elapsed());
+        if fences.len() >= self.quorum && !valid.is_zero() {
+            let token = fences.iter().map(|(_, fence)| *fence).max().unwrap_or(0);
+            let behind: Vec<usize> = fences
+                .iter()
+                .filter(|(_, fence)| *fence < token)
+                .map(|(at, _)| *at)
+                .collect();
+            let raised = self
+                .on_these(&behind, timeout, |master| {
+                    master.raise_fence(&request.name, token)
+                })
+                .await;
+            let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
+            if at_token >= self.quorum {
+                self.note_waiter(request, false).await;
+                return Ok(PollOutcome::Granted {
+                    fencing_token: token,
+                });
+            }
+        }
+        if !fences.is_empty() {
+            self.release_everywhere(&ticket.lease_key(), timeout).await;
+        }
+        if let Err(err) = self.quorum_of("acquire", &answers) {
+            self.note_waiter(request, false).await;
+            return Err(err);
+        }
+        if request.wait {
+            self.note_waiter(request, true).await;
+        }
+        Ok(PollOutcome::Pending {
+            retry_within: Some(retry_delay(holder_left)),
+        })
+    }
+
+    async fn wait_for_change(&self, _ticket: &Ticket, backstop: Duration) -> Result<()> {
+        tokio::time::sleep(backstop).await;
+        Ok(())
+    }
+
+    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+        let timeout = self.node_timeout(ticket.request.ttl);
+        self.release_everywhere(&ticket.lease_key(), timeout).await;
+        self.note_waiter(&ticket.request, false).await;
+        Ok(())
+    }
+
+    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
+        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
+        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
+    }
+
+    /// Held while a majority renewed; lost once so many masters said "not held" that no
+    /// majority can renew; otherwise a temporary error (the guard is at risk).
+    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        let answers = self
+            .on_all(self.node_timeout(ttl), |master| {
+                master.renew_many(leases, ttl)
+            })
+            .await;
+        let masters = self.masters.len();
+        let mut outcomes = Vec::with_capacity(leases.len());
+        for at in 0..leases.len() {
+            let said = |outcome: LeaseOutcome| {
+                answers
+                    .iter()
+                    .flatten()
+                    .filter(|a| a.get(at) == Some(&outcome))
+                    .count()
+            };
+            if said(LeaseOutcome::Done) >= self.quorum {
+                outcomes.push(LeaseOutcome::Done);
+            } else if said(LeaseOutcome::NotHeld) > masters - self.quorum {
+                outcomes.push(LeaseOutcome::NotHeld);
+            } else {
+                return Err(Error::new(
+                    ErrorKind::QuorumNotReached,
+                    "no majority of RedLock masters answered the renewal",
+                )
+                .with_backend("redlock")
+                .with_operation("renew")
+                .temporary());
+            }
+        }
+        Ok(outcomes)
+    }
+
+    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+        let timeout = self.node_timeout(Duration::from_secs(60));
+        let released = self.release_everywhere(lease, timeout).await;
+        let done = released.iter().flatten().filter(|r| **r).count();
+        if done >= self.quorum {
+            return Ok(LeaseOutcome::Done);
+        }
+        self.quorum_of("release", &released)?;
+        Ok(LeaseOutcome::NotHeld)
+    }
+
+    /// Each lock as a majority of masters sees it: holders present on a majority, with the
+    /// highest fencing token and the shortest time left among them.
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        let answers = self
+            .on_all(Duration::from_secs(5), |master| master.inspect(name))
+            .await;
+        self.quorum_of("inspect", &answers)?;
+        let mut by_name: BTreeMap<String, (u64, BTreeMap<String, (usize, HolderInfo)>)> =
+            BTreeMap::new();
+        for state in answers.into_iter().flatten().flatten() {
+            let (fence, holders) = by_name.entry(state.name).or_default();
+            *fence = (*fence).max(state.last_fencing_token);
+            for holder in state.holders {
+                let key = format!("{}/{}", holder.owner, holder.kind.as_str());
+                let seen = holders.entry(key).or_insert((0, holder.clone()));
+                seen.0 += 1;
+                seen.1.fencing_token = seen.1.fencing_token.max(holder.fencing_token);
+                seen.1.remaining_ms = seen.1.remaining_ms.min(holder.remaining_ms);
+            }
+        }
+        let mut states = Vec::new();
+        for (lock, (last_fencing_token, holders)) in by_name {
+            let noted = self
+                .on_all(Duration::from_secs(5), |master| {
+                    master.redlock_waiters(&lock)
+                })
+                .await;
+            let mut waiters: Vec<_> = noted
+                .into_iter()
+                .flatten()
+                .flatten()
+                .collect::<BTreeMap<_, _>>()
+                .into_values()
+                .collect();
+            waiters.sort_by_key(|w| w.meta.acquired_at_unix_ms);
+            let holders: Vec<_> = holders
+                .into_values()
+                .filter(|(seen, _)| *seen >= self.quorum)
+                .map(|(_, holder)| holder)
+                .collect();
+            if name.is_some() || !holders.is_empty() || !waiters.is_empty() {
+                states.push(LockState {
+                    name: lock,
+                    last_fencing_token,
+                    holders,
+                    waiters,
+                });
+            }
+        }
+        Ok(states)
+    }
+
+    fn floor_op(&self) -> &'static str {
+        "PING (slowest master)"
+    }
+
+    async fn floor_round(&self) -> Result<()> {
+        let pinged = self
+            .on_all(Duration::from_secs(5), |master| master.floor_round())
+            .await;
+        match pinged.iter().all(Option::is_some) {
+            true => Ok(()),
+            false => Err(Error::new(
+                ErrorKind::Unavailable,
+                "a RedLock master did not answer PING",
+            )
+            .with_backend("redlock")),
+        }
+    }
+}

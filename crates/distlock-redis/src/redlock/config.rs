@@ -1,0 +1,112 @@
+//! `redlock://` URLs: the masters, and the per-master timeout.
+
+use std::time::Duration;
+
+use distlock_core::{Error, Result, Url, redact_url};
+
+use crate::config::RedisConfig;
+
+/// How to reach the independent masters of a RedLock, parsed from
+/// `redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db]` (the core passes the host list
+/// in the query parameter `hosts`). `node_timeout` (e.g. `50ms`) bounds each master's
+/// answer; by default it is a twentieth of the lock's TTL, between 5 ms and 200 ms. Other
+/// query parameters (`prefix`, the Redis client's) apply to every master.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_redis::RedlockConfig;
+/// let url = distlock_core::parse_lock_url("redlock://:pw@a:1,b:2,c:3/0?node_timeout=20ms")?;
+/// let config = RedlockConfig::from_url(&url)?;
+/// assert_eq!(config.masters.len(), 3);
+/// assert_eq!(config.quorum(), 2);
+/// assert!(!format!("{config:?}").contains("pw"));
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedlockConfig {
+    /// One Redis configuration per master, in the order given.
+    pub masters: Vec<RedisConfig>,
+    /// The bound on each master's answer, if set in the URL.
+    pub node_timeout: Option<Duration>,
+}
+
+impl RedlockConfig {
+    /// Parses a `redlock://` URL (after [`distlock_core::parse_lock_url`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`RedlockConfig`].
+    pub fn from_url(url: &Url) -> Result<Self> {
+        let mut hosts = None;
+        let mut node_timeout = None;
+        let mut passed = Vec::new();
+        for (key, value) in url.query_pairs() {
+            match key.as_ref() {
+                "hosts" => hosts = Some(value.into_owned()),
+                "node_timeout" => {
+                    let timeout = humantime::parse_duration(&value).map_err(|e| {
+                        Error::invalid(format!("node_timeout `{value}` is not a duration: {e}"))
+                    })?;
+                    if timeout.is_zero() {
+                        return Err(Error::invalid("node_timeout must be more than zero"));
+                    }
+                    node_timeout = Some(timeout);
+                }
+                _ => passed.push((key.into_owned(), value.into_owned())),
+            }
+        }
+        let hosts = match hosts {
+            Some(list) => list.split(',').map(str::to_owned).collect(),
+            None => vec![format!(
+                "{}:{}",
+                url.host_str().unwrap_or_default(),
+                url.port().unwrap_or(6379)
+            )],
+        };
+        let masters = hosts
+            .iter()
+            .map(|host| master_url(url, host, &passed).and_then(|u| RedisConfig::from_url(&u)))
+            .collect::<Result<Vec<_>>>()?;
+        if masters.len() < 3 || masters.len() % 2 == 0 {
+            return Err(Error::invalid(format!(
+                "a RedLock needs an odd number of independent masters, at least 3 (got {} in `{}`)",
+                masters.len(),
+                redact_url(url.as_str())
+            )));
+        }
+        Ok(RedlockConfig {
+            masters,
+            node_timeout,
+        })
+    }
+
+    /// How many masters must agree: a majority.
+    ///
+    /// # Examples
+    ///
+    /// See [`RedlockConfig`].
+    pub fn quorum(&self) -> usize {
+        self.masters.len() / 2 + 1
+    }
+}
+
+/// The `redis://` URL of one master: the RedLock URL's credentials, database and options,
+/// with `host` (`name:port`).
+fn master_url(url: &Url, host: &str, passed: &[(String, String)]) -> Result<Url> {
+    let bad = || Error::invalid(format!("bad RedLock master `{host}`: expected host:port"));
+    let (name, port) = host.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let mut master = Url::parse(&format!("redis://{name}:{port}")).map_err(|_| bad())?;
+    if !url.username().is_empty() {
+        master.set_username(url.username()).map_err(|_| bad())?;
+    }
+    if url.password().is_some() {
+        master.set_password(url.password()).map_err(|_| bad())?;
+    }
+    master.set_path(url.path());
+    if !passed.is_empty() {
+        master.query_pairs_mut().extend_pairs(passed);
+    }
+    Ok(master)
+}

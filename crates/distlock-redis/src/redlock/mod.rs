@@ -1,0 +1,54 @@
+//! RedLock over independent Redis masters: `redlock://h1:6379,h2:6379,h3:6379[/db]`.
+//!
+//! # How a lock is taken
+//!
+//! Every acquire goes to all masters at once, each bounded by a timeout much shorter than
+//! the TTL (`node_timeout`, by default a twentieth of the TTL between 5 ms and 200 ms). On
+//! each master it is the Redis backend's own acquire (the same keys and script, so
+//! `distlock status` against one master shows its part). The lock is held when a majority
+//! (N/2 + 1) granted it and time is left: the guard counts its lease from when the requests
+//! went out, less 1 % of the TTL and 2 ms for clock drift. Otherwise it is released on every
+//! master at once and tried again after a random pause of at most 50 ms (or the holder's time
+//! left). Masters keep no wait queue for RedLock requests: waiting is trying again.
+//!
+//! Renewal and release go to all masters. A renewal holds the lock when a majority renewed;
+//! when so many masters say "not held" that no majority can, the guard is `Lost`; when too
+//! few answer, it is `AtRisk` until its lease runs out. An acquire that cannot reach a
+//! majority fails with [`ErrorKind::QuorumNotReached`](distlock_core::ErrorKind).
+//!
+//! Mutexes are supported: two majorities always share a master, and that master refuses
+//! one of two grants. Semaphores are not (permits granted on different majorities could
+//! exceed the limit with no master seeing it); read/write locks and fair mode are not
+//! either, since a waiting writer holding back new readers, like FIFO order, needs one
+//! queue all masters agree on, and RedLock has none. Each is refused with `Unsupported`.
+//! Waiters are still shown by `distlock status`: a waiting request leaves a record on
+//! every master (written every second, gone 5 s after its process stops) that no grant
+//! reads.
+//!
+//! # Fencing tokens
+//!
+//! Each master counts grants of a name (starting from its clock in microseconds, as the
+//! Redis backend does). A grant's token is the highest count among the majority that
+//! granted it, and before the grant is reported that token is written back as the floor of
+//! the counter on the masters of that majority that counted less (when all agree, which is
+//! the steady state, this costs nothing). Any later majority shares a master with it, whose next
+//! count is higher, so tokens strictly increase — as long as masters keep their counters.
+//! A master restarted without persistence forgets its counter and locks; its count restarts
+//! from its clock, so tokens stay increasing unless its clock went back, but the lock itself
+//! can then be granted twice (the restarted master joins a new majority). Restart masters
+//! with persistence, or keep them down for longer than the longest TTL, and check fencing
+//! tokens at the resource.
+//!
+//! # Limits of the safety argument
+//!
+//! RedLock's exclusion rests on time: masters expire keys by their clocks and clients count
+//! leases by theirs. A master whose clock jumps forward expires a lock early; a client paused
+//! (GC, SIGSTOP) past its lease acts on a lock it no longer holds. The guard's `safe_until`
+//! and `Lost` report what the client can know; fencing tokens checked by the resource are the
+//! remedy for what it cannot.
+
+mod backend;
+mod config;
+
+pub use backend::RedlockBackend;
+pub use config::RedlockConfig;

@@ -1,0 +1,114 @@
+//! The conformance suite, cross-process tests and quorum faults against RedLock over three
+//! real Redis masters started for each test.
+
+use std::time::{Duration, Instant};
+
+use distlock::{ErrorKind, LockOptions};
+use distlock_testkit::Server;
+
+/// Three masters and the `redlock://` URL naming them.
+fn masters() -> (Vec<Server>, String) {
+    let servers: Vec<Server> = (0..3)
+        .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+    let url = format!("redlock://{}/0", hosts.join(","));
+    (servers, url)
+}
+
+async fn target() -> distlock_testkit::Target {
+    let (servers, url) = masters();
+    distlock_testkit::Target::new(url).keep(servers)
+}
+
+distlock_testkit::conformance_suite!(target);
+distlock_testkit::process_suite!(target);
+
+#[test]
+fn semaphores_and_fair_mode_are_refused_as_unsupported() {
+    distlock_testkit::block_on(async {
+        let (_servers, url) = masters();
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let err = client.semaphore("pool", 2).try_acquire().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        let fair = LockOptions::new().fair(true);
+        let err = client.mutex("m").lock_with(&fair).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    });
+}
+
+#[test]
+fn a_minority_of_masters_down_still_grants_and_excludes() {
+    distlock_testkit::block_on(async {
+        let (mut servers, url) = masters();
+        let (a, b) = (
+            distlock::Client::connect(&url).await.unwrap(),
+            distlock::Client::connect(&url).await.unwrap(),
+        );
+        let before = a.mutex("job").lock().await.unwrap();
+        let first = before.fencing_token();
+        before.release().await.unwrap();
+        servers[0].kill();
+        let held = a.mutex("job").lock().await.unwrap();
+        assert!(held.fencing_token() > first);
+        assert!(b.mutex("job").try_lock().await.unwrap().is_none());
+        held.renew().await.unwrap();
+        held.release().await.unwrap();
+        let next = b
+            .mutex("job")
+            .try_lock()
+            .await
+            .unwrap()
+            .expect("free again");
+        assert!(next.fencing_token() > first);
+        next.release().await.unwrap();
+    });
+}
+
+#[test]
+fn a_majority_of_masters_down_fails_with_quorum_not_reached_within_the_deadline() {
+    distlock_testkit::block_on(async {
+        let (mut servers, url) = masters();
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let held = client.mutex("job").lock().await.unwrap();
+        servers[0].kill();
+        servers[1].kill();
+        let started = Instant::now();
+        let wait = LockOptions::new().wait(Duration::from_secs(3));
+        let err = client.mutex("other").lock_with(&wait).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::QuorumNotReached, "{err}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let renewed = held.renew().await.unwrap_err();
+        assert!(
+            matches!(
+                renewed.kind(),
+                ErrorKind::QuorumNotReached | ErrorKind::LockLost
+            ),
+            "{renewed}"
+        );
+    });
+}
+
+#[test]
+fn a_master_paused_past_the_ttl_and_resumed_gives_no_second_holder() {
+    distlock_testkit::block_on(async {
+        let (servers, url) = masters();
+        let (a, b) = (
+            distlock::Client::connect(&url).await.unwrap(),
+            distlock::Client::connect(&url).await.unwrap(),
+        );
+        let ttl = LockOptions::new().ttl(Duration::from_millis(800));
+        let held = a.mutex("job").lock_with(&ttl).await.unwrap();
+        servers[2].pause();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(held.health().is_valid(), "renewed by the two live masters");
+        servers[2].resume();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(b.mutex("job").try_lock().await.unwrap().is_none());
+        let token = held.fencing_token();
+        held.release().await.unwrap();
+        let next = b.mutex("job").lock_with(&ttl).await.unwrap();
+        assert!(next.fencing_token() > token);
+        next.release().await.unwrap();
+    });
+}
