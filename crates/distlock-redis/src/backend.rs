@@ -184,6 +184,13 @@ type Snapshot = (
     std::collections::HashMap<String, String>,
 );
 
+/// RedLock waiters read in one round trip: server time, tokens with expiries, records.
+type WaitingSnapshot = (
+    (u64, u64),
+    Vec<(String, f64)>,
+    std::collections::HashMap<String, String>,
+);
+
 impl HolderRecord {
     fn into_info(self, remaining_ms: u64) -> HolderInfo {
         let request = self.request;
@@ -338,11 +345,7 @@ impl RedisBackend {
     pub(crate) async fn redlock_waiters(&self, name: &str) -> Result<Vec<(String, WaiterInfo)>> {
         let keys = self.keys(name)?;
         let mut conn = self.conn.clone();
-        let ((secs, micros), queue, records): (
-            (u64, u64),
-            Vec<(String, f64)>,
-            std::collections::HashMap<String, String>,
-        ) = redis::pipe()
+        let ((secs, micros), queue, records): WaitingSnapshot = redis::pipe()
             .cmd("TIME")
             .zrange_withscores(&keys.redlock_waiting, 0, -1)
             .hgetall(&keys.redlock_waiting_info)

@@ -1,14 +1,16 @@
 //! The RedLock store: every operation goes to all masters at once and counts a majority.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use distlock_core::{
     Backend, Capabilities, Error, ErrorKind, HolderInfo, LeaseKey, LeaseOutcome, LockRequest,
     LockState, PollOutcome, Result, Ticket, async_trait,
 };
+use futures_util::StreamExt;
 use futures_util::future::join_all;
+use futures_util::stream::FuturesUnordered;
 use rand::Rng;
 use tokio::sync::OnceCell;
 
@@ -58,7 +60,7 @@ impl Master {
 /// # Ok(()) }
 /// ```
 pub struct RedlockBackend {
-    masters: Vec<Master>,
+    masters: Vec<Arc<Master>>,
     quorum: usize,
     node_timeout: Option<Duration>,
     /// When each waiting request's status record was last written.
@@ -93,9 +95,11 @@ impl RedlockBackend {
             masters: config
                 .masters
                 .into_iter()
-                .map(|config| Master {
-                    config,
-                    backend: OnceCell::new(),
+                .map(|config| {
+                    Arc::new(Master {
+                        config,
+                        backend: OnceCell::new(),
+                    })
                 })
                 .collect(),
         };
@@ -156,6 +160,46 @@ impl RedlockBackend {
             }
         });
         join_all(calls).await
+    }
+
+    /// Runs `op` on every master at once, each bounded by `timeout`, until the answers so
+    /// far are `enough`; the calls still running then finish in the background, and their
+    /// answers are left out.
+    async fn on_all_until<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        op: F,
+        enough: impl Fn(&Answers<T>) -> bool,
+    ) -> Answers<T>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<Master>) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        let mut calls: FuturesUnordered<_> = self
+            .masters
+            .iter()
+            .enumerate()
+            .map(|(at, master)| {
+                let call = tokio::time::timeout(timeout, op(master.clone()));
+                async move { (at, call.await) }
+            })
+            .collect();
+        let mut answers: Answers<T> = self.masters.iter().map(|_| None).collect();
+        while let Some((at, answer)) = calls.next().await {
+            match answer {
+                Ok(Ok(value)) => answers[at] = Some(value),
+                Ok(Err(err)) => tracing::debug!(error = %err, "a RedLock master failed"),
+                Err(_) => tracing::debug!(?timeout, "a RedLock master did not answer in time"),
+            }
+            if enough(&answers) {
+                break;
+            }
+        }
+        if !calls.is_empty() {
+            tokio::spawn(async move { while calls.next().await.is_some() {} });
+        }
+        answers
     }
 
     /// An error unless a majority of masters answered.
@@ -256,7 +300,23 @@ impl Backend for RedlockBackend {
         );
         let started = Instant::now();
         let timeout = self.node_timeout(request.ttl);
-        let answers = self.on_all(timeout, |master| master.poll(&attempt)).await;
+        let granted = |answers: &Answers<PollOutcome>| {
+            let granted = answers.iter().flatten();
+            granted
+                .filter(|a| matches!(a, PollOutcome::Granted { .. }))
+                .count()
+                >= self.quorum
+        };
+        let answers = self
+            .on_all_until(
+                timeout,
+                |master| {
+                    let attempt = attempt.clone();
+                    async move { master.get().await?.poll(&attempt).await }
+                },
+                granted,
+            )
+            .await;
         let fences: Vec<(usize, u64)> = answers
             .iter()
             .enumerate()
@@ -367,7 +427,16 @@ impl Backend for RedlockBackend {
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
         let timeout = self.node_timeout(Duration::from_secs(60));
-        let released = self.release_everywhere(lease, timeout).await;
+        let released = self
+            .on_all_until(
+                timeout,
+                |master| {
+                    let lease = lease.clone();
+                    async move { Ok(master.get().await?.release(&lease).await? == LeaseOutcome::Done) }
+                },
+                |released| released.iter().flatten().filter(|r| **r).count() >= self.quorum,
+            )
+            .await;
         let done = released.iter().flatten().filter(|r| **r).count();
         if done >= self.quorum {
             return Ok(LeaseOutcome::Done);
