@@ -39,11 +39,21 @@ const WAITER_LEASE: Duration = Duration::from_secs(5);
 /// ```
 pub struct RedisBackend {
     conn: ConnectionManager,
+    acknowledged: Option<Acknowledged>,
     prefix: String,
     channel: String,
     wakers: Arc<LocalWakers>,
     listener: AbortHandle,
     server: String,
+}
+
+/// Grants handed out only once replicas have them: acquires run on a connection of their
+/// own, followed by `WAIT`, which counts the replicas that have that connection's writes
+/// (and blocks the connection meanwhile, so the other operations stay off it).
+struct Acknowledged {
+    conn: ConnectionManager,
+    replicas: u32,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -255,11 +265,28 @@ impl RedisBackend {
             .get_connection_manager()
             .await
             .map_err(redis_error("connect"))?;
+        let acknowledged = match config.min_replicas {
+            0 => None,
+            replicas => {
+                let patient = redis::aio::ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(config.replica_timeout + Duration::from_secs(1)));
+                let conn = client
+                    .get_connection_manager_with_config(patient)
+                    .await
+                    .map_err(redis_error("connect"))?;
+                Some(Acknowledged {
+                    conn,
+                    replicas,
+                    timeout: config.replica_timeout,
+                })
+            }
+        };
         let wakers = Arc::new(LocalWakers::new());
         let channel = format!("distlock:wake:{}", random_id());
         let listener = wakeups::listen(client, channel.clone(), wakers.clone()).await?;
         Ok(RedisBackend {
             conn,
+            acknowledged,
             prefix: config.prefix,
             channel,
             wakers,
@@ -276,7 +303,17 @@ impl RedisBackend {
         operation: &'static str,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T> {
-        let mut conn = self.conn.clone();
+        self.invoke_on(self.conn.clone(), operation, invocation)
+            .await
+    }
+
+    /// [`invoke`](Self::invoke) on connection `conn`.
+    async fn invoke_on<T: redis::FromRedisValue>(
+        &self,
+        mut conn: ConnectionManager,
+        operation: &'static str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T> {
         let answer = match invocation.invoke_async(&mut conn).await {
             Err(err) if err.is_connection_dropped() || err.is_io_error() => {
                 tracing::debug!(error = %err, operation, "redis connection dropped; trying once more");
@@ -304,6 +341,35 @@ impl RedisBackend {
             invocation.key(key);
         }
         Ok(invocation)
+    }
+
+    /// Waits until the replicas required have the grant just made for `ticket`; if they do
+    /// not in time, gives the grant back and fails.
+    async fn await_replicas(&self, acknowledged: &Acknowledged, ticket: &Ticket) -> Result<()> {
+        let mut conn = acknowledged.conn.clone();
+        let replicated: Result<u32> = redis::cmd("WAIT")
+            .arg(acknowledged.replicas)
+            .arg(acknowledged.timeout.as_millis() as u64)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("acquire"));
+        let short = match replicated {
+            Ok(count) if count >= acknowledged.replicas => return Ok(()),
+            Ok(count) => Error::new(
+                ErrorKind::QuorumNotReached,
+                format!(
+                    "{count} of the {} replicas required had the grant within {:?}; it was given back",
+                    acknowledged.replicas, acknowledged.timeout
+                ),
+            )
+            .with_backend("redis")
+            .with_operation("acquire"),
+            Err(err) => err,
+        };
+        if let Err(err) = self.release(&ticket.lease_key()).await {
+            tracing::warn!(error = %err, "giving back an unreplicated grant failed; it ends with its TTL");
+        }
+        Err(short)
     }
 
     /// Records RedLock waiter `request` (waiting since `since_ms`) for `lease`, or with
@@ -489,10 +555,19 @@ impl Backend for RedisBackend {
             .arg(request.permits)
             .arg(request.kind.limit())
             .arg(RequestRecord::of(request).to_json()?);
-        let answer: Vec<i64> = self.invoke("acquire", &invocation).await?;
+        let answer: Vec<i64> = match &self.acknowledged {
+            Some(acknowledged) => {
+                self.invoke_on(acknowledged.conn.clone(), "acquire", &invocation)
+                    .await?
+            }
+            None => self.invoke("acquire", &invocation).await?,
+        };
         match answer.as_slice() {
             [1, fence] => {
                 self.wakers.forget(&request.token);
+                if let Some(acknowledged) = &self.acknowledged {
+                    self.await_replicas(acknowledged, ticket).await?;
+                }
                 Ok(PollOutcome::Granted {
                     fencing_token: *fence as u64,
                 })

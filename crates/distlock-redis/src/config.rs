@@ -4,8 +4,10 @@ use distlock_core::{Error, Result, Url, redact_url};
 
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
 /// (or `rediss://` for TLS) with distlock's options in the query: `prefix` (put before every
-/// lock key; default none) and, for TLS, `tls_ca` (a PEM file of the certificate authority
-/// to trust instead of the system's). Other query parameters go to the Redis client.
+/// lock key; default none); `min_replicas` and `replica_timeout` (hand out a grant only once
+/// that many replicas have it, waiting at most that long; default none and 1 s); and, for
+/// TLS, `tls_ca` (a PEM file of the certificate authority to trust instead of the
+/// system's). Other query parameters go to the Redis client.
 ///
 /// # Examples
 ///
@@ -25,6 +27,11 @@ pub struct RedisConfig {
     pub prefix: String,
     /// The certificate authority to trust for TLS, instead of the system's.
     pub tls_ca: Option<std::path::PathBuf>,
+    /// How many replicas must have a grant before it is handed out (`min_replicas`;
+    /// 0, the default, waits for none).
+    pub min_replicas: u32,
+    /// How long to wait for them (`replica_timeout`; default 1 s).
+    pub replica_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -33,6 +40,8 @@ impl std::fmt::Debug for RedisConfig {
             .field("server", &redact_url(self.server.as_str()))
             .field("prefix", &self.prefix)
             .field("tls_ca", &self.tls_ca)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
             .finish()
     }
 }
@@ -56,10 +65,27 @@ impl RedisConfig {
         let mut server = url.clone();
         let mut prefix = String::new();
         let mut tls_ca = None;
+        let mut min_replicas = 0;
+        let mut replica_timeout = std::time::Duration::from_secs(1);
         let mut passed = Vec::new();
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "prefix" => prefix = value.into_owned(),
+                "min_replicas" => {
+                    min_replicas = value.parse().map_err(|_| {
+                        Error::invalid(format!("min_replicas `{value}` is not a whole number"))
+                    })?;
+                }
+                "replica_timeout" => {
+                    replica_timeout = humantime::parse_duration(&value)
+                        .ok()
+                        .filter(|t| !t.is_zero())
+                        .ok_or_else(|| {
+                            Error::invalid(format!(
+                                "replica_timeout `{value}` is not a duration above zero, e.g. 500ms"
+                            ))
+                        })?;
+                }
                 "tls_ca" if url.scheme() == "rediss" => tls_ca = Some(value.into_owned().into()),
                 "tls_ca" => {
                     return Err(Error::invalid(
@@ -83,6 +109,8 @@ impl RedisConfig {
             server,
             prefix,
             tls_ca,
+            min_replicas,
+            replica_timeout,
         })
     }
 }
