@@ -22,7 +22,10 @@ async fn primary_and_replica() -> (Server, Server) {
         if info.contains("state=online") {
             break;
         }
-        assert!(Instant::now() < deadline, "the replica never synced: {info}");
+        assert!(
+            Instant::now() < deadline,
+            "the replica never synced: {info}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     (primary, replica)
@@ -52,14 +55,21 @@ fn a_grant_is_handed_out_only_once_the_replica_has_it() {
             .query_async(&mut on_replica)
             .await
             .unwrap();
-        assert!(token.is_some(), "the replica has the lock when the guard is handed out");
+        assert!(
+            token.is_some(),
+            "the replica has the lock when the guard is handed out"
+        );
         guard.release().await.unwrap();
 
         replica.pause();
         let started = Instant::now();
         let err = client.mutex("orders").lock().await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::QuorumNotReached, "{err}");
-        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
         let mut on_primary = connection(&primary).await;
         let left: Option<String> = redis::cmd("GET")
             .arg("orders")
@@ -77,7 +87,11 @@ fn a_grant_is_handed_out_only_once_the_replica_has_it() {
 #[test]
 fn replica_options_are_checked() {
     distlock_testkit::block_on(async {
-        for bad in ["min_replicas=many", "replica_timeout=0s", "replica_timeout=soon"] {
+        for bad in [
+            "min_replicas=many",
+            "replica_timeout=0s",
+            "replica_timeout=soon",
+        ] {
             let url = format!("redis://127.0.0.1:1/0?{bad}");
             let err = distlock::Client::connect(&url).await.unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidInput, "{bad}: {err}");

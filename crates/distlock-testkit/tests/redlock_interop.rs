@@ -1,0 +1,100 @@
+//! distlock's RedLock and rslock (another RedLock client, from crates.io) contend on the
+//! same key over the same three real masters: a counter updated non-atomically inside the
+//! critical section, and a flag that says someone is inside, prove they exclude each other.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use distlock::LockOptions;
+use distlock_testkit::Server;
+
+const ROUNDS: u64 = 40;
+
+/// One critical section: nobody else inside, and a read-pause-write of the counter.
+async fn critical_section(inside: &AtomicBool, counter: &AtomicU64, who: &str) {
+    assert!(
+        !inside.swap(true, Ordering::SeqCst),
+        "{who} entered while the other client was inside"
+    );
+    let seen = counter.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    counter.store(seen + 1, Ordering::SeqCst);
+    inside.store(false, Ordering::SeqCst);
+}
+
+#[test]
+fn distlock_and_rslock_exclude_each_other_on_one_key() {
+    distlock_testkit::block_on(async {
+        let masters: Vec<Server> = (0..3)
+            .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let hosts: Vec<String> = masters.iter().map(|s| s.addr().to_string()).collect();
+        let url = format!("redlock://{}/0", hosts.join(","));
+        let uris: Vec<String> = hosts.iter().map(|h| format!("redis://{h}/0")).collect();
+        let inside = Arc::new(AtomicBool::new(false));
+        let counter = Arc::new(AtomicU64::new(0));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // Both start their rounds together, so their critical sections contend.
+        let start = Arc::new(tokio::sync::Barrier::new(2));
+
+        let ours = {
+            let (inside, counter) = (inside.clone(), counter.clone());
+            let client = distlock::Client::connect(&url).await.unwrap();
+            let start = start.clone();
+            tokio::spawn(async move {
+                let options = LockOptions::new()
+                    .ttl(Duration::from_secs(2))
+                    .wait(Duration::from_secs(30));
+                start.wait().await;
+                let began = Instant::now();
+                for _ in 0..ROUNDS {
+                    let guard = client.mutex("shared").lock_with(&options).await.unwrap();
+                    critical_section(&inside, &counter, "distlock").await;
+                    guard.release().await.unwrap();
+                }
+                (began, Instant::now())
+            })
+        };
+        let theirs = {
+            let (inside, counter) = (inside.clone(), counter.clone());
+            let start = start.clone();
+            tokio::spawn(async move {
+                let manager = rslock::LockManager::new(uris);
+                manager
+                    .lock("warm-up", Duration::from_millis(10))
+                    .await
+                    .unwrap();
+                start.wait().await;
+                let began = Instant::now();
+                for _ in 0..ROUNDS {
+                    let lock = loop {
+                        assert!(Instant::now() < deadline, "rslock never got the lock");
+                        match manager.lock("shared", Duration::from_secs(2)).await {
+                            Ok(lock) => break lock,
+                            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                        }
+                    };
+                    critical_section(&inside, &counter, "rslock").await;
+                    manager.unlock(&lock).await;
+                }
+                (began, Instant::now())
+            })
+        };
+        let (ours, theirs) = (ours.await.unwrap(), theirs.await.unwrap());
+        let overlap = ours
+            .1
+            .min(theirs.1)
+            .saturating_duration_since(ours.0.max(theirs.0));
+        let shorter = (ours.1 - ours.0).min(theirs.1 - theirs.0);
+        assert!(
+            overlap >= shorter / 2,
+            "the two clients ran mostly one after the other ({overlap:?} of {shorter:?} together)"
+        );
+        assert_eq!(
+            counter.load(Ordering::SeqCst),
+            2 * ROUNDS,
+            "an update was lost"
+        );
+    });
+}
