@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use distlock_core::{
     Backend, Capabilities, Error, ErrorKind, HolderInfo, HolderMeta, LeaseKey, LeaseOutcome,
-    LocalWakers, LockKind, LockRequest, LockState, PollOutcome, Result, STARVATION, Ticket,
+    LocalWakers, LockKind, LockRequest, LockState, PollOutcome, Result, STARVATION, Ticket, Url,
     WaiterInfo, async_trait, random_id, redact_url,
 };
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use tokio::task::AbortHandle;
 
 use crate::config::RedisConfig;
+use crate::connection::{self, Conn};
 use crate::keys::LockKeys;
 use crate::scripts::SCRIPTS;
 use crate::wakeups;
@@ -38,7 +38,10 @@ const WAITER_LEASE: Duration = Duration::from_secs(5);
 /// # Ok(()) }
 /// ```
 pub struct RedisBackend {
-    conn: ConnectionManager,
+    conn: Conn,
+    /// For a cluster: a node URL (with the credentials) and the TLS authority, to reach
+    /// each primary on its own.
+    nodes: Option<(Url, Option<std::path::PathBuf>)>,
     acknowledged: Option<Acknowledged>,
     prefix: String,
     channel: String,
@@ -51,7 +54,7 @@ pub struct RedisBackend {
 /// own, followed by `WAIT`, which counts the replicas that have that connection's writes
 /// (and blocks the connection meanwhile, so the other operations stay off it).
 struct Acknowledged {
-    conn: ConnectionManager,
+    conn: Conn,
     replicas: u32,
     timeout: Duration,
 }
@@ -228,43 +231,30 @@ impl RedisBackend {
     /// See [`RedisBackend`].
     pub async fn open(config: RedisConfig) -> Result<RedisBackend> {
         let server = redact_url(config.server.as_str());
-        let bad_url = |e: redis::RedisError| {
-            Error::invalid(format!("bad redis URL `{server}`: {e}")).with_backend("redis")
-        };
-        if config.server.scheme() == "rediss" {
-            // Any process-wide choice made earlier stands; otherwise use ring.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+        let tls_ca = config.tls_ca.as_deref();
+        let client = connection::single_client(&config.server, tls_ca)?;
+        let mut seeds = config.cluster_seeds.clone();
+        if seeds.is_empty() && connection::probe(&client).await? {
+            seeds.push(config.server.clone());
         }
-        let client = match &config.tls_ca {
-            Some(path) => {
-                let root_cert = std::fs::read(path).map_err(|e| {
-                    Error::invalid(format!("cannot read tls_ca {}: {e}", path.display()))
-                        .with_backend("redis")
-                })?;
-                let certificates = redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root_cert),
-                };
-                redis::Client::build_with_tls(config.server.as_str(), certificates)
-                    .map_err(bad_url)?
-            }
-            None => redis::Client::open(config.server.as_str()).map_err(bad_url)?,
+        let conn = match seeds.is_empty() {
+            true => Conn::Single(
+                client
+                    .get_connection_manager()
+                    .await
+                    .map_err(redis_error("connect"))?,
+            ),
+            false => connection::cluster(&seeds, tls_ca).await?,
         };
-        // One plain connection first: a wrong password or an unreachable server fails at
-        // once, where the connection manager would keep retrying.
-        let mut probe = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(redis_error("connect"))?;
-        let _: String = redis::cmd("PING")
-            .query_async(&mut probe)
-            .await
-            .map_err(redis_error("connect"))?;
-        drop(probe);
-        let conn = client
-            .get_connection_manager()
-            .await
-            .map_err(redis_error("connect"))?;
+        // Wake-ups are published cluster-wide, so any node can deliver them: subscribe to
+        // the first node that answers, and to the next if it goes away.
+        let subscribe_to = match seeds.is_empty() {
+            true => vec![client.clone()],
+            false => seeds
+                .iter()
+                .map(|seed| connection::single_client(seed, tls_ca))
+                .collect::<Result<_>>()?,
+        };
         let acknowledged = match config.min_replicas {
             0 => None,
             replicas => {
@@ -275,7 +265,7 @@ impl RedisBackend {
                     .await
                     .map_err(redis_error("connect"))?;
                 Some(Acknowledged {
-                    conn,
+                    conn: Conn::Single(conn),
                     replicas,
                     timeout: config.replica_timeout,
                 })
@@ -283,9 +273,11 @@ impl RedisBackend {
         };
         let wakers = Arc::new(LocalWakers::new());
         let channel = format!("distlock:wake:{}", random_id());
-        let listener = wakeups::listen(client, channel.clone(), wakers.clone()).await?;
+        let listener = wakeups::listen(subscribe_to, channel.clone(), wakers.clone()).await?;
+        let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
         Ok(RedisBackend {
             conn,
+            nodes,
             acknowledged,
             prefix: config.prefix,
             channel,
@@ -310,7 +302,7 @@ impl RedisBackend {
     /// [`invoke`](Self::invoke) on connection `conn`.
     async fn invoke_on<T: redis::FromRedisValue>(
         &self,
-        mut conn: ConnectionManager,
+        mut conn: Conn,
         operation: &'static str,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T> {
@@ -438,16 +430,52 @@ impl RedisBackend {
             .collect())
     }
 
-    /// Raises lock `name`'s fencing counter to at least `floor`.
-    pub(crate) async fn raise_fence(&self, name: &str, floor: u64) -> Result<()> {
-        let mut invocation = SCRIPTS.raise_fence.prepare_invoke();
-        invocation.key(&self.keys(name)?.fence).arg(floor);
+    /// Stamps the grant under request `token` of lock `name` with fencing token `token_value`
+    /// (RedLock): the counter is raised to it, and the holder record shows it.
+    pub(crate) async fn restamp(&self, name: &str, token: &str, token_value: u64) -> Result<()> {
+        let keys = self.keys(name)?;
+        let mut invocation = SCRIPTS.restamp.prepare_invoke();
+        invocation
+            .key(&keys.fence)
+            .key(&keys.holder)
+            .arg(token_value)
+            .arg(token);
         let _: u64 = self.invoke("acquire", &invocation).await?;
         Ok(())
     }
 
     fn keys(&self, name: &str) -> Result<LockKeys> {
         LockKeys::new(&self.prefix, name)
+    }
+
+    /// The names of the locks with a fencing counter matching `pattern`, on one server.
+    async fn scan_names(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+        pattern: &str,
+    ) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(conn)
+                .await
+                .map_err(redis_error("inspect"))?;
+            names.extend(
+                keys.iter()
+                    .filter_map(|k| LockKeys::name_of_fence(&self.prefix, k))
+                    .map(str::to_owned),
+            );
+            if next == 0 {
+                return Ok(names);
+            }
+            cursor = next;
+        }
     }
 
     async fn state_of(&self, name: &str) -> Result<LockState> {
@@ -608,6 +636,15 @@ impl Backend for RedisBackend {
     }
 
     async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        if self.nodes.is_some() {
+            // A pipeline goes to one node; the locks of a cluster live on many. Sent at
+            // once, the renewals still share each node's connection.
+            let renewals = leases.iter().map(|lease| self.renew(lease, ttl));
+            return futures_util::future::join_all(renewals)
+                .await
+                .into_iter()
+                .collect();
+        }
         // One pipeline: every renewal in one round trip.
         let mut pipe = redis::pipe();
         for lease in leases {
@@ -659,29 +696,22 @@ impl Backend for RedisBackend {
         if let Some(name) = name {
             return Ok(vec![self.state_of(name).await?]);
         }
-        let mut conn = self.conn.clone();
         let pattern = LockKeys::fence_pattern(&self.prefix);
         let mut names = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(500)
-                .query_async(&mut conn)
-                .await
-                .map_err(redis_error("inspect"))?;
-            names.extend(
-                keys.iter()
-                    .filter_map(|k| LockKeys::name_of_fence(&self.prefix, k))
-                    .map(str::to_owned),
-            );
-            if next == 0 {
-                break;
+        match &self.nodes {
+            None => names.extend(self.scan_names(&mut self.conn.clone(), &pattern).await?),
+            Some((node_url, tls_ca)) => {
+                // SCAN walks one node: walk every primary.
+                for primary in connection::primaries(&mut self.conn.clone()).await? {
+                    let url = crate::config::seed(node_url, &primary)?;
+                    let client = connection::single_client(&url, tls_ca.as_deref())?;
+                    let mut conn = client
+                        .get_multiplexed_async_connection()
+                        .await
+                        .map_err(redis_error("inspect"))?;
+                    names.extend(self.scan_names(&mut conn, &pattern).await?);
+                }
             }
-            cursor = next;
         }
         names.sort();
         names.dedup();

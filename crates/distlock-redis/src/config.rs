@@ -3,7 +3,9 @@
 use distlock_core::{Error, Result, Url, redact_url};
 
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
-/// (or `rediss://` for TLS) with distlock's options in the query: `prefix` (put before every
+/// (or `rediss://` for TLS; `redis+cluster://h1:7000,h2:7001,…` or `rediss+cluster://` for
+/// a Redis Cluster, learnt from any of the nodes listed) with distlock's options in the
+/// query: `prefix` (put before every
 /// lock key; default none); `min_replicas` and `replica_timeout` (hand out a grant only once
 /// that many replicas have it, waiting at most that long; default none and 1 s); and, for
 /// TLS, `tls_ca` (a PEM file of the certificate authority to trust instead of the
@@ -32,6 +34,9 @@ pub struct RedisConfig {
     pub min_replicas: u32,
     /// How long to wait for them (`replica_timeout`; default 1 s).
     pub replica_timeout: std::time::Duration,
+    /// The nodes to learn a Redis Cluster's layout from, for `redis+cluster://` (empty for
+    /// a single server; a single server that says it is in a cluster is used as one).
+    pub(crate) cluster_seeds: Vec<Url>,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -42,6 +47,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("tls_ca", &self.tls_ca)
             .field("min_replicas", &self.min_replicas)
             .field("replica_timeout", &self.replica_timeout)
+            .field("cluster_nodes", &self.cluster_seeds.len())
             .finish()
     }
 }
@@ -62,7 +68,16 @@ impl RedisConfig {
                 redact_url(url.as_str())
             )));
         }
+        let (cluster, scheme) = match url.scheme() {
+            "redis+cluster" => (true, "redis"),
+            "rediss+cluster" => (true, "rediss"),
+            other => (false, other),
+        };
         let mut server = url.clone();
+        server
+            .set_scheme(scheme)
+            .map_err(|()| Error::invalid(format!("cannot use scheme `{scheme}`")))?;
+        let mut hosts = None;
         let mut prefix = String::new();
         let mut tls_ca = None;
         let mut min_replicas = 0;
@@ -71,6 +86,17 @@ impl RedisConfig {
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "prefix" => prefix = value.into_owned(),
+                "hosts" if cluster => hosts = Some(value.into_owned()),
+                "hosts" => {
+                    return Err(Error::invalid(
+                        "a list of hosts is for redis+cluster:// (a cluster) or redlock:// (independent masters)",
+                    ));
+                }
+                "min_replicas" if cluster => {
+                    return Err(Error::invalid(
+                        "min_replicas is for one primary with replicas, not for a cluster",
+                    ));
+                }
                 "min_replicas" => {
                     min_replicas = value.parse().map_err(|_| {
                         Error::invalid(format!("min_replicas `{value}` is not a whole number"))
@@ -105,12 +131,32 @@ impl RedisConfig {
         } else {
             server.query_pairs_mut().clear().extend_pairs(passed);
         }
+        let cluster_seeds = match (cluster, hosts) {
+            (false, _) => Vec::new(),
+            (true, None) => vec![server.clone()],
+            (true, Some(list)) => list
+                .split(',')
+                .map(|host| seed(&server, host))
+                .collect::<Result<_>>()?,
+        };
         Ok(RedisConfig {
             server,
             prefix,
             tls_ca,
             min_replicas,
             replica_timeout,
+            cluster_seeds,
         })
     }
+}
+
+/// `server` with its host and port replaced by `host` (`name:port`).
+pub(crate) fn seed(server: &Url, host: &str) -> Result<Url> {
+    let bad = || Error::invalid(format!("bad cluster node `{host}`: expected host:port"));
+    let (name, port) = host.rsplit_once(':').ok_or_else(bad)?;
+    let mut seed = server.clone();
+    seed.set_host(Some(name)).map_err(|_| bad())?;
+    seed.set_port(Some(port.parse().map_err(|_| bad())?))
+        .map_err(|()| bad())?;
+    Ok(seed)
 }

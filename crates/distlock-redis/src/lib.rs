@@ -61,6 +61,7 @@
 
 mod backend;
 mod config;
+mod connection;
 mod keys;
 pub mod redlock;
 mod scripts;
@@ -110,7 +111,7 @@ struct RedisConnector;
 #[async_trait]
 impl Connector for RedisConnector {
     fn schemes(&self) -> &'static [&'static str] {
-        &["redis", "rediss"]
+        &["redis", "rediss", "redis+cluster", "rediss+cluster"]
     }
 
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {

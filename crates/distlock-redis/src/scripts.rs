@@ -21,7 +21,7 @@ pub(crate) struct Scripts {
     pub(crate) release: Script,
     pub(crate) renew: Script,
     pub(crate) cancel: Script,
-    pub(crate) raise_fence: Script,
+    pub(crate) restamp: Script,
     pub(crate) redlock_waiting: Script,
 }
 
@@ -36,6 +36,6 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     ),
     renew: compose("", include_str!("scripts/renew.lua")),
     cancel: compose("", include_str!("scripts/cancel.lua")),
-    raise_fence: Script::new(include_str!("scripts/raise_fence.lua")),
+    restamp: Script::new(include_str!("scripts/restamp.lua")),
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
 });

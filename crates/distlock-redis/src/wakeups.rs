@@ -9,10 +9,11 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-/// Subscribes to `channel` and keeps the subscription up (reconnecting with backoff) until
-/// aborted. Returns once the first subscription is in place.
+/// Subscribes to `channel` on the first of `servers` that answers and keeps the
+/// subscription up (moving on to the next server, with backoff) until aborted. Returns once
+/// the first subscription is in place.
 pub(crate) async fn listen(
-    client: redis::Client,
+    servers: Vec<redis::Client>,
     channel: String,
     wakers: Arc<LocalWakers>,
 ) -> Result<AbortHandle> {
@@ -20,10 +21,12 @@ pub(crate) async fn listen(
     let task = tokio::spawn(async move {
         let mut ready = Some(ready);
         let mut pause = Duration::from_millis(50);
-        loop {
-            match subscribe(&client, &channel).await {
+        let mut failed_in_a_row = 0;
+        for client in servers.iter().cycle() {
+            match subscribe(client, &channel).await {
                 Ok(pubsub) => {
                     pause = Duration::from_millis(50);
+                    failed_in_a_row = 0;
                     if let Some(ready) = ready.take() {
                         let _ = ready.send(Ok(()));
                     }
@@ -36,11 +39,17 @@ pub(crate) async fn listen(
                     tracing::debug!("wake-up subscription ended; subscribing again");
                 }
                 Err(err) => {
+                    failed_in_a_row += 1;
+                    if failed_in_a_row < servers.len() {
+                        tracing::debug!(error = %err, "cannot subscribe for wake-ups; trying the next server");
+                        continue;
+                    }
                     if let Some(ready) = ready.take() {
                         let _ = ready.send(Err(err));
                         return;
                     }
-                    tracing::debug!(error = %err, "cannot subscribe for wake-ups; retrying");
+                    tracing::debug!(error = %err, "cannot subscribe for wake-ups anywhere; retrying");
+                    failed_in_a_row = 0;
                 }
             }
             tokio::time::sleep(pause).await;

@@ -146,6 +146,13 @@ impl TestCertificates {
     }
 }
 
+fn redis_cli_program() -> Result<PathBuf, LaunchError> {
+    crate::find_program("redis-cli").ok_or_else(|| LaunchError::Missing {
+        program: "redis-cli".into(),
+        hint: "apt-get install redis-tools".into(),
+    })
+}
+
 fn failed(reason: String) -> LaunchError {
     LaunchError::Failed {
         reason,
@@ -351,4 +358,128 @@ pub fn mariadb_url(server: &Server) -> String {
         "mysql://distlock:{DATABASE_PASSWORD}@{}/distlock",
         server.addr()
     )
+}
+
+/// A Redis Cluster of real `redis-server` nodes on free loopback ports: primaries holding
+/// every slot, each with its replicas, made with `redis-cli --cluster create`.
+#[derive(Debug)]
+pub struct RedisCluster {
+    /// The primaries, then the replicas (as `redis-cli` was given them; it assigns each
+    /// replica a primary of its choice).
+    pub nodes: Vec<Server>,
+}
+
+impl RedisCluster {
+    /// `redis+cluster://` naming every node.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let cluster = distlock_testkit::redis_cluster(3, 0)?;
+    /// assert!(cluster.url().starts_with("redis+cluster://127.0.0.1:"));
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self.nodes.iter().map(|n| n.addr().to_string()).collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    /// The node serving slot-holding key `key` (as a primary), by asking a node with
+    /// `redis-cli`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let cluster = distlock_testkit::redis_cluster(3, 1)?;
+    /// let primary = cluster.primary_of("orders");
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn primary_of(&self, key: &str) -> Option<usize> {
+        let slot = redis_cli(&self.nodes[0], &["CLUSTER", "KEYSLOT", key]).ok()?;
+        let slots = redis_cli(&self.nodes[0], &["CLUSTER", "NODES"]).ok()?;
+        let slot: u32 = slot.trim().parse().ok()?;
+        let address = slots.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let serves = fields.iter().skip(8).any(|range| {
+                let (low, high) = range.split_once('-').unwrap_or((range, range));
+                matches!((low.parse::<u32>(), high.parse::<u32>()), (Ok(l), Ok(h)) if l <= slot && slot <= h)
+            });
+            let primary = fields.get(2)?.split(',').any(|f| f == "master");
+            (serves && primary).then(|| fields.get(1)?.split('@').next().map(str::to_owned))?
+        })?;
+        self.nodes
+            .iter()
+            .position(|n| n.addr().to_string() == address)
+    }
+}
+
+/// Starts a Redis Cluster of `primaries` primaries with `replicas` replicas each, and waits
+/// until every node reports the cluster healthy (bounded by 30 s). Nodes give up on a silent
+/// node after one second, so a failover takes a few.
+///
+/// # Examples
+///
+/// ```no_run
+/// let cluster = distlock_testkit::redis_cluster(3, 0)?;
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn redis_cluster(primaries: usize, replicas: usize) -> Result<RedisCluster, LaunchError> {
+    let settings = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "1000",
+    ];
+    let nodes = (0..primaries * (1 + replicas))
+        .map(|_| redis_server_with(&settings))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut create = vec!["--cluster".to_owned(), "create".to_owned()];
+    create.extend(nodes.iter().map(|n| n.addr().to_string()));
+    create.extend([
+        "--cluster-replicas".into(),
+        replicas.to_string(),
+        "--cluster-yes".into(),
+    ]);
+    let made = Command::new(redis_cli_program()?)
+        .args(&create)
+        .output()
+        .map_err(|e| failed(format!("cannot run redis-cli: {e}")))?;
+    if !made.status.success() {
+        return Err(failed(format!(
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&made.stdout),
+            String::from_utf8_lossy(&made.stderr)
+        )));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for node in &nodes {
+        loop {
+            let info = redis_cli(node, &["CLUSTER", "INFO"]).unwrap_or_default();
+            let known = redis_cli(node, &["CLUSTER", "NODES"]).unwrap_or_default();
+            // A replica can be promoted only once it has synced with its primary.
+            let replication = redis_cli(node, &["INFO", "replication"]).unwrap_or_default();
+            let synced = !replication.contains("role:slave")
+                || replication.contains("master_link_status:up");
+            if info.contains("cluster_state:ok") && known.lines().count() == nodes.len() && synced {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(failed(format!("the cluster never became healthy: {info}")));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    Ok(RedisCluster { nodes })
+}
+
+/// What `redis-cli` prints for `args` sent to `node`.
+fn redis_cli(node: &Server, args: &[&str]) -> Result<String, LaunchError> {
+    let out = Command::new(redis_cli_program()?)
+        .args(["-h", "127.0.0.1", "-p", &node.addr().port().to_string()])
+        .args(args)
+        .output()
+        .map_err(|e| failed(format!("cannot run redis-cli: {e}")))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

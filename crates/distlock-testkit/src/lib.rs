@@ -25,8 +25,9 @@ mod signal;
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::Target;
 pub use launchers::{
-    DATABASE_PASSWORD, TestCertificates, mariadb_server, mariadb_url, postgres_server,
-    postgres_url, redis_server, redis_server_with, redis_tls_server,
+    DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_url,
+    postgres_server, postgres_url, redis_cluster, redis_server, redis_server_with,
+    redis_tls_server,
 };
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};

@@ -163,18 +163,21 @@ impl RedlockBackend {
     }
 
     /// Runs `op` on every master at once, each bounded by `timeout`, until the answers so
-    /// far are `enough`; the calls still running then finish in the background, and their
-    /// answers are left out.
-    async fn on_all_until<T, F, Fut>(
+    /// far are `enough`; the calls still running then finish in the background, each
+    /// answer handed to `late` with its master.
+    async fn on_all_until<T, F, Fut, L, LateFut>(
         &self,
         timeout: Duration,
         op: F,
         enough: impl Fn(&Answers<T>) -> bool,
+        late: L,
     ) -> Answers<T>
     where
         T: Send + 'static,
         F: Fn(Arc<Master>) -> Fut,
         Fut: Future<Output = Result<T>> + Send + 'static,
+        L: Fn(Arc<Master>, T) -> LateFut + Send + 'static,
+        LateFut: Future<Output = ()> + Send,
     {
         let mut calls: FuturesUnordered<_> = self
             .masters
@@ -197,7 +200,14 @@ impl RedlockBackend {
             }
         }
         if !calls.is_empty() {
-            tokio::spawn(async move { while calls.next().await.is_some() {} });
+            let masters = self.masters.clone();
+            tokio::spawn(async move {
+                while let Some((at, answer)) = calls.next().await {
+                    if let Ok(Ok(value)) = answer {
+                        late(masters[at].clone(), value).await;
+                    }
+                }
+            });
         }
         answers
     }
@@ -300,6 +310,33 @@ impl Backend for RedlockBackend {
         );
         let started = Instant::now();
         let timeout = self.node_timeout(request.ttl);
+        // A master that grants after the majority was counted holds the same grant: it is
+        // stamped with the token the holder is given, once that is decided.
+        let (decided, token_of_grant) = tokio::sync::watch::channel(None::<u64>);
+        let late = {
+            let (name, token) = (request.name.clone(), request.token.clone());
+            move |master: Arc<Master>, answer: PollOutcome| {
+                let (name, token) = (name.clone(), token.clone());
+                let mut token_of_grant = token_of_grant.clone();
+                async move {
+                    if !matches!(answer, PollOutcome::Granted { .. }) {
+                        return;
+                    }
+                    let decided = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        token_of_grant.wait_for(Option::is_some),
+                    )
+                    .await;
+                    let Ok(Ok(Some(value))) = decided.map(|v| v.map(|v| *v)) else {
+                        return;
+                    };
+                    let stamped = async { master.get().await?.restamp(&name, &token, value).await };
+                    if let Err(err) = stamped.await {
+                        tracing::debug!(error = %err, "stamping a late RedLock grant failed");
+                    }
+                }
+            }
+        };
         let granted = |answers: &Answers<PollOutcome>| {
             let granted = answers.iter().flatten();
             granted
@@ -315,6 +352,7 @@ impl Backend for RedlockBackend {
                     async move { master.get().await?.poll(&attempt).await }
                 },
                 granted,
+                late,
             )
             .await;
         let fences: Vec<(usize, u64)> = answers
@@ -347,11 +385,12 @@ impl Backend for RedlockBackend {
                 .collect();
             let raised = self
                 .on_these(&behind, timeout, |master| {
-                    master.raise_fence(&request.name, token)
+                    master.restamp(&request.name, &request.token, token)
                 })
                 .await;
             let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
             if at_token >= self.quorum {
+                let _ = decided.send(Some(token));
                 self.note_waiter(request, false).await;
                 return Ok(PollOutcome::Granted {
                     fencing_token: token,
@@ -435,6 +474,7 @@ impl Backend for RedlockBackend {
                     async move { Ok(master.get().await?.release(&lease).await? == LeaseOutcome::Done) }
                 },
                 |released| released.iter().flatten().filter(|r| **r).count() >= self.quorum,
+                |_, _| async {},
             )
             .await;
         let done = released.iter().flatten().filter(|r| **r).count();

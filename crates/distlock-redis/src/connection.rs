@@ -1,0 +1,147 @@
+//! The command connection of a client: one multiplexed, reconnecting connection to a single
+//! server, or a cluster connection that follows the slots (MOVED, ASK, failover).
+
+use std::path::Path;
+use std::time::Duration;
+
+use distlock_core::{Error, Result, Url, redact_url};
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use crate::backend::redis_error;
+
+/// Where a client's commands go.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    /// One server (or a primary).
+    Single(ConnectionManager),
+    /// A Redis Cluster: each command goes to the node serving its key's slot.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// The certificate authority of `tls_ca`, read for a TLS connection.
+fn certificates(tls_ca: &Path) -> Result<redis::TlsCertificates> {
+    let root_cert = std::fs::read(tls_ca).map_err(|e| {
+        Error::invalid(format!("cannot read tls_ca {}: {e}", tls_ca.display()))
+            .with_backend("redis")
+    })?;
+    Ok(redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(root_cert),
+    })
+}
+
+fn bad_url(url: &Url) -> impl Fn(redis::RedisError) -> Error + '_ {
+    move |e| {
+        Error::invalid(format!("bad redis URL `{}`: {e}", redact_url(url.as_str())))
+            .with_backend("redis")
+    }
+}
+
+/// A client of the one server `url` names, trusting `tls_ca` for TLS if given.
+pub(crate) fn single_client(url: &Url, tls_ca: Option<&Path>) -> Result<redis::Client> {
+    if url.scheme() == "rediss" {
+        // Any process-wide choice made earlier stands; otherwise use ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    match tls_ca {
+        Some(path) => {
+            redis::Client::build_with_tls(url.as_str(), certificates(path)?).map_err(bad_url(url))
+        }
+        None => redis::Client::open(url.as_str()).map_err(bad_url(url)),
+    }
+}
+
+/// Checks that the server answers (a wrong password or an unreachable server fails here at
+/// once, where a reconnecting connection would keep trying); whether it is a cluster node.
+pub(crate) async fn probe(client: &redis::Client) -> Result<bool> {
+    let err = redis_error("connect");
+    let mut probe = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(&err)?;
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async(&mut probe)
+        .await
+        .map_err(&err)?;
+    Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1"))
+}
+
+/// A cluster connection learning the layout from `seeds`.
+pub(crate) async fn cluster(seeds: &[Url], tls_ca: Option<&Path>) -> Result<Conn> {
+    let urls: Vec<&str> = seeds.iter().map(Url::as_str).collect();
+    // Bounded like a single server's connection: a command whose node is gone fails
+    // within seconds (the guard goes at risk), never after minutes of retries.
+    let mut builder = ClusterClientBuilder::new(urls)
+        .connection_timeout(Duration::from_secs(1))
+        .response_timeout(Duration::from_millis(500))
+        .overall_response_timeout(Some(Duration::from_secs(2)))
+        .retries(5)
+        .min_retry_wait(10)
+        .max_retry_wait(500)
+        .retry_wait_formula(10, 2);
+    if let Some(path) = tls_ca {
+        builder = builder.certs(certificates(path)?);
+    }
+    let client = builder.build().map_err(bad_url(&seeds[0]))?;
+    let mut conn = client
+        .get_async_connection()
+        .await
+        .map_err(redis_error("connect"))?;
+    let _: String = redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .map_err(redis_error("connect"))?;
+    Ok(Conn::Cluster(conn))
+}
+
+/// The addresses (`host:port`) of a cluster's primaries, from `CLUSTER NODES`.
+pub(crate) async fn primaries(conn: &mut Conn) -> Result<Vec<String>> {
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(conn)
+        .await
+        .map_err(redis_error("inspect"))?;
+    Ok(nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            let primary = flags.split(',').any(|f| f == "master")
+                && !flags.split(',').any(|f| f == "fail" || f == "noaddr");
+            let address = fields.get(1)?.split('@').next()?;
+            primary.then(|| address.to_owned())
+        })
+        .collect())
+}
