@@ -1,4 +1,6 @@
-//! The Redis backend for distlock: `redis://host:port/db`, `rediss://` for TLS.
+//! The Redis backend for distlock: `redis://host:port/db`, `rediss://` for TLS,
+//! `redis+cluster://` for a Redis Cluster, and RedLock over independent masters
+//! (`redlock://`, see [`redlock`]).
 //!
 //! # Mutex
 //!
@@ -43,6 +45,26 @@
 //! writer or mutex holder is the exclusive `SET NX` key above, so a mutex and an `RwLock` on
 //! one name exclude each other. A waiting writer blocks new readers. All kinds are decided by
 //! one script that follows the same rules as every other backend.
+//!
+//! # Replica-acknowledged grants
+//!
+//! With `?min_replicas=N` (and `replica_timeout`, default 1 s) an acquire runs on a
+//! connection of its own and is followed by `WAIT N`: a grant that fewer replicas have in
+//! time is given back, and the acquire fails with `QuorumNotReached`. A failover then cannot
+//! promote a replica that never saw a lock handed out. Renewals are not waited for, so a
+//! promoted replica may hold an older expiry; the guard's `safe_until` still bounds it.
+//!
+//! # Redis Cluster
+//!
+//! `redis+cluster://h1:7000,h2:7001,…` (or `rediss+cluster://`) uses the cluster client,
+//! learning the layout from any node listed; a `redis://` URL naming a node of a cluster is
+//! used the same way. Every key of a lock shares its hash tag, so one script touches one
+//! slot; MOVED, ASK and failovers are followed by the client, each command bounded to about
+//! two seconds. Wake-ups are published cluster-wide (`PUBLISH` reaches every node) and each
+//! client subscribes on the first node that answers, moving on when it goes away; a wake-up
+//! lost meanwhile is covered by the waiters' bounded re-check. When a primary fails under a
+//! held lock, renewals fail and the guard is `AtRisk`; if a replica that had the lock is
+//! promoted before `safe_until`, renewals resume, otherwise the guard is `Lost`.
 //!
 //! # TLS
 //!

@@ -2,9 +2,11 @@
 //!
 //! One async API over several stores, chosen by URL: `memory://` (this process),
 //! `sqlite:///path/locks.db` (one machine, many processes; the embedded default),
-//! `redis://host:6379/0`, `postgres://user@host/db`, `mysql://user@host/db`, with RedLock,
-//! ZooKeeper and etcd to come. Every guard carries a fencing token, a safe deadline and a lease-health signal,
-//! so no lock is lost silently.
+//! `redis://host:6379/0` (also a Redis Cluster, `redis+cluster://h1:7000,h2:7001`),
+//! `redlock://h1:6379,h2:6379,h3:6379` (RedLock over independent masters),
+//! `postgres://user@host/db`, `mysql://user@host/db`, with ZooKeeper and etcd to come.
+//! Every guard carries a fencing token, a safe deadline and a lease-health signal, so no
+//! lock is lost silently.
 //!
 //! # Examples
 //!
@@ -33,7 +35,8 @@
 //! * `sqlite` (default): the `sqlite://` backend.
 //! * `postgres` (default): the `postgres://` backend (session and lease modes).
 //! * `mysql` (default): the `mysql://` and `mariadb://` backend (session and lease modes).
-//! * `redis` (default): the `redis://` backend.
+//! * `redis` (default): the `redis://`, `rediss://`, `redis+cluster://` and `redlock://`
+//!   backends.
 
 use std::ops::Deref;
 use std::sync::Once;
@@ -44,7 +47,7 @@ pub use distlock_core::{
     LockRequest, LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_TTL, MemoryBackend,
     MultiGuard, MultiLock, Mutex, MutexGuard, Owner, Permit, PollOutcome, Queued, ReadGuard,
     Result, RwLock, STARVATION, Semaphore, Ticket, Url, WaiterInfo, WriteGuard, admit, async_trait,
-    random_id, redact_url, register, validate_name,
+    parse_lock_url, random_id, redact_url, register, validate_name,
 };
 
 /// The Redis backend (`redis://`).

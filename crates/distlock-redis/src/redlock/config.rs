@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock_core::{Error, Result, Url, redact_url};
+use distlock_core::{Error, Result, Url};
 
 use crate::config::RedisConfig;
 
@@ -70,9 +70,9 @@ impl RedlockConfig {
             .collect::<Result<Vec<_>>>()?;
         if masters.len() < 3 || masters.len() % 2 == 0 {
             return Err(Error::invalid(format!(
-                "a RedLock needs an odd number of independent masters, at least 3 (got {} in `{}`)",
+                "a RedLock needs an odd number of independent masters, at least 3 (got {}: {})",
                 masters.len(),
-                redact_url(url.as_str())
+                hosts.join(", ")
             )));
         }
         Ok(RedlockConfig {
