@@ -39,6 +39,15 @@ async fn connection(server: &Server) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
+/// The value of the lock key `orders` on `server`.
+async fn lock_value(server: &Server) -> Option<String> {
+    redis::cmd("GET")
+        .arg("orders")
+        .query_async(&mut connection(server).await)
+        .await
+        .unwrap()
+}
+
 #[test]
 fn a_grant_is_handed_out_only_once_the_replica_has_it() {
     distlock_testkit::block_on(async {
@@ -49,14 +58,8 @@ fn a_grant_is_handed_out_only_once_the_replica_has_it() {
         );
         let client = distlock::Client::connect(&url).await.unwrap();
         let guard = client.mutex("orders").lock().await.unwrap();
-        let mut on_replica = connection(&replica).await;
-        let token: Option<String> = redis::cmd("GET")
-            .arg("orders")
-            .query_async(&mut on_replica)
-            .await
-            .unwrap();
         assert!(
-            token.is_some(),
+            lock_value(&replica).await.is_some(),
             "the replica has the lock when the guard is handed out"
         );
         guard.release().await.unwrap();
@@ -70,13 +73,11 @@ fn a_grant_is_handed_out_only_once_the_replica_has_it() {
             "{:?}",
             started.elapsed()
         );
-        let mut on_primary = connection(&primary).await;
-        let left: Option<String> = redis::cmd("GET")
-            .arg("orders")
-            .query_async(&mut on_primary)
-            .await
-            .unwrap();
-        assert_eq!(left, None, "the unreplicated grant was given back");
+        assert_eq!(
+            lock_value(&primary).await,
+            None,
+            "the unreplicated grant was given back"
+        );
         replica.resume();
         let again = client.mutex("orders").lock().await.unwrap();
         assert!(again.fencing_token() > 0);
