@@ -116,7 +116,7 @@ struct RedlockConnector;
 #[async_trait]
 impl Connector for RedlockConnector {
     fn schemes(&self) -> &'static [&'static str] {
-        &["redlock"]
+        &["redlock", "redlocks"]
     }
 
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {

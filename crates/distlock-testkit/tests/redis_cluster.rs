@@ -73,3 +73,25 @@ fn a_primary_killed_under_a_held_lock_is_failed_over_and_the_guard_tells() {
         }
     });
 }
+
+#[test]
+fn a_redis_url_naming_one_cluster_node_is_used_as_the_cluster() {
+    distlock_testkit::block_on(async {
+        let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}", cluster.nodes[0].addr());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"];
+        let served: std::collections::BTreeSet<_> =
+            names.iter().filter_map(|n| cluster.primary_of(n)).collect();
+        assert!(served.len() > 1, "the names should span primaries");
+        let mut guards = Vec::new();
+        for name in names {
+            guards.push(client.mutex(name).lock().await.unwrap());
+        }
+        let states = client.status(None).await.unwrap();
+        assert_eq!(states.len(), names.len(), "status walks every primary");
+        for guard in guards {
+            guard.release().await.unwrap();
+        }
+    });
+}

@@ -112,3 +112,30 @@ fn a_master_paused_past_the_ttl_and_resumed_gives_no_second_holder() {
         next.release().await.unwrap();
     });
 }
+
+#[test]
+fn redlocks_reaches_every_master_over_tls_and_passwords_stay_hidden() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let certs =
+            distlock_testkit::TestCertificates::make(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let masters: Vec<Server> = (0..3)
+            .map(|_| distlock_testkit::redis_tls_server(&certs).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let hosts: Vec<String> = masters.iter().map(|s| s.addr().to_string()).collect();
+        let url = format!(
+            "redlocks://{}/0?tls_ca={}",
+            hosts.join(","),
+            certs.ca.display()
+        );
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let guard = client.mutex("tls").lock().await.unwrap();
+        assert!(client.mutex("tls").try_lock().await.unwrap().is_none());
+        guard.release().await.unwrap();
+
+        let untrusted = format!("redlocks://:hunter2@{}/0", hosts.join(","));
+        let err = distlock::Client::connect(&untrusted).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::QuorumNotReached, "{err}");
+        assert!(!format!("{err} {err:?}").contains("hunter2"), "{err:?}");
+    });
+}

@@ -7,8 +7,9 @@ use distlock_core::{Error, Result, Url};
 use crate::config::RedisConfig;
 
 /// How to reach the independent masters of a RedLock, parsed from
-/// `redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db]` (the core passes the host list
-/// in the query parameter `hosts`). `node_timeout` (e.g. `50ms`) bounds each master's
+/// `redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db]`, or `redlocks://` for TLS to
+/// every master (with `tls_ca` as for `rediss://`); the core passes the host list in the
+/// query parameter `hosts`. `node_timeout` (e.g. `50ms`) bounds each master's
 /// answer; by default it is a twentieth of the lock's TTL, between 5 ms and 200 ms. Other
 /// query parameters (`prefix`, the Redis client's) apply to every master.
 ///
@@ -64,9 +65,15 @@ impl RedlockConfig {
                 url.port().unwrap_or(6379)
             )],
         };
+        let scheme = match url.scheme() {
+            "redlocks" => "rediss",
+            _ => "redis",
+        };
         let masters = hosts
             .iter()
-            .map(|host| master_url(url, host, &passed).and_then(|u| RedisConfig::from_url(&u)))
+            .map(|host| {
+                master_url(scheme, url, host, &passed).and_then(|u| RedisConfig::from_url(&u))
+            })
             .collect::<Result<Vec<_>>>()?;
         if masters.len() < 3 || masters.len() % 2 == 0 {
             return Err(Error::invalid(format!(
@@ -91,13 +98,13 @@ impl RedlockConfig {
     }
 }
 
-/// The `redis://` URL of one master: the RedLock URL's credentials, database and options,
+/// The `scheme://` URL of one master: the RedLock URL's credentials, database and options,
 /// with `host` (`name:port`).
-fn master_url(url: &Url, host: &str, passed: &[(String, String)]) -> Result<Url> {
+fn master_url(scheme: &str, url: &Url, host: &str, passed: &[(String, String)]) -> Result<Url> {
     let bad = || Error::invalid(format!("bad RedLock master `{host}`: expected host:port"));
     let (name, port) = host.rsplit_once(':').ok_or_else(bad)?;
     let port: u16 = port.parse().map_err(|_| bad())?;
-    let mut master = Url::parse(&format!("redis://{name}:{port}")).map_err(|_| bad())?;
+    let mut master = Url::parse(&format!("{scheme}://{name}:{port}")).map_err(|_| bad())?;
     if !url.username().is_empty() {
         master.set_username(url.username()).map_err(|_| bad())?;
     }
