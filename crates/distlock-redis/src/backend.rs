@@ -39,6 +39,7 @@ const WAITER_LEASE: Duration = Duration::from_secs(5);
 /// ```
 pub struct RedisBackend {
     conn: Conn,
+    fast_paths: std::sync::Mutex<FastPaths>,
     /// For a cluster: a node URL (with the credentials) and the TLS authority, to reach
     /// each primary on its own.
     nodes: Option<(Url, Option<std::path::PathBuf>)>,
@@ -48,6 +49,15 @@ pub struct RedisBackend {
     wakers: Arc<LocalWakers>,
     listener: AbortHandle,
     server: String,
+}
+
+/// Which requests the fast-path scripts serve: waiting requests polled already (they have
+/// queued, so the full script decides them), and exclusive grants (released by the fast
+/// path when nobody waits).
+#[derive(Default)]
+struct FastPaths {
+    polled: std::collections::HashSet<String>,
+    exclusive: std::collections::HashSet<String>,
 }
 
 /// Grants handed out only once replicas have them: acquires run on a connection of their
@@ -277,6 +287,7 @@ impl RedisBackend {
         let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
         Ok(RedisBackend {
             conn,
+            fast_paths: std::sync::Mutex::default(),
             nodes,
             acknowledged,
             prefix: config.prefix,
@@ -362,6 +373,10 @@ impl RedisBackend {
             tracing::warn!(error = %err, "giving back an unreplicated grant failed; it ends with its TTL");
         }
         Err(short)
+    }
+
+    fn fast_paths(&self) -> std::sync::MutexGuard<'_, FastPaths> {
+        self.fast_paths.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records RedLock waiter `request` (waiting since `since_ms`) for `lease`, or with
@@ -568,31 +583,59 @@ impl Backend for RedisBackend {
         Ok(ticket)
     }
 
+    /// A request's first poll tries the fast-path script alone when the request is
+    /// exclusive (the common case: a free lock nobody waits for); later polls of a waiting
+    /// request, which has queued itself, go to the full script at once.
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
         let request = &ticket.request;
-        let mut invocation = self.on_lock(&SCRIPTS.acquire, &request.name)?;
-        invocation
-            .arg(&request.token)
-            .arg(request.ttl.as_millis() as u64)
-            .arg(u8::from(request.wait))
-            .arg(u8::from(request.fair))
-            .arg(WAITER_LEASE.as_millis() as u64)
-            .arg(STARVATION.as_millis() as u64)
-            .arg(&self.channel)
-            .arg(request.kind.as_str())
-            .arg(request.permits)
-            .arg(request.kind.limit())
-            .arg(RequestRecord::of(request).to_json()?);
-        let answer: Vec<i64> = match &self.acknowledged {
-            Some(acknowledged) => {
-                self.invoke_on(acknowledged.conn.clone(), "acquire", &invocation)
-                    .await?
-            }
-            None => self.invoke("acquire", &invocation).await?,
+        let keys = self.keys(&request.name)?;
+        let conn = match &self.acknowledged {
+            Some(acknowledged) => acknowledged.conn.clone(),
+            None => self.conn.clone(),
         };
+        let record = RequestRecord::of(request).to_json()?;
+        let first = self.fast_paths().polled.insert(request.token.clone()) || !request.wait;
+        let mut answer: Vec<i64> = vec![-1];
+        if first && request.kind.is_exclusive() {
+            let mut fast = SCRIPTS.try_exclusive.prepare_invoke();
+            for key in keys.fast() {
+                fast.key(key);
+            }
+            fast.arg(&request.token)
+                .arg(request.ttl.as_millis() as u64)
+                .arg(&record)
+                .arg(request.kind.as_str());
+            answer = self.invoke_on(conn.clone(), "acquire", &fast).await?;
+        }
+        if answer == [-1] {
+            let mut invocation = self.on_lock(&SCRIPTS.acquire, &request.name)?;
+            invocation
+                .arg(&request.token)
+                .arg(request.ttl.as_millis() as u64)
+                .arg(&record)
+                .arg(request.kind.as_str())
+                .arg(u8::from(request.wait))
+                .arg(u8::from(request.fair))
+                .arg(WAITER_LEASE.as_millis() as u64)
+                .arg(STARVATION.as_millis() as u64)
+                .arg(&self.channel)
+                .arg(request.permits)
+                .arg(request.kind.limit());
+            answer = self.invoke_on(conn, "acquire", &invocation).await?;
+        }
+        if !request.wait {
+            self.fast_paths().polled.remove(&request.token);
+        }
         match answer.as_slice() {
             [1, fence] => {
                 self.wakers.forget(&request.token);
+                {
+                    let mut fast_paths = self.fast_paths();
+                    fast_paths.polled.remove(&request.token);
+                    if request.kind.is_exclusive() {
+                        fast_paths.exclusive.insert(request.token.clone());
+                    }
+                }
                 if let Some(acknowledged) = &self.acknowledged {
                     self.await_replicas(acknowledged, ticket).await?;
                 }
@@ -618,6 +661,11 @@ impl Backend for RedisBackend {
 
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
         self.wakers.forget(&ticket.request.token);
+        {
+            let mut fast_paths = self.fast_paths();
+            fast_paths.polled.remove(&ticket.request.token);
+            fast_paths.exclusive.remove(&ticket.request.token);
+        }
         let mut invocation = self.on_lock(&SCRIPTS.cancel, &ticket.request.name)?;
         invocation.arg(&ticket.request.token);
         let _: i64 = self.invoke("cancel", &invocation).await?;
@@ -682,9 +730,20 @@ impl Backend for RedisBackend {
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
-        let mut invocation = self.on_lock(&SCRIPTS.release, &lease.name)?;
-        invocation.arg(&lease.token);
-        let released: i64 = self.invoke("release", &invocation).await?;
+        let mut released: i64 = -1;
+        if self.fast_paths().exclusive.remove(&lease.token) {
+            let mut fast = SCRIPTS.release_exclusive.prepare_invoke();
+            for key in self.keys(&lease.name)?.fast() {
+                fast.key(key);
+            }
+            fast.arg(&lease.token);
+            released = self.invoke("release", &fast).await?;
+        }
+        if released == -1 {
+            let mut invocation = self.on_lock(&SCRIPTS.release, &lease.name)?;
+            invocation.arg(&lease.token);
+            released = self.invoke("release", &invocation).await?;
+        }
         Ok(if released == 1 {
             LeaseOutcome::Done
         } else {

@@ -49,11 +49,22 @@ impl LockKeys {
             &self.lock,
             &self.fence,
             &self.queue,
-            &self.waiters,
-            &self.holder,
-            &self.seq,
             &self.leases,
+            &self.holder,
+            &self.waiters,
+            &self.seq,
             &self.lease_info,
+        ]
+    }
+
+    /// The keys the fast-path scripts take: the first five of [`all`](Self::all).
+    pub(crate) fn fast(&self) -> [&str; 5] {
+        [
+            &self.lock,
+            &self.fence,
+            &self.queue,
+            &self.leases,
+            &self.holder,
         ]
     }
 

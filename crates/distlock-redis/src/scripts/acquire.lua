@@ -1,7 +1,8 @@
 -- The general path: queues, shared grants, fairness, starvation.
-local wait = ARGV[3] == '1'
-local fair = ARGV[4] == '1'
-local me = { k = ARGV[8], n = tonumber(ARGV[9]), l = tonumber(ARGV[10]) }
+local holder_token = redis.call('GET', LOCK)
+local wait = ARGV[5] == '1'
+local fair = ARGV[6] == '1'
+local me = { k = ARGV[4], n = tonumber(ARGV[10]), l = tonumber(ARGV[11]) }
 
 local function exclusive(kind) return kind == 'mutex' or kind == 'write' end
 local function semaphore(kind) return kind == 'semaphore' end
@@ -101,7 +102,7 @@ if queue_exists then
       if exclusive(info.k) then writer_waits = true end
       if not my_seq or seq < my_seq then
         table.insert(ahead, claim)
-        if tonumber(info.s) <= now() - tonumber(ARGV[6]) then
+        if tonumber(info.s) <= now() - tonumber(ARGV[8]) then
           table.insert(starving_ahead, claim)
         end
       end
@@ -138,12 +139,12 @@ if wait then
   local info = raw and cjson.decode(raw)
   if not info then
     info = cjson.decode(record)
-    info.s, info.c, info.f = text(now()), ARGV[7], fair
+    info.s, info.c, info.f = text(now()), ARGV[9], fair
     redis.call('ZADD', QUEUE, redis.call('INCR', SEQ), token)
   end
-  info.e = text(now() + tonumber(ARGV[5]))
+  info.e = text(now() + tonumber(ARGV[7]))
   redis.call('HSET', WAITERS, token, cjson.encode(info))
-  keep_alive(2 * tonumber(ARGV[5]), QUEUE, WAITERS, SEQ)
+  keep_alive(2 * tonumber(ARGV[7]), QUEUE, WAITERS, SEQ)
 end
 
 local soonest = redis.call('PTTL', LOCK)

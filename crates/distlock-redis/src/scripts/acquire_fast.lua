@@ -1,6 +1,6 @@
 -- Decide a request, granting it if it may go now (the rules of distlock_core::admit).
--- ARGV: token, ttl_ms, wait (0|1), fair (0|1), waiter_lease_ms, starvation_ms,
---       wake channel, kind, permits, limit, record
+-- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
+--       starvation_ms, wake channel, permits, limit (the fast-path script takes the first four)
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
 -- {t, k, n, l, o, h, p, a}; the script appends f (the token) when it grants.
 -- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1}.
@@ -11,11 +11,10 @@
 -- makes is the one `grant` makes in the general path below.
 local token = ARGV[1]
 local ttl = tonumber(ARGV[2])
-local record = ARGV[11]
-local holder_token = redis.call('GET', LOCK)
+local record = ARGV[3]
 
-if (ARGV[8] == 'mutex' or ARGV[8] == 'write') and not holder_token
-    and redis.call('EXISTS', LEASES, QUEUE) == 0 then
+if (ARGV[4] == 'mutex' or ARGV[4] == 'write')
+    and redis.call('EXISTS', LOCK, QUEUE, LEASES) == 0 then
   local fence = redis.call('INCR', FENCE)
   if fence == 1 then
     local t = redis.call('TIME')

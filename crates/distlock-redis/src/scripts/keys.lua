@@ -1,5 +1,6 @@
 -- Heads every script. The keys of one lock, always in this order:
-local LOCK, FENCE, QUEUE, WAITERS, HOLDER, SEQ, LEASES, LEASE_INFO =
+-- The fast-path scripts take only the first five.
+local LOCK, FENCE, QUEUE, LEASES, HOLDER, WAITERS, SEQ, LEASE_INFO =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 -- LOCK        string: the token of the exclusive holder (mutex or writer), with PX
 -- FENCE       string: the fencing counter

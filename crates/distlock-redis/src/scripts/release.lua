@@ -1,6 +1,4 @@
 -- The general path: a shared grant, or waiters to wake.
-if released == 0 then
-  released = delete_grant(ARGV[1])
-end
+local released = delete_grant(ARGV[1])
 wake_head()
 return released
