@@ -21,8 +21,10 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
+            // sqlx warns of every statement over a second; here those are waits on purpose
+            // (a busy SQLite file, the demo's row locks), so only its errors are shown.
             tracing_subscriber::EnvFilter::try_from_env("DISTLOCK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error")),
         )
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
