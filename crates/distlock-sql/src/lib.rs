@@ -38,7 +38,7 @@
 
 pub mod fenced;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use mode::Mode;
+pub use mode::{DEFAULT_POOL, Mode, pool_size};
 pub mod lease_table;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod mode;

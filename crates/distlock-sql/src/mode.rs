@@ -1,5 +1,5 @@
 //! How locks are held on a server database (PostgreSQL, MySQL/MariaDB), chosen by the
-//! URL's `mode` parameter.
+//! URL's `mode` parameter, and how many pooled connections a client keeps (`pool`).
 
 use distlock_core::{Error, Result, Url};
 
@@ -37,8 +37,8 @@ impl Mode {
         }
     }
 
-    /// The URL's mode (session if it names none) and the URL without the `mode`
-    /// parameter, for the driver (every other parameter passes through).
+    /// The URL's mode (session if it names none) and the URL without distlock's `mode` and
+    /// `pool` parameters, for the driver (every other parameter passes through).
     ///
     /// # Examples
     ///
@@ -57,7 +57,7 @@ impl Mode {
         };
         let passed: Vec<(String, String)> = url
             .query_pairs()
-            .filter(|(key, _)| key != "mode")
+            .filter(|(key, _)| key != "mode" && key != "pool")
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
         let mut driver = url.clone();
@@ -66,5 +66,38 @@ impl Mode {
             driver.query_pairs_mut().extend_pairs(passed);
         }
         Ok((mode, driver))
+    }
+}
+
+/// How many pooled connections a client keeps at most when the URL says none.
+pub const DEFAULT_POOL: u32 = 16;
+
+/// The URL's `pool` parameter: the most pooled connections a client keeps for its
+/// statements (default [`DEFAULT_POOL`], between 1 and 1,024). Session-mode locks, and
+/// PostgreSQL's wake-up listener, hold connections of their own besides these.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_sql::pool_size;
+/// let url = |q: &str| distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap();
+/// assert_eq!(pool_size(&url(""))?, 16);
+/// assert_eq!(pool_size(&url("?pool=4"))?, 4);
+/// assert!(pool_size(&url("?pool=0")).is_err());
+/// assert!(pool_size(&url("?pool=many")).is_err());
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn pool_size(url: &Url) -> Result<u32> {
+    match url.query_pairs().find(|(key, _)| key == "pool") {
+        None => Ok(DEFAULT_POOL),
+        Some((_, value)) => value
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "pool `{value}` is not a number of connections between 1 and 1024"
+                ))
+            }),
     }
 }

@@ -173,6 +173,74 @@ pub async fn passwords_stay_hidden(url: &str) {
     assert!(!shown.contains(DATABASE_PASSWORD), "{shown}");
 }
 
+/// Asserts a client of database URL `url` (no query yet) with `?pool=1` serves every kind
+/// of lock, renewals and status on its one pooled connection, and that `?pool=0` is refused.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let pg = distlock_testkit::postgres_server().unwrap();
+/// distlock_testkit::a_pool_of_one_serves_every_kind(&distlock_testkit::postgres_url(&pg)).await;
+/// # });
+/// ```
+pub async fn a_pool_of_one_serves_every_kind(url: &str) {
+    let err = distlock::Client::connect(&format!("{url}?pool=0"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
+    let (one, other) = (
+        distlock::Client::connect(&format!("{url}?pool=1"))
+            .await
+            .unwrap(),
+        distlock::Client::connect(&format!("{url}?pool=1"))
+            .await
+            .unwrap(),
+    );
+    let mutex = one.mutex("pooled-mutex").lock().await.unwrap();
+    let permit = one.semaphore("pooled-permits", 2).acquire().await.unwrap();
+    let reader = one.rwlock("pooled-doc").read().await.unwrap();
+    for renewed in [
+        mutex.renew().await,
+        permit.renew().await,
+        reader.renew().await,
+    ] {
+        renewed.unwrap();
+    }
+    assert!(
+        other
+            .mutex("pooled-mutex")
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        other
+            .rwlock("pooled-doc")
+            .try_write()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let names: Vec<String> = one
+        .status(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    for name in ["pooled-doc", "pooled-mutex", "pooled-permits"] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "{name} missing from {names:?}"
+        );
+    }
+    reader.release().await.unwrap();
+    permit.release().await.unwrap();
+    mutex.release().await.unwrap();
+}
+
 /// Takes lock `name` through `url` (TTL 1.5 s, renewed every 200 ms), freezes `server`
 /// with SIGSTOP and asserts the guard goes `AtRisk`, then `Lost`; thaws the server and
 /// asserts a new client gets the lock only after the old holder knew, with a greater

@@ -355,3 +355,12 @@ fn a_session_mutex_and_a_lease_started_together_never_both_hold() {
         assert!(mutex_won > 0 && lease_won > 0, "{mutex_won} / {lease_won}");
     });
 }
+
+#[test]
+fn a_pool_of_one_connection_serves_every_kind() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        distlock_testkit::a_pool_of_one_serves_every_kind(&distlock_testkit::mariadb_url(&server))
+            .await;
+    });
+}

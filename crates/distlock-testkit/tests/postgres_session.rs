@@ -335,3 +335,12 @@ fn semaphores_are_leases_beside_the_session_locks() {
         mutex.release().await.unwrap();
     });
 }
+
+#[test]
+fn a_pool_of_one_connection_serves_every_kind() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        distlock_testkit::a_pool_of_one_serves_every_kind(&distlock_testkit::postgres_url(&server))
+            .await;
+    });
+}

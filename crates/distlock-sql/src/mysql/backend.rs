@@ -87,7 +87,7 @@ impl MysqlBackend {
     /// See [`MysqlBackend`].
     pub async fn open(config: MysqlConfig) -> Result<Self> {
         let pool = MySqlPoolOptions::new()
-            .max_connections(16)
+            .max_connections(config.pool)
             .acquire_timeout(Duration::from_secs(5))
             .after_connect(|conn, _| {
                 Box::pin(async move {

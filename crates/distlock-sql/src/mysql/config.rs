@@ -27,6 +27,9 @@ pub use crate::Mode;
 pub struct MysqlConfig {
     /// How locks are held.
     pub mode: Mode,
+    /// The most pooled connections the client keeps (`?pool=`; session-mode locks hold
+    /// connections of their own besides these).
+    pub pool: u32,
     /// The driver's connection options (credentials included).
     pub options: MySqlConnectOptions,
     /// The URL with its password replaced, for messages.
@@ -37,6 +40,7 @@ impl std::fmt::Debug for MysqlConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MysqlConfig")
             .field("mode", &self.mode)
+            .field("pool", &self.pool)
             .field("url", &self.redacted)
             .finish()
     }
@@ -60,6 +64,7 @@ impl MysqlConfig {
             .map_err(|err| Error::invalid(format!("not a usable MySQL URL ({redacted}): {err}")))?;
         Ok(MysqlConfig {
             mode,
+            pool: crate::pool_size(url)?,
             options,
             redacted,
         })

@@ -69,7 +69,8 @@ impl PostgresBackend {
     /// See [`PostgresBackend`].
     pub async fn open(config: PostgresConfig) -> Result<Self> {
         let pool = PgPoolOptions::new()
-            .max_connections(16)
+            // One more for the wake-up listener, which keeps a pooled connection for good.
+            .max_connections(config.pool + 1)
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(config.options.clone())
             .await

@@ -27,6 +27,9 @@ use sqlx::postgres::PgConnectOptions;
 pub struct PostgresConfig {
     /// How locks are held.
     pub mode: Mode,
+    /// The most pooled connections the client keeps (`?pool=`; session-mode locks hold
+    /// connections of their own besides these).
+    pub pool: u32,
     /// The driver's connection options (credentials included).
     pub options: PgConnectOptions,
     /// The URL with its password replaced, for messages.
@@ -37,6 +40,7 @@ impl std::fmt::Debug for PostgresConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresConfig")
             .field("mode", &self.mode)
+            .field("pool", &self.pool)
             .field("url", &self.redacted)
             .finish()
     }
@@ -56,6 +60,7 @@ impl PostgresConfig {
         })?;
         Ok(PostgresConfig {
             mode,
+            pool: crate::pool_size(url)?,
             options,
             redacted,
         })
