@@ -50,6 +50,8 @@ pub mod postgres;
 mod rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sessions;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod split;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]

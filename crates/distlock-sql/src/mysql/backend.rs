@@ -15,8 +15,9 @@ use super::config::{Mode, MysqlConfig};
 use super::db_error;
 use super::session::MysqlSessions;
 use super::store::{self, Wake};
-use crate::sessions::{Sessions, renew_split};
-use crate::tasks::{InFlight, detached, outcome};
+use crate::sessions::renew_split;
+use crate::split::Split;
+use crate::tasks::{detached, outcome};
 
 /// A lock store on one MySQL or MariaDB database.
 ///
@@ -39,10 +40,8 @@ use crate::tasks::{InFlight, detached, outcome};
 pub struct MysqlBackend {
     pool: MySqlPool,
     channel: String,
-    wakers: Arc<LocalWakers>,
     redacted: String,
-    in_flight: Arc<InFlight>,
-    sessions: Option<Arc<Sessions<MysqlSessions>>>,
+    split: Split<MysqlSessions>,
     queued: Mutex<HashSet<String>>,
 }
 
@@ -105,21 +104,17 @@ impl MysqlBackend {
         store::prepare(&pool).await?;
         let sessions = match config.mode {
             Mode::Lease => None,
-            Mode::Session => Some(Arc::new(Sessions::new(MysqlSessions::new(
-                &config.options,
-                pool.clone(),
-            )))),
+            Mode::Session => Some(MysqlSessions::new(&config.options, pool.clone())),
         };
-        let wakers = Arc::new(LocalWakers::new());
+        // Mutexes are `GET_LOCK` locks; read/write locks and semaphores are leases.
+        let split = Split::new(sessions, |kind| kind == LockKind::Mutex);
         let channel = random_id();
-        channels().insert(channel.clone(), Arc::downgrade(&wakers));
+        channels().insert(channel.clone(), Arc::downgrade(&split.wakers));
         Ok(MysqlBackend {
             pool,
             channel,
-            wakers,
             redacted: config.redacted,
-            in_flight: Arc::default(),
-            sessions,
+            split,
             queued: Mutex::default(),
         })
     }
@@ -138,23 +133,10 @@ impl MysqlBackend {
         &self.pool
     }
 
-    /// The session-mode store, if `request` is served by `GET_LOCK`.
-    fn session_for(&self, request: &LockRequest) -> Option<&Arc<Sessions<MysqlSessions>>> {
-        match request.kind {
-            LockKind::Mutex => self.sessions.as_ref(),
-            _ => None,
-        }
-    }
-
     /// The request tokens with a row in the lease-mode queue, whose polls look before they
     /// lock.
     fn queued(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.queued.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The session-mode store, if `token` names one of its locks.
-    fn session_holding(&self, token: &str) -> Option<&Arc<Sessions<MysqlSessions>>> {
-        self.sessions.as_ref().filter(|s| s.knows(token))
     }
 }
 
@@ -169,30 +151,20 @@ impl Backend for MysqlBackend {
     }
 
     async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        let ticket = Ticket::new(request, None);
-        if ticket.request.wait && self.session_for(&ticket.request).is_none() {
-            self.wakers.register(&ticket);
-        }
-        Ok(ticket)
+        Ok(self.split.enqueue(request))
     }
 
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        if let Some(polled) = self.split.poll_session(&ticket.request).await {
+            return polled;
+        }
         let request = ticket.request.clone();
         let token = request.token.clone();
-        if let Some(sessions) = self.session_for(&request).cloned() {
-            return self
-                .in_flight
-                .poll(
-                    "mysql",
-                    &token,
-                    async move { sessions.poll(&request).await },
-                )
-                .await;
-        }
         let (pool, channel) = (self.pool.clone(), self.channel.clone());
-        let sessions = self.sessions.is_some();
+        let sessions = self.split.sessions().is_some();
         let queued = self.queued().contains(&token);
         let (polled, next) = self
+            .split
             .in_flight
             .poll("mysql", &token, async move {
                 if queued && let Some(waiting) = store::peek(&pool, &request).await? {
@@ -204,7 +176,7 @@ impl Backend for MysqlBackend {
         wake(next);
         match polled {
             PollOutcome::Granted { .. } => {
-                self.wakers.forget(&token);
+                self.split.wakers.forget(&token);
                 self.queued().remove(&token);
             }
             PollOutcome::Pending { .. } if ticket.request.wait => {
@@ -216,26 +188,21 @@ impl Backend for MysqlBackend {
     }
 
     async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
-        match self.session_for(&ticket.request) {
-            Some(sessions) => {
-                sessions
-                    .wait_for_change(&ticket.request.token, backstop)
-                    .await
-            }
-            None => self.wakers.wait(ticket, backstop).await,
-        }
+        self.split.wait_for_change(ticket, backstop).await;
         Ok(())
     }
 
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
-        let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
-        self.wakers.forget(&token);
-        self.in_flight.settled(&token).await;
-        self.queued().remove(&token);
-        if let Some(sessions) = self.session_for(&ticket.request).cloned() {
-            return detached("mysql", async move { sessions.cancel(&token).await }).await;
+        let cancelled = self.split.cancel_session(ticket).await;
+        self.queued().remove(&ticket.request.token);
+        if let Some(cancelled) = cancelled {
+            return cancelled;
         }
-        let pool = self.pool.clone();
+        let (pool, name, token) = (
+            self.pool.clone(),
+            ticket.request.name.clone(),
+            ticket.request.token.clone(),
+        );
         let next = detached(
             "mysql",
             async move { store::cancel(&pool, &name, &token).await },
@@ -253,7 +220,7 @@ impl Backend for MysqlBackend {
     async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let pool = self.pool.clone();
         renew_split(
-            self.sessions.as_ref(),
+            self.split.sessions(),
             leases,
             ttl,
             move |tokens| async move { store::renew(&pool, &tokens, ttl).await },
@@ -262,11 +229,10 @@ impl Backend for MysqlBackend {
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
-        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
-        if let Some(sessions) = self.session_holding(&token).cloned() {
-            let was_held = detached("mysql", async move { sessions.release(&token).await }).await?;
-            return Ok(outcome(was_held));
+        if let Some(released) = self.split.release_session(lease).await {
+            return released;
         }
+        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
         let (was_held, next) = detached("mysql", async move {
             store::release(&pool, &name, &token).await
         })
@@ -277,7 +243,7 @@ impl Backend for MysqlBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
-        let sessions = self.sessions.is_some();
+        let sessions = self.split.sessions().is_some();
         detached("mysql", async move {
             store::inspect(&pool, name.as_deref(), sessions).await
         })

@@ -14,8 +14,9 @@ use tokio::task::AbortHandle;
 use super::config::{Mode, PostgresConfig};
 use super::sessions::PgSessions;
 use super::{db_error, store};
-use crate::sessions::{Sessions, renew_split};
-use crate::tasks::{InFlight, detached, outcome};
+use crate::sessions::renew_split;
+use crate::split::Split;
+use crate::tasks::{detached, outcome};
 
 /// A lock store on one PostgreSQL database.
 ///
@@ -40,11 +41,9 @@ use crate::tasks::{InFlight, detached, outcome};
 pub struct PostgresBackend {
     pool: PgPool,
     channel: String,
-    wakers: Arc<LocalWakers>,
     listener: AbortHandle,
     redacted: String,
-    in_flight: Arc<InFlight>,
-    sessions: Option<Arc<Sessions<PgSessions>>>,
+    split: Split<PgSessions>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -80,23 +79,19 @@ impl PostgresBackend {
             Mode::Lease => None,
             Mode::Session => {
                 check_session_support(&pool).await?;
-                Some(Arc::new(Sessions::new(PgSessions::new(
-                    &config.options,
-                    pool.clone(),
-                ))))
+                Some(PgSessions::new(&config.options, pool.clone()))
             }
         };
-        let wakers = Arc::new(LocalWakers::new());
+        // Mutexes and read/write locks are advisory locks; semaphores are leases.
+        let split = Split::new(sessions, |kind| !matches!(kind, LockKind::Semaphore { .. }));
         let channel = format!("distlock_{}", random_id());
-        let listener = listen(&pool, &channel, wakers.clone()).await?;
+        let listener = listen(&pool, &channel, split.wakers.clone()).await?;
         Ok(PostgresBackend {
             pool,
             channel,
-            wakers,
             listener,
             redacted: config.redacted,
-            in_flight: Arc::default(),
-            sessions,
+            split,
         })
     }
 
@@ -112,23 +107,10 @@ impl PostgresBackend {
     /// # }
     /// ```
     pub fn key_collisions(&self) -> Vec<(String, String)> {
-        self.sessions
-            .as_ref()
+        self.split
+            .sessions()
             .map(|s| s.collisions())
             .unwrap_or_default()
-    }
-
-    /// The session-mode store, if `request` is served by an advisory lock.
-    fn session_for(&self, request: &LockRequest) -> Option<&Arc<Sessions<PgSessions>>> {
-        match request.kind {
-            LockKind::Semaphore { .. } => None,
-            _ => self.sessions.as_ref(),
-        }
-    }
-
-    /// The session-mode store, if `token` names one of its locks.
-    fn session_holding(&self, token: &str) -> Option<&Arc<Sessions<PgSessions>>> {
-        self.sessions.as_ref().filter(|s| s.knows(token))
     }
 
     /// The connection pool, e.g. to keep the application's own tables in the same
@@ -202,62 +184,46 @@ impl Backend for PostgresBackend {
     }
 
     async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        let ticket = Ticket::new(request, None);
-        if ticket.request.wait && self.session_for(&ticket.request).is_none() {
-            self.wakers.register(&ticket);
-        }
-        Ok(ticket)
+        Ok(self.split.enqueue(request))
     }
 
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+        if let Some(polled) = self.split.poll_session(&ticket.request).await {
+            return polled;
+        }
         let (pool, request, channel) = (
             self.pool.clone(),
             ticket.request.clone(),
             self.channel.clone(),
         );
         let token = request.token.clone();
-        if let Some(sessions) = self.session_for(&request).cloned() {
-            return self
-                .in_flight
-                .poll(
-                    "postgres",
-                    &token,
-                    async move { sessions.poll(&request).await },
-                )
-                .await;
-        }
         let polled = self
+            .split
             .in_flight
             .poll("postgres", &token, async move {
                 store::poll(&pool, &request, &channel).await
             })
             .await?;
         if let PollOutcome::Granted { .. } = polled {
-            self.wakers.forget(&ticket.request.token);
+            self.split.wakers.forget(&token);
         }
         Ok(polled)
     }
 
     async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
-        match self.session_for(&ticket.request) {
-            Some(sessions) => {
-                sessions
-                    .wait_for_change(&ticket.request.token, backstop)
-                    .await
-            }
-            None => self.wakers.wait(ticket, backstop).await,
-        }
+        self.split.wait_for_change(ticket, backstop).await;
         Ok(())
     }
 
     async fn cancel(&self, ticket: &Ticket) -> Result<()> {
-        let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
-        self.wakers.forget(&token);
-        self.in_flight.settled(&token).await;
-        let pool = self.pool.clone();
-        if let Some(sessions) = self.session_for(&ticket.request).cloned() {
-            return detached("postgres", async move { sessions.cancel(&token).await }).await;
+        if let Some(cancelled) = self.split.cancel_session(ticket).await {
+            return cancelled;
         }
+        let (pool, name, token) = (
+            self.pool.clone(),
+            ticket.request.name.clone(),
+            ticket.request.token.clone(),
+        );
         detached("postgres", async move {
             store::cancel(&pool, &name, &token).await
         })
@@ -272,7 +238,7 @@ impl Backend for PostgresBackend {
     async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let pool = self.pool.clone();
         renew_split(
-            self.sessions.as_ref(),
+            self.split.sessions(),
             leases,
             ttl,
             move |tokens| async move { store::renew(&pool, &tokens, ttl).await },
@@ -281,12 +247,10 @@ impl Backend for PostgresBackend {
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
-        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
-        if let Some(sessions) = self.session_holding(&token).cloned() {
-            let was_held =
-                detached("postgres", async move { sessions.release(&token).await }).await?;
-            return Ok(outcome(was_held));
+        if let Some(released) = self.split.release_session(lease).await {
+            return released;
         }
+        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
         let was_held = detached("postgres", async move {
             store::release(&pool, &name, &token).await
         })
@@ -296,7 +260,7 @@ impl Backend for PostgresBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
-        let sessions = self.sessions.is_some();
+        let sessions = self.split.sessions().is_some();
         detached("postgres", async move {
             store::inspect(&pool, name.as_deref(), sessions).await
         })

@@ -1,0 +1,107 @@
+//! What a server database's backend does before it knows whether a request is a session
+//! lock or a lease: route it, and run the session side. PostgreSQL and MySQL share it; each
+//! keeps only its lease table's statements.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_core::{LeaseKey, LeaseOutcome, LocalWakers, LockKind, LockRequest, PollOutcome};
+use distlock_core::{Result, Ticket};
+
+use crate::sessions::{SessionDialect, Sessions};
+use crate::tasks::{InFlight, detached, outcome};
+
+/// Session locks for the kinds `D` holds in sessions (in session mode), leases for the rest;
+/// local wake-ups for waiting leases, and the polls in flight.
+pub(crate) struct Split<D: SessionDialect> {
+    sessions: Option<Arc<Sessions<D>>>,
+    /// Which kinds session mode holds in sessions.
+    session_kinds: fn(LockKind) -> bool,
+    /// The waiting lease requests of this client, woken when their turn may have come.
+    pub(crate) wakers: Arc<LocalWakers>,
+    /// Polls still running, which a cancellation waits for.
+    pub(crate) in_flight: Arc<InFlight>,
+}
+
+impl<D: SessionDialect> Split<D> {
+    /// `sessions` in session mode (`None` in lease mode), holding `session_kinds`.
+    pub(crate) fn new(sessions: Option<D>, session_kinds: fn(LockKind) -> bool) -> Self {
+        Split {
+            sessions: sessions.map(|dialect| Arc::new(Sessions::new(dialect))),
+            session_kinds,
+            wakers: Arc::new(LocalWakers::new()),
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// The session store in session mode.
+    pub(crate) fn sessions(&self) -> Option<&Arc<Sessions<D>>> {
+        self.sessions.as_ref()
+    }
+
+    /// The session store, if it holds `request`.
+    fn session_for(&self, request: &LockRequest) -> Option<&Arc<Sessions<D>>> {
+        self.sessions
+            .as_ref()
+            .filter(|_| (self.session_kinds)(request.kind))
+    }
+
+    /// A ticket for `request`; a waiting lease request is registered for wake-ups.
+    pub(crate) fn enqueue(&self, request: LockRequest) -> Ticket {
+        let ticket = Ticket::new(request, None);
+        if ticket.request.wait && self.session_for(&ticket.request).is_none() {
+            self.wakers.register(&ticket);
+        }
+        ticket
+    }
+
+    /// The poll of a session-held request, or `None` for a lease.
+    pub(crate) async fn poll_session(&self, request: &LockRequest) -> Option<Result<PollOutcome>> {
+        let sessions = self.session_for(request)?.clone();
+        let (token, request) = (request.token.clone(), request.clone());
+        let polled = self
+            .in_flight
+            .poll(
+                D::BACKEND,
+                &token,
+                async move { sessions.poll(&request).await },
+            )
+            .await;
+        Some(polled)
+    }
+
+    /// Waits for the request's session wait to end, or for a wake-up of its lease request,
+    /// or for `backstop`.
+    pub(crate) async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) {
+        match self.session_for(&ticket.request) {
+            Some(sessions) => {
+                sessions
+                    .wait_for_change(&ticket.request.token, backstop)
+                    .await
+            }
+            None => self.wakers.wait(ticket, backstop).await,
+        }
+    }
+
+    /// Stops wake-ups for the ticket and waits for its poll in flight; then cancels a
+    /// session-held request (`Some`), or leaves a lease to the caller (`None`).
+    pub(crate) async fn cancel_session(&self, ticket: &Ticket) -> Option<Result<()>> {
+        let token = ticket.request.token.clone();
+        self.wakers.forget(&token);
+        self.in_flight.settled(&token).await;
+        let sessions = self.session_for(&ticket.request)?.clone();
+        Some(detached(D::BACKEND, async move { sessions.cancel(&token).await }).await)
+    }
+
+    /// Releases a session lock (`Some`), or leaves a lease to the caller (`None`).
+    pub(crate) async fn release_session(&self, lease: &LeaseKey) -> Option<Result<LeaseOutcome>> {
+        let sessions = self
+            .sessions
+            .as_ref()
+            .filter(|s| s.knows(&lease.token))?
+            .clone();
+        let token = lease.token.clone();
+        let released = detached(D::BACKEND, async move { sessions.release(&token).await }).await;
+        Some(released.map(outcome))
+    }
+}
