@@ -111,19 +111,29 @@ async fn arm(conn: &mut MyConn, ttl: Duration) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Binds the holder's columns of [`RECORD_GRANT`].
-fn record<'q>(
-    sql: &'q str,
-    request: &'q LockRequest,
-    key: &'q str,
-) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
-    sqlx::query(sql)
+/// Runs [`RECORD_GRANT`] for `request` on `key`, the lock held if `taken` (an SQL condition
+/// whose two parameters are both the key) holds.
+async fn record_grant(
+    conn: &mut MySqlConnection,
+    request: &LockRequest,
+    key: &str,
+    taken: &str,
+) -> sqlx::Result<sqlx::mysql::MySqlQueryResult> {
+    let sql = RECORD_GRANT
+        .replace("{taken}", taken)
+        .replace("{CLOCK_US}", CLOCK_US)
+        .replace("{CLOCK_MS}", CLOCK_MS);
+    sqlx::query(&sql)
         .bind(key)
         .bind(&request.token)
         .bind(request.owner.as_str())
         .bind(&request.meta.host)
         .bind(i64::from(request.meta.pid))
         .bind(millis(request.ttl))
+        .bind(key)
+        .bind(key)
+        .execute(conn)
+        .await
 }
 
 #[async_trait]
@@ -173,15 +183,7 @@ impl SessionDialect for MysqlSessions {
         arm(conn, request.ttl).await?;
         self.record_name(&mut conn.conn, &request.name, key).await?;
         let taken = format!("{} AND GET_LOCK(?, 0) = 1", no_lease());
-        let sql = RECORD_GRANT
-            .replace("{taken}", &taken)
-            .replace("{CLOCK_US}", CLOCK_US)
-            .replace("{CLOCK_MS}", CLOCK_MS);
-        let done = record(&sql, request, key)
-            .bind(key)
-            .bind(key)
-            .execute(&mut conn.conn)
-            .await?;
+        let done = record_grant(&mut conn.conn, request, key, &taken).await?;
         let fence = (done.rows_affected() > 0).then(|| done.last_insert_id() as i64);
         let clash = match fence {
             Some(_) => None,
@@ -227,15 +229,7 @@ impl SessionDialect for MysqlSessions {
             ));
         }
         let taken = format!("IS_USED_LOCK(?) = CONNECTION_ID() AND {}", no_lease());
-        let sql = RECORD_GRANT
-            .replace("{taken}", &taken)
-            .replace("{CLOCK_US}", CLOCK_US)
-            .replace("{CLOCK_MS}", CLOCK_MS);
-        let done = record(&sql, request, key)
-            .bind(key)
-            .bind(key)
-            .execute(&mut conn.conn)
-            .await?;
+        let done = record_grant(&mut conn.conn, request, key, &taken).await?;
         if done.rows_affected() > 0 {
             return Ok(Ok(done.last_insert_id() as i64));
         }
