@@ -167,18 +167,13 @@ fn bookkeeping_of_abandoned_locks_expires() {
                 .unwrap(),
         );
         std::mem::forget(client.rwlock("left").try_read().await);
-        let waiter = {
-            let client = client.clone();
-            tokio::spawn(async move {
-                client
-                    .mutex("queued")
-                    .lock_timeout(Duration::from_millis(200))
-                    .await
-            })
-        };
-        let holder = client.mutex("queued").lock_with(&short).await;
-        let _ = waiter.await;
-        drop(holder);
+        // A holder abandoned without renewal, then a waiter queued behind it that gives up.
+        let holder = client.mutex("queued").lock_with(&short).await.unwrap();
+        let _ = client
+            .mutex("queued")
+            .lock_timeout(Duration::from_millis(200))
+            .await;
+        std::mem::forget(holder);
 
         let raw = redis::Client::open(url.as_str()).unwrap();
         let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
