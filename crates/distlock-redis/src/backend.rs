@@ -84,6 +84,15 @@ impl Drop for RedisBackend {
     }
 }
 
+/// An invocation of `script` on `keys`.
+fn invocation<'a>(script: &'a redis::Script, keys: &[&str]) -> redis::ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    for key in keys {
+        invocation.key(*key);
+    }
+    invocation
+}
+
 /// Maps a Redis error to a distlock error for `operation`.
 pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError) -> Error {
     move |err| {
@@ -332,20 +341,6 @@ impl RedisBackend {
         })
     }
 
-    /// An invocation of `script` on the keys of lock `name`.
-    fn on_lock<'a>(
-        &self,
-        script: &'a redis::Script,
-        name: &str,
-    ) -> Result<redis::ScriptInvocation<'a>> {
-        let keys = self.keys(name)?;
-        let mut invocation = script.prepare_invoke();
-        for key in keys.all() {
-            invocation.key(key);
-        }
-        Ok(invocation)
-    }
-
     /// Waits until the replicas required have the grant just made for `ticket`; if they do
     /// not in time, gives the grant back and fails.
     async fn await_replicas(&self, acknowledged: &Acknowledged, ticket: &Ticket) -> Result<()> {
@@ -403,14 +398,10 @@ impl RedisBackend {
             }
             None => (String::new(), 0),
         };
-        let mut invocation = SCRIPTS.redlock_waiting.prepare_invoke();
-        invocation
-            .key(&keys.redlock_waiting)
-            .key(&keys.redlock_waiting_info)
-            .arg(&request.token)
-            .arg(record.1)
-            .arg(record.0);
-        let _: u64 = self.invoke("acquire", &invocation).await?;
+        let waiting_keys = [keys.redlock_waiting.as_str(), &keys.redlock_waiting_info];
+        let mut note = invocation(&SCRIPTS.redlock_waiting, &waiting_keys);
+        note.arg(&request.token).arg(record.1).arg(record.0);
+        let _: u64 = self.invoke("acquire", &note).await?;
         Ok(())
     }
 
@@ -449,13 +440,9 @@ impl RedisBackend {
     /// (RedLock): the counter is raised to it, and the holder record shows it.
     pub(crate) async fn restamp(&self, name: &str, token: &str, token_value: u64) -> Result<()> {
         let keys = self.keys(name)?;
-        let mut invocation = SCRIPTS.restamp.prepare_invoke();
-        invocation
-            .key(&keys.fence)
-            .key(&keys.holder)
-            .arg(token_value)
-            .arg(token);
-        let _: u64 = self.invoke("acquire", &invocation).await?;
+        let mut stamp = invocation(&SCRIPTS.restamp, &[&keys.fence, &keys.holder]);
+        stamp.arg(token_value).arg(token);
+        let _: u64 = self.invoke("acquire", &stamp).await?;
         Ok(())
     }
 
@@ -597,10 +584,7 @@ impl Backend for RedisBackend {
         let first = self.fast_paths().polled.insert(request.token.clone()) || !request.wait;
         let mut answer: Vec<i64> = vec![-1];
         if first && request.kind.is_exclusive() {
-            let mut fast = SCRIPTS.try_exclusive.prepare_invoke();
-            for key in keys.fast() {
-                fast.key(key);
-            }
+            let mut fast = invocation(&SCRIPTS.try_exclusive, &keys.fast());
             fast.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
@@ -608,9 +592,8 @@ impl Backend for RedisBackend {
             answer = self.invoke_on(conn.clone(), "acquire", &fast).await?;
         }
         if answer == [-1] {
-            let mut invocation = self.on_lock(&SCRIPTS.acquire, &request.name)?;
-            invocation
-                .arg(&request.token)
+            let mut full = invocation(&SCRIPTS.acquire, &keys.all());
+            full.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
                 .arg(request.kind.as_str())
@@ -621,7 +604,7 @@ impl Backend for RedisBackend {
                 .arg(&self.channel)
                 .arg(request.permits)
                 .arg(request.kind.limit());
-            answer = self.invoke_on(conn, "acquire", &invocation).await?;
+            answer = self.invoke_on(conn, "acquire", &full).await?;
         }
         if !request.wait {
             self.fast_paths().polled.remove(&request.token);
@@ -666,16 +649,16 @@ impl Backend for RedisBackend {
             fast_paths.polled.remove(&ticket.request.token);
             fast_paths.exclusive.remove(&ticket.request.token);
         }
-        let mut invocation = self.on_lock(&SCRIPTS.cancel, &ticket.request.name)?;
-        invocation.arg(&ticket.request.token);
-        let _: i64 = self.invoke("cancel", &invocation).await?;
+        let mut cancel = invocation(&SCRIPTS.cancel, &self.keys(&ticket.request.name)?.all());
+        cancel.arg(&ticket.request.token);
+        let _: i64 = self.invoke("cancel", &cancel).await?;
         Ok(())
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let mut invocation = self.on_lock(&SCRIPTS.renew, &lease.name)?;
-        invocation.arg(&lease.token).arg(ttl.as_millis() as u64);
-        let renewed: i64 = self.invoke("renew", &invocation).await?;
+        let mut renew = invocation(&SCRIPTS.renew, &self.keys(&lease.name)?.all());
+        renew.arg(&lease.token).arg(ttl.as_millis() as u64);
+        let renewed: i64 = self.invoke("renew", &renew).await?;
         Ok(if renewed == 1 {
             LeaseOutcome::Done
         } else {
@@ -730,19 +713,17 @@ impl Backend for RedisBackend {
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+        let keys = self.keys(&lease.name)?;
         let mut released: i64 = -1;
         if self.fast_paths().exclusive.remove(&lease.token) {
-            let mut fast = SCRIPTS.release_exclusive.prepare_invoke();
-            for key in self.keys(&lease.name)?.fast() {
-                fast.key(key);
-            }
+            let mut fast = invocation(&SCRIPTS.release_exclusive, &keys.fast());
             fast.arg(&lease.token);
             released = self.invoke("release", &fast).await?;
         }
         if released == -1 {
-            let mut invocation = self.on_lock(&SCRIPTS.release, &lease.name)?;
-            invocation.arg(&lease.token);
-            released = self.invoke("release", &invocation).await?;
+            let mut full = invocation(&SCRIPTS.release, &keys.all());
+            full.arg(&lease.token);
+            released = self.invoke("release", &full).await?;
         }
         Ok(if released == 1 {
             LeaseOutcome::Done

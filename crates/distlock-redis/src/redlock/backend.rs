@@ -140,24 +140,7 @@ impl RedlockBackend {
     {
         let calls = these.iter().map(|&at| {
             let (op, master) = (&op, &self.masters[at]);
-            async move {
-                let answer = tokio::time::timeout(timeout, async {
-                    let backend = master.get().await?;
-                    op(backend).await
-                })
-                .await;
-                match answer {
-                    Ok(Ok(value)) => Some(value),
-                    Ok(Err(err)) => {
-                        tracing::debug!(error = %err, "a RedLock master failed");
-                        None
-                    }
-                    Err(_) => {
-                        tracing::debug!(?timeout, "a RedLock master did not answer in time");
-                        None
-                    }
-                }
-            }
+            bounded(timeout, async move { op(master.get().await?).await })
         });
         join_all(calls).await
     }
@@ -184,17 +167,13 @@ impl RedlockBackend {
             .iter()
             .enumerate()
             .map(|(at, master)| {
-                let call = tokio::time::timeout(timeout, op(master.clone()));
+                let call = bounded(timeout, op(master.clone()));
                 async move { (at, call.await) }
             })
             .collect();
         let mut answers: Answers<T> = self.masters.iter().map(|_| None).collect();
         while let Some((at, answer)) = calls.next().await {
-            match answer {
-                Ok(Ok(value)) => answers[at] = Some(value),
-                Ok(Err(err)) => tracing::debug!(error = %err, "a RedLock master failed"),
-                Err(_) => tracing::debug!(?timeout, "a RedLock master did not answer in time"),
-            }
+            answers[at] = answer;
             if enough(&answers) {
                 break;
             }
@@ -203,7 +182,7 @@ impl RedlockBackend {
             let masters = self.masters.clone();
             tokio::spawn(async move {
                 while let Some((at, answer)) = calls.next().await {
-                    if let Ok(Ok(value)) = answer {
+                    if let Some(value) = answer {
                         late(masters[at].clone(), value).await;
                     }
                 }
@@ -262,6 +241,22 @@ impl RedlockBackend {
             Ok(master.release(lease).await? == LeaseOutcome::Done)
         })
         .await
+    }
+}
+
+/// One master's answer to `call` within `timeout`; `None` (logged) if it failed or was
+/// late.
+async fn bounded<T>(timeout: Duration, call: impl Future<Output = Result<T>>) -> Option<T> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(value)) => Some(value),
+        Ok(Err(err)) => {
+            tracing::debug!(error = %err, "a RedLock master failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(?timeout, "a RedLock master did not answer in time");
+            None
+        }
     }
 }
 

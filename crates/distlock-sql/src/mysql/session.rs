@@ -2,7 +2,7 @@
 //! shared [`SessionDialect`]. Every statement of session mode is here.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use distlock_core::{Error, LockRequest, Result, async_trait};
@@ -31,22 +31,39 @@ const RECORD_GRANT: &str = "INSERT INTO distlock_session_lock
        conn = VALUES(conn), token = VALUES(token), owner = VALUES(owner), host = VALUES(host),
        pid = VALUES(pid), since_ms = VALUES(since_ms), ttl_ms = VALUES(ttl_ms)";
 
-/// No live lease of the key (bind: the key). A lease is granted only while its transaction
-/// holds the key's `GET_LOCK`, and that lock is let go only after the grant commits, by a
-/// statement that reads `distlock_session_lock`. A statement writing that in-memory table
-/// holds it locked to its end, so a session mutex's check-and-lock cannot straddle a lease
-/// grant: either it sees the committed lease, or its `GET_LOCK` meets the lease's. The
-/// wait path checks after its `GET_LOCK`, which is sound on its own.
-fn no_lease() -> String {
-    format!("NOT {}", lease_live())
-}
-
 /// A live lease of the key exists (bind: the key).
-fn lease_live() -> String {
+static LEASE_LIVE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "EXISTS (SELECT 1 FROM distlock_lease WHERE lock_key = ? AND expires_at_ms > {CLOCK_MS})"
     )
+});
+
+/// [`RECORD_GRANT`] taking the lock if `taken` (an SQL condition whose two parameters are
+/// both the key) holds.
+fn record_grant_if(taken: &str) -> String {
+    RECORD_GRANT
+        .replace("{taken}", taken)
+        .replace("{CLOCK_US}", CLOCK_US)
+        .replace("{CLOCK_MS}", CLOCK_MS)
 }
+
+/// The try: no live lease of the key, then `GET_LOCK` without waiting. A lease is granted
+/// only while its transaction holds the key's `GET_LOCK`, and that lock is let go only
+/// after the grant commits, by a statement that reads `distlock_session_lock`. This
+/// statement writes that in-memory table, which stays locked to its end, so it cannot
+/// straddle a lease grant: either it sees the committed lease, or its `GET_LOCK` meets the
+/// lease's.
+static TRY_GRANT: LazyLock<String> =
+    LazyLock::new(|| record_grant_if(&format!("NOT {} AND GET_LOCK(?, 0) = 1", *LEASE_LIVE)));
+
+/// After a wait in `GET_LOCK`: still ours, and no live lease (checked after the lock,
+/// which is sound on its own).
+static WAIT_GRANT: LazyLock<String> = LazyLock::new(|| {
+    record_grant_if(&format!(
+        "IS_USED_LOCK(?) = CONNECTION_ID() AND NOT {}",
+        *LEASE_LIVE
+    ))
+});
 
 /// A connection, the server's id for it, and the `wait_timeout` it was last given.
 pub(super) struct MyConn {
@@ -111,19 +128,14 @@ async fn arm(conn: &mut MyConn, ttl: Duration) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Runs [`RECORD_GRANT`] for `request` on `key`, the lock held if `taken` (an SQL condition
-/// whose two parameters are both the key) holds.
+/// Runs `sql` (the [`TRY_GRANT`] or [`WAIT_GRANT`] statement) for `request` on `key`.
 async fn record_grant(
     conn: &mut MySqlConnection,
     request: &LockRequest,
     key: &str,
-    taken: &str,
+    sql: &str,
 ) -> sqlx::Result<sqlx::mysql::MySqlQueryResult> {
-    let sql = RECORD_GRANT
-        .replace("{taken}", taken)
-        .replace("{CLOCK_US}", CLOCK_US)
-        .replace("{CLOCK_MS}", CLOCK_MS);
-    sqlx::query(&sql)
+    sqlx::query(sql)
         .bind(key)
         .bind(&request.token)
         .bind(request.owner.as_str())
@@ -182,8 +194,7 @@ impl SessionDialect for MysqlSessions {
     ) -> sqlx::Result<Tried> {
         arm(conn, request.ttl).await?;
         self.record_name(&mut conn.conn, &request.name, key).await?;
-        let taken = format!("{} AND GET_LOCK(?, 0) = 1", no_lease());
-        let done = record_grant(&mut conn.conn, request, key, &taken).await?;
+        let done = record_grant(&mut conn.conn, request, key, &TRY_GRANT).await?;
         let fence = (done.rows_affected() > 0).then(|| done.last_insert_id() as i64);
         let clash = match fence {
             Some(_) => None,
@@ -228,8 +239,7 @@ impl SessionDialect for MysqlSessions {
                 "the wait in GET_LOCK was stopped".into(),
             ));
         }
-        let taken = format!("IS_USED_LOCK(?) = CONNECTION_ID() AND {}", no_lease());
-        let done = record_grant(&mut conn.conn, request, key, &taken).await?;
+        let done = record_grant(&mut conn.conn, request, key, &WAIT_GRANT).await?;
         if done.rows_affected() > 0 {
             return Ok(Ok(done.last_insert_id() as i64));
         }
@@ -287,7 +297,7 @@ async fn leased(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<Option<&'
     let row = sqlx::query(&format!(
         "SELECT CAST({} AS SIGNED),
                 CAST(IF(IS_USED_LOCK(?) = CONNECTION_ID(), RELEASE_LOCK(?), 0) AS SIGNED)",
-        lease_live()
+        *LEASE_LIVE
     ))
     .bind(key)
     .bind(key)

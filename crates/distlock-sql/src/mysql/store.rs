@@ -439,24 +439,44 @@ pub(super) async fn inspect(
             .await
             .map_err(&err)?;
     }
-    let mut fences = BTreeMap::new();
-    for name in live.names() {
-        let key = lock_key(&name);
-        let value: i64 = sqlx::query_scalar(
-            "SELECT CAST(GREATEST(
-                COALESCE((SELECT value FROM distlock_fence WHERE lock_key = ?), 0),
-                COALESCE((SELECT fence FROM distlock_session_lock WHERE lock_key = ?), 0))
-              AS SIGNED)",
-        )
-        .bind(&key)
-        .bind(&key)
-        .fetch_one(&mut *snapshot)
+    let fences = fences_of(&mut snapshot, &live.names())
         .await
         .map_err(&err)?;
-        fences.insert(name, value);
-    }
     snapshot.commit().await.map_err(&err)?;
     live.into_states(&fences, now)
+}
+
+/// The last fencing token of each of `names`, in one round trip: the greater of the lease
+/// counter and the session-mode counter of its key.
+async fn fences_of(
+    conn: &mut MySqlConnection,
+    names: &[String],
+) -> sqlx::Result<BTreeMap<String, i64>> {
+    if names.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let by_key: BTreeMap<String, &String> = names.iter().map(|n| (lock_key(n), n)).collect();
+    let marks = vec!["?"; by_key.len()].join(", ");
+    let sql = format!(
+        "SELECT lock_key, CAST(MAX(value) AS SIGNED) FROM (
+           SELECT lock_key, value FROM distlock_fence WHERE lock_key IN ({marks})
+           UNION ALL
+           SELECT lock_key, fence FROM distlock_session_lock WHERE lock_key IN ({marks})
+         ) AS counters GROUP BY lock_key"
+    );
+    let mut query = sqlx::query(&sql);
+    for _ in 0..2 {
+        for key in by_key.keys() {
+            query = query.bind(key);
+        }
+    }
+    let mut fences = BTreeMap::new();
+    for row in query.fetch_all(&mut *conn).await? {
+        if let Some(name) = by_key.get(&row.text(0)?) {
+            fences.insert((*name).clone(), row.int(1)?);
+        }
+    }
+    Ok(fences)
 }
 
 /// One `SELECT 1` round trip on a pooled connection: the floor of every lock operation.
