@@ -14,8 +14,8 @@ use tokio::task::AbortHandle;
 
 use crate::config::RedisConfig;
 use crate::connection::{self, Conn};
-use crate::keys::LockKeys;
-use crate::scripts::SCRIPTS;
+use crate::keys::{Key, LockKeys};
+use crate::scripts::{Call, SCRIPTS};
 use crate::wakeups;
 
 /// How long a waiter's queue entry lives without being refreshed. The core polls at least
@@ -82,15 +82,6 @@ impl Drop for RedisBackend {
     fn drop(&mut self) {
         self.listener.abort();
     }
-}
-
-/// An invocation of `script` on `keys`.
-fn invocation<'a>(script: &'a redis::Script, keys: &[&str]) -> redis::ScriptInvocation<'a> {
-    let mut invocation = script.prepare_invoke();
-    for key in keys {
-        invocation.key(*key);
-    }
-    invocation
 }
 
 /// Maps a Redis error to a distlock error for `operation`.
@@ -313,10 +304,9 @@ impl RedisBackend {
     async fn invoke<T: redis::FromRedisValue>(
         &self,
         operation: &'static str,
-        invocation: &redis::ScriptInvocation<'_>,
+        call: &Call<'_>,
     ) -> Result<T> {
-        self.invoke_on(self.conn.clone(), operation, invocation)
-            .await
+        self.invoke_on(self.conn.clone(), operation, call).await
     }
 
     /// [`invoke`](Self::invoke) on connection `conn`.
@@ -324,12 +314,12 @@ impl RedisBackend {
         &self,
         mut conn: Conn,
         operation: &'static str,
-        invocation: &redis::ScriptInvocation<'_>,
+        call: &Call<'_>,
     ) -> Result<T> {
-        let answer = match invocation.invoke_async(&mut conn).await {
+        let answer = match call.run(&mut conn).await {
             Err(err) if err.is_connection_dropped() || err.is_io_error() => {
                 tracing::debug!(error = %err, operation, "redis connection dropped; trying once more");
-                invocation.invoke_async(&mut conn).await
+                call.run(&mut conn).await
             }
             answer => answer,
         };
@@ -398,8 +388,8 @@ impl RedisBackend {
             }
             None => (String::new(), 0),
         };
-        let waiting_keys = [keys.redlock_waiting.as_str(), &keys.redlock_waiting_info];
-        let mut note = invocation(&SCRIPTS.redlock_waiting, &waiting_keys);
+        let waiting_keys = [Key::RedlockWaiting, Key::RedlockWaitingInfo];
+        let mut note = Call::new(&SCRIPTS.redlock_waiting, keys, &waiting_keys);
         note.arg(&request.token).arg(record.1).arg(record.0);
         let _: u64 = self.invoke("acquire", &note).await?;
         Ok(())
@@ -411,8 +401,8 @@ impl RedisBackend {
         let mut conn = self.conn.clone();
         let ((secs, micros), queue, records): WaitingSnapshot = redis::pipe()
             .cmd("TIME")
-            .zrange_withscores(&keys.redlock_waiting, 0, -1)
-            .hgetall(&keys.redlock_waiting_info)
+            .zrange_withscores(keys.named(Key::RedlockWaiting), 0, -1)
+            .hgetall(keys.named(Key::RedlockWaitingInfo))
             .query_async(&mut conn)
             .await
             .map_err(redis_error("inspect"))?;
@@ -440,13 +430,13 @@ impl RedisBackend {
     /// (RedLock): the counter is raised to it, and the holder record shows it.
     pub(crate) async fn restamp(&self, name: &str, token: &str, token_value: u64) -> Result<()> {
         let keys = self.keys(name)?;
-        let mut stamp = invocation(&SCRIPTS.restamp, &[&keys.fence, &keys.holder]);
+        let mut stamp = Call::new(&SCRIPTS.restamp, keys, &[Key::Fence, Key::Holder]);
         stamp.arg(token_value).arg(token);
         let _: u64 = self.invoke("acquire", &stamp).await?;
         Ok(())
     }
 
-    fn keys(&self, name: &str) -> Result<LockKeys> {
+    fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {
         LockKeys::new(&self.prefix, name)
     }
 
@@ -486,15 +476,15 @@ impl RedisBackend {
         let mut conn = self.conn.clone();
         let (holder, token, pttl, fence, waiters, queue, (secs, micros), leases, lease_info): Snapshot =
             redis::pipe()
-                .get(&keys.holder)
-                .get(&keys.lock)
-                .pttl(&keys.lock)
-                .get(&keys.fence)
-                .hgetall(&keys.waiters)
-                .zrange(&keys.queue, 0, -1)
+                .get(keys.named(Key::Holder))
+                .get(keys.named(Key::Lock))
+                .pttl(keys.named(Key::Lock))
+                .get(keys.named(Key::Fence))
+                .hgetall(keys.named(Key::Waiters))
+                .zrange(keys.named(Key::Queue), 0, -1)
                 .cmd("TIME")
-                .zrange_withscores(&keys.leases, 0, -1)
-                .hgetall(&keys.lease_info)
+                .zrange_withscores(keys.named(Key::Leases), 0, -1)
+                .hgetall(keys.named(Key::LeaseInfo))
                 .query_async(&mut conn)
                 .await
                 .map_err(&err)?;
@@ -584,7 +574,7 @@ impl Backend for RedisBackend {
         let first = self.fast_paths().polled.insert(request.token.clone()) || !request.wait;
         let mut answer: Vec<i64> = vec![-1];
         if first && request.kind.is_exclusive() {
-            let mut fast = invocation(&SCRIPTS.try_exclusive, &keys.fast());
+            let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::FAST);
             fast.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
@@ -592,7 +582,7 @@ impl Backend for RedisBackend {
             answer = self.invoke_on(conn.clone(), "acquire", &fast).await?;
         }
         if answer == [-1] {
-            let mut full = invocation(&SCRIPTS.acquire, &keys.all());
+            let mut full = Call::new(&SCRIPTS.acquire, keys, &Key::ALL);
             full.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
@@ -649,14 +639,15 @@ impl Backend for RedisBackend {
             fast_paths.polled.remove(&ticket.request.token);
             fast_paths.exclusive.remove(&ticket.request.token);
         }
-        let mut cancel = invocation(&SCRIPTS.cancel, &self.keys(&ticket.request.name)?.all());
+        let keys = self.keys(&ticket.request.name)?;
+        let mut cancel = Call::new(&SCRIPTS.cancel, keys, &Key::ALL);
         cancel.arg(&ticket.request.token);
         let _: i64 = self.invoke("cancel", &cancel).await?;
         Ok(())
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let mut renew = invocation(&SCRIPTS.renew, &self.keys(&lease.name)?.all());
+        let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
         renew.arg(&lease.token).arg(ttl.as_millis() as u64);
         let renewed: i64 = self.invoke("renew", &renew).await?;
         Ok(if renewed == 1 {
@@ -679,13 +670,9 @@ impl Backend for RedisBackend {
         // One pipeline: every renewal in one round trip.
         let mut pipe = redis::pipe();
         for lease in leases {
-            let keys = self.keys(&lease.name)?;
-            pipe.cmd("EVALSHA")
-                .arg(SCRIPTS.renew.get_hash())
-                .arg(keys.all().len())
-                .arg(&keys.all()[..])
-                .arg(&lease.token)
-                .arg(ttl.as_millis() as u64);
+            let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
+            renew.arg(&lease.token).arg(ttl.as_millis() as u64);
+            pipe.add_command(renew.into_command());
         }
         let mut conn = self.conn.clone();
         let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
@@ -716,12 +703,12 @@ impl Backend for RedisBackend {
         let keys = self.keys(&lease.name)?;
         let mut released: i64 = -1;
         if self.fast_paths().exclusive.remove(&lease.token) {
-            let mut fast = invocation(&SCRIPTS.release_exclusive, &keys.fast());
+            let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::FAST);
             fast.arg(&lease.token);
             released = self.invoke("release", &fast).await?;
         }
         if released == -1 {
-            let mut full = invocation(&SCRIPTS.release, &keys.all());
+            let mut full = Call::new(&SCRIPTS.release, keys, &Key::ALL);
             full.arg(&lease.token);
             released = self.invoke("release", &full).await?;
         }

@@ -1,71 +1,92 @@
 //! Key layout: the lock's key, and its companions under the same hash tag.
+//!
+//! Key names are written straight into the command that carries them ([`KeyName`] is a
+//! Redis argument), so an operation builds no strings for them.
+
+use std::io::Write;
 
 use distlock_core::{Error, Result};
+use redis::{RedisWrite, ToRedisArgs, ToSingleRedisArg};
 
-/// The keys of one lock.
-#[derive(Debug, Clone)]
-pub(crate) struct LockKeys {
-    pub(crate) lock: String,
-    pub(crate) fence: String,
-    pub(crate) queue: String,
-    pub(crate) waiters: String,
-    pub(crate) holder: String,
-    pub(crate) seq: String,
-    pub(crate) leases: String,
-    pub(crate) lease_info: String,
-    /// RedLock waiters (status only): token -> expiry, and token -> record.
-    pub(crate) redlock_waiting: String,
-    pub(crate) redlock_waiting_info: String,
+/// One of a lock's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// The token of the exclusive holder: the key other Redis lock clients use too.
+    Lock,
+    Fence,
+    Queue,
+    Leases,
+    Holder,
+    Waiters,
+    Seq,
+    LeaseInfo,
+    /// RedLock waiters (status only): token -> expiry.
+    RedlockWaiting,
+    /// RedLock waiters (status only): token -> record.
+    RedlockWaitingInfo,
 }
 
-impl LockKeys {
+impl Key {
+    /// The keys every lock script takes, in this order (see `scripts/keys.lua`).
+    pub(crate) const ALL: [Key; 8] = [
+        Key::Lock,
+        Key::Fence,
+        Key::Queue,
+        Key::Leases,
+        Key::Holder,
+        Key::Waiters,
+        Key::Seq,
+        Key::LeaseInfo,
+    ];
+
+    /// The keys the fast-path scripts take: the first five of [`ALL`](Self::ALL).
+    pub(crate) const FAST: [Key; 5] = [Key::Lock, Key::Fence, Key::Queue, Key::Leases, Key::Holder];
+
+    /// The suffix after the hash tag; `None` for the lock's own key, which has no tag.
+    fn suffix(self) -> Option<&'static str> {
+        Some(match self {
+            Key::Lock => return None,
+            Key::Fence => "fence",
+            Key::Queue => "queue",
+            Key::Leases => "leases",
+            Key::Holder => "holder",
+            Key::Waiters => "waiters",
+            Key::Seq => "seq",
+            Key::LeaseInfo => "lease-info",
+            Key::RedlockWaiting => "redlock-waiting",
+            Key::RedlockWaitingInfo => "redlock-waiting-info",
+        })
+    }
+}
+
+/// The keys of one lock: `prefix` + `name` for the lock itself, and
+/// `{prefix + name}:suffix` for each companion, so all share one cluster slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LockKeys<'a> {
+    prefix: &'a str,
+    name: &'a str,
+}
+
+impl<'a> LockKeys<'a> {
     /// The keys of lock `name` under `prefix`; names with braces are refused (they would
     /// change the hash tag).
-    pub(crate) fn new(prefix: &str, name: &str) -> Result<LockKeys> {
+    pub(crate) fn new(prefix: &'a str, name: &'a str) -> Result<LockKeys<'a>> {
         if name.contains(['{', '}']) {
             return Err(Error::invalid(format!(
                 "redis lock names may not contain `{{` or `}}` (they pick the cluster slot): `{name}`"
             )));
         }
-        let lock = format!("{prefix}{name}");
-        let tagged = |suffix: &str| format!("{{{lock}}}:{suffix}");
-        Ok(LockKeys {
-            fence: tagged("fence"),
-            queue: tagged("queue"),
-            waiters: tagged("waiters"),
-            holder: tagged("holder"),
-            seq: tagged("seq"),
-            leases: tagged("leases"),
-            lease_info: tagged("lease-info"),
-            redlock_waiting: tagged("redlock-waiting"),
-            redlock_waiting_info: tagged("redlock-waiting-info"),
-            lock,
-        })
+        Ok(LockKeys { prefix, name })
     }
 
-    /// All keys, in the order every script takes them (see `scripts/keys.lua`).
-    pub(crate) fn all(&self) -> [&str; 8] {
-        [
-            &self.lock,
-            &self.fence,
-            &self.queue,
-            &self.leases,
-            &self.holder,
-            &self.waiters,
-            &self.seq,
-            &self.lease_info,
-        ]
+    /// Key `which`, as a command argument.
+    pub(crate) fn named(self, which: Key) -> KeyName<'a> {
+        KeyName { keys: self, which }
     }
 
-    /// The keys the fast-path scripts take: the first five of [`all`](Self::all).
-    pub(crate) fn fast(&self) -> [&str; 5] {
-        [
-            &self.lock,
-            &self.fence,
-            &self.queue,
-            &self.leases,
-            &self.holder,
-        ]
+    /// Keys `which`, in order, as command arguments.
+    pub(crate) fn list(self, which: &'a [Key]) -> impl Iterator<Item = KeyName<'a>> + 'a {
+        which.iter().map(move |&k| self.named(k))
     }
 
     /// The glob matching every lock's fencing counter under `prefix`.
@@ -81,13 +102,49 @@ impl LockKeys {
     }
 
     /// The lock name inside a fencing counter's key, if it is one of ours.
-    pub(crate) fn name_of_fence<'a>(prefix: &str, fence_key: &'a str) -> Option<&'a str> {
+    pub(crate) fn name_of_fence<'k>(prefix: &str, fence_key: &'k str) -> Option<&'k str> {
         fence_key
             .strip_prefix('{')?
             .strip_suffix("}:fence")?
             .strip_prefix(prefix)
     }
 }
+
+/// One key of one lock, written as a command argument without building a string first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyName<'a> {
+    keys: LockKeys<'a>,
+    which: Key,
+}
+
+impl KeyName<'_> {
+    /// The key's parts, to be written one after the other.
+    fn parts(&self) -> [&str; 5] {
+        let LockKeys { prefix, name } = self.keys;
+        match self.which.suffix() {
+            None => [prefix, name, "", "", ""],
+            Some(suffix) => ["{", prefix, name, "}:", suffix],
+        }
+    }
+}
+
+impl std::fmt::Display for KeyName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.parts().iter().try_for_each(|part| f.write_str(part))
+    }
+}
+
+impl ToRedisArgs for KeyName<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        let mut arg = out.writer_for_next_arg();
+        for part in self.parts() {
+            // Writing into the command's own buffer cannot fail.
+            let _ = arg.write_all(part.as_bytes());
+        }
+    }
+}
+
+impl ToSingleRedisArg for KeyName<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -96,13 +153,18 @@ mod tests {
     #[test]
     fn companions_share_the_lock_key_as_hash_tag() {
         let keys = LockKeys::new("locks:", "orders/42").unwrap();
-        assert_eq!(keys.lock, "locks:orders/42");
-        assert_eq!(keys.fence, "{locks:orders/42}:fence");
-        assert_eq!(
-            LockKeys::name_of_fence("locks:", &keys.fence),
-            Some("orders/42")
-        );
+        assert_eq!(keys.named(Key::Lock).to_string(), "locks:orders/42");
+        let fence = keys.named(Key::Fence).to_string();
+        assert_eq!(fence, "{locks:orders/42}:fence");
+        assert_eq!(LockKeys::name_of_fence("locks:", &fence), Some("orders/42"));
         assert!(LockKeys::new("", "a{b}").is_err());
         assert_eq!(LockKeys::fence_pattern("a*"), "{a\\**}:fence");
+    }
+
+    #[test]
+    fn a_key_is_written_as_one_argument() {
+        let keys = LockKeys::new("p:", "n");
+        let args = keys.unwrap().named(Key::LeaseInfo).to_redis_args();
+        assert_eq!(args, vec![b"{p:n}:lease-info".to_vec()]);
     }
 }

@@ -6,7 +6,9 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
+
+use crate::keys::{Key, LockKeys};
 
 const KEYS: &str = include_str!("scripts/keys.lua");
 const HELPERS: &str = include_str!("scripts/helpers.lua");
@@ -52,3 +54,50 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     restamp: Script::new(include_str!("scripts/restamp.lua")),
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
 });
+
+/// One call of a script on one lock's keys: an EVALSHA command, loading the script when the
+/// server does not have it (after a restart). The command is built in one buffer, key names
+/// included.
+pub(crate) struct Call<'a> {
+    script: &'a Script,
+    cmd: Cmd,
+}
+
+impl<'a> Call<'a> {
+    /// A call of `script` on keys `which` of `keys`; arguments follow with [`arg`](Self::arg).
+    pub(crate) fn new(script: &'a Script, keys: LockKeys<'_>, which: &[Key]) -> Call<'a> {
+        let mut cmd = Cmd::with_capacity(which.len() + 16, 384);
+        cmd.arg("EVALSHA").arg(script.get_hash()).arg(which.len());
+        for key in keys.list(which) {
+            cmd.arg(key);
+        }
+        Call { script, cmd }
+    }
+
+    /// Appends an argument (`ARGV`).
+    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// The EVALSHA command, for a pipeline (which must load the script itself).
+    pub(crate) fn into_command(self) -> Cmd {
+        self.cmd
+    }
+
+    /// Runs the call on `conn`, loading the script first if the server lacks it.
+    pub(crate) async fn run<T: FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<T> {
+        match self.cmd.query_async(conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                self.script.prepare_invoke().load_async(conn).await?;
+                self.cmd.query_async(conn).await
+            }
+            answer => answer,
+        }
+    }
+}

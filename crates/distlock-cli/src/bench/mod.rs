@@ -31,6 +31,23 @@ fn unique_name(what: &str) -> String {
 }
 
 pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
+    on_worker(run_bench(url.clone(), args)).await
+}
+
+/// Runs `job` as a task on the runtime's worker threads, where a service's own tasks take
+/// their locks, rather than on the thread blocked on the runtime: there every answer would
+/// cost a wake-up of another thread, in the floor and the lock figures alike.
+async fn on_worker<F>(job: F) -> Result<u8>
+where
+    F: std::future::Future<Output = Result<u8>> + Send + 'static,
+{
+    tokio::spawn(job)
+        .await
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("the bench task failed: {e}")))?
+}
+
+async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
+    let url = &url;
     if args.clients == 0 {
         return Err(Error::invalid("--clients must be at least 1"));
     }
@@ -385,6 +402,10 @@ async fn contend_in_processes(
 /// One client process of `bench --processes`: contends from `start_at_ms` for `duration`
 /// and prints its acquisitions as JSON.
 pub async fn worker(args: BenchWorkerArgs) -> Result<u8> {
+    on_worker(run_worker(args)).await
+}
+
+async fn run_worker(args: BenchWorkerArgs) -> Result<u8> {
     let client = Client::connect(&args.lock_url).await?;
     let mutex = client.mutex(&args.name);
     let now_ms = SystemTime::now()
