@@ -26,6 +26,11 @@
 //! most every two seconds. Non-fair waiters may be overtaken by a newcomer, but not once
 //! they have waited longer than [`distlock_core::STARVATION`]; fair waiters never.
 //!
+//! A release, and the poll of a mutex or write-lock waiter, look at the head of the queue
+//! only (dropping dead waiters in front of it once), so their cost on the server does not
+//! grow with the number of waiters. Read and semaphore requests still read the whole queue:
+//! whether they may go depends on every claim ahead of them.
+//!
 //! # Fencing tokens and restarts
 //!
 //! Tokens come from `INCR` in the acquire script. A counter that starts afresh — the first

@@ -219,3 +219,71 @@ fn rediss_connects_over_tls_trusting_the_given_authority() {
         assert!(plain.is_err(), "plain text to a TLS port fails");
     });
 }
+
+/// The `HGET` calls the server ran since its statistics were last reset: the acquire and
+/// release scripts read a waiter's record with one each.
+async fn record_reads(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_hget:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[test]
+fn a_hand_off_costs_the_same_however_long_the_queue() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0", redis.addr());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let raw = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+        let waiters = 40;
+        let mutex = client.mutex("long-queue");
+        let holder = mutex.lock().await.unwrap();
+        let tasks: Vec<_> = (0..waiters)
+            .map(|_| {
+                let mutex = mutex.clone();
+                tokio::spawn(async move {
+                    let guard = mutex.lock_timeout(Duration::from_secs(20)).await?;
+                    let token = guard.fencing_token();
+                    guard.release().await.map(|()| token)
+                })
+            })
+            .collect();
+        for _ in 0..200 {
+            let state = client.status(Some("long-queue")).await.unwrap();
+            if state.first().is_some_and(|s| s.waiters.len() == waiters) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        holder.release().await.unwrap();
+        let mut tokens = Vec::new();
+        for task in tasks {
+            tokens.push(task.await.unwrap().unwrap());
+        }
+        let mut sorted = tokens.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), waiters, "every waiter got a token of its own");
+
+        // Each hand-off reads the head's record when the holder releases and when the head
+        // polls. Reading the whole queue instead would cost about 20 reads per hand-off here.
+        let reads = record_reads(&mut conn).await;
+        assert!(
+            reads <= 4 * waiters as u64 + 10,
+            "{reads} waiter records read for {waiters} hand-offs"
+        );
+    });
+}

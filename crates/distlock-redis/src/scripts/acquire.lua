@@ -22,6 +22,9 @@ local function fits(claims)
   return taken + me.n <= me.l
 end
 
+-- Whether a holder or waiter of kind `c` may share the name with this request. The kinds
+-- fall into classes (locks of any kind; semaphores of one size) that mix only within
+-- themselves, so a request that agrees with one live waiter agrees with them all.
 local function compatible(c)
   if c.k == me.k then
     if semaphore(c.k) and c.l ~= me.l then
@@ -81,10 +84,30 @@ if shared then
   end
 end
 
+local function starving(info)
+  return tonumber(info.s) <= now() - tonumber(ARGV[8])
+end
+
 -- The queue, dropping waiters that stopped refreshing their place.
 local my_seq = false
 local ahead, starving_ahead, writer_waits = {}, {}, false
-if queue_exists then
+if queue_exists and exclusive(me.k) then
+  -- An exclusive request goes only if no live waiter is ahead of it (fair), or none ahead
+  -- is starving (not fair). Waiters queue in arrival order, so the first live one decides
+  -- both: it is ahead of everyone else, and has waited the longest. Every queued request
+  -- was checked against the waiters before it (see `compatible`), so checking it also
+  -- covers the kinds behind it. The cost does not grow with the queue.
+  local other, info = first_live()
+  my_seq = redis.call('ZSCORE', QUEUE, token)
+  if my_seq then my_seq = tonumber(my_seq) end
+  if other and other ~= token then
+    local claim = { k = info.k, n = info.n, l = info.l }
+    local refused = compatible(claim)
+    if refused then return refused end
+    table.insert(ahead, claim)
+    if starving(info) then table.insert(starving_ahead, claim) end
+  end
+elseif queue_exists then
   my_seq = redis.call('ZSCORE', QUEUE, token)
   if my_seq then my_seq = tonumber(my_seq) end
   local queued = redis.call('ZRANGE', QUEUE, 0, -1, 'WITHSCORES')
@@ -102,7 +125,7 @@ if queue_exists then
       if exclusive(info.k) then writer_waits = true end
       if not my_seq or seq < my_seq then
         table.insert(ahead, claim)
-        if tonumber(info.s) <= now() - tonumber(ARGV[8]) then
+        if starving(info) then
           table.insert(starving_ahead, claim)
         end
       end

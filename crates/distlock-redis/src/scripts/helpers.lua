@@ -25,18 +25,28 @@ local function purge_leases()
   end
 end
 
--- Wakes the first live waiter: publishes its token on its client's channel.
-local function wake_head()
-  local queued = redis.call('ZRANGE', QUEUE, 0, -1)
-  for _, other in ipairs(queued) do
-    local raw = redis.call('HGET', WAITERS, other)
+-- The first waiter in the queue still refreshing its place: its token and record, or nil.
+-- The waiters in front of it that stopped refreshing are dropped on the way, so the cost
+-- is one look, plus one per dead waiter dropped (once), however long the queue.
+local function first_live()
+  while true do
+    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
+    if not head then return nil end
+    local raw = redis.call('HGET', WAITERS, head)
     local info = raw and cjson.decode(raw)
     if info and tonumber(info.e) > now() then
-      redis.call('PUBLISH', info.c, other)
-      return
+      return head, info
     end
-    redis.call('ZREM', QUEUE, other)
-    redis.call('HDEL', WAITERS, other)
+    redis.call('ZREM', QUEUE, head)
+    redis.call('HDEL', WAITERS, head)
+  end
+end
+
+-- Wakes the first live waiter: publishes its token on its client's channel.
+local function wake_head()
+  local head, info = first_live()
+  if head then
+    redis.call('PUBLISH', info.c, head)
   end
 end
 
