@@ -38,7 +38,11 @@ const WAITER_LEASE: Duration = Duration::from_secs(5);
 /// # Ok(()) }
 /// ```
 pub struct RedisBackend {
-    conn: Conn,
+    /// The command connections; every operation on one lock uses the same one (see
+    /// [`conn_for`](Self::conn_for)). A cluster has one, the cluster client.
+    commands: Vec<Conn>,
+    /// Round-robin position for commands that name no lock (the floor's PING).
+    next: std::sync::atomic::AtomicUsize,
     fast_paths: std::sync::Mutex<FastPaths>,
     /// For a cluster: a node URL (with the credentials) and the TLS authority, to reach
     /// each primary on its own.
@@ -247,14 +251,19 @@ impl RedisBackend {
         if seeds.is_empty() && connection::probe(&client).await? {
             seeds.push(config.server.clone());
         }
-        let conn = match seeds.is_empty() {
-            true => Conn::Single(
-                client
-                    .get_connection_manager()
-                    .await
-                    .map_err(redis_error("connect"))?,
-            ),
-            false => connection::cluster(&seeds, tls_ca).await?,
+        let commands = match seeds.is_empty() {
+            true => {
+                let mut commands = Vec::with_capacity(config.connections);
+                for _ in 0..config.connections.max(1) {
+                    let conn = client
+                        .get_connection_manager()
+                        .await
+                        .map_err(redis_error("connect"))?;
+                    commands.push(Conn::Single(conn));
+                }
+                commands
+            }
+            false => vec![connection::cluster(&seeds, tls_ca).await?],
         };
         // Wake-ups are published cluster-wide, so any node can deliver them: subscribe to
         // the first node that answers, and to the next if it goes away.
@@ -286,7 +295,8 @@ impl RedisBackend {
         let listener = wakeups::listen(subscribe_to, channel.clone(), wakers.clone()).await?;
         let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
         Ok(RedisBackend {
-            conn,
+            commands,
+            next: std::sync::atomic::AtomicUsize::new(0),
             fast_paths: std::sync::Mutex::default(),
             nodes,
             acknowledged,
@@ -303,10 +313,11 @@ impl RedisBackend {
     /// same grant to the same token, the others compare the token.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
+        name: &str,
         operation: &'static str,
         call: &Call<'_>,
     ) -> Result<T> {
-        self.invoke_on(self.conn.clone(), operation, call).await
+        self.invoke_on(self.conn_for(name), operation, call).await
     }
 
     /// [`invoke`](Self::invoke) on connection `conn`.
@@ -391,14 +402,14 @@ impl RedisBackend {
         let waiting_keys = [Key::RedlockWaiting, Key::RedlockWaitingInfo];
         let mut note = Call::new(&SCRIPTS.redlock_waiting, keys, &waiting_keys);
         note.arg(&request.token).arg(record.1).arg(record.0);
-        let _: u64 = self.invoke("acquire", &note).await?;
+        let _: u64 = self.invoke(&request.name, "acquire", &note).await?;
         Ok(())
     }
 
     /// The live RedLock waiters of lock `name`, by request token.
     pub(crate) async fn redlock_waiters(&self, name: &str) -> Result<Vec<(String, WaiterInfo)>> {
         let keys = self.keys(name)?;
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn_for(name);
         let ((secs, micros), queue, records): WaitingSnapshot = redis::pipe()
             .cmd("TIME")
             .zrange_withscores(keys.named(Key::RedlockWaiting), 0, -1)
@@ -432,8 +443,78 @@ impl RedisBackend {
         let keys = self.keys(name)?;
         let mut stamp = Call::new(&SCRIPTS.restamp, keys, &[Key::Fence, Key::Holder]);
         stamp.arg(token_value).arg(token);
-        let _: u64 = self.invoke("acquire", &stamp).await?;
+        let _: u64 = self.invoke(name, "acquire", &stamp).await?;
         Ok(())
+    }
+
+    /// The connection every operation on lock `name` goes through, so that they reach the
+    /// server in the order they were made (a cancellation after the poll it cancels).
+    fn conn_for(&self, name: &str) -> Conn {
+        self.commands[self.index_for(name)].clone()
+    }
+
+    /// The position of [`conn_for`](Self::conn_for)'s connection among the commands'.
+    fn index_for(&self, name: &str) -> usize {
+        match self.commands.len() {
+            1 => 0,
+            n => {
+                use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+                let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
+                (hash % n as u64) as usize
+            }
+        }
+    }
+
+    /// Renews `leases` in one pipeline on `conn`, answering for each in order.
+    async fn renew_pipeline(
+        &self,
+        mut conn: Conn,
+        leases: impl Iterator<Item = &LeaseKey>,
+        ttl: Duration,
+    ) -> Result<Vec<LeaseOutcome>> {
+        let mut pipe = redis::pipe();
+        for lease in leases {
+            let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
+            renew.arg(&lease.token).arg(ttl.as_millis() as u64);
+            pipe.add_command(renew.into_command());
+        }
+        let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                SCRIPTS
+                    .renew
+                    .prepare_invoke()
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(redis_error("renew"))?;
+                pipe.query_async(&mut conn).await
+            }
+            answers => answers,
+        }
+        .map_err(redis_error("renew"))?;
+        Ok(answers
+            .into_iter()
+            .map(|renewed| match renewed {
+                1 => LeaseOutcome::Done,
+                _ => LeaseOutcome::NotHeld,
+            })
+            .collect())
+    }
+
+    /// The connection for a request's polls and its cancellation: with replicas to wait
+    /// for, the connection their `WAIT` counts on; otherwise the lock's.
+    fn request_conn(&self, name: &str) -> Conn {
+        match &self.acknowledged {
+            Some(acknowledged) => acknowledged.conn.clone(),
+            None => self.conn_for(name),
+        }
+    }
+
+    /// A connection for commands that name no lock.
+    fn any_conn(&self) -> Conn {
+        let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.commands[turn % self.commands.len()].clone()
     }
 
     fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {
@@ -473,7 +554,7 @@ impl RedisBackend {
     async fn state_of(&self, name: &str) -> Result<LockState> {
         let keys = self.keys(name)?;
         let err = redis_error("inspect");
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn_for(name);
         let (holder, token, pttl, fence, waiters, queue, (secs, micros), leases, lease_info): Snapshot =
             redis::pipe()
                 .get(keys.named(Key::Holder))
@@ -566,10 +647,7 @@ impl Backend for RedisBackend {
     async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
         let request = &ticket.request;
         let keys = self.keys(&request.name)?;
-        let conn = match &self.acknowledged {
-            Some(acknowledged) => acknowledged.conn.clone(),
-            None => self.conn.clone(),
-        };
+        let conn = self.request_conn(&request.name);
         let record = RequestRecord::of(request).to_json()?;
         let first = self.fast_paths().polled.insert(request.token.clone()) || !request.wait;
         let mut answer: Vec<i64> = vec![-1];
@@ -642,14 +720,15 @@ impl Backend for RedisBackend {
         let keys = self.keys(&ticket.request.name)?;
         let mut cancel = Call::new(&SCRIPTS.cancel, keys, &Key::ALL);
         cancel.arg(&ticket.request.token);
-        let _: i64 = self.invoke("cancel", &cancel).await?;
+        let conn = self.request_conn(&ticket.request.name);
+        let _: i64 = self.invoke_on(conn, "cancel", &cancel).await?;
         Ok(())
     }
 
     async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
         let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
         renew.arg(&lease.token).arg(ttl.as_millis() as u64);
-        let renewed: i64 = self.invoke("renew", &renew).await?;
+        let renewed: i64 = self.invoke(&lease.name, "renew", &renew).await?;
         Ok(if renewed == 1 {
             LeaseOutcome::Done
         } else {
@@ -667,36 +746,29 @@ impl Backend for RedisBackend {
                 .into_iter()
                 .collect();
         }
-        // One pipeline: every renewal in one round trip.
-        let mut pipe = redis::pipe();
-        for lease in leases {
-            let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
-            renew.arg(&lease.token).arg(ttl.as_millis() as u64);
-            pipe.add_command(renew.into_command());
+        // One pipeline per connection: every renewal in one round trip, and each on the
+        // connection its lock's other operations use.
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.commands.len()];
+        for (i, lease) in leases.iter().enumerate() {
+            groups[self.index_for(&lease.name)].push(i);
         }
-        let mut conn = self.conn.clone();
-        let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-            {
-                SCRIPTS
-                    .renew
-                    .prepare_invoke()
-                    .load_async(&mut conn)
-                    .await
-                    .map_err(redis_error("renew"))?;
-                pipe.query_async(&mut conn).await
+        let pipelines = groups
+            .iter()
+            .enumerate()
+            .filter(|(_, group)| !group.is_empty())
+            .map(|(conn, group)| {
+                let batch = group.iter().map(|&i| &leases[i]);
+                self.renew_pipeline(self.commands[conn].clone(), batch, ttl)
+            });
+        let answers = futures_util::future::join_all(pipelines).await;
+        let mut outcomes = vec![LeaseOutcome::NotHeld; leases.len()];
+        let answered = groups.iter().filter(|group| !group.is_empty());
+        for (group, answer) in answered.zip(answers) {
+            for (&i, outcome) in group.iter().zip(answer?) {
+                outcomes[i] = outcome;
             }
-            answers => answers,
         }
-        .map_err(redis_error("renew"))?;
-        Ok(answers
-            .into_iter()
-            .map(|renewed| match renewed {
-                1 => LeaseOutcome::Done,
-                _ => LeaseOutcome::NotHeld,
-            })
-            .collect())
+        Ok(outcomes)
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
@@ -705,12 +777,12 @@ impl Backend for RedisBackend {
         if self.fast_paths().exclusive.remove(&lease.token) {
             let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::FAST);
             fast.arg(&lease.token);
-            released = self.invoke("release", &fast).await?;
+            released = self.invoke(&lease.name, "release", &fast).await?;
         }
         if released == -1 {
             let mut full = Call::new(&SCRIPTS.release, keys, &Key::ALL);
             full.arg(&lease.token);
-            released = self.invoke("release", &full).await?;
+            released = self.invoke(&lease.name, "release", &full).await?;
         }
         Ok(if released == 1 {
             LeaseOutcome::Done
@@ -726,10 +798,10 @@ impl Backend for RedisBackend {
         let pattern = LockKeys::fence_pattern(&self.prefix);
         let mut names = Vec::new();
         match &self.nodes {
-            None => names.extend(self.scan_names(&mut self.conn.clone(), &pattern).await?),
+            None => names.extend(self.scan_names(&mut self.any_conn(), &pattern).await?),
             Some((node_url, tls_ca)) => {
                 // SCAN walks one node: walk every primary.
-                for primary in connection::primaries(&mut self.conn.clone()).await? {
+                for primary in connection::primaries(&mut self.any_conn()).await? {
                     let url = crate::config::seed(node_url, &primary)?;
                     let client = connection::single_client(&url, tls_ca.as_deref())?;
                     let mut conn = client
@@ -757,7 +829,7 @@ impl Backend for RedisBackend {
     }
 
     async fn floor_round(&self) -> Result<()> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.any_conn();
         let _: String = redis::cmd("PING")
             .query_async(&mut conn)
             .await

@@ -2,11 +2,46 @@
 
 use distlock_core::{Error, Result, Url, redact_url};
 
+/// Multiplexed command connections to a single server unless `?connections=` says
+/// otherwise. Two let the server read one connection's commands while the client writes
+/// the other's: on a two-core machine, 64 tasks over distinct names ran about 45 % more
+/// cycles per second than over one.
+///
+/// # Examples
+///
+/// ```
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0").unwrap();
+/// let config = distlock_redis::RedisConfig::from_url(&url)?;
+/// assert_eq!(config.connections, distlock_redis::DEFAULT_CONNECTIONS);
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub const DEFAULT_CONNECTIONS: usize = 2;
+/// The most command connections one client may open (`?connections=`).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_redis::{MAX_CONNECTIONS, RedisConfig};
+/// let parse = |n: &str| {
+///     let url = format!("redis://127.0.0.1:6379/0?connections={n}");
+///     RedisConfig::from_url(&distlock_core::Url::parse(&url).unwrap())
+/// };
+/// assert_eq!(parse("1")?.connections, 1);
+/// assert!(parse(&(MAX_CONNECTIONS + 1).to_string()).is_err());
+/// assert!(parse("0").is_err());
+/// assert!(parse("two").is_err());
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub const MAX_CONNECTIONS: usize = 16;
+
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
 /// (or `rediss://` for TLS; `redis+cluster://h1:7000,h2:7001,…` or `rediss+cluster://` for
 /// a Redis Cluster, learnt from any of the nodes listed) with distlock's options in the
 /// query: `prefix` (put before every
-/// lock key; default none); `min_replicas` and `replica_timeout` (hand out a grant only once
+/// lock key; default none); `connections` (how many multiplexed connections carry a single
+/// server's commands, 1 to 16, default [`DEFAULT_CONNECTIONS`]; every operation on one lock
+/// goes through the same one, so they reach the server in the order they were made);
+/// `min_replicas` and `replica_timeout` (hand out a grant only once
 /// that many replicas have it, waiting at most that long; default none and 1 s); and, for
 /// TLS, `tls_ca` (a PEM file of the certificate authority to trust instead of the
 /// system's). Other query parameters go to the Redis client.
@@ -34,6 +69,9 @@ pub struct RedisConfig {
     pub min_replicas: u32,
     /// How long to wait for them (`replica_timeout`; default 1 s).
     pub replica_timeout: std::time::Duration,
+    /// How many multiplexed connections carry the commands to a single server
+    /// (`connections`). A cluster uses the cluster client's connections instead.
+    pub connections: usize,
     /// The nodes to learn a Redis Cluster's layout from, for `redis+cluster://` (empty for
     /// a single server; a single server that says it is in a cluster is used as one).
     pub(crate) cluster_seeds: Vec<Url>,
@@ -47,6 +85,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("tls_ca", &self.tls_ca)
             .field("min_replicas", &self.min_replicas)
             .field("replica_timeout", &self.replica_timeout)
+            .field("connections", &self.connections)
             .field("cluster_nodes", &self.cluster_seeds.len())
             .finish()
     }
@@ -82,10 +121,22 @@ impl RedisConfig {
         let mut tls_ca = None;
         let mut min_replicas = 0;
         let mut replica_timeout = std::time::Duration::from_secs(1);
+        let mut connections = DEFAULT_CONNECTIONS;
         let mut passed = Vec::new();
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "prefix" => prefix = value.into_owned(),
+                "connections" => {
+                    connections = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_CONNECTIONS).contains(n))
+                        .ok_or_else(|| {
+                            Error::invalid(format!(
+                                "connections `{value}` is not a whole number from 1 to {MAX_CONNECTIONS}"
+                            ))
+                        })?;
+                }
                 "hosts" if cluster => hosts = Some(value.into_owned()),
                 "hosts" => {
                     return Err(Error::invalid(
@@ -145,6 +196,7 @@ impl RedisConfig {
             tls_ca,
             min_replicas,
             replica_timeout,
+            connections,
             cluster_seeds,
         })
     }

@@ -17,6 +17,11 @@
 //! key and increments the fencing counter together; release deletes only our own token;
 //! renewal extends only our own token.
 //!
+//! A client sends its commands over [`DEFAULT_CONNECTIONS`] multiplexed, reconnecting
+//! connections (`?connections=N`); all operations on one lock go through the same one, so
+//! a cancellation never overtakes the request it cancels. A cluster uses the cluster
+//! client's own connections.
+//!
 //! # Waiting without polling, without herds
 //!
 //! Each client subscribes once to a channel of its own. A waiter takes a place in the lock's
@@ -99,7 +104,7 @@ use std::sync::Arc;
 use distlock_core::{Backend, Connector, Result, Url, async_trait};
 
 pub use backend::RedisBackend;
-pub use config::RedisConfig;
+pub use config::{DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
 pub use redlock::{RedlockBackend, RedlockConfig};
 
 /// Registers the `redis://`, `rediss://` and `redlock://` connectors with the core's URL registry.
