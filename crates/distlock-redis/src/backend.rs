@@ -447,22 +447,19 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// The connection every operation on lock `name` goes through, so that they reach the
-    /// server in the order they were made (a cancellation after the poll it cancels).
+    /// The connection every operation on lock `name` goes through (but batched renewals),
+    /// so that they reach the server in the order they were made: a cancellation after
+    /// the poll it cancels.
     fn conn_for(&self, name: &str) -> Conn {
-        self.commands[self.index_for(name)].clone()
-    }
-
-    /// The position of [`conn_for`](Self::conn_for)'s connection among the commands'.
-    fn index_for(&self, name: &str) -> usize {
-        match self.commands.len() {
+        let index = match self.commands.len() {
             1 => 0,
             n => {
                 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
                 let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
                 (hash % n as u64) as usize
             }
-        }
+        };
+        self.commands[index].clone()
     }
 
     /// Renews `leases` in one pipeline on `conn`, answering for each in order.
@@ -746,29 +743,11 @@ impl Backend for RedisBackend {
                 .into_iter()
                 .collect();
         }
-        // One pipeline per connection: every renewal in one round trip, and each on the
-        // connection its lock's other operations use.
-        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.commands.len()];
-        for (i, lease) in leases.iter().enumerate() {
-            groups[self.index_for(&lease.name)].push(i);
-        }
-        let pipelines = groups
-            .iter()
-            .enumerate()
-            .filter(|(_, group)| !group.is_empty())
-            .map(|(conn, group)| {
-                let batch = group.iter().map(|&i| &leases[i]);
-                self.renew_pipeline(self.commands[conn].clone(), batch, ttl)
-            });
-        let answers = futures_util::future::join_all(pipelines).await;
-        let mut outcomes = vec![LeaseOutcome::NotHeld; leases.len()];
-        let answered = groups.iter().filter(|group| !group.is_empty());
-        for (group, answer) in answered.zip(answers) {
-            for (&i, outcome) in group.iter().zip(answer?) {
-                outcomes[i] = outcome;
-            }
-        }
-        Ok(outcomes)
+        // One pipeline: every renewal in one round trip. It may reach the server before or
+        // after the lock's other operations, which travel on the lock's own connection:
+        // a renewal that comes after the release only finds the grant gone.
+        self.renew_pipeline(self.any_conn(), leases.iter(), ttl)
+            .await
     }
 
     async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {

@@ -19,7 +19,8 @@
 //!
 //! A client sends its commands over [`DEFAULT_CONNECTIONS`] multiplexed, reconnecting
 //! connections (`?connections=N`); all operations on one lock go through the same one, so
-//! a cancellation never overtakes the request it cancels. A cluster uses the cluster
+//! a cancellation never overtakes the request it cancels (batched renewals take either;
+//! a renewal that arrives after its release finds the grant gone). A cluster uses the cluster
 //! client's own connections.
 //!
 //! # Waiting without polling, without herds
