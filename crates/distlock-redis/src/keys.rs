@@ -13,12 +13,19 @@ use redis::{RedisWrite, ToRedisArgs, ToSingleRedisArg};
 pub(crate) enum Key {
     /// The token of the exclusive holder: the key other Redis lock clients use too.
     Lock,
+    /// The fencing counter.
     Fence,
+    /// Queued request tokens by arrival number.
     Queue,
+    /// Shared grants (readers, semaphore permits) by expiry on the server's clock.
     Leases,
+    /// Who holds [`Key::Lock`], for `distlock status`.
     Holder,
+    /// Queued requests' records.
     Waiters,
+    /// Arrival numbers.
     Seq,
+    /// Shared grants' records.
     LeaseInfo,
     /// RedLock waiters (status only): token -> expiry.
     RedlockWaiting,
