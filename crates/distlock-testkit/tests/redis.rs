@@ -235,55 +235,79 @@ async fn record_reads(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
         .map_or(0, |calls| calls.parse().unwrap())
 }
 
+/// Queues `waiters` requests behind a held grant of lock `name`, made by `acquire`; then
+/// releases it and lets every waiter take its turn. Answers the waiter records the server
+/// read for those hand-offs, after checking each waiter got a fencing token of its own.
+async fn records_read_for_hand_offs<F, Fut>(name: &str, waiters: usize, acquire: F) -> u64
+where
+    F: Fn(distlock::Client, LockOptions) -> Fut,
+    Fut: std::future::Future<Output = distlock::Result<distlock::Guard>> + Send + 'static,
+{
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let client = distlock::Client::connect(&url).await.unwrap();
+    let raw = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+    let holder = acquire(client.clone(), LockOptions::new()).await.unwrap();
+    let patient = LockOptions::new().wait(Duration::from_secs(20));
+    let tasks: Vec<_> = (0..waiters)
+        .map(|_| {
+            let granted = acquire(client.clone(), patient.clone());
+            tokio::spawn(async move {
+                let guard = granted.await?;
+                let token = guard.fencing_token();
+                guard.release().await.map(|()| token)
+            })
+        })
+        .collect();
+    for _ in 0..200 {
+        let state = client.status(Some(name)).await.unwrap();
+        if state.first().is_some_and(|s| s.waiters.len() == waiters) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    holder.release().await.unwrap();
+    let mut tokens = Vec::new();
+    for task in tasks {
+        tokens.push(task.await.unwrap().unwrap());
+    }
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), waiters, "every waiter got a token of its own");
+    record_reads(&mut conn).await
+}
+
 #[test]
 fn a_hand_off_costs_the_same_however_long_the_queue() {
     distlock_testkit::block_on(async {
-        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        let url = format!("redis://{}/0", redis.addr());
-        let client = distlock::Client::connect(&url).await.unwrap();
-        let raw = redis::Client::open(url.as_str()).unwrap();
-        let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
         let waiters = 40;
-        let mutex = client.mutex("long-queue");
-        let holder = mutex.lock().await.unwrap();
-        let tasks: Vec<_> = (0..waiters)
-            .map(|_| {
-                let mutex = mutex.clone();
-                tokio::spawn(async move {
-                    let guard = mutex.lock_timeout(Duration::from_secs(20)).await?;
-                    let token = guard.fencing_token();
-                    guard.release().await.map(|()| token)
-                })
-            })
-            .collect();
-        for _ in 0..200 {
-            let state = client.status(Some("long-queue")).await.unwrap();
-            if state.first().is_some_and(|s| s.waiters.len() == waiters) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        holder.release().await.unwrap();
-        let mut tokens = Vec::new();
-        for task in tasks {
-            tokens.push(task.await.unwrap().unwrap());
-        }
-        let mut sorted = tokens.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), waiters, "every waiter got a token of its own");
-
         // Each hand-off reads the head's record when the holder releases and when the head
-        // polls. Reading the whole queue instead would cost about 20 reads per hand-off here.
-        let reads = record_reads(&mut conn).await;
+        // polls. Reading the whole queue instead would cost about 20 reads per hand-off.
+        let bound = 4 * waiters as u64 + 10;
+        let reads = records_read_for_hand_offs("queue-m", waiters, |client, options| async move {
+            client.mutex("queue-m").lock_with(&options).await
+        })
+        .await;
         assert!(
-            reads <= 4 * waiters as u64 + 10,
-            "{reads} waiter records read for {waiters} hand-offs"
+            reads <= bound,
+            "mutex: {reads} records read for {waiters} hand-offs"
+        );
+        let reads = records_read_for_hand_offs("queue-s", waiters, |client, options| async move {
+            client
+                .semaphore("queue-s", 1)
+                .acquire_with(1, &options)
+                .await
+        })
+        .await;
+        assert!(
+            reads <= bound,
+            "semaphore: {reads} records read for {waiters} hand-offs"
         );
     });
 }

@@ -88,49 +88,49 @@ local function starving(info)
   return tonumber(info.s) <= now() - tonumber(ARGV[8])
 end
 
--- The queue, dropping waiters that stopped refreshing their place.
+-- The queue: only as much of it as the decision needs, so that the cost of a poll does not
+-- grow with the number of waiters in the common cases.
+-- * An exclusive request, or one the holders leave no room for, needs the first live
+--   waiter alone. Waiters queue in arrival order, so it is ahead of everyone else and has
+--   waited the longest: it decides both "anyone ahead" (fair) and "anyone starving ahead"
+--   (not fair).
+-- * Any other request needs the waiters ahead of it (fair), or the starving ones, which
+--   come first (not fair); a reader that is not fair also needs to know whether a writer
+--   waits anywhere.
+-- Every queued request was checked against the waiters before it (see `compatible`), so
+-- checking the first live one covers the kinds of all.
 local my_seq = false
 local ahead, starving_ahead, writer_waits = {}, {}, false
-if queue_exists and exclusive(me.k) then
-  -- An exclusive request goes only if no live waiter is ahead of it (fair), or none ahead
-  -- is starving (not fair). Waiters queue in arrival order, so the first live one decides
-  -- both: it is ahead of everyone else, and has waited the longest. Every queued request
-  -- was checked against the waiters before it (see `compatible`), so checking it also
-  -- covers the kinds behind it. The cost does not grow with the queue.
-  local other, info = first_live()
+if queue_exists then
   my_seq = redis.call('ZSCORE', QUEUE, token)
   if my_seq then my_seq = tonumber(my_seq) end
-  if other and other ~= token then
+  local first_only = exclusive(me.k) or not fits(holders)
+  local writers_matter = me.k == 'read' and not fair
+  local checked, refused = false, nil
+  each_live(function(other, seq, info)
     local claim = { k = info.k, n = info.n, l = info.l }
-    local refused = compatible(claim)
-    if refused then return refused end
-    table.insert(ahead, claim)
-    if starving(info) then table.insert(starving_ahead, claim) end
-  end
-elseif queue_exists then
-  my_seq = redis.call('ZSCORE', QUEUE, token)
-  if my_seq then my_seq = tonumber(my_seq) end
-  local queued = redis.call('ZRANGE', QUEUE, 0, -1, 'WITHSCORES')
-  for i = 1, #queued, 2 do
-    local other, seq = queued[i], tonumber(queued[i + 1])
-    local raw = redis.call('HGET', WAITERS, other)
-    local info = raw and cjson.decode(raw)
-    if not info or tonumber(info.e) <= now() then
-      redis.call('ZREM', QUEUE, other)
-      redis.call('HDEL', WAITERS, other)
-    elseif other ~= token then
-      local claim = { k = info.k, n = info.n, l = info.l }
-      local refused = compatible(claim)
-      if refused then return refused end
-      if exclusive(info.k) then writer_waits = true end
-      if not my_seq or seq < my_seq then
-        table.insert(ahead, claim)
-        if starving(info) then
-          table.insert(starving_ahead, claim)
-        end
+    if not checked then
+      checked = true
+      refused = compatible(claim)
+      if refused then return true end
+    end
+    if other == token then
+      -- Everyone further on is behind this request.
+      return first_only or not writers_matter
+    end
+    if exclusive(info.k) then writer_waits = true end
+    if not my_seq or seq < my_seq then
+      table.insert(ahead, claim)
+      if starving(info) then
+        table.insert(starving_ahead, claim)
+      elseif not fair and not writers_matter then
+        -- No one further on has waited longer.
+        return true
       end
     end
-  end
+    return first_only or (writers_matter and writer_waits)
+  end)
+  if refused then return refused end
 end
 for _, c in ipairs(holders) do
   local refused = compatible(c)

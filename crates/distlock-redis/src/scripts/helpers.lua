@@ -25,21 +25,38 @@ local function purge_leases()
   end
 end
 
--- The first waiter in the queue still refreshing its place: its token and record, or nil.
--- The waiters in front of it that stopped refreshing are dropped on the way, so the cost
--- is one look, plus one per dead waiter dropped (once), however long the queue.
-local function first_live()
+-- Calls visit(token, seq, record) for each waiter still refreshing its place, in queue
+-- order, until visit returns true. Waiters met that stopped refreshing are dropped, so each
+-- costs one look, once. The queue is read a page at a time: a walk that ends early reads
+-- no more of it than it visited.
+local function each_live(visit)
+  local after = '-inf'
   while true do
-    local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
-    if not head then return nil end
-    local raw = redis.call('HGET', WAITERS, head)
-    local info = raw and cjson.decode(raw)
-    if info and tonumber(info.e) > now() then
-      return head, info
+    local page = redis.call('ZRANGEBYSCORE', QUEUE, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 16)
+    if #page == 0 then return end
+    for i = 1, #page, 2 do
+      local other = page[i]
+      after = '(' .. page[i + 1]
+      local raw = redis.call('HGET', WAITERS, other)
+      local info = raw and cjson.decode(raw)
+      if info and tonumber(info.e) > now() then
+        if visit(other, tonumber(page[i + 1]), info) then return end
+      else
+        redis.call('ZREM', QUEUE, other)
+        redis.call('HDEL', WAITERS, other)
+      end
     end
-    redis.call('ZREM', QUEUE, head)
-    redis.call('HDEL', WAITERS, head)
   end
+end
+
+-- The first waiter still refreshing its place: its token and record, or nil.
+local function first_live()
+  local head, record
+  each_live(function(other, _, info)
+    head, record = other, info
+    return true
+  end)
+  return head, record
 end
 
 -- Wakes the first live waiter: publishes its token on its client's channel.
