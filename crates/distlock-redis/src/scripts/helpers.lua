@@ -27,12 +27,13 @@ end
 
 -- Calls visit(token, seq, record) for each waiter still refreshing its place, in queue
 -- order, until visit returns true. Waiters met that stopped refreshing are dropped, so each
--- costs one look, once. The queue is read a page at a time: a walk that ends early reads
--- no more of it than it visited.
+-- costs one look, once. The queue is read a page at a time, so a walk that ends early
+-- reads little more of it than it visited: pages start at two waiters and double up to 32.
 local function each_live(visit)
-  local after = '-inf'
+  local after, size = '-inf', 2
   while true do
-    local page = redis.call('ZRANGEBYSCORE', QUEUE, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 16)
+    local page = redis.call('ZRANGEBYSCORE', QUEUE, after, '+inf', 'WITHSCORES', 'LIMIT', 0, size)
+    size = math.min(size * 2, 32)
     if #page == 0 then return end
     for i = 1, #page, 2 do
       local other = page[i]
