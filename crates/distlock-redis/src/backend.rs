@@ -55,12 +55,12 @@ pub struct RedisBackend {
     server: String,
 }
 
-/// Which requests the fast-path scripts serve: waiting requests polled already (they have
-/// queued, so the full script decides them), and exclusive grants (released by the fast
-/// path when nobody waits).
+/// Which requests the fast-path scripts do not serve: waiting requests that have queued
+/// (the full script decides them); and which grants they do: exclusive grants (released by
+/// the fast path when nobody waits). A request that never queued costs no entry.
 #[derive(Default)]
 struct FastPaths {
-    polled: std::collections::HashSet<String>,
+    queued: std::collections::HashSet<String>,
     exclusive: std::collections::HashSet<String>,
 }
 
@@ -253,8 +253,9 @@ impl RedisBackend {
         }
         let commands = match seeds.is_empty() {
             true => {
-                let mut commands = Vec::with_capacity(config.connections);
-                for _ in 0..config.connections.max(1) {
+                let count = config.connections.max(1);
+                let mut commands = Vec::with_capacity(count);
+                for _ in 0..count {
                     let conn = client
                         .get_connection_manager()
                         .await
@@ -646,9 +647,9 @@ impl Backend for RedisBackend {
         let keys = self.keys(&request.name)?;
         let conn = self.request_conn(&request.name);
         let record = RequestRecord::of(request).to_json()?;
-        let first = self.fast_paths().polled.insert(request.token.clone()) || !request.wait;
+        let queued = request.wait && self.fast_paths().queued.contains(&request.token);
         let mut answer: Vec<i64> = vec![-1];
-        if first && request.kind.is_exclusive() {
+        if !queued && request.kind.is_exclusive() {
             let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::FAST);
             fast.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
@@ -671,15 +672,14 @@ impl Backend for RedisBackend {
                 .arg(request.kind.limit());
             answer = self.invoke_on(conn, "acquire", &full).await?;
         }
-        if !request.wait {
-            self.fast_paths().polled.remove(&request.token);
-        }
         match answer.as_slice() {
             [1, fence] => {
                 self.wakers.forget(&request.token);
                 {
                     let mut fast_paths = self.fast_paths();
-                    fast_paths.polled.remove(&request.token);
+                    if queued {
+                        fast_paths.queued.remove(&request.token);
+                    }
                     if request.kind.is_exclusive() {
                         fast_paths.exclusive.insert(request.token.clone());
                     }
@@ -691,9 +691,15 @@ impl Backend for RedisBackend {
                     fencing_token: *fence as u64,
                 })
             }
-            [0, pttl] => Ok(PollOutcome::Pending {
-                retry_within: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
-            }),
+            [0, pttl] => {
+                // A waiting request the full script refused has taken its place in the queue.
+                if request.wait && !queued {
+                    self.fast_paths().queued.insert(request.token.clone());
+                }
+                Ok(PollOutcome::Pending {
+                    retry_within: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
+                })
+            }
             other => Err(Error::new(
                 ErrorKind::Backend,
                 format!("unexpected answer from the acquire script: {other:?}"),
@@ -711,7 +717,7 @@ impl Backend for RedisBackend {
         self.wakers.forget(&ticket.request.token);
         {
             let mut fast_paths = self.fast_paths();
-            fast_paths.polled.remove(&ticket.request.token);
+            fast_paths.queued.remove(&ticket.request.token);
             fast_paths.exclusive.remove(&ticket.request.token);
         }
         let keys = self.keys(&ticket.request.name)?;

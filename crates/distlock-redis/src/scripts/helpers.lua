@@ -50,22 +50,12 @@ local function each_live(visit)
   end
 end
 
--- The first waiter still refreshing its place: its token and record, or nil.
-local function first_live()
-  local head, record
-  each_live(function(other, _, info)
-    head, record = other, info
-    return true
-  end)
-  return head, record
-end
-
 -- Wakes the first live waiter: publishes its token on its client's channel.
 local function wake_head()
-  local head, info = first_live()
-  if head then
+  each_live(function(head, _, info)
     redis.call('PUBLISH', info.c, head)
-  end
+    return true
+  end)
 end
 
 -- Deletes the grant made under `token`, exclusive or shared. Returns 1 if it was there
