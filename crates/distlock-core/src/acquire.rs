@@ -1,29 +1,36 @@
-//! The one waiting loop every primitive and backend shares: enqueue, poll, wait for a change
-//! with a bounded backstop, give up at the deadline, and leave nothing behind if dropped.
+//! The one waiting loop every primitive and backend shares: build the ticket, enqueue it,
+//! poll, wait for a change, give up at the deadline, and leave nothing behind however the
+//! acquisition ends — granted, refused, timed out, failed, or dropped at any await.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::{Backend, LockKind, LockRequest, PollOutcome, Ticket};
+use crate::backend::{
+    Backend, Capabilities, Liveness, LockKind, LockRequest, PollOutcome, Session, Ticket,
+};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
-use crate::lease::{GrantInfo, LeaseCore, RenewPlan};
+use crate::lease::{GrantInfo, LeaseCore, RenewPlan, SessionLink};
 use crate::name::validate_name;
 use crate::options::LockOptions;
 use crate::owner::{HolderMeta, random_id};
 use crate::telemetry;
 
-/// The longest a waiter sleeps between polls, even when the backend pushes wake-ups: it
-/// keeps the waiter's queue entry fresh and bounds the cost of a missed notification.
-const MAX_BACKSTOP: Duration = Duration::from_secs(2);
 /// First and largest sleep of the polling fallback.
 const FIRST_BACKOFF: Duration = Duration::from_millis(2);
 const MAX_BACKOFF: Duration = Duration::from_millis(250);
+/// How long an acquire that ends without a grant waits for its cancellation before leaving
+/// it to the background (a hung server must not hold the caller past its deadline).
+const CANCEL_GRACE: Duration = Duration::from_millis(50);
+/// The longest a background cancellation of an abandoned ticket may take.
+const BACKGROUND_CANCEL: Duration = Duration::from_secs(30);
 
 /// One attempt or a wait until granted or timed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +74,19 @@ pub(crate) async fn acquire(
     })
 }
 
+/// How one acquisition waits: until when each backend call may run, and how the backend
+/// wants to be polled.
+struct Plan {
+    waits: bool,
+    /// The wait deadline (`None`: no limit, or a single attempt).
+    deadline: Option<Instant>,
+    /// Until when the backend calls may run: the deadline, or the operation timeout for a
+    /// single attempt.
+    calls_until: Option<Instant>,
+    caps: Capabilities,
+    session: Option<watch::Receiver<Session>>,
+}
+
 async fn acquire_inner(
     client: &Client,
     backend: &Arc<dyn Backend>,
@@ -77,105 +97,246 @@ async fn acquire_inner(
     validate_name(want.name)?;
     options.validate()?;
     check_permits(want.kind, want.permits)?;
-    check_capabilities(backend.as_ref(), want.kind, options)?;
+    let caps = backend.capabilities();
+    check_capabilities(backend.scheme(), caps, want.kind, options)?;
 
     if let Some(owner) = &options.reentrant {
-        if let Some(lease) = client.inner().find_reentrant(want.name, want.kind, owner) {
-            return Ok(Some(Guard::new(lease)));
+        if let Some(held) = client.inner().find_reentrant(want.name, want.kind, owner) {
+            return held.map(|lease| Some(Guard::new(lease)));
         }
     }
 
     let waits = attempt == Attempt::Wait && options.wait != Some(Duration::ZERO);
-    let deadline = options.wait.map(|w| Instant::now() + w);
-    let request = LockRequest {
-        name: want.name.to_owned(),
-        kind: want.kind,
-        permits: want.permits,
-        owner: options
-            .reentrant
-            .clone()
-            .unwrap_or_else(|| client.new_owner()),
-        token: random_id() + &random_id(),
-        ttl: options.ttl,
-        fair: options.fair,
-        wait: waits,
-        meta: HolderMeta::this_process(),
+    let now = Instant::now();
+    let deadline = match waits {
+        true => options.wait.and_then(|w| now.checked_add(w)),
+        false => None,
     };
-    let mut pending = PendingTicket {
-        backend: backend.clone(),
-        ticket: Some(backend.enqueue(request).await?),
+    let session = match caps.liveness {
+        Liveness::Lease => None,
+        Liveness::Session => Some(backend.session().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Backend,
+                "a session backend reported no session channel",
+            )
+        })?),
     };
-    let push = backend.capabilities().push_wakeups;
-    let mut round: u32 = 0;
+    let plan = Plan {
+        waits,
+        deadline,
+        calls_until: match waits {
+            true => deadline,
+            false => now.checked_add(options.op_timeout_value()),
+        },
+        caps,
+        session,
+    };
+    let owner = options
+        .reentrant
+        .clone()
+        .unwrap_or_else(|| client.new_owner());
     loop {
-        let sent = Instant::now();
-        let ticket = pending.ticket();
-        let polled = backend.poll(ticket).await;
-        let retry_within = match polled {
-            Ok(PollOutcome::Granted { fencing_token }) => {
-                let ticket = pending.disarm();
-                return Ok(Some(grant(client, ticket, fencing_token, sent, options)));
+        let request = LockRequest {
+            name: want.name.to_owned(),
+            kind: want.kind,
+            permits: want.permits,
+            owner: owner.clone(),
+            token: random_id() + &random_id(),
+            ttl: options.ttl,
+            fair: options.fair,
+            wait: waits,
+            meta: HolderMeta::this_process(),
+        };
+        match wait_for_grant(backend, request, &plan, options).await? {
+            Granted::Yes(granted) => {
+                return Ok(Some(grant(client, granted, &plan, options)));
             }
-            Ok(PollOutcome::Pending { .. }) if !waits => {
-                pending.disarm();
-                return if attempt == Attempt::Once {
-                    Ok(None)
-                } else {
-                    Err(timeout_error(want.name, Duration::ZERO))
+            Granted::No => {
+                return match attempt {
+                    Attempt::Once => Ok(None),
+                    Attempt::Wait => Err(timeout_error(want.name, Duration::ZERO)),
                 };
             }
-            Ok(PollOutcome::Pending { retry_within }) => retry_within,
-            Err(err) if err.is_temporary() && waits => {
-                tracing::debug!(error = %err, "poll failed; retrying");
-                Some(MAX_BACKOFF)
-            }
-            Err(err) => return Err(err),
-        };
-        let now = Instant::now();
-        let left = match deadline {
-            Some(d) if now >= d => {
-                pending.cancel_now().await;
-                return Err(timeout_error(want.name, options.wait.unwrap_or_default()));
-            }
-            Some(d) => d - now,
-            None => MAX_BACKSTOP,
-        };
-        let backstop = next_backstop(push, round, retry_within, left);
-        round = round.saturating_add(1);
-        if let Err(err) = backend.wait_for_change(pending.ticket(), backstop).await {
-            if !err.is_temporary() {
-                return Err(err);
-            }
-            tokio::time::sleep(backstop).await;
+            // Granted in a session that ended meanwhile: nothing was held; ask again, in
+            // the session that serves now.
+            Granted::InDeadSession => continue,
         }
     }
 }
 
-fn grant(
-    client: &Client,
+enum Granted {
+    Yes(GrantedTicket),
+    No,
+    InDeadSession,
+}
+
+/// A ticket the backend granted: its fencing token, when the poll that granted it was sent,
+/// and the session it lives in (for session backends).
+struct GrantedTicket {
     ticket: Ticket,
     fencing_token: u64,
     sent: Instant,
+    session: Option<u64>,
+}
+
+/// Enqueues `request` and polls it until it is granted, refused (a single attempt), or the
+/// deadline passes. The ticket is cancelled on every way out but a grant.
+async fn wait_for_grant(
+    backend: &Arc<dyn Backend>,
+    request: LockRequest,
+    plan: &Plan,
     options: &LockOptions,
-) -> Guard {
-    let key = ticket.lease_key();
-    let request = ticket.request;
+) -> Result<Granted> {
+    let name = request.name.clone();
+    let timed_out = || {
+        let waited = options.wait.unwrap_or_default();
+        match plan.waits {
+            true => timeout_error(&name, waited),
+            false => Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the backend did not answer within the operation timeout {:?}",
+                    options.op_timeout_value()
+                ),
+            )
+            .temporary(),
+        }
+    };
+    let mut pending = PendingTicket::new(backend.clone(), Ticket::new(request));
+    match bounded(plan.calls_until, backend.enqueue(pending.ticket_mut())).await {
+        Some(Ok(())) => {}
+        Some(Err(err)) => return Err(err),
+        None => return Err(timed_out()),
+    }
+    let mut round: u32 = 0;
+    loop {
+        let sent = Instant::now();
+        let polled = match bounded(plan.calls_until, backend.poll(pending.ticket_mut())).await {
+            Some(polled) => polled,
+            None => {
+                pending.cancel_within(CANCEL_GRACE).await;
+                return Err(timed_out());
+            }
+        };
+        let retry_within = match polled {
+            Ok(PollOutcome::Granted {
+                fencing_token,
+                session,
+            }) => {
+                if !plan.in_live_session(session) {
+                    tracing::debug!("granted in a session that ended; asking again");
+                    pending.cancel_within(CANCEL_GRACE).await;
+                    return Ok(Granted::InDeadSession);
+                }
+                return Ok(Granted::Yes(GrantedTicket {
+                    ticket: pending.disarm(),
+                    fencing_token,
+                    sent,
+                    session,
+                }));
+            }
+            Ok(PollOutcome::Pending { .. }) if !plan.waits => {
+                pending.disarm();
+                return Ok(Granted::No);
+            }
+            Ok(PollOutcome::Pending { retry_within }) => retry_within,
+            Err(err) if err.is_temporary() && plan.waits => {
+                telemetry::retry(backend.scheme(), &err);
+                Some(MAX_BACKOFF)
+            }
+            Err(err) => {
+                pending.cancel_within(CANCEL_GRACE).await;
+                return Err(err);
+            }
+        };
+        let left = match plan.deadline {
+            Some(d) if Instant::now() >= d => {
+                pending.cancel_within(CANCEL_GRACE).await;
+                return Err(timed_out());
+            }
+            Some(d) => Some(d - Instant::now()),
+            None => None,
+        };
+        let backstop = next_backstop(plan.caps, round, retry_within, left);
+        round = round.saturating_add(1);
+        let waited = bounded(
+            plan.calls_until,
+            backend.wait_for_change(pending.ticket_mut(), backstop),
+        )
+        .await;
+        if let Some(Err(err)) = waited {
+            if !err.is_temporary() {
+                pending.cancel_within(CANCEL_GRACE).await;
+                return Err(err);
+            }
+            telemetry::retry(backend.scheme(), &err);
+            let pause = backstop.unwrap_or(MAX_BACKOFF).min(MAX_BACKOFF);
+            if bounded(plan.calls_until, tokio::time::sleep(pause))
+                .await
+                .is_none()
+            {
+                pending.cancel_within(CANCEL_GRACE).await;
+                return Err(timed_out());
+            }
+        }
+    }
+}
+
+impl Plan {
+    /// Whether a grant made in `session` may be handed out: always for leases; for session
+    /// backends, only while that session is the live one.
+    fn in_live_session(&self, session: Option<u64>) -> bool {
+        let Some(current) = &self.session else {
+            return true;
+        };
+        let current = *current.borrow();
+        session == Some(current.id) && current.is_alive()
+    }
+}
+
+/// Runs `call` until `until` (`None`: without limit); `None` if the time ran out first.
+async fn bounded<T>(until: Option<Instant>, call: impl Future<Output = T>) -> Option<T> {
+    match until {
+        Some(until) => tokio::time::timeout_at(until, call).await.ok(),
+        None => Some(call.await),
+    }
+}
+
+fn grant(client: &Client, granted: GrantedTicket, plan: &Plan, options: &LockOptions) -> Guard {
+    let GrantedTicket {
+        ticket,
+        fencing_token,
+        sent,
+        session,
+    } = granted;
+    let (kind, permits, owner, ttl) = (
+        ticket.request.kind,
+        ticket.request.permits,
+        ticket.request.owner.clone(),
+        ticket.request.ttl,
+    );
     let lease = LeaseCore::start(
         client.inner().clone(),
         GrantInfo {
-            key,
-            kind: request.kind,
-            permits: request.permits,
-            owner: request.owner,
+            handle: ticket.into_grant(),
+            kind,
+            permits,
+            owner,
             fencing_token,
-            ttl: request.ttl,
+            ttl,
             sent,
             reentrant: options.reentrant.is_some(),
             plan: RenewPlan {
                 auto: options.auto_renew,
                 every: options.renew_interval(),
                 max_hold: options.max_hold,
+                op_timeout: options.op_timeout_value(),
             },
+            session: plan
+                .session
+                .clone()
+                .zip(session)
+                .map(|(channel, id)| SessionLink { channel, id }),
         },
     );
     if options.reentrant.is_some() {
@@ -185,33 +346,35 @@ fn grant(
     Guard::new(lease)
 }
 
-/// How long to wait before polling again.
+/// How long to wait before polling again (`None`: until woken).
 ///
 /// Push backends wait for their wake-up, bounded by the holders' remaining lease (plus a
-/// millisecond, to poll after it ends) and [`MAX_BACKSTOP`]. Polling backends back off
-/// exponentially with jitter from [`FIRST_BACKOFF`] to [`MAX_BACKOFF`], also bounded by the
-/// holders' remaining lease. Both are bounded by the time left until the deadline.
+/// millisecond, to poll after it ends) and the backend's waiter refresh period, if any.
+/// Polling backends back off exponentially with jitter from [`FIRST_BACKOFF`] to
+/// [`MAX_BACKOFF`], under the same bounds. All are bounded by the time left until the
+/// deadline.
 fn next_backstop(
-    push: bool,
+    caps: Capabilities,
     round: u32,
     retry_within: Option<Duration>,
-    left: Duration,
-) -> Duration {
-    let lease_bound = retry_within
-        .map(|d| d + Duration::from_millis(1))
-        .unwrap_or(MAX_BACKSTOP);
-    let wait = if push {
-        MAX_BACKSTOP
-    } else {
+    left: Option<Duration>,
+) -> Option<Duration> {
+    let backoff = (!caps.push_wakeups).then(|| {
         let grown = FIRST_BACKOFF.mul_f64(1.5f64.powi(round.min(20) as i32));
         grown
             .min(MAX_BACKOFF)
             .mul_f64(rand::rng().random_range(0.5..=1.0))
-    };
-    wait.min(lease_bound)
-        .min(left)
-        .min(MAX_BACKSTOP)
-        .max(Duration::from_micros(200))
+    });
+    [
+        retry_within.map(|d| d.saturating_add(Duration::from_millis(1))),
+        caps.waiter_refresh,
+        backoff,
+        left,
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .map(|wait| wait.max(Duration::from_micros(200)))
 }
 
 fn timeout_error(name: &str, waited: Duration) -> Error {
@@ -236,12 +399,16 @@ fn check_permits(kind: LockKind, permits: u32) -> Result<()> {
     }
 }
 
-fn check_capabilities(backend: &dyn Backend, kind: LockKind, options: &LockOptions) -> Result<()> {
-    let caps = backend.capabilities();
+fn check_capabilities(
+    scheme: &str,
+    caps: Capabilities,
+    kind: LockKind,
+    options: &LockOptions,
+) -> Result<()> {
     let unsupported = |what: &str| {
         Err(Error::new(
             ErrorKind::Unsupported,
-            format!("the {} backend does not support {what}", backend.scheme()),
+            format!("the {scheme} backend does not support {what}"),
         ))
     };
     match kind {
@@ -261,16 +428,24 @@ fn check_capabilities(backend: &dyn Backend, kind: LockKind, options: &LockOptio
 }
 
 /// A ticket that is cancelled if the acquisition ends without a grant being handed out,
-/// including when the acquire future is dropped mid-flight.
+/// including when the acquire future is dropped at any await — during enqueue, poll, wait,
+/// or its own cancellation.
 struct PendingTicket {
     backend: Arc<dyn Backend>,
     ticket: Option<Ticket>,
 }
 
 impl PendingTicket {
-    fn ticket(&self) -> &Ticket {
+    fn new(backend: Arc<dyn Backend>, ticket: Ticket) -> Self {
+        PendingTicket {
+            backend,
+            ticket: Some(ticket),
+        }
+    }
+
+    fn ticket_mut(&mut self) -> &mut Ticket {
         self.ticket
-            .as_ref()
+            .as_mut()
             .expect("ticket is present until disarmed")
     }
 
@@ -280,18 +455,29 @@ impl PendingTicket {
             .expect("ticket is present until disarmed")
     }
 
-    async fn cancel_now(mut self) {
-        if let Some(ticket) = self.ticket.take() {
-            if let Err(err) = self.backend.cancel(&ticket).await {
+    /// Cancels the ticket now, waiting at most `grace`; a cancellation that takes longer
+    /// goes on in the background. The ticket stays armed until its cancellation finished,
+    /// so one dropped halfway is started again.
+    async fn cancel_within(mut self, grace: Duration) {
+        let Some(ticket) = self.ticket.as_mut() else {
+            return;
+        };
+        match tokio::time::timeout(grace, self.backend.cancel(ticket)).await {
+            Ok(Ok(())) => {
+                self.ticket = None;
+            }
+            Ok(Err(err)) => {
+                self.ticket = None;
                 tracing::warn!(error = %err, "cancelling a ticket failed; its entry will expire");
             }
+            Err(_) => {}
         }
     }
 }
 
 impl Drop for PendingTicket {
     fn drop(&mut self) {
-        let Some(ticket) = self.ticket.take() else {
+        let Some(mut ticket) = self.ticket.take() else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -299,8 +485,14 @@ impl Drop for PendingTicket {
         };
         let backend = self.backend.clone();
         runtime.spawn(async move {
-            if let Err(err) = backend.cancel(&ticket).await {
-                tracing::warn!(error = %err, "cancelling an abandoned ticket failed; its entry will expire");
+            match tokio::time::timeout(BACKGROUND_CANCEL, backend.cancel(&mut ticket)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "cancelling an abandoned ticket failed; its entry will expire")
+                }
+                Err(_) => tracing::warn!(
+                    "cancelling an abandoned ticket got no answer in {BACKGROUND_CANCEL:?}; its entry will expire"
+                ),
             }
         });
     }
@@ -311,17 +503,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backstop_is_bounded_by_lease_and_deadline() {
+    fn backstop_is_bounded_by_lease_refresh_and_deadline() {
+        let push = Capabilities::full(true);
+        let polling = Capabilities::full(false);
         let b = next_backstop(
-            true,
+            push,
             0,
             Some(Duration::from_millis(5)),
-            Duration::from_secs(10),
+            Some(Duration::from_secs(10)),
         );
-        assert!(b <= Duration::from_millis(6));
-        let b = next_backstop(false, 50, None, Duration::from_millis(3));
-        assert!(b <= Duration::from_millis(3));
-        let b = next_backstop(false, 50, None, Duration::from_secs(10));
-        assert!(b <= MAX_BACKOFF);
+        assert!(b.unwrap() <= Duration::from_millis(6));
+        let b = next_backstop(polling, 50, None, Some(Duration::from_millis(3)));
+        assert!(b.unwrap() <= Duration::from_millis(3));
+        let b = next_backstop(polling, 50, None, None);
+        assert!(b.unwrap() <= MAX_BACKOFF);
+        assert_eq!(next_backstop(push, 0, None, None), push.waiter_refresh);
+    }
+
+    #[test]
+    fn push_waiters_that_do_not_expire_wait_only_for_a_wake_up() {
+        let caps = Capabilities {
+            waiter_refresh: None,
+            ..Capabilities::full(true)
+        };
+        assert_eq!(next_backstop(caps, 0, None, None), None);
+        assert_eq!(
+            next_backstop(caps, 0, None, Some(Duration::from_secs(1))),
+            Some(Duration::from_secs(1))
+        );
     }
 }

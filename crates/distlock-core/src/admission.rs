@@ -16,7 +16,8 @@ pub const STARVATION: Duration = Duration::from_millis(5);
 /// # Examples
 ///
 /// ```
-/// use distlock_core::{Claim, LockKind};
+/// use distlock_core::LockKind;
+/// use distlock_core::backend::Claim;
 /// let claim = Claim { kind: LockKind::Read, permits: 1 };
 /// assert!(!claim.kind.is_exclusive());
 /// ```
@@ -33,7 +34,8 @@ pub struct Claim {
 /// # Examples
 ///
 /// ```
-/// use distlock_core::{Claim, LockKind, Queued};
+/// use distlock_core::LockKind;
+/// use distlock_core::backend::{Claim, Queued};
 /// let queued = Queued { claim: Claim { kind: LockKind::Write, permits: 1 }, seq: 4, starving: false };
 /// assert_eq!(queued.seq, 4);
 /// ```
@@ -65,7 +67,8 @@ pub struct Queued {
 /// # Examples
 ///
 /// ```
-/// use distlock_core::{admit, Claim, LockKind, Queued};
+/// use distlock_core::LockKind;
+/// use distlock_core::backend::{admit, Claim, Queued};
 ///
 /// let reader = Claim { kind: LockKind::Read, permits: 1 };
 /// let writer = Queued { claim: Claim { kind: LockKind::Write, permits: 1 }, seq: 1, starving: false };

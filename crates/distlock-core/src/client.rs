@@ -26,23 +26,24 @@ pub(crate) struct ClientInner {
 }
 
 impl ClientInner {
+    /// The grant `owner` holds of `name` through this client, with one more hold on it;
+    /// a `LockLost` error if that grant is held but no longer valid; `None` if there is none.
     pub(crate) fn find_reentrant(
         &self,
         name: &str,
         kind: LockKind,
         owner: &Owner,
-    ) -> Option<Arc<LeaseCore>> {
+    ) -> Option<Result<Arc<LeaseCore>>> {
         let map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
         let key = (name.to_owned(), kind.as_str(), owner.clone());
-        map.get(&key)
-            .and_then(Weak::upgrade)
-            .filter(|lease| lease.try_add_hold())
+        let lease = map.get(&key).and_then(Weak::upgrade)?;
+        lease.try_add_hold().map(|held| held.map(|()| lease))
     }
 
     pub(crate) fn remember_reentrant(&self, lease: &Arc<LeaseCore>) {
         let mut map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
         let key = (
-            lease.key.name.clone(),
+            lease.handle.name.clone(),
             lease.kind.as_str(),
             lease.owner.clone(),
         );
@@ -52,7 +53,7 @@ impl ClientInner {
     pub(crate) fn forget_reentrant(&self, lease: &LeaseCore) {
         let mut map = self.reentrant.lock().unwrap_or_else(|p| p.into_inner());
         let key = (
-            lease.key.name.clone(),
+            lease.handle.name.clone(),
             lease.kind.as_str(),
             lease.owner.clone(),
         );

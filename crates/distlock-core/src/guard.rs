@@ -66,7 +66,7 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.lease.key.name
+        &self.lease.handle.name
     }
 
     /// What is held: mutex, read, write, or semaphore permits.
@@ -141,11 +141,7 @@ impl Guard {
     ///
     /// See [`Guard`].
     pub fn health(&self) -> Health {
-        let status = self.lease.status();
-        if status.health != Health::Lost && tokio::time::Instant::now() >= status.safe_until {
-            return Health::Lost;
-        }
-        status.health
+        self.lease.health()
     }
 
     /// A future that resolves when the lease is lost (or released). It owns what it needs,
@@ -174,10 +170,14 @@ impl Guard {
         }
     }
 
-    /// Renews the lease now (the watchdog does this on its own unless disabled).
+    /// Renews the lease now (the watchdog does this on its own unless disabled), waiting at
+    /// most the [operation timeout](crate::LockOptions::op_timeout) for the backend.
     ///
-    /// Returns an [`ErrorKind::NotHeld`](crate::ErrorKind::NotHeld) error if the grant is
-    /// gone; the guard is then `Lost`.
+    /// Returns an [`ErrorKind::NotHeld`](crate::ErrorKind::NotHeld) error if the backend no
+    /// longer has the grant, and [`ErrorKind::LockLost`](crate::ErrorKind::LockLost) if the
+    /// guard was already lost (once lost, a guard never becomes held again); the guard is
+    /// then `Lost`. A grant that lives by its client's session has nothing of its own to
+    /// renew: this says whether it still stands.
     ///
     /// # Examples
     ///

@@ -10,7 +10,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::{LeaseKey, LeaseOutcome, LockKind};
+use crate::backend::{Grant, LeaseOutcome, LockKind, Session, SessionState};
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
@@ -60,10 +60,12 @@ pub(crate) struct Status {
     pub(crate) safe_until: Instant,
 }
 
-/// The latest moment a lease granted for `ttl` to a request sent at `sent` is safe to use.
+/// The latest moment a lease granted for `ttl` to a request sent at `sent` is safe to use:
+/// 1 % of it is assumed lost to clock-rate drift between client and server, and 2 ms to
+/// margin.
 pub(crate) fn safe_deadline(sent: Instant, ttl: Duration) -> Instant {
     let usable = ttl.mul_f64(1.0 - CLOCK_DRIFT).saturating_sub(SAFETY_MARGIN);
-    sent + usable
+    sent.checked_add(usable).unwrap_or(sent)
 }
 
 /// Renewal settings taken from the options at acquisition.
@@ -72,6 +74,8 @@ pub(crate) struct RenewPlan {
     pub(crate) auto: bool,
     pub(crate) every: Duration,
     pub(crate) max_hold: Option<Duration>,
+    /// The bound of a release or a renewal asked for by hand.
+    pub(crate) op_timeout: Duration,
 }
 
 pub(crate) struct LeaseCore {
@@ -80,12 +84,14 @@ pub(crate) struct LeaseCore {
     status: watch::Sender<Status>,
     holds: AtomicUsize,
     watchdog: StdMutex<Option<AbortHandle>>,
+    /// When the core releases a grant that lives by session (it has no lease to lapse).
+    release_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for LeaseCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
-            .field("name", &self.key.name)
+            .field("name", &self.handle.name)
             .field("kind", &self.kind)
             .field("owner", &self.owner)
             .field("fencing_token", &self.fencing_token)
@@ -104,7 +110,8 @@ impl std::ops::Deref for LeaseCore {
 
 /// What was granted, and how to keep it.
 pub(crate) struct GrantInfo {
-    pub(crate) key: LeaseKey,
+    /// The backend's handle of the grant.
+    pub(crate) handle: Grant,
     pub(crate) kind: LockKind,
     pub(crate) permits: u32,
     pub(crate) owner: Owner,
@@ -114,14 +121,62 @@ pub(crate) struct GrantInfo {
     pub(crate) sent: Instant,
     pub(crate) reentrant: bool,
     pub(crate) plan: RenewPlan,
+    /// For a grant that lives by session: the session it lives in.
+    pub(crate) session: Option<SessionLink>,
+}
+
+/// The session a grant lives in, and the client's channel that reports on it.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionLink {
+    pub(crate) channel: watch::Receiver<Session>,
+    pub(crate) id: u64,
+}
+
+impl SessionLink {
+    /// How a grant in this session stands, judged by the session alone: `Lost` once it
+    /// expired or was replaced; otherwise `Held` (connected) or `AtRisk` (suspended) until
+    /// its validity.
+    fn status(&self) -> Status {
+        let session = *self.channel.borrow();
+        let lost = |at| Status {
+            health: Health::Lost,
+            safe_until: at,
+        };
+        match session.state {
+            _ if session.id != self.id => lost(Instant::now()),
+            SessionState::Expired => lost(Instant::now()),
+            SessionState::Connected { valid_until } => Status {
+                health: Health::Held,
+                safe_until: valid_until,
+            },
+            SessionState::Suspended { valid_until, .. } => Status {
+                health: Health::AtRisk,
+                safe_until: valid_until,
+            },
+        }
+    }
 }
 
 impl LeaseCore {
     /// A freshly granted lease with one hold, its watchdog started.
     pub(crate) fn start(client: Arc<ClientInner>, grant: GrantInfo) -> Arc<LeaseCore> {
+        // A grant that lives by session renews nothing, so it is released at its limit:
+        // `max_hold`, or the TTL without automatic renewal. A lease just lapses then.
+        let release_at = match (&grant.session, grant.plan.auto, grant.plan.max_hold) {
+            (None, _, _) => None,
+            (Some(_), false, max_hold) => {
+                let limit = max_hold.map_or(grant.ttl, |m| m.min(grant.ttl));
+                grant.sent.checked_add(limit)
+            }
+            (Some(_), true, max_hold) => max_hold.and_then(|m| grant.sent.checked_add(m)),
+        };
+        let safe_until = match release_at {
+            Some(at) => at,
+            None => safe_deadline(grant.sent, grant.ttl),
+        };
         let (status, _) = watch::channel(Status {
             health: Health::Held,
-            safe_until: safe_deadline(grant.sent, grant.ttl),
+            safe_until,
         });
         let core = Arc::new(LeaseCore {
             client,
@@ -129,13 +184,19 @@ impl LeaseCore {
             status,
             holds: AtomicUsize::new(1),
             watchdog: StdMutex::new(None),
+            release_at,
         });
         let span = tracing::debug_span!(
             "distlock.watchdog",
-            lock = %core.key.name,
+            lock = %core.handle.name,
             backend = core.scheme()
         );
-        let task = tokio::spawn(watchdog(Arc::downgrade(&core)).instrument(span));
+        let task = match core.session.clone() {
+            Some(link) => {
+                tokio::spawn(session_watch(Arc::downgrade(&core), link.channel).instrument(span))
+            }
+            None => tokio::spawn(watchdog(Arc::downgrade(&core)).instrument(span)),
+        };
         *core.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
         core
     }
@@ -144,24 +205,59 @@ impl LeaseCore {
         self.client.backend.scheme()
     }
 
+    /// The grant's status: its own (`Lost` once marked so; for a lease, the safe deadline of
+    /// the last renewal), and for a grant that lives by session, the session's as well.
     pub(crate) fn status(&self) -> Status {
-        *self.status.borrow()
+        let own = *self.status.borrow();
+        match &self.session {
+            Some(link) if own.health != Health::Lost => {
+                let session = link.status();
+                Status {
+                    health: match (own.health, session.health) {
+                        (_, Health::Lost) => Health::Lost,
+                        (Health::AtRisk, _) | (_, Health::AtRisk) => Health::AtRisk,
+                        _ => Health::Held,
+                    },
+                    safe_until: own.safe_until.min(session.safe_until),
+                }
+            }
+            _ => own,
+        }
     }
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
     }
 
-    /// Adds a hold for a reentrant acquisition, unless the lease is already on its way out.
-    pub(crate) fn try_add_hold(&self) -> bool {
-        if self.status().health == Health::Lost {
-            return false;
+    /// How the grant stands now: `Lost` once marked so, or once its safe deadline passed.
+    pub(crate) fn health(&self) -> Health {
+        let status = self.status();
+        match status.health != Health::Lost && Instant::now() >= status.safe_until {
+            true => Health::Lost,
+            false => status.health,
+        }
+    }
+
+    /// Adds a hold for a reentrant acquisition: `None` if the grant is on its way out (its
+    /// last hold was given up), a `LockLost` error if it is still held but no longer valid.
+    pub(crate) fn try_add_hold(&self) -> Option<Result<()>> {
+        if self.health() == Health::Lost {
+            if self.holds.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            return Some(Err(Error::new(
+                ErrorKind::LockLost,
+                "this owner's grant of the lock was lost; release it before acquiring again",
+            )
+            .with_backend(self.scheme())
+            .with_operation("acquire")));
         }
         self.holds
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n > 0).then_some(n + 1)
             })
-            .is_ok()
+            .ok()
+            .map(|_| Ok(()))
     }
 
     /// Drops one hold; true when it was the last and the grant must now be released.
@@ -176,34 +272,59 @@ impl LeaseCore {
         });
         if was.health != Health::Lost {
             telemetry::lost(self.scheme());
-            tracing::warn!(lock = %self.key.name, fencing_token = self.fencing_token, "lease lost: {why}");
+            tracing::warn!(lock = %self.handle.name, fencing_token = self.fencing_token, "lease lost: {why}");
         }
     }
 
-    /// One renewal round trip, given at most `patience` (and never past the safe deadline).
-    /// One that outlasts its patience leaves the lease at risk; one that outlasts the safe
-    /// deadline loses it.
+    /// The error for an operation on a grant that is lost.
+    fn lost_error(&self, operation: &'static str, why: &str) -> Error {
+        Error::new(ErrorKind::LockLost, why.to_owned())
+            .with_backend(self.scheme())
+            .with_operation(operation)
+    }
+
+    /// One renewal round trip, given at most `patience` (the watchdog's; a renewal asked for
+    /// by hand gets the operation timeout), and never past the safe deadline. One that
+    /// outlasts its patience leaves the lease at risk; one that outlasts the safe deadline
+    /// loses it. A grant that lives by session has nothing to renew: it answers how it
+    /// stands.
     pub(crate) async fn renew_once(&self, patience: Option<Duration>) -> Result<()> {
         let scheme = self.scheme();
-        let status = self.status();
-        if status.health == Health::Lost {
-            return Err(Error::new(ErrorKind::NotHeld, "the lease was already lost")
-                .with_backend(scheme)
-                .with_operation("renew"));
+        if self.health() == Health::Lost {
+            return Err(self.lost_error("renew", "the lease was already lost"));
         }
+        if self.session.is_some() {
+            return Ok(());
+        }
+        let status = self.status();
         let sent = Instant::now();
-        let give_up = patience.map_or(status.safe_until, |p| (sent + p).min(status.safe_until));
-        // The watchdog (which gives each attempt its patience) renews in batches; a renewal
-        // asked for by hand goes straight to the backend.
+        let patience_left = patience.unwrap_or(self.plan.op_timeout);
+        let give_up = sent
+            .checked_add(patience_left)
+            .map_or(status.safe_until, |p| p.min(status.safe_until));
+        // The watchdog renews in batches; a renewal asked for by hand goes straight to the
+        // backend.
         let renew = async {
             match patience {
-                Some(_) => self.client.renewals.renew(self.key.clone(), self.ttl).await,
-                None => self.client.backend.renew(&self.key, self.ttl).await,
+                Some(_) => {
+                    self.client
+                        .renewals
+                        .renew(self.handle.clone(), self.ttl)
+                        .await
+                }
+                None => {
+                    let outcomes = self
+                        .client
+                        .backend
+                        .renew_many(std::slice::from_ref(&self.handle), self.ttl)
+                        .await?;
+                    Ok(outcomes.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
+                }
             }
         };
         let renewal = tokio::time::timeout_at(give_up, renew)
             .instrument(
-                tracing::debug_span!("distlock.renew", lock = %self.key.name, backend = scheme),
+                tracing::debug_span!("distlock.renew", lock = %self.handle.name, backend = scheme),
             )
             .await;
         match renewal {
@@ -220,26 +341,33 @@ impl LeaseCore {
             }
             Err(_) => {
                 telemetry::renewal(scheme, "error");
-                self.mark_lost("renewal did not finish before the lease's safe deadline");
-                Err(Error::new(
-                    ErrorKind::LockLost,
-                    "renewal did not finish before the lease's safe deadline",
-                )
-                .with_backend(scheme)
-                .with_operation("renew"))
+                let why = "renewal did not finish before the lease's safe deadline";
+                self.mark_lost(why);
+                Err(self.lost_error("renew", why))
             }
             Ok(Ok(LeaseOutcome::Done)) => {
                 telemetry::renewal(scheme, "ok");
                 let renewed_until = safe_deadline(sent, self.ttl);
-                self.status.send_if_modified(|s| {
-                    if s.health == Health::Lost {
+                // Once lost, always lost: a renewal answered after the guard was marked
+                // lost, or after its safe deadline passed (when `health()` already said
+                // `Lost`), does not bring it back.
+                let now = Instant::now();
+                let revived = self.status.send_if_modified(|s| {
+                    if s.health == Health::Lost || now >= s.safe_until {
                         return false;
                     }
                     s.health = Health::Held;
                     s.safe_until = s.safe_until.max(renewed_until);
                     true
                 });
-                Ok(())
+                match revived {
+                    true => Ok(()),
+                    false => {
+                        let why = "the lease was lost while the renewal was in flight";
+                        self.mark_lost(why);
+                        Err(self.lost_error("renew", why))
+                    }
+                }
             }
             Ok(Ok(LeaseOutcome::NotHeld)) => {
                 telemetry::renewal(scheme, "not_held");
@@ -254,7 +382,7 @@ impl LeaseCore {
             Ok(Err(err)) => {
                 telemetry::renewal(scheme, "error");
                 self.at_risk();
-                tracing::warn!(lock = %self.key.name, error = %err, "renewal failed; lease at risk");
+                tracing::warn!(lock = %self.handle.name, error = %err, "renewal failed; lease at risk");
                 Err(err)
             }
         }
@@ -285,21 +413,37 @@ impl LeaseCore {
         telemetry::hold(self.scheme(), self.sent.elapsed());
     }
 
-    /// Gives up one hold now; releases the grant if it was the last one.
+    /// Gives up one hold now; releases the grant if it was the last one, waiting at most
+    /// the operation timeout for the backend.
     pub(crate) async fn release_hold(&self) -> Result<()> {
         if !self.drop_hold() {
             return Ok(());
         }
         self.stop();
         let scheme = self.scheme();
-        let outcome = self
+        let release = self
             .client
             .backend
-            .release(&self.key)
+            .release(&self.handle)
             .instrument(
-                tracing::debug_span!("distlock.release", lock = %self.key.name, backend = scheme),
-            )
-            .await?;
+                tracing::debug_span!("distlock.release", lock = %self.handle.name, backend = scheme),
+            );
+        let outcome = match tokio::time::timeout(self.plan.op_timeout, release).await {
+            Ok(outcome) => outcome?,
+            Err(_) => {
+                self.mark_lost("released without an answer from the backend");
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "the backend did not answer the release within {:?}; the grant ends with its lease or session",
+                        self.plan.op_timeout
+                    ),
+                )
+                .with_backend(scheme)
+                .with_operation("release")
+                .temporary());
+            }
+        };
         match outcome {
             LeaseOutcome::Done => {
                 self.status.send_modify(|s| s.health = Health::Lost);
@@ -323,16 +467,25 @@ impl LeaseCore {
             return;
         }
         self.stop();
+        self.release_in_background();
+    }
+
+    /// Releases the grant on a task of its own (bounded by the operation timeout).
+    fn release_in_background(self: &Arc<Self>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(lock = %self.key.name, "no runtime to release on; the lease will expire");
+            tracing::debug!(lock = %self.handle.name, "no runtime to release on; the lease will expire");
             return;
         };
         let core = Arc::clone(self);
         runtime.spawn(async move {
-            match core.client.backend.release(&core.key).await {
-                Ok(_) => core.status.send_modify(|s| s.health = Health::Lost),
-                Err(err) => {
-                    tracing::warn!(lock = %core.key.name, error = %err, "background release failed; the lease will expire")
+            let release = core.client.backend.release(&core.handle);
+            match tokio::time::timeout(core.plan.op_timeout, release).await {
+                Ok(Ok(_)) => core.status.send_modify(|s| s.health = Health::Lost),
+                Ok(Err(err)) => {
+                    tracing::warn!(lock = %core.handle.name, error = %err, "background release failed; the lease will expire")
+                }
+                Err(_) => {
+                    tracing::warn!(lock = %core.handle.name, "background release got no answer; the lease will expire")
                 }
             }
         });
@@ -344,7 +497,7 @@ impl LeaseCore {
 async fn watchdog(lease: Weak<LeaseCore>) {
     let Some(core) = lease.upgrade() else { return };
     let plan = core.plan;
-    let renew_until = plan.max_hold.map(|m| core.sent + m);
+    let renew_until = plan.max_hold.and_then(|m| core.sent.checked_add(m));
     let mut changes = core.subscribe();
     let mut next_renew = core
         .client
@@ -388,6 +541,40 @@ async fn watchdog(lease: Weak<LeaseCore>) {
                 Err(_) => now + (plan.every / 4).max(Duration::from_millis(5)),
             };
             changes.borrow_and_update();
+        }
+    }
+}
+
+/// Watches a grant that lives by session: marks it `Lost` (so `lost()` resolves) when its
+/// session expires, is replaced, or its validity passes; releases it at its limit.
+async fn session_watch(lease: Weak<LeaseCore>, mut changes: watch::Receiver<Session>) {
+    loop {
+        let Some(core) = lease.upgrade() else { return };
+        changes.borrow_and_update();
+        let status = core.status();
+        let now = Instant::now();
+        if core.release_at.is_some_and(|at| now >= at) {
+            core.mark_lost("the grant reached its hold limit and was released");
+            core.release_in_background();
+            return;
+        }
+        if status.health == Health::Lost || now >= status.safe_until {
+            core.mark_lost(
+                "the session the grant lived in expired, was replaced, or went without contact past its validity",
+            );
+            return;
+        }
+        drop(core);
+        tokio::select! {
+            _ = tokio::time::sleep_until(status.safe_until) => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    if let Some(core) = lease.upgrade() {
+                        core.mark_lost("the backend's session channel closed");
+                    }
+                    return;
+                }
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The core of distlock: the [`Client`], the primitives ([`Mutex`], [`RwLock`],
 //! [`Semaphore`]), their [`Guard`]s with fencing tokens and lease health, the watchdog, the
-//! [`Backend`] trait every store implements, and the in-process [`MemoryBackend`].
+//! [`backend`] module every store implements, and the in-process [`MemoryBackend`].
 //!
 //! Most users depend on the `distlock` facade crate instead, which adds the backends.
 //!
@@ -31,7 +31,7 @@
 
 mod acquire;
 mod admission;
-mod backend;
+pub mod backend;
 mod client;
 mod error;
 mod guard;
@@ -46,22 +46,15 @@ mod renewals;
 mod telemetry;
 mod wakers;
 
-pub use admission::{Claim, Queued, STARVATION, admit};
-pub use async_trait::async_trait;
-pub use backend::{
-    Backend, Capabilities, HolderInfo, LeaseKey, LeaseOutcome, LockKind, LockRequest, LockState,
-    PollOutcome, Ticket, WaiterInfo,
-};
+pub use backend::{HolderInfo, LockKind, LockState, WaiterInfo};
 pub use client::Client;
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
 pub use lease::Health;
-pub use memory::MemoryBackend;
+pub use memory::{MemoryBackend, MemorySession};
 pub use name::{MAX_NAME_LEN, validate_name};
-pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_TTL};
+pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_RENEW_EVERY, MIN_TTL};
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
 pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
-pub use registry::{Connector, parse_lock_url, redact_url, register};
-pub use renewals::BATCH;
+pub use registry::{parse_lock_url, redact_url};
 pub use url::Url;
-pub use wakers::LocalWakers;

@@ -12,6 +12,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const MIN_TTL: Duration = Duration::from_millis(10);
 /// The longest lease accepted. Longer holds should renew a shorter lease instead.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// The shortest renewal period accepted: shorter ones would keep a task renewing non-stop.
+pub const MIN_RENEW_EVERY: Duration = Duration::from_millis(10);
+/// The longest default operation timeout (see [`LockOptions::op_timeout`]).
+const MAX_DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How to acquire a lock: pass to `lock_with`, `read_with`, `write_with` or `acquire_with`.
 ///
@@ -37,6 +41,7 @@ pub struct LockOptions {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) fair: bool,
     pub(crate) reentrant: Option<Owner>,
+    pub(crate) op_timeout: Option<Duration>,
 }
 
 impl Default for LockOptions {
@@ -49,6 +54,7 @@ impl Default for LockOptions {
             max_hold: None,
             fair: false,
             reentrant: None,
+            op_timeout: None,
         }
     }
 }
@@ -80,7 +86,9 @@ impl LockOptions {
         self
     }
 
-    /// Deadline for waiting; `Duration::ZERO` means a single attempt.
+    /// Deadline for waiting; `Duration::ZERO` means a single attempt. It bounds the whole
+    /// acquisition, backend calls in flight included; one too long to count (years) means
+    /// no deadline.
     ///
     /// # Examples
     ///
@@ -118,7 +126,8 @@ impl LockOptions {
         self
     }
 
-    /// How often the watchdog renews (default ttl/3; must be shorter than the ttl).
+    /// How often the watchdog renews (default ttl/3; must be shorter than the ttl and no
+    /// shorter than [`MIN_RENEW_EVERY`]).
     ///
     /// # Examples
     ///
@@ -169,6 +178,35 @@ impl LockOptions {
         self
     }
 
+    /// How long a release, a renewal asked for by hand, or a single attempt (`try_lock`)
+    /// may wait for the backend before failing with a temporary
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) error. Default: a third of
+    /// the TTL, at most 5 s. (Waits are bounded by [`LockOptions::wait`], renewals by the
+    /// watchdog's own schedule.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = distlock_core::LockOptions::new().op_timeout(Duration::from_secs(2));
+    /// assert_eq!(opts.op_timeout_value(), Duration::from_secs(2));
+    /// assert_eq!(distlock_core::LockOptions::new().op_timeout_value(), Duration::from_secs(5));
+    /// ```
+    pub fn op_timeout(mut self, timeout: Duration) -> Self {
+        self.op_timeout = Some(timeout);
+        self
+    }
+
+    /// The operation timeout in force (see [`LockOptions::op_timeout`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`LockOptions::op_timeout`].
+    pub fn op_timeout_value(&self) -> Duration {
+        self.op_timeout
+            .unwrap_or_else(|| (self.ttl / 3).min(MAX_DEFAULT_OP_TIMEOUT))
+    }
+
     /// The configured lease length.
     ///
     /// # Examples
@@ -214,15 +252,18 @@ impl LockOptions {
             )));
         }
         if let Some(every) = self.renew_every {
-            if every.is_zero() || every >= self.ttl {
+            if every < MIN_RENEW_EVERY || every >= self.ttl {
                 return Err(Error::invalid(format!(
-                    "renew_every {every:?} must be above zero and below the ttl {:?}",
+                    "renew_every {every:?} must be at least {MIN_RENEW_EVERY:?} and below the ttl {:?}",
                     self.ttl
                 )));
             }
         }
         if self.max_hold.is_some_and(|m| m.is_zero()) {
             return Err(Error::invalid("max_hold must not be zero"));
+        }
+        if self.op_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::invalid("op_timeout must not be zero"));
         }
         Ok(())
     }
@@ -240,6 +281,16 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::InvalidInput, "{ttl:?}");
         }
         assert!(LockOptions::new().validate().is_ok());
+    }
+
+    #[test]
+    fn renewal_periods_below_the_floor_are_rejected() {
+        for every in [Duration::from_nanos(1), Duration::from_millis(9)] {
+            let opts = LockOptions::new().renew_every(every);
+            let err = opts.validate().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{every:?}");
+        }
+        assert!(LockOptions::new().renew_every(MIN_RENEW_EVERY).validate().is_ok());
     }
 
     #[test]

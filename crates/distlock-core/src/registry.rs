@@ -16,7 +16,8 @@ use crate::memory::MemoryConnector;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use distlock_core::{async_trait, Backend, Connector, MemoryBackend, Result};
+/// use distlock_core::{MemoryBackend, Result};
+/// use distlock_core::backend::{async_trait, Backend, Connector};
 ///
 /// #[derive(Debug)]
 /// struct Scratch;
@@ -29,7 +30,7 @@ use crate::memory::MemoryConnector;
 ///     }
 /// }
 ///
-/// distlock_core::register(Arc::new(Scratch));
+/// distlock_core::backend::register(Arc::new(Scratch));
 /// ```
 #[async_trait]
 pub trait Connector: Send + Sync + std::fmt::Debug + 'static {
@@ -64,25 +65,31 @@ pub fn register(connector: Arc<dyn Connector>) {
 
 /// The URL with any password replaced by `***`, for messages and logs.
 ///
+/// The text is not trusted to be a well-formed URL: a password written into it raw may hold
+/// `@`, `:`, `/` or `%`, which move the edges a URL parser would find. So the user
+/// information is taken to run to the last `@` of the whole text (the latest it can end),
+/// and everything after the user name's first `:` up to there is hidden. A URL whose
+/// query or path holds an `@` may thus be shown cut short, but never with a password.
+///
 /// # Examples
 ///
 /// ```
-/// assert_eq!(
-///     distlock_core::redact_url("postgres://app:hunter2@db/locks"),
-///     "postgres://app:***@db/locks"
-/// );
+/// use distlock_core::redact_url;
+/// assert_eq!(redact_url("postgres://app:hunter2@db/locks"), "postgres://app:***@db/locks");
+/// assert_eq!(redact_url("redis://:p@ss/w:rd@cache:6379"), "redis://:***@cache:6379");
+/// assert_eq!(redact_url("sqlite:///var/lib/locks.db"), "sqlite:///var/lib/locks.db");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    match Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        Ok(_) => url.to_owned(),
-        Err(_) => match url.find('@') {
-            Some(at) => format!("<redacted>{}", &url[at..]),
-            None => url.to_owned(),
-        },
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some(at) = rest.rfind('@') else {
+        return url.to_owned();
+    };
+    let (userinfo, hosts) = (&rest[..at], &rest[at + 1..]);
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{hosts}"),
+        None => url.to_owned(),
     }
 }
 

@@ -2,14 +2,18 @@
 //! shared grid of instants, and the renewals that arrive together go to the backend as one
 //! call of up to [`BATCH`] leases — one round trip where the backend can pipeline — so a
 //! process holding many locks does not pay a round trip per lock.
+//!
+//! The batcher is a task on the runtime of the renewal that started it. A client may outlive
+//! that runtime (a program that runs one runtime after another): a renewal that finds the
+//! batcher gone starts a new one on its own runtime.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::backend::{Backend, LeaseKey, LeaseOutcome};
+use crate::backend::{Backend, Grant, LeaseOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::telemetry;
 
@@ -19,14 +23,14 @@ pub const BATCH: usize = 1000;
 const LINGER: Duration = Duration::from_millis(1);
 
 struct Request {
-    key: LeaseKey,
+    grant: Grant,
     ttl: Duration,
     reply: oneshot::Sender<Result<LeaseOutcome>>,
 }
 
 pub(crate) struct Renewals {
     backend: Arc<dyn Backend>,
-    sender: OnceLock<mpsc::UnboundedSender<Request>>,
+    sender: StdMutex<Option<mpsc::UnboundedSender<Request>>>,
     base: Instant,
 }
 
@@ -34,24 +38,54 @@ impl Renewals {
     pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
         Renewals {
             backend,
-            sender: OnceLock::new(),
+            sender: StdMutex::new(None),
             base: Instant::now(),
         }
     }
 
-    /// Renews one lease as part of whatever batch is forming.
-    pub(crate) async fn renew(&self, key: LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let sender = self.sender.get_or_init(|| {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            tokio::spawn(batcher(self.backend.clone(), receiver));
-            sender
-        });
-        let (reply, answer) = oneshot::channel();
-        let stopped = || Error::new(ErrorKind::Backend, "the renewal batcher stopped");
+    /// Renews one lease as part of whatever batch is forming. If the batcher is gone (its
+    /// runtime ended), a new one is started here and the renewal sent again, once.
+    pub(crate) async fn renew(&self, grant: Grant, ttl: Duration) -> Result<LeaseOutcome> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (reply, answer) = oneshot::channel();
+            let request = Request {
+                grant: grant.clone(),
+                ttl,
+                reply,
+            };
+            if self.send(request).is_ok() {
+                if let Ok(outcome) = answer.await {
+                    return outcome;
+                }
+            }
+            if tries >= 2 {
+                return Err(Error::new(ErrorKind::Backend, "the renewal batcher stopped").temporary());
+            }
+            self.restart();
+        }
+    }
+
+    /// Sends a request to the batcher, starting one if there is none yet.
+    fn send(&self, request: Request) -> std::result::Result<(), ()> {
+        let mut sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
+        let sender = sender.get_or_insert_with(|| self.spawn_batcher());
+        sender.send(request).map_err(drop)
+    }
+
+    /// Replaces a batcher that stopped with a new one on the current runtime.
+    fn restart(&self) {
+        let mut sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
+        if sender.as_ref().is_none_or(|s| s.is_closed()) {
+            *sender = Some(self.spawn_batcher());
+        }
+    }
+
+    fn spawn_batcher(&self) -> mpsc::UnboundedSender<Request> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(batcher(self.backend.clone(), receiver));
         sender
-            .send(Request { key, ttl, reply })
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
     }
 
     /// When to renew a lease due at `due` with period `every`: the first instant of this
@@ -94,8 +128,8 @@ async fn batcher(backend: Arc<dyn Backend>, mut requests: mpsc::UnboundedReceive
 
 async fn renew_batch(backend: Arc<dyn Backend>, batch: Vec<Request>, ttl: Duration) {
     telemetry::renewal_batch(backend.scheme(), batch.len());
-    let keys: Vec<LeaseKey> = batch.iter().map(|r| r.key.clone()).collect();
-    match backend.renew_many(&keys, ttl).await {
+    let grants: Vec<Grant> = batch.iter().map(|r| r.grant.clone()).collect();
+    match backend.renew_many(&grants, ttl).await {
         Ok(outcomes) if outcomes.len() == batch.len() => {
             for (request, outcome) in batch.into_iter().zip(outcomes) {
                 let _ = request.reply.send(Ok(outcome));

@@ -7,8 +7,13 @@
 //! * `distlock_renewals_total` (counter, `outcome` = ok | not_held | error)
 //! * `distlock_leases_lost_total` (counter)
 //! * `distlock_renewal_batches_total` (counter) and `distlock_renewal_batch_size` (histogram)
+//! * `distlock_acquire_retries_total` (counter): temporary errors an acquire retried
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// At most one warning about retried errors per this period, per process.
+const RETRY_WARNING_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) fn acquire(backend: &'static str, outcome: &'static str, waited: Duration) {
     metrics::counter!("distlock_acquire_total", "backend" => backend, "outcome" => outcome)
@@ -33,4 +38,23 @@ pub(crate) fn lost(backend: &'static str) {
 pub(crate) fn renewal_batch(backend: &'static str, size: usize) {
     metrics::counter!("distlock_renewal_batches_total", "backend" => backend).increment(1);
     metrics::histogram!("distlock_renewal_batch_size", "backend" => backend).record(size as f64);
+}
+
+/// Counts a temporary error that a waiting acquire retries, and warns about it, at most once
+/// every [`RETRY_WARNING_EVERY`] (with how many were retried since the last warning).
+pub(crate) fn retry(backend: &'static str, error: &crate::error::Error) {
+    metrics::counter!("distlock_acquire_retries_total", "backend" => backend).increment(1);
+    static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    match last.as_mut() {
+        Some((at, quiet)) if at.elapsed() < RETRY_WARNING_EVERY => {
+            *quiet += 1;
+            tracing::debug!(%error, "acquire retrying after a temporary error");
+        }
+        _ => {
+            let quiet = last.map_or(0, |(_, quiet)| quiet);
+            *last = Some((Instant::now(), 0));
+            tracing::warn!(%error, retried_quietly = quiet, "acquire retrying after a temporary error");
+        }
+    }
 }

@@ -18,16 +18,17 @@ use crate::backend::Ticket;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// # use std::time::Duration;
-/// # use distlock_core::{HolderMeta, LockKind, LockRequest, Owner, Ticket};
+/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// # use distlock_core::backend::{LockRequest, Ticket};
 /// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
 /// #   owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
 /// #   wait: true, meta: HolderMeta::this_process() };
-/// # let ticket = Ticket::new(request, None);
-/// let wakers = distlock_core::LocalWakers::new();
+/// # let ticket = Ticket::new(request);
+/// let wakers = distlock_core::backend::LocalWakers::new();
 /// wakers.wake("t"); // nobody registered yet: nothing happens
 /// wakers.register(&ticket);
 /// wakers.wake("t");
-/// wakers.wait(&ticket, Duration::from_secs(5)).await; // returns at once
+/// wakers.wait(&ticket, Some(Duration::from_secs(5))).await; // returns at once
 /// # }
 /// ```
 #[derive(Debug, Default)]
@@ -62,7 +63,7 @@ impl LocalWakers {
             .clone()
     }
 
-    /// Waits for a wake-up of `ticket`, or `backstop`.
+    /// Waits for a wake-up of `ticket`, or `backstop` (`None`: no bound).
     ///
     /// # Cancel safety
     ///
@@ -71,9 +72,14 @@ impl LocalWakers {
     /// # Examples
     ///
     /// See [`LocalWakers`].
-    pub async fn wait(&self, ticket: &Ticket, backstop: Duration) {
+    pub async fn wait(&self, ticket: &Ticket, backstop: Option<Duration>) {
         let notify = self.slot(ticket);
-        let _ = tokio::time::timeout(backstop, notify.notified()).await;
+        match backstop {
+            Some(backstop) => {
+                let _ = tokio::time::timeout(backstop, notify.notified()).await;
+            }
+            None => notify.notified().await,
+        }
     }
 
     /// Wakes the waiter with this request token.
@@ -81,7 +87,7 @@ impl LocalWakers {
     /// # Examples
     ///
     /// ```
-    /// distlock_core::LocalWakers::new().wake("no-such-token");
+    /// distlock_core::backend::LocalWakers::new().wake("no-such-token");
     /// ```
     pub fn wake(&self, token: &str) {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -95,7 +101,7 @@ impl LocalWakers {
     /// # Examples
     ///
     /// ```
-    /// distlock_core::LocalWakers::new().forget("no-such-token");
+    /// distlock_core::backend::LocalWakers::new().forget("no-such-token");
     /// ```
     pub fn forget(&self, token: &str) {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());

@@ -3,7 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use distlock_core::{BATCH, Client, Health, LockOptions};
+use distlock_core::backend::BATCH;
+use distlock_core::{Client, Health, LockOptions};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 /// One recorded series: its name, labels and value.

@@ -2,8 +2,20 @@
 //! fencing, read/write locks, semaphores), for tests, examples and single-process services.
 //!
 //! `memory://` is one lock space shared by every client in the process; `memory://NAME` is
-//! a separate space per name. Fencing tokens do not survive the process.
+//! a separate space per name. Fencing tokens do not survive the process. A space forgets a
+//! name as soon as it has no holders and no waiters, so locking ever new names costs no
+//! memory; tokens still increase, from one counter per space.
+//!
+//! Two kinds of liveness, so the core's two contracts each have a worked example:
+//!
+//! * **lease** (the default): every grant has a TTL, renewed by the core's watchdog, and
+//!   lapses when its holder stops renewing.
+//! * **session** (`memory://NAME?liveness=session`, or [`MemoryBackend::with_sessions`]):
+//!   every client is a session; its grants and queue entries live until the session expires,
+//!   nothing is renewed, and the test hook [`MemorySession`] suspends, resumes or expires it.
+//!   `session_timeout=10s` sets how long a suspended session stays valid.
 
+mod session;
 mod space;
 
 use std::collections::HashMap;
@@ -11,14 +23,19 @@ use std::sync::{Arc, LazyLock, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::watch;
 use url::Url;
 
 use crate::backend::{
-    Backend, Capabilities, LeaseKey, LeaseOutcome, LockRequest, LockState, PollOutcome, Ticket,
+    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session, Ticket,
 };
 use crate::error::{Error, Result};
 use crate::registry::Connector;
+pub use session::MemorySession;
 use space::Space;
+
+/// How long a suspended session stays valid unless the URL says otherwise.
+const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 static SPACES: LazyLock<StdMutex<HashMap<String, Arc<Space>>>> =
     LazyLock::new(|| StdMutex::new(HashMap::new()));
@@ -39,6 +56,7 @@ static SPACES: LazyLock<StdMutex<HashMap<String, Arc<Space>>>> =
 #[derive(Debug, Clone)]
 pub struct MemoryBackend {
     space: Arc<Space>,
+    session: Option<MemorySession>,
 }
 
 impl Default for MemoryBackend {
@@ -56,7 +74,46 @@ impl MemoryBackend {
     pub fn new() -> Self {
         MemoryBackend {
             space: Arc::new(Space::default()),
+            session: None,
         }
+    }
+
+    /// A backend in session mode with a private lock space: its grants live as long as its
+    /// session, which stays valid `timeout` after it is suspended.
+    ///
+    /// # Examples
+    ///
+    /// See [`MemorySession`].
+    pub fn with_sessions(timeout: Duration) -> Self {
+        let space = Arc::new(Space::default());
+        MemoryBackend {
+            session: Some(MemorySession::new(space.clone(), timeout)),
+            space,
+        }
+    }
+
+    /// The test hook of this backend's session, in session mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::any::Any;
+    /// use distlock_core::{Client, MemoryBackend};
+    ///
+    /// let client = Client::connect("memory://hooked?liveness=session").await?;
+    /// let backend: &dyn Any = client.backend().as_ref();
+    /// let memory = backend.downcast_ref::<MemoryBackend>().expect("a memory backend");
+    /// assert!(memory.session_control().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn session_control(&self) -> Option<MemorySession> {
+        self.session.clone()
+    }
+
+    /// The session the backend's requests are made in, in session mode.
+    fn session_id(&self) -> Option<u64> {
+        self.session.as_ref().map(|s| s.current().id)
     }
 
     /// The process-wide lock space called `name` (`""` for `memory://`).
@@ -68,10 +125,33 @@ impl MemoryBackend {
     /// let b = distlock_core::MemoryBackend::shared("tests");
     /// ```
     pub fn shared(name: &str) -> Self {
-        let mut spaces = SPACES.lock().unwrap_or_else(|p| p.into_inner());
-        let space = spaces.entry(name.to_owned()).or_default().clone();
-        MemoryBackend { space }
+        MemoryBackend {
+            space: shared_space(name),
+            session: None,
+        }
     }
+
+    /// A client of the process-wide lock space `name` in session mode (see
+    /// [`MemoryBackend::with_sessions`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let backend = distlock_core::MemoryBackend::shared_with_sessions("tests", std::time::Duration::from_secs(5));
+    /// assert!(backend.session_control().is_some());
+    /// ```
+    pub fn shared_with_sessions(name: &str, timeout: Duration) -> Self {
+        let space = shared_space(name);
+        MemoryBackend {
+            session: Some(MemorySession::new(space.clone(), timeout)),
+            space,
+        }
+    }
+}
+
+fn shared_space(name: &str) -> Arc<Space> {
+    let mut spaces = SPACES.lock().unwrap_or_else(|p| p.into_inner());
+    spaces.entry(name.to_owned()).or_default().clone()
 }
 
 #[async_trait]
@@ -81,41 +161,54 @@ impl Backend for MemoryBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
+        let full = Capabilities {
             durable_fencing: false,
             cross_process: false,
             ..Capabilities::full(true)
+        };
+        match self.session {
+            None => full,
+            Some(_) => Capabilities {
+                liveness: Liveness::Session,
+                waiter_refresh: None,
+                ..full
+            },
         }
     }
 
-    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        Ok(self.space.enqueue(request))
+    fn session(&self) -> Option<watch::Receiver<Session>> {
+        self.session.as_ref().map(MemorySession::subscribe)
     }
 
-    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
+        self.space.enqueue(ticket, self.session_id());
+        Ok(())
+    }
+
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         // Cooperate like tokio's own primitives: a task that locks and unlocks in a tight
         // loop still lets the other tasks on its thread run.
         tokio::task::consume_budget().await;
-        self.space.poll(ticket)
+        self.space.poll(ticket, self.session_id())
     }
 
-    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
         self.space.wakers.wait(ticket, backstop).await;
         Ok(())
     }
 
-    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         self.space.cancel(ticket);
         Ok(())
     }
 
-    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        Ok(self.space.renew(lease, ttl))
+    async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        Ok(grants.iter().map(|g| self.space.renew(g, ttl)).collect())
     }
 
-    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+    async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
         tokio::task::consume_budget().await;
-        Ok(self.space.release(lease))
+        Ok(self.space.release(grant))
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
@@ -143,13 +236,75 @@ impl Connector for MemoryConnector {
     }
 
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
-        if url.path() != "" && url.path() != "/" || url.query().is_some() {
-            return Err(Error::invalid(format!(
-                "memory URLs take only a space name: memory:// or memory://NAME, not `{url}`"
-            )));
+        let refuse = |why: String| {
+            Err(Error::invalid(format!(
+                "{why}; memory URLs are memory://[NAME][?liveness=lease|session&session_timeout=10s], not `{url}`"
+            )))
+        };
+        if url.path() != "" && url.path() != "/" {
+            return refuse("a memory URL has no path".into());
         }
-        Ok(Arc::new(MemoryBackend::shared(
-            url.host_str().unwrap_or(""),
-        )))
+        let mut sessions = false;
+        let mut timeout = None;
+        for (key, value) in url.query_pairs() {
+            match (&*key, &*value) {
+                ("liveness", "lease") => sessions = false,
+                ("liveness", "session") => sessions = true,
+                ("session_timeout", text) => match humantime::parse_duration(text) {
+                    Ok(t) if !t.is_zero() => timeout = Some(t),
+                    _ => return refuse(format!("session_timeout `{text}` is not a duration above zero")),
+                },
+                (key, value) => return refuse(format!("unknown parameter `{key}={value}`")),
+            }
+        }
+        if timeout.is_some() && !sessions {
+            return refuse("session_timeout applies to liveness=session".into());
+        }
+        let space = url.host_str().unwrap_or("");
+        Ok(Arc::new(match sessions {
+            true => MemoryBackend::shared_with_sessions(
+                space,
+                timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT),
+            ),
+            false => MemoryBackend::shared(space),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Client;
+
+    #[tokio::test]
+    async fn a_space_forgets_names_with_no_holders_or_waiters() {
+        let backend = MemoryBackend::new();
+        let mut last = 0;
+        for n in 0..1_000_000u32 {
+            let mut ticket = Ticket::new(crate::backend::LockRequest {
+                name: format!("orders/{n}"),
+                kind: crate::LockKind::Mutex,
+                permits: 1,
+                owner: crate::Owner::random(),
+                token: n.to_string(),
+                ttl: Duration::from_secs(30),
+                fair: false,
+                wait: n % 2 == 0,
+                meta: crate::HolderMeta::this_process(),
+            });
+            backend.enqueue(&mut ticket).await.unwrap();
+            let PollOutcome::Granted { fencing_token, .. } = backend.poll(&mut ticket).await.unwrap()
+            else {
+                panic!("a free name was not granted");
+            };
+            assert!(fencing_token > last, "tokens increase across names");
+            last = fencing_token;
+            let grant = ticket.into_grant();
+            assert_eq!(backend.release(&grant).await.unwrap(), LeaseOutcome::Done);
+        }
+        assert_eq!(backend.space.remembered(), 0);
+        let client = Client::with_backend(Arc::new(backend.clone()));
+        client.mutex("last").lock().await.unwrap().release().await.unwrap();
+        assert_eq!(backend.space.remembered(), 0);
     }
 }

@@ -9,22 +9,46 @@ use tokio::time::Instant;
 
 use crate::admission::{Claim, Queued, STARVATION, admit};
 use crate::backend::{
-    HolderInfo, LeaseKey, LeaseOutcome, LockRequest, LockState, PollOutcome, Ticket, WaiterInfo,
+    Grant, HolderInfo, LeaseOutcome, LockRequest, LockState, PollOutcome, Ticket, WaiterInfo,
 };
 use crate::error::Result;
 use crate::owner::unix_ms;
 use crate::wakers::LocalWakers;
 
-/// How long a queue entry lives without being polled (its waiter may have vanished).
-const WAITER_LEASE: Duration = Duration::from_secs(10);
+/// How long a queue entry of a lease-mode waiter lives without being polled (its waiter
+/// may have vanished).
+pub(super) const WAITER_LEASE: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 struct Entry {
     request: LockRequest,
     since: Instant,
-    expires: Instant,
+    /// When the entry lapses; `None` for a session's entries, which live until it expires.
+    expires: Option<Instant>,
     seq: u64,
     fencing_token: u64,
+    /// The session the entry belongs to, in session mode.
+    session: Option<u64>,
+}
+
+impl Entry {
+    fn live(&self, now: Instant) -> bool {
+        self.expires.is_none_or(|at| at > now)
+    }
+
+    /// A lease-mode entry lapses `lease` from now; a session's entry never does.
+    fn extend(&mut self, now: Instant, lease: Duration) {
+        if self.session.is_none() {
+            self.expires = Some(now + lease);
+        }
+    }
+}
+
+/// What a memory ticket remembers: its place in the queue, and the session it queued in.
+#[derive(Debug)]
+pub(super) struct Place {
+    seq: u64,
+    session: Option<u64>,
 }
 
 impl Entry {
@@ -38,6 +62,7 @@ impl Entry {
 
 #[derive(Debug, Default)]
 struct NameState {
+    /// The last fencing token granted for this name (while the name is remembered).
     fencing: u64,
     holders: Vec<Entry>,
     queue: Vec<Entry>,
@@ -47,9 +72,21 @@ impl NameState {
     /// Drops expired grants and abandoned queue entries; true if anything went.
     fn purge(&mut self, now: Instant) -> bool {
         let before = self.holders.len() + self.queue.len();
-        self.holders.retain(|e| e.expires > now);
-        self.queue.retain(|e| e.expires > now);
+        self.holders.retain(|e| e.live(now));
+        self.queue.retain(|e| e.live(now));
         before != self.holders.len() + self.queue.len()
+    }
+
+    /// Drops every entry of `session`; true if anything went.
+    fn drop_session(&mut self, session: u64) -> bool {
+        let before = self.holders.len() + self.queue.len();
+        self.holders.retain(|e| e.session != Some(session));
+        self.queue.retain(|e| e.session != Some(session));
+        before != self.holders.len() + self.queue.len()
+    }
+
+    fn is_idle(&self) -> bool {
+        self.holders.is_empty() && self.queue.is_empty()
     }
 
     fn holder_claims(&self) -> Vec<Claim> {
@@ -88,86 +125,132 @@ impl NameState {
     }
 }
 
+/// Every name with holders or waiters, and the fencing counter they share.
+#[derive(Debug, Default)]
+struct Names {
+    states: HashMap<String, NameState>,
+    /// One counter for the whole space, so that a name forgotten when it fell idle still
+    /// gets tokens above every earlier one when it is locked again.
+    fencing: u64,
+}
+
+impl Names {
+    fn mint(&mut self) -> u64 {
+        self.fencing += 1;
+        self.fencing
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Space {
-    names: StdMutex<HashMap<String, NameState>>,
+    names: StdMutex<Names>,
     next_seq: AtomicU64,
     pub(super) wakers: LocalWakers,
     pub(super) floor: tokio::sync::Mutex<()>,
 }
 
 impl Space {
-    fn with_name<T>(&self, name: &str, f: impl FnOnce(&mut NameState) -> T) -> T {
+    /// Runs `f` on the state of `name` (expired entries purged, their successors granted),
+    /// and forgets the name again if it is left with no holders and no waiters.
+    fn with_name<T>(&self, name: &str, f: impl FnOnce(&mut Names, &mut NameState) -> T) -> T {
         let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
-        let state = names.entry(name.to_owned()).or_default();
-        let now = Instant::now();
-        let changed = state.purge(now);
-        if changed {
-            self.hand_off(state);
+        let mut state = names.states.remove(name).unwrap_or_default();
+        if state.purge(Instant::now()) {
+            self.hand_off(&mut names, &mut state);
         }
-        f(state)
+        let out = f(&mut names, &mut state);
+        if !state.is_idle() {
+            names.states.insert(name.to_owned(), state);
+        }
+        out
+    }
+
+    /// How many names the space remembers (those with holders or waiters).
+    #[cfg(test)]
+    pub(super) fn remembered(&self) -> usize {
+        self.names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .states
+            .len()
     }
 
     /// Grants the lock to every queued request that may now hold it, in queue order, and
     /// wakes exactly those. A released lock goes straight to its waiters, so a holder that
     /// releases and locks again at once cannot starve them.
-    fn hand_off(&self, state: &mut NameState) {
+    fn hand_off(&self, names: &mut Names, state: &mut NameState) {
         let now = Instant::now();
         for token in state.admissible() {
             let Some(at) = state.queue.iter().position(|e| e.request.token == token) else {
                 continue;
             };
             let mut entry = state.queue.remove(at);
-            state.fencing += 1;
+            state.fencing = names.mint();
             entry.fencing_token = state.fencing;
             entry.since = now;
-            entry.expires = now + entry.request.ttl;
+            entry.expires = None;
+            entry.extend(now, entry.request.ttl);
             entry.request.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
             state.holders.push(entry);
             self.wakers.wake(&token);
         }
     }
 
-    pub(super) fn enqueue(&self, request: LockRequest) -> Ticket {
+    /// Registers a waiting request in the queue (in `session`, for session mode).
+    pub(super) fn enqueue(&self, ticket: &mut Ticket, session: Option<u64>) {
+        let request = &ticket.request;
         if !request.wait {
             let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-            return Ticket::new(request, Some(seq));
+            ticket.set_state(Place { seq, session });
+            return;
         }
-        let name = request.name.clone();
         // The wake-up slot exists before the entry, so no hand-off can miss it.
-        self.wakers.register(&Ticket::new(request.clone(), None));
+        self.wakers.register(ticket);
+        let request = ticket.request.clone();
         // The sequence number is taken under the lock, so the queue stays in its order.
-        self.with_name(&name, |state| {
+        let seq = self.with_name(&ticket.request.name, |_, state| {
             let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
             let now = Instant::now();
-            state.queue.push(Entry {
-                request: request.clone(),
+            let mut entry = Entry {
+                request,
                 since: now,
-                expires: now + WAITER_LEASE,
+                expires: None,
                 seq,
                 fencing_token: 0,
-            });
-            Ticket::new(request, Some(seq))
-        })
+                session,
+            };
+            entry.extend(now, WAITER_LEASE);
+            state.queue.push(entry);
+            seq
+        });
+        ticket.set_state(Place { seq, session });
     }
 
-    pub(super) fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+    /// Grants the ticket if it may hold the lock now (in `session`, for session mode).
+    pub(super) fn poll(&self, ticket: &mut Ticket, session: Option<u64>) -> Result<PollOutcome> {
+        let queued_in = ticket.state::<Place>().map(|p| p.session);
+        if ticket.request.wait && queued_in != Some(session) {
+            // Its queue entry went with an expired session: queue again in this one.
+            self.enqueue(ticket, session);
+        }
+        let seq = ticket.state::<Place>().map_or(u64::MAX, |p| p.seq);
         let request = &ticket.request;
-        let seq = ticket.seq.unwrap_or(u64::MAX);
-        self.with_name(&request.name, |state| {
+        let granted = |fencing_token| PollOutcome::Granted {
+            fencing_token,
+            session,
+        };
+        self.with_name(&request.name, |names, state| {
             let now = Instant::now();
-            if let Some(granted) = state
+            if let Some(held) = state
                 .holders
                 .iter_mut()
                 .find(|e| e.request.token == request.token)
             {
                 // Handed off while we slept: the lease runs from this poll, which began
                 // after the caller's clock started.
-                granted.expires = now + request.ttl;
+                held.extend(now, request.ttl);
                 self.wakers.forget(&request.token);
-                return Ok(PollOutcome::Granted {
-                    fencing_token: granted.fencing_token,
-                });
+                return Ok(granted(held.fencing_token));
             }
             let me = Claim {
                 kind: request.kind,
@@ -176,43 +259,51 @@ impl Space {
             let queue = state.queued_except(&request.token, now);
             let my_seq = request.wait.then_some(seq);
             if admit(&state.holder_claims(), &queue, &me, my_seq, request.fair)? {
-                state.fencing += 1;
+                state.fencing = names.mint();
                 state.queue.retain(|e| e.request.token != request.token);
-                let mut granted = request.clone();
-                granted.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
+                let mut held = request.clone();
+                held.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
                 self.wakers.forget(&request.token);
-                state.holders.push(Entry {
-                    request: granted,
+                let mut entry = Entry {
+                    request: held,
                     since: now,
-                    expires: now + request.ttl,
+                    expires: None,
                     seq,
                     fencing_token: state.fencing,
-                });
-                return Ok(PollOutcome::Granted {
-                    fencing_token: state.fencing,
-                });
+                    session,
+                };
+                entry.extend(now, request.ttl);
+                state.holders.push(entry);
+                return Ok(granted(state.fencing));
             }
             if request.wait {
-                let expires = now + WAITER_LEASE;
                 match state
                     .queue
                     .iter_mut()
                     .find(|e| e.request.token == request.token)
                 {
-                    Some(entry) => entry.expires = expires,
+                    Some(entry) => entry.extend(now, WAITER_LEASE),
                     None => {
-                        state.queue.push(Entry {
+                        let mut entry = Entry {
                             request: request.clone(),
                             since: now,
-                            expires,
+                            expires: None,
                             seq,
                             fencing_token: 0,
-                        });
+                            session,
+                        };
+                        entry.extend(now, WAITER_LEASE);
+                        state.queue.push(entry);
                         state.queue.sort_by_key(|e| e.seq);
                     }
                 }
             }
-            let retry_within = state.holders.iter().map(|e| e.expires - now).min();
+            let retry_within = state
+                .holders
+                .iter()
+                .filter_map(|e| e.expires)
+                .map(|at| at - now)
+                .min();
             Ok(PollOutcome::Pending { retry_within })
         })
     }
@@ -220,22 +311,22 @@ impl Space {
     pub(super) fn cancel(&self, ticket: &Ticket) {
         let token = &ticket.request.token;
         self.wakers.forget(token);
-        self.with_name(&ticket.request.name, |state| {
+        self.with_name(&ticket.request.name, |names, state| {
             state.queue.retain(|e| &e.request.token != token);
             state.holders.retain(|e| &e.request.token != token);
-            self.hand_off(state);
+            self.hand_off(names, state);
         });
     }
 
-    pub(super) fn renew(&self, lease: &LeaseKey, ttl: Duration) -> LeaseOutcome {
-        self.with_name(&lease.name, |state| {
+    pub(super) fn renew(&self, grant: &Grant, ttl: Duration) -> LeaseOutcome {
+        self.with_name(&grant.name, |_, state| {
             match state
                 .holders
                 .iter_mut()
-                .find(|e| e.request.token == lease.token)
+                .find(|e| e.request.token == grant.token)
             {
                 Some(entry) => {
-                    entry.expires = Instant::now() + ttl;
+                    entry.extend(Instant::now(), ttl);
                     LeaseOutcome::Done
                 }
                 None => LeaseOutcome::NotHeld,
@@ -243,28 +334,48 @@ impl Space {
         })
     }
 
-    pub(super) fn release(&self, lease: &LeaseKey) -> LeaseOutcome {
-        self.with_name(&lease.name, |state| {
+    pub(super) fn release(&self, grant: &Grant) -> LeaseOutcome {
+        self.with_name(&grant.name, |names, state| {
             let before = state.holders.len();
-            state.holders.retain(|e| e.request.token != lease.token);
+            state.holders.retain(|e| e.request.token != grant.token);
             if state.holders.len() == before {
                 return LeaseOutcome::NotHeld;
             }
-            self.hand_off(state);
+            self.hand_off(names, state);
             LeaseOutcome::Done
         })
+    }
+
+    /// Deletes every grant and queue entry of `session` (it expired), granting whoever may
+    /// hold the locks it held.
+    pub(super) fn drop_session(&self, session: u64) {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let touched: Vec<String> = names
+            .states
+            .iter_mut()
+            .filter_map(|(name, state)| state.drop_session(session).then(|| name.clone()))
+            .collect();
+        for name in touched {
+            let Some(mut state) = names.states.remove(&name) else {
+                continue;
+            };
+            self.hand_off(&mut names, &mut state);
+            if !state.is_idle() {
+                names.states.insert(name, state);
+            }
+        }
     }
 
     pub(super) fn inspect(&self, name: Option<&str>) -> Vec<LockState> {
         let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let mut states: Vec<LockState> = names
+            .states
             .iter_mut()
             .filter(|(n, _)| name.is_none_or(|wanted| wanted == n.as_str()))
             .filter_map(|(n, state)| {
                 state.purge(now);
-                let empty = state.holders.is_empty() && state.queue.is_empty();
-                (name.is_some() || !empty).then(|| LockState {
+                (name.is_some() || !state.is_idle()).then(|| LockState {
                     name: n.clone(),
                     last_fencing_token: state.fencing,
                     holders: state
@@ -275,7 +386,9 @@ impl Space {
                             kind: e.request.kind,
                             permits: e.request.permits,
                             fencing_token: e.fencing_token,
-                            remaining_ms: (e.expires - now).as_millis() as u64,
+                            remaining_ms: e
+                                .expires
+                                .map(|at| at.saturating_duration_since(now).as_millis() as u64),
                             meta: e.request.meta.clone(),
                         })
                         .collect(),

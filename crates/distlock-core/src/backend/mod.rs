@@ -1,0 +1,153 @@
+//! What backend authors implement: the [`Backend`] trait, the [`Ticket`] a request waits
+//! with, the [`Grant`] it becomes, the [`Capabilities`] a backend declares, and the helpers
+//! the existing backends share ([`admit`], [`LocalWakers`]). Users call
+//! the crate root; nothing here is needed to take a lock.
+//!
+//! # The shape of a backend
+//!
+//! Every backend speaks in tickets. The core builds a [`Ticket`] for each request and owns
+//! it from start to end; [`Backend::enqueue`] registers it, [`Backend::poll`] asks whether
+//! it is granted, [`Backend::wait_for_change`] sleeps until something that may grant it
+//! happened, and [`Backend::cancel`] withdraws it. Queue-based stores (ZooKeeper's
+//! sequential nodes, etcd's revisions) create their queue entry in `enqueue`; try-and-retry
+//! stores (Redis, SQL) may make `enqueue` cheap and do the work in `poll`. What a backend
+//! learns about a request (a node path, a create revision, "already queued") goes into the
+//! ticket's state, and the state a granted ticket holds becomes the [`Grant`]'s, which
+//! [`Backend::renew_many`] and [`Backend::release`] get back.
+//!
+//! The core owns everything else, once for every backend: deadlines (each backend call of
+//! an acquire is bounded by the wait deadline), cancellation (a ticket whose acquire ends
+//! without a grant, or whose future is dropped at any await, is cancelled, in the background
+//! if need be), the watchdog, lease health, reentrancy, metrics and tracing.
+//!
+//! # Two kinds of liveness
+//!
+//! * **Per-grant leases** ([`Liveness::Lease`]): each grant expires unless renewed. The
+//!   core's watchdog renews it every `renew_every` through [`Backend::renew_many`] (batched
+//!   per client), derives `safe_until` from the start of each successful renewal, and turns
+//!   the guard `AtRisk` when a renewal fails and `Lost` when the backend says `NotHeld` or
+//!   the safe deadline passes. The memory backend's default mode is the worked example
+//!   (`memory://`).
+//! * **Sessions** ([`Liveness::Session`]): a grant lives as long as the client's session (a
+//!   ZooKeeper session, an etcd lease, a database connection). The backend renews nothing
+//!   per lock; it reports its session on one channel ([`Backend::session`]) and says in
+//!   each grant which session it lives in
+//!   ([`PollOutcome::Granted`]'s `session`). The core derives every such guard's health
+//!   from that channel — connected: `Held` until the session's `valid_until`; suspended:
+//!   `AtRisk`; expired, replaced by a new session, or past `valid_until`: `Lost`, every
+//!   guard at once — and releases a grant itself when `max_hold` ends or, with
+//!   `auto_renew(false)`, when its TTL ends. The memory backend's session mode is the worked
+//!   example (`memory://?liveness=session`).
+//!
+//! # Waiting
+//!
+//! [`PollOutcome::Pending`] says when to poll again. A backend whose waiters' queue entries
+//! expire declares how often they must be refreshed ([`Capabilities::waiter_refresh`]); one
+//! whose entries live with the session declares `None`, and its waiters then poll only when
+//! [`Backend::wait_for_change`] returns — on a push backend, only when woken.
+//!
+//! # Fencing
+//!
+//! A token is strictly greater than every token granted before for the name, whatever the
+//! kind: readers and permits too. A backend whose natural number is minted at enqueue (a
+//! ZooKeeper `czxid`, an etcd create revision) must still hand them out in grant order.
+
+mod info;
+mod request;
+mod session;
+mod ticket;
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use crate::admission::{Claim, Queued, STARVATION, admit};
+pub use crate::registry::{Connector, register};
+pub use crate::renewals::BATCH;
+pub use crate::wakers::LocalWakers;
+pub use async_trait::async_trait;
+pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
+pub use request::{LockKind, LockRequest};
+pub use session::{Liveness, Session, SessionState};
+pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
+
+use crate::error::Result;
+
+/// A lock store. Implement this to add a backend; the core supplies everything else.
+///
+/// A backend is `Any`, so a test can reach its own hooks from a client's
+/// [`backend()`](crate::Client::backend) by downcasting.
+///
+/// Implementations must make `poll` atomic (grant, fencing-token increment and dequeue in
+/// one step); must make `renew`, `release` and `cancel` compare the request token so a stale
+/// holder never touches a newer grant; must make a `poll` of a ticket whose request does not
+/// `wait` leave nothing behind when it answers `Pending`; and must make `cancel` idempotent
+/// and safe at any point, even on a ticket whose `enqueue` or `poll` was dropped halfway
+/// (the core calls it again, in the background, if a cancel is itself dropped).
+///
+/// # Examples
+///
+/// ```
+/// # async fn demo() -> distlock_core::Result<()> {
+/// use std::sync::Arc;
+/// use distlock_core::{Client, MemoryBackend};
+/// use distlock_core::backend::Backend;
+///
+/// let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+/// let client = Client::with_backend(backend);
+/// let guard = client.mutex("a").lock().await?;
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
+    /// The URL scheme, used in errors, logs and metrics.
+    fn scheme(&self) -> &'static str;
+
+    /// What this backend supports, and how its grants live and its waiters wait.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The client's session, for a backend whose grants live by session: one channel per
+    /// client, on which every change of state is sent. `None` for lease backends.
+    fn session(&self) -> Option<watch::Receiver<Session>> {
+        None
+    }
+
+    /// Registers the ticket's request (creates its queue entry, where the store has one).
+    /// The default does nothing: the first poll does the work.
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
+        let _ = ticket;
+        Ok(())
+    }
+
+    /// Asks whether the ticket is granted, granting it if it now may be. A waiting ticket
+    /// of a backend whose waiter entries expire keeps its place by being polled.
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome>;
+
+    /// Waits until something happened that may let the ticket through, or `backstop`
+    /// passed (`None`: no bound; the core bounds it by the deadline).
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>)
+    -> Result<()>;
+
+    /// Withdraws a ticket: removes its queue entry and any grant made under its token.
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()>;
+
+    /// Extends many grants to `ttl` from now, answering for each in order. The watchdogs of
+    /// one client renew through this, up to [`BATCH`] grants a call; backends that can
+    /// should do it in one round trip. Session backends are never asked.
+    async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>>;
+
+    /// Deletes a grant, if it is still ours.
+    async fn release(&self, grant: &Grant) -> Result<LeaseOutcome>;
+
+    /// The state of one lock, or of every lock with holders or waiters.
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>>;
+
+    /// What [`Backend::floor_round`] does, for benchmark reports.
+    fn floor_op(&self) -> &'static str;
+
+    /// One round of the backend's cheapest comparable operation, the floor every lock
+    /// operation is measured against.
+    async fn floor_round(&self) -> Result<()>;
+}

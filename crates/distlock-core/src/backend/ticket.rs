@@ -1,0 +1,254 @@
+//! Tickets and grants: a request's state while it waits, and a grant's handle once held.
+//! Each carries the backend's own state for it (a node path, a revision, a flag), so no
+//! backend keeps a side table keyed by request token.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::request::{LockKind, LockRequest};
+
+/// A request registered with a backend, waiting for its grant.
+///
+/// The core owns the ticket from before [`Backend::enqueue`](super::Backend::enqueue) until
+/// the grant or the end of [`Backend::cancel`](super::Backend::cancel), and hands it to every
+/// call mutably, so a backend keeps what it learns about the request in the ticket's state:
+/// any `'static + Send + Sync` value of its own type.
+///
+/// # Examples
+///
+/// ```
+/// # use std::time::Duration;
+/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// use distlock_core::backend::{LockRequest, Ticket};
+/// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
+/// #   owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
+/// #   wait: true, meta: HolderMeta::this_process() };
+///
+/// #[derive(Default)]
+/// struct Queued { position: u64 }
+///
+/// let mut ticket = Ticket::new(request);
+/// assert!(ticket.state::<Queued>().is_none());
+/// ticket.state_or_default::<Queued>().position = 7;
+/// assert_eq!(ticket.state::<Queued>().map(|q| q.position), Some(7));
+/// ```
+pub struct Ticket {
+    /// The request this ticket stands for.
+    pub request: LockRequest,
+    state: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("request", &self.request)
+            .field("has_state", &self.state.is_some())
+            .finish()
+    }
+}
+
+impl Ticket {
+    /// A ticket for `request`, with no backend state yet.
+    ///
+    /// # Examples
+    ///
+    /// See [`Ticket`].
+    pub fn new(request: LockRequest) -> Self {
+        Ticket {
+            request,
+            state: None,
+        }
+    }
+
+    /// The backend's state, if it is of type `S`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Ticket`].
+    pub fn state<S: Any>(&self) -> Option<&S> {
+        self.state.as_deref()?.downcast_ref()
+    }
+
+    /// The backend's state, mutably, if it is of type `S`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Ticket`].
+    pub fn state_mut<S: Any>(&mut self) -> Option<&mut S> {
+        self.state.as_deref_mut()?.downcast_mut()
+    }
+
+    /// The backend's state of type `S`, set to `S::default()` first if the ticket has none of
+    /// that type.
+    ///
+    /// # Examples
+    ///
+    /// See [`Ticket`].
+    pub fn state_or_default<S: Any + Send + Sync + Default>(&mut self) -> &mut S {
+        if self.state::<S>().is_none() {
+            self.state = Some(Box::new(S::default()));
+        }
+        self.state
+            .as_deref_mut()
+            .and_then(|s| s.downcast_mut())
+            .unwrap_or_else(|| unreachable!("the state was just set to this type"))
+    }
+
+    /// Replaces the backend's state. What the ticket holds when it is granted becomes the
+    /// grant's state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use distlock_core::{HolderMeta, LockKind, Owner};
+    /// # use distlock_core::backend::{LockRequest, Ticket};
+    /// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
+    /// #   owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
+    /// #   wait: true, meta: HolderMeta::this_process() };
+    /// let mut ticket = Ticket::new(request);
+    /// ticket.set_state(String::from("/locks/n/_c_1-lock-0000000001"));
+    /// assert_eq!(ticket.into_grant().state::<String>().map(String::as_str),
+    ///     Some("/locks/n/_c_1-lock-0000000001"));
+    /// ```
+    pub fn set_state<S: Any + Send + Sync>(&mut self, state: S) {
+        self.state = Some(Box::new(state));
+    }
+
+    /// The grant this ticket became: its name, token and kind, and the ticket's state.
+    ///
+    /// # Examples
+    ///
+    /// See [`Ticket::set_state`].
+    pub fn into_grant(self) -> Grant {
+        Grant {
+            name: self.request.name,
+            token: self.request.token,
+            kind: self.request.kind,
+            state: self.state.map(Arc::from),
+        }
+    }
+}
+
+/// A held grant, as the core hands it back to renew, release and inspect it: the lock's
+/// name, the request's unique token, the kind, and the state the backend left in the
+/// ticket when it granted it.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::LockKind;
+/// use distlock_core::backend::Grant;
+///
+/// let grant = Grant::new("a", "t", LockKind::Mutex);
+/// assert_eq!(grant.name, "a");
+/// assert!(grant.state::<u64>().is_none());
+/// ```
+#[derive(Clone)]
+pub struct Grant {
+    /// The lock's name.
+    pub name: String,
+    /// The grant's unique token (the request's).
+    pub token: String,
+    /// What is held.
+    pub kind: LockKind,
+    state: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Grant")
+            .field("name", &self.name)
+            .field("token", &self.token)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl Grant {
+    /// A grant with no backend state (for backends that address grants by name and token
+    /// alone, and for tools that release a grant found by `status`).
+    ///
+    /// # Examples
+    ///
+    /// See [`Grant`].
+    pub fn new(name: impl Into<String>, token: impl Into<String>, kind: LockKind) -> Self {
+        Grant {
+            name: name.into(),
+            token: token.into(),
+            kind,
+            state: None,
+        }
+    }
+
+    /// The backend's state, if it is of type `S`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Ticket::set_state`].
+    pub fn state<S: Any>(&self) -> Option<&S> {
+        self.state.as_deref()?.downcast_ref()
+    }
+}
+
+/// The answer to [`Backend::poll`](super::Backend::poll).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::backend::PollOutcome;
+/// let granted = PollOutcome::granted(9);
+/// assert!(matches!(granted, PollOutcome::Granted { fencing_token: 9, session: None }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollOutcome {
+    /// The ticket holds the lock from now on, with this fencing token.
+    Granted {
+        /// Strictly greater than every token granted before for this name, whatever the
+        /// kind (readers and permits too).
+        fencing_token: u64,
+        /// The session the grant lives in, on a backend whose grants live by session
+        /// ([`Liveness::Session`](super::Liveness::Session)); `None` for leases.
+        session: Option<u64>,
+    },
+    /// Not yet. `retry_within` bounds how long the caller may wait before polling again
+    /// (typically the current holders' remaining lease); `None` asks for no poll until a
+    /// wake-up (or the backend's [`waiter_refresh`](super::Capabilities::waiter_refresh)).
+    Pending {
+        /// Poll again no later than this.
+        retry_within: Option<Duration>,
+    },
+}
+
+impl PollOutcome {
+    /// A grant of a lease with `fencing_token`.
+    ///
+    /// # Examples
+    ///
+    /// See [`PollOutcome`].
+    pub fn granted(fencing_token: u64) -> Self {
+        PollOutcome::Granted {
+            fencing_token,
+            session: None,
+        }
+    }
+}
+
+/// The answer to [`Backend::renew`](super::Backend::renew) and
+/// [`Backend::release`](super::Backend::release).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::backend::LeaseOutcome;
+/// assert_ne!(LeaseOutcome::Done, LeaseOutcome::NotHeld);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseOutcome {
+    /// Renewed, or released.
+    Done,
+    /// The grant was already gone (expired, released, or taken over).
+    NotHeld,
+}
