@@ -45,7 +45,10 @@ fn table(states: &[LockState]) -> String {
                 "  held: {:<9} token {:<6} ttl left {:<8} by {} (host {}, pid {}, for {})\n",
                 permits_label(h.kind.as_str(), h.permits),
                 h.fencing_token,
-                format!("{:.1}s", h.remaining_ms as f64 / 1000.0),
+                h.remaining_ms.map_or_else(
+                    || "session".to_owned(),
+                    |ms| format!("{:.1}s", ms as f64 / 1000.0),
+                ),
                 h.owner,
                 h.meta.host,
                 h.meta.pid,

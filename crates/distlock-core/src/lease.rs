@@ -421,13 +421,9 @@ impl LeaseCore {
         }
         self.stop();
         let scheme = self.scheme();
-        let release = self
-            .client
-            .backend
-            .release(&self.handle)
-            .instrument(
-                tracing::debug_span!("distlock.release", lock = %self.handle.name, backend = scheme),
-            );
+        let release = self.client.backend.release(&self.handle).instrument(
+            tracing::debug_span!("distlock.release", lock = %self.handle.name, backend = scheme),
+        );
         let outcome = match tokio::time::timeout(self.plan.op_timeout, release).await {
             Ok(outcome) => outcome?,
             Err(_) => {

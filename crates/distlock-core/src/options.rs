@@ -290,7 +290,12 @@ mod tests {
             let err = opts.validate().unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidInput, "{every:?}");
         }
-        assert!(LockOptions::new().renew_every(MIN_RENEW_EVERY).validate().is_ok());
+        assert!(
+            LockOptions::new()
+                .renew_every(MIN_RENEW_EVERY)
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]

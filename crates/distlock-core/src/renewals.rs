@@ -61,7 +61,9 @@ impl Renewals {
                 }
             }
             if tries >= 2 {
-                return Err(Error::new(ErrorKind::Backend, "the renewal batcher stopped").temporary());
+                return Err(
+                    Error::new(ErrorKind::Backend, "the renewal batcher stopped").temporary(),
+                );
             }
             self.restart();
         }

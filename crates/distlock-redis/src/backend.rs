@@ -4,10 +4,13 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_core::backend::{
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome, STARVATION,
+    Ticket, async_trait,
+};
 use distlock_core::{
-    Backend, Capabilities, Error, ErrorKind, HolderInfo, HolderMeta, LeaseKey, LeaseOutcome,
-    LocalWakers, LockKind, LockRequest, LockState, PollOutcome, Result, STARVATION, Ticket, Url,
-    WaiterInfo, async_trait, random_id, redact_url,
+    Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result, Url, WaiterInfo,
+    random_id, redact_url,
 };
 use serde::{Deserialize, Serialize};
 use tokio::task::AbortHandle;
@@ -43,7 +46,6 @@ pub struct RedisBackend {
     commands: Vec<Conn>,
     /// Round-robin position for commands that name no lock (the floor's PING).
     next: std::sync::atomic::AtomicUsize,
-    fast_paths: std::sync::Mutex<FastPaths>,
     /// For a cluster: a node URL (with the credentials) and the TLS authority, to reach
     /// each primary on its own.
     nodes: Option<(Url, Option<std::path::PathBuf>)>,
@@ -55,14 +57,10 @@ pub struct RedisBackend {
     server: String,
 }
 
-/// Which requests the fast-path scripts do not serve: waiting requests that have queued
-/// (the full script decides them); and which grants they do: exclusive grants (released by
-/// the fast path when nobody waits). A request that never queued costs no entry.
+/// What a Redis ticket remembers: whether its waiting request has queued itself, so its
+/// polls go to the full script (the fast path serves only requests nobody queued).
 #[derive(Default)]
-struct FastPaths {
-    queued: std::collections::HashSet<String>,
-    exclusive: std::collections::HashSet<String>,
-}
+struct Queued(bool);
 
 /// Grants handed out only once replicas have them: acquires run on a connection of their
 /// own, followed by `WAIT`, which counts the replicas that have that connection's writes
@@ -227,7 +225,7 @@ impl HolderRecord {
             permits: request.n,
             owner: request.o.to_string(),
             fencing_token: number(&self.f),
-            remaining_ms,
+            remaining_ms: Some(remaining_ms),
             meta: request.meta(granted_at),
         }
     }
@@ -298,7 +296,6 @@ impl RedisBackend {
         Ok(RedisBackend {
             commands,
             next: std::sync::atomic::AtomicUsize::new(0),
-            fast_paths: std::sync::Mutex::default(),
             nodes,
             acknowledged,
             prefix: config.prefix,
@@ -366,14 +363,15 @@ impl RedisBackend {
             .with_operation("acquire"),
             Err(err) => err,
         };
-        if let Err(err) = self.release(&ticket.lease_key()).await {
+        let grant = Grant::new(
+            &ticket.request.name,
+            &ticket.request.token,
+            ticket.request.kind,
+        );
+        if let Err(err) = self.release(&grant).await {
             tracing::warn!(error = %err, "giving back an unreplicated grant failed; it ends with its TTL");
         }
         Err(short)
-    }
-
-    fn fast_paths(&self) -> std::sync::MutexGuard<'_, FastPaths> {
-        self.fast_paths.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records RedLock waiter `request` (waiting since `since_ms`) for `lease`, or with
@@ -467,7 +465,7 @@ impl RedisBackend {
     async fn renew_pipeline(
         &self,
         mut conn: Conn,
-        leases: impl Iterator<Item = &LeaseKey>,
+        leases: impl Iterator<Item = &Grant>,
         ttl: Duration,
     ) -> Result<Vec<LeaseOutcome>> {
         let mut pipe = redis::pipe();
@@ -498,6 +496,18 @@ impl RedisBackend {
                 _ => LeaseOutcome::NotHeld,
             })
             .collect())
+    }
+
+    /// Renews one grant on its lock's connection.
+    async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
+        let mut renew = Call::new(&SCRIPTS.renew, self.keys(&grant.name)?, &Key::ALL);
+        renew.arg(&grant.token).arg(ttl.as_millis() as u64);
+        let renewed: i64 = self.invoke(&grant.name, "renew", &renew).await?;
+        Ok(if renewed == 1 {
+            LeaseOutcome::Done
+        } else {
+            LeaseOutcome::NotHeld
+        })
     }
 
     /// The connection for a request's polls and its cancellation: with replicas to wait
@@ -581,7 +591,7 @@ impl RedisBackend {
                     kind: LockKind::Mutex,
                     permits: 1,
                     fencing_token: 0,
-                    remaining_ms,
+                    remaining_ms: Some(remaining_ms),
                     meta: HolderMeta {
                         host: String::new(),
                         pid: 0,
@@ -630,24 +640,23 @@ impl Backend for RedisBackend {
         Capabilities::full(true)
     }
 
-    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        self.keys(&request.name)?;
-        let ticket = Ticket::new(request, None);
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
+        self.keys(&ticket.request.name)?;
         if ticket.request.wait {
-            self.wakers.register(&ticket);
+            self.wakers.register(ticket);
         }
-        Ok(ticket)
+        Ok(())
     }
 
     /// A request's first poll tries the fast-path script alone when the request is
     /// exclusive (the common case: a free lock nobody waits for); later polls of a waiting
     /// request, which has queued itself, go to the full script at once.
-    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        let queued = ticket.state::<Queued>().is_some_and(|q| q.0);
         let request = &ticket.request;
         let keys = self.keys(&request.name)?;
         let conn = self.request_conn(&request.name);
         let record = RequestRecord::of(request).to_json()?;
-        let queued = request.wait && self.fast_paths().queued.contains(&request.token);
         let mut answer: Vec<i64> = vec![-1];
         if !queued && request.kind.is_exclusive() {
             let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::FAST);
@@ -674,27 +683,16 @@ impl Backend for RedisBackend {
         }
         match answer.as_slice() {
             [1, fence] => {
-                self.wakers.forget(&request.token);
-                {
-                    let mut fast_paths = self.fast_paths();
-                    if queued {
-                        fast_paths.queued.remove(&request.token);
-                    }
-                    if request.kind.is_exclusive() {
-                        fast_paths.exclusive.insert(request.token.clone());
-                    }
-                }
+                self.wakers.forget(&ticket.request.token);
                 if let Some(acknowledged) = &self.acknowledged {
                     self.await_replicas(acknowledged, ticket).await?;
                 }
-                Ok(PollOutcome::Granted {
-                    fencing_token: *fence as u64,
-                })
+                Ok(PollOutcome::granted(*fence as u64))
             }
             [0, pttl] => {
                 // A waiting request the full script refused has taken its place in the queue.
-                if request.wait && !queued {
-                    self.fast_paths().queued.insert(request.token.clone());
+                if ticket.request.wait {
+                    ticket.state_or_default::<Queued>().0 = true;
                 }
                 Ok(PollOutcome::Pending {
                     retry_within: (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64)),
@@ -708,18 +706,13 @@ impl Backend for RedisBackend {
         }
     }
 
-    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
         self.wakers.wait(ticket, backstop).await;
         Ok(())
     }
 
-    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         self.wakers.forget(&ticket.request.token);
-        {
-            let mut fast_paths = self.fast_paths();
-            fast_paths.queued.remove(&ticket.request.token);
-            fast_paths.exclusive.remove(&ticket.request.token);
-        }
         let keys = self.keys(&ticket.request.name)?;
         let mut cancel = Call::new(&SCRIPTS.cancel, keys, &Key::ALL);
         cancel.arg(&ticket.request.token);
@@ -728,22 +721,11 @@ impl Backend for RedisBackend {
         Ok(())
     }
 
-    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
-        renew.arg(&lease.token).arg(ttl.as_millis() as u64);
-        let renewed: i64 = self.invoke(&lease.name, "renew", &renew).await?;
-        Ok(if renewed == 1 {
-            LeaseOutcome::Done
-        } else {
-            LeaseOutcome::NotHeld
-        })
-    }
-
-    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+    async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         if self.nodes.is_some() {
             // A pipeline goes to one node; the locks of a cluster live on many. Sent at
             // once, the renewals still share each node's connection.
-            let renewals = leases.iter().map(|lease| self.renew(lease, ttl));
+            let renewals = grants.iter().map(|grant| self.renew_one(grant, ttl));
             return futures_util::future::join_all(renewals)
                 .await
                 .into_iter()
@@ -752,22 +734,24 @@ impl Backend for RedisBackend {
         // One pipeline: every renewal in one round trip. It may reach the server before or
         // after the lock's other operations, which travel on the lock's own connection:
         // a renewal that comes after the release only finds the grant gone.
-        self.renew_pipeline(self.any_conn(), leases.iter(), ttl)
+        self.renew_pipeline(self.any_conn(), grants.iter(), ttl)
             .await
     }
 
-    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
-        let keys = self.keys(&lease.name)?;
+    /// An exclusive grant is released by the fast-path script while nobody waits for it;
+    /// otherwise (or for shared grants) by the full one, which hands the lock on.
+    async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
+        let keys = self.keys(&grant.name)?;
         let mut released: i64 = -1;
-        if self.fast_paths().exclusive.remove(&lease.token) {
+        if grant.kind.is_exclusive() {
             let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::FAST);
-            fast.arg(&lease.token);
-            released = self.invoke(&lease.name, "release", &fast).await?;
+            fast.arg(&grant.token);
+            released = self.invoke(&grant.name, "release", &fast).await?;
         }
         if released == -1 {
             let mut full = Call::new(&SCRIPTS.release, keys, &Key::ALL);
-            full.arg(&lease.token);
-            released = self.invoke(&lease.name, "release", &full).await?;
+            full.arg(&grant.token);
+            released = self.invoke(&grant.name, "release", &full).await?;
         }
         Ok(if released == 1 {
             LeaseOutcome::Done

@@ -104,7 +104,8 @@ mod wakeups;
 
 use std::sync::Arc;
 
-use distlock_core::{Backend, Connector, Result, Url, async_trait};
+use distlock_core::backend::{Backend, Connector, async_trait};
+use distlock_core::{Result, Url};
 
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
@@ -118,8 +119,8 @@ pub use redlock::{RedlockBackend, RedlockConfig};
 /// distlock_redis::install();
 /// ```
 pub fn install() {
-    distlock_core::register(Arc::new(RedisConnector));
-    distlock_core::register(Arc::new(RedlockConnector));
+    distlock_core::backend::register(Arc::new(RedisConnector));
+    distlock_core::backend::register(Arc::new(RedlockConnector));
 }
 
 /// Connects `redlock://` URLs.

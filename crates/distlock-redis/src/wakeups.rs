@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::{Error, ErrorKind, LocalWakers, Result};
+use distlock_core::backend::LocalWakers;
+use distlock_core::{Error, ErrorKind, Result};
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;

@@ -3,10 +3,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use distlock_core::{
-    Claim, Error, HolderInfo, HolderMeta, LockKind, LockRequest, LockState, Queued, Result,
-    STARVATION, WaiterInfo, admit,
-};
+use distlock_core::backend::{Claim, LockRequest, Queued, STARVATION, admit};
+use distlock_core::{Error, HolderInfo, HolderMeta, LockKind, LockState, Result, WaiterInfo};
 
 /// How long a waiter's row lives without being rewritten. A waiter rewrites it every third
 /// of this while it waits, so a waiter whose process died leaves the queue within it.
@@ -150,7 +148,8 @@ impl WaiterRow {
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use distlock_core::{HolderMeta, LockKind, LockRequest, Owner};
+/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// # use distlock_core::backend::LockRequest;
 /// # use distlock_sql::lease_table::may_grant;
 /// let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
 ///     owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
@@ -254,7 +253,7 @@ pub fn lock_state(
                     kind: parse_kind(&h.kind, h.lim)?,
                     permits: parse_permits(h.permits)?,
                     fencing_token: h.fence.max(0) as u64,
-                    remaining_ms: (h.expires_at_ms - now_ms).max(0) as u64,
+                    remaining_ms: Some((h.expires_at_ms - now_ms).max(0) as u64),
                     meta: meta(&h.host, h.pid, h.acquired_at_ms),
                 })
             })

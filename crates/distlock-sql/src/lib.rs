@@ -65,9 +65,9 @@ mod tasks;
 /// See the [crate documentation](crate).
 pub fn install() {
     #[cfg(feature = "sqlite")]
-    distlock_core::register(std::sync::Arc::new(sqlite::SqliteConnector));
+    distlock_core::backend::register(std::sync::Arc::new(sqlite::SqliteConnector));
     #[cfg(feature = "postgres")]
-    distlock_core::register(std::sync::Arc::new(postgres::PostgresConnector));
+    distlock_core::backend::register(std::sync::Arc::new(postgres::PostgresConnector));
     #[cfg(feature = "mysql")]
-    distlock_core::register(std::sync::Arc::new(mysql::MysqlConnector));
+    distlock_core::backend::register(std::sync::Arc::new(mysql::MysqlConnector));
 }

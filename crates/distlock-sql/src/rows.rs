@@ -1,7 +1,7 @@
 //! Reading lease-table rows out of any dialect's result rows: every integer column is a
 //! 64-bit integer (`fair` too, as 0 or 1) and every text column text, in each dialect.
 
-use distlock_core::LockRequest;
+use distlock_core::backend::LockRequest;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Row, Type};
 
 use crate::lease_table::{HolderRow, LiveRows, WAITER_LEASE, WaiterRow, millis};

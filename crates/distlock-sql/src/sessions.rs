@@ -9,9 +9,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use distlock_core::{
-    Error, ErrorKind, LeaseKey, LeaseOutcome, LockRequest, PollOutcome, Result, async_trait,
-};
+use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, PollOutcome, async_trait};
+use distlock_core::{Error, ErrorKind, Result};
 
 use crate::tasks::{detached, outcomes};
 use tokio::sync::watch;
@@ -295,12 +294,19 @@ impl<D: SessionDialect> Sessions<D> {
     }
 
     /// Waits until the request's wait ended or `backstop` passed.
-    pub(crate) async fn wait_for_change(&self, token: &str, backstop: Duration) {
+    pub(crate) async fn wait_for_change(&self, token: &str, backstop: Option<Duration>) {
         let mut done = match locked(&self.slots).get(token) {
             Some(Slot::Waiting(w)) => w.done.clone(),
             _ => return,
         };
-        let _ = tokio::time::timeout(backstop, done.wait_for(|d| *d)).await;
+        match backstop {
+            Some(backstop) => {
+                let _ = tokio::time::timeout(backstop, done.wait_for(|d| *d)).await;
+            }
+            None => {
+                let _ = done.wait_for(|d| *d).await;
+            }
+        }
     }
 
     /// Withdraws a request: stops its wait (asking the server, or closing the connection
@@ -457,7 +463,7 @@ impl<D: SessionDialect> Drop for Sessions<D> {
 /// the caller gives up.
 pub(crate) async fn renew_split<D, F, Fut>(
     sessions: Option<&Arc<Sessions<D>>>,
-    leases: &[LeaseKey],
+    leases: &[Grant],
     ttl: Duration,
     renew_rows: F,
 ) -> Result<Vec<LeaseOutcome>>
@@ -466,8 +472,8 @@ where
     F: FnOnce(Vec<String>) -> Fut,
     Fut: Future<Output = Result<Vec<bool>>> + Send + 'static,
 {
-    let held = |l: &&LeaseKey| sessions.is_some_and(|s| s.knows(&l.token));
-    let (on_sessions, rows): (Vec<&LeaseKey>, Vec<&LeaseKey>) = leases.iter().partition(held);
+    let held = |l: &&Grant| sessions.is_some_and(|s| s.knows(&l.token));
+    let (on_sessions, rows): (Vec<&Grant>, Vec<&Grant>) = leases.iter().partition(held);
     let mut renewed: HashMap<String, bool> = HashMap::new();
     if !rows.is_empty() {
         let tokens: Vec<String> = rows.iter().map(|l| l.token.clone()).collect();
@@ -511,9 +517,7 @@ fn close<D: SessionDialect>(session: Session<D::Conn>) {
 }
 
 fn granted(fence: i64) -> PollOutcome {
-    PollOutcome::Granted {
-        fencing_token: fence as u64,
-    }
+    PollOutcome::granted(fence as u64)
 }
 
 fn pending() -> PollOutcome {

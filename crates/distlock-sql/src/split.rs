@@ -5,22 +5,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::{LeaseKey, LeaseOutcome, LocalWakers, LockKind, LockRequest, PollOutcome};
-use distlock_core::{Result, Ticket};
+use distlock_core::LockKind;
+use distlock_core::Result;
+use distlock_core::backend::Ticket;
+use distlock_core::backend::{Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome};
 
 use crate::sessions::{SessionDialect, Sessions};
-use crate::tasks::{InFlight, detached, outcome};
+use crate::tasks::{detached, outcome, poll_detached, settled};
 
-/// Session locks for the kinds `D` holds in sessions (in session mode), leases for the rest;
-/// local wake-ups for waiting leases, and the polls in flight.
+/// Session locks for the kinds `D` holds in sessions (in session mode), leases for the rest,
+/// and local wake-ups for waiting leases.
 pub(crate) struct Split<D: SessionDialect> {
     sessions: Option<Arc<Sessions<D>>>,
     /// Which kinds session mode holds in sessions.
     session_kinds: fn(LockKind) -> bool,
     /// The waiting lease requests of this client, woken when their turn may have come.
     pub(crate) wakers: Arc<LocalWakers>,
-    /// Polls still running, which a cancellation waits for.
-    pub(crate) in_flight: Arc<InFlight>,
 }
 
 impl<D: SessionDialect> Split<D> {
@@ -30,7 +30,6 @@ impl<D: SessionDialect> Split<D> {
             sessions: sessions.map(|dialect| Arc::new(Sessions::new(dialect))),
             session_kinds,
             wakers: Arc::new(LocalWakers::new()),
-            in_flight: Arc::default(),
         }
     }
 
@@ -46,33 +45,29 @@ impl<D: SessionDialect> Split<D> {
             .filter(|_| (self.session_kinds)(request.kind))
     }
 
-    /// A ticket for `request`; a waiting lease request is registered for wake-ups.
-    pub(crate) fn enqueue(&self, request: LockRequest) -> Ticket {
-        let ticket = Ticket::new(request, None);
+    /// Registers a waiting lease request for wake-ups.
+    pub(crate) fn enqueue(&self, ticket: &Ticket) {
         if ticket.request.wait && self.session_for(&ticket.request).is_none() {
-            self.wakers.register(&ticket);
+            self.wakers.register(ticket);
         }
-        ticket
     }
 
     /// The poll of a session-held request, or `None` for a lease.
-    pub(crate) async fn poll_session(&self, request: &LockRequest) -> Option<Result<PollOutcome>> {
-        let sessions = self.session_for(request)?.clone();
-        let (token, request) = (request.token.clone(), request.clone());
-        let polled = self
-            .in_flight
-            .poll(
-                D::BACKEND,
-                &token,
-                async move { sessions.poll(&request).await },
-            )
-            .await;
+    pub(crate) async fn poll_session(&self, ticket: &mut Ticket) -> Option<Result<PollOutcome>> {
+        let sessions = self.session_for(&ticket.request)?.clone();
+        let request = ticket.request.clone();
+        let polled = poll_detached(
+            ticket,
+            D::BACKEND,
+            async move { sessions.poll(&request).await },
+        )
+        .await;
         Some(polled)
     }
 
     /// Waits for the request's session wait to end, or for a wake-up of its lease request,
     /// or for `backstop`.
-    pub(crate) async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) {
+    pub(crate) async fn wait_for_change(&self, ticket: &Ticket, backstop: Option<Duration>) {
         match self.session_for(&ticket.request) {
             Some(sessions) => {
                 sessions
@@ -85,16 +80,16 @@ impl<D: SessionDialect> Split<D> {
 
     /// Stops wake-ups for the ticket and waits for its poll in flight; then cancels a
     /// session-held request (`Some`), or leaves a lease to the caller (`None`).
-    pub(crate) async fn cancel_session(&self, ticket: &Ticket) -> Option<Result<()>> {
+    pub(crate) async fn cancel_session(&self, ticket: &mut Ticket) -> Option<Result<()>> {
         let token = ticket.request.token.clone();
         self.wakers.forget(&token);
-        self.in_flight.settled(&token).await;
+        settled(ticket).await;
         let sessions = self.session_for(&ticket.request)?.clone();
         Some(detached(D::BACKEND, async move { sessions.cancel(&token).await }).await)
     }
 
     /// Releases a session lock (`Some`), or leaves a lease to the caller (`None`).
-    pub(crate) async fn release_session(&self, lease: &LeaseKey) -> Option<Result<LeaseOutcome>> {
+    pub(crate) async fn release_session(&self, lease: &Grant) -> Option<Result<LeaseOutcome>> {
         let sessions = self
             .sessions
             .as_ref()

@@ -1,6 +1,7 @@
 //! Pieces every SQL backend's `Backend` implementation shares.
 
-use distlock_core::{Error, ErrorKind, LeaseOutcome, Result};
+use distlock_core::backend::LeaseOutcome;
+use distlock_core::{Error, ErrorKind, Result};
 
 /// Runs database work on a task of its own and waits for it: if the caller gives up (an
 /// acquire future dropped by a timeout), the work still finishes, so no transaction is
@@ -58,57 +59,46 @@ pub(crate) fn outcome(done: bool) -> LeaseOutcome {
     }
 }
 
-/// The polls still running for each request token. An acquire dropped in the middle of a
-/// poll leaves that poll running on its own task (see [`detached`]); the cancellation that
-/// follows must wait for it, or the poll could grant the lock after the cancellation ran
-/// and leave a grant nobody holds until its TTL ends.
+/// What an SQL backend's ticket remembers: the poll of it still running detached, and when
+/// its queue row was last written.
 #[derive(Debug, Default)]
-pub(crate) struct InFlight {
-    running: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::watch::Receiver<()>>>,
+pub(crate) struct SqlTicket {
+    /// Resolves once the ticket's last poll, left running on its own task by an acquire
+    /// dropped halfway (see [`detached`]), has ended.
+    running: Option<tokio::sync::watch::Receiver<()>>,
+    /// When this process last wrote the request's queue row (`None`: it has none).
+    pub(crate) queued_at: Option<tokio::time::Instant>,
 }
 
-impl InFlight {
-    /// Runs `work`, a poll for `token`, detached, and records it until it ends.
-    pub(crate) async fn poll<T, F>(
-        self: &std::sync::Arc<Self>,
-        backend: &'static str,
-        token: &str,
-        work: F,
-    ) -> Result<T>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T>> + Send + 'static,
-    {
-        let (done, running) = tokio::sync::watch::channel(());
-        self.lock().insert(token.to_owned(), running.clone());
-        let (this, token) = (self.clone(), token.to_owned());
-        detached(backend, async move {
-            let answer = work.await;
-            drop(done);
-            let mut map = this.lock();
-            if map.get(&token).is_some_and(|r| r.same_channel(&running)) {
-                map.remove(&token);
-            }
-            answer
-        })
-        .await
-    }
+/// Runs `work`, a poll of `ticket`, detached, and records it in the ticket until it ends,
+/// so that a cancellation can wait for it: otherwise the poll could grant the lock after
+/// the cancellation ran, and leave a grant nobody holds until its TTL ends.
+pub(crate) async fn poll_detached<T, F>(
+    ticket: &mut distlock_core::backend::Ticket,
+    backend: &'static str,
+    work: F,
+) -> Result<T>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T>> + Send + 'static,
+{
+    let (done, running) = tokio::sync::watch::channel(());
+    ticket.state_or_default::<SqlTicket>().running = Some(running);
+    detached(backend, async move {
+        let answer = work.await;
+        drop(done);
+        answer
+    })
+    .await
+}
 
-    /// Waits until no poll for `token` is running.
-    pub(crate) async fn settled(&self, token: &str) {
-        let running = self.lock().get(token).cloned();
-        if let Some(mut running) = running {
-            // Resolves (with an error) once the poll's task drops its sender.
-            let _ = running.changed().await;
-        }
-    }
-
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        std::collections::HashMap<String, tokio::sync::watch::Receiver<()>>,
-    > {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+/// Waits until no poll of `ticket` is running.
+pub(crate) async fn settled(ticket: &mut distlock_core::backend::Ticket) {
+    let running = ticket
+        .state_mut::<SqlTicket>()
+        .and_then(|state| state.running.take());
+    if let Some(mut running) = running {
+        // Resolves (with an error) once the poll's task drops its sender.
+        let _ = running.changed().await;
     }
 }

@@ -41,13 +41,13 @@
 use std::ops::Deref;
 use std::sync::Once;
 
+pub use distlock_core::backend;
 pub use distlock_core::{
-    BATCH, Backend, Capabilities, Claim, Connector, DEFAULT_TTL, Error, ErrorKind, Guard, Health,
-    HolderInfo, HolderMeta, LeaseKey, LeaseOutcome, LocalWakers, LockKind, LockOptions,
-    LockRequest, LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_TTL, MemoryBackend,
-    MultiGuard, MultiLock, Mutex, MutexGuard, Owner, Permit, PollOutcome, Queued, ReadGuard,
-    Result, RwLock, STARVATION, Semaphore, Ticket, Url, WaiterInfo, WriteGuard, admit, async_trait,
-    parse_lock_url, random_id, redact_url, register, validate_name,
+    DEFAULT_TTL, Error, ErrorKind, Guard, Health, HolderInfo, HolderMeta, LockKind, LockOptions,
+    LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_RENEW_EVERY, MIN_TTL, MemoryBackend,
+    MemorySession, MultiGuard, MultiLock, Mutex, MutexGuard, Owner, Permit, ReadGuard, Result,
+    RwLock, Semaphore, Url, WaiterInfo, WriteGuard, parse_lock_url, random_id, redact_url,
+    validate_name,
 };
 
 /// The Redis backend (`redis://`).
@@ -115,7 +115,7 @@ impl Client {
     /// ```
     /// let client = distlock::Client::with_backend(std::sync::Arc::new(distlock::MemoryBackend::new()));
     /// ```
-    pub fn with_backend(backend: std::sync::Arc<dyn Backend>) -> Client {
+    pub fn with_backend(backend: std::sync::Arc<dyn backend::Backend>) -> Client {
         install_backends();
         Client(distlock_core::Client::with_backend(backend))
     }

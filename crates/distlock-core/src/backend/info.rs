@@ -147,4 +147,3 @@ pub struct LockState {
     /// Queued requests, in queue order.
     pub waiters: Vec<WaiterInfo>,
 }
-

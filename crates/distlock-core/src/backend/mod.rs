@@ -127,8 +127,7 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
 
     /// Waits until something happened that may let the ticket through, or `backstop`
     /// passed (`None`: no bound; the core bounds it by the deadline).
-    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>)
-    -> Result<()>;
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()>;
 
     /// Withdraws a ticket: removes its queue entry and any grant made under its token.
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()>;

@@ -48,7 +48,8 @@ impl Session {
     ///
     /// See [`Session`].
     pub fn is_alive(&self) -> bool {
-        self.valid_until().is_some_and(|until| Instant::now() < until)
+        self.valid_until()
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// Until when grants made in this session are surely valid, or `None` once it expired.

@@ -252,7 +252,11 @@ impl Connector for MemoryConnector {
                 ("liveness", "session") => sessions = true,
                 ("session_timeout", text) => match humantime::parse_duration(text) {
                     Ok(t) if !t.is_zero() => timeout = Some(t),
-                    _ => return refuse(format!("session_timeout `{text}` is not a duration above zero")),
+                    _ => {
+                        return refuse(format!(
+                            "session_timeout `{text}` is not a duration above zero"
+                        ));
+                    }
                 },
                 (key, value) => return refuse(format!("unknown parameter `{key}={value}`")),
             }
@@ -293,7 +297,8 @@ mod tests {
                 meta: crate::HolderMeta::this_process(),
             });
             backend.enqueue(&mut ticket).await.unwrap();
-            let PollOutcome::Granted { fencing_token, .. } = backend.poll(&mut ticket).await.unwrap()
+            let PollOutcome::Granted { fencing_token, .. } =
+                backend.poll(&mut ticket).await.unwrap()
             else {
                 panic!("a free name was not granted");
             };
@@ -304,7 +309,14 @@ mod tests {
         }
         assert_eq!(backend.space.remembered(), 0);
         let client = Client::with_backend(Arc::new(backend.clone()));
-        client.mutex("last").lock().await.unwrap().release().await.unwrap();
+        client
+            .mutex("last")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
         assert_eq!(backend.space.remembered(), 0);
     }
 }

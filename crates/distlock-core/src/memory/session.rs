@@ -90,16 +90,18 @@ impl MemorySession {
     pub fn suspend(&self) {
         let now = Instant::now();
         let valid_until = safe_deadline(now, self.inner.timeout);
-        self.inner.sender.send_if_modified(|session| match session.state {
-            SessionState::Connected { .. } => {
-                session.state = SessionState::Suspended {
-                    since: now,
-                    valid_until,
-                };
-                true
-            }
-            _ => false,
-        });
+        self.inner
+            .sender
+            .send_if_modified(|session| match session.state {
+                SessionState::Connected { .. } => {
+                    session.state = SessionState::Suspended {
+                        since: now,
+                        valid_until,
+                    };
+                    true
+                }
+                _ => false,
+            });
     }
 
     /// Contact is back within the session timeout: the session is connected again.
@@ -113,13 +115,15 @@ impl MemorySession {
     /// session.resume();
     /// ```
     pub fn resume(&self) {
-        self.inner.sender.send_if_modified(|session| match session.state {
-            SessionState::Suspended { .. } => {
-                session.state = connected();
-                true
-            }
-            _ => false,
-        });
+        self.inner
+            .sender
+            .send_if_modified(|session| match session.state {
+                SessionState::Suspended { .. } => {
+                    session.state = connected();
+                    true
+                }
+                _ => false,
+            });
     }
 
     /// The "server" expires the session: its grants and queue entries are deleted (waiters

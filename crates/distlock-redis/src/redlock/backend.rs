@@ -1,13 +1,14 @@
 //! The RedLock store: every operation goes to all masters at once and counts a majority.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock_core::{
-    Backend, Capabilities, Error, ErrorKind, HolderInfo, LeaseKey, LeaseOutcome, LockRequest,
-    LockState, PollOutcome, Result, Ticket, async_trait,
+use distlock_core::backend::{
+    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockRequest, PollOutcome, Ticket,
+    async_trait,
 };
+use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
@@ -28,6 +29,10 @@ const MAX_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// within this.
 const WAITER_NOTE_LEASE: Duration = Duration::from_secs(5);
 const WAITER_NOTE_EVERY: Duration = Duration::from_secs(1);
+
+/// What a RedLock ticket remembers: when its waiter's status record was last written.
+#[derive(Default)]
+struct Noted(Option<Instant>);
 
 /// One master, connected on first use (and again after a failed connection), so a client
 /// starts while a minority of masters is down.
@@ -63,8 +68,6 @@ pub struct RedlockBackend {
     masters: Vec<Arc<Master>>,
     quorum: usize,
     node_timeout: Option<Duration>,
-    /// When each waiting request's status record was last written.
-    noted: Mutex<HashMap<String, Instant>>,
 }
 
 impl std::fmt::Debug for RedlockBackend {
@@ -89,7 +92,6 @@ impl RedlockBackend {
     /// See [`RedlockBackend`].
     pub async fn open(config: RedlockConfig) -> Result<RedlockBackend> {
         let backend = RedlockBackend {
-            noted: Mutex::default(),
             quorum: config.quorum(),
             node_timeout: config.node_timeout,
             masters: config
@@ -209,22 +211,21 @@ impl RedlockBackend {
         .with_operation(operation))
     }
 
-    /// Writes the status record of waiting `request` on every master, unless written
-    /// recently; with `waiting` false, removes it if it was written.
-    async fn note_waiter(&self, request: &LockRequest, waiting: bool) {
-        let due = {
-            let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
-            match waiting {
-                true => match noted.get(&request.token) {
-                    Some(at) if at.elapsed() < WAITER_NOTE_EVERY => false,
-                    _ => {
-                        noted.insert(request.token.clone(), Instant::now());
-                        true
-                    }
-                },
-                false => noted.remove(&request.token).is_some(),
-            }
+    /// Writes the status record of the ticket's waiting request on every master, unless
+    /// written recently; with `waiting` false, removes it if it was written.
+    async fn note_waiter(&self, ticket: &mut Ticket, waiting: bool) {
+        let noted = &mut ticket.state_or_default::<Noted>().0;
+        let due = match waiting {
+            true => match noted {
+                Some(at) if at.elapsed() < WAITER_NOTE_EVERY => false,
+                _ => {
+                    *noted = Some(Instant::now());
+                    true
+                }
+            },
+            false => noted.take().is_some(),
         };
+        let request = &ticket.request;
         if due {
             let lease = waiting.then_some(WAITER_NOTE_LEASE);
             let since = request.meta.acquired_at_unix_ms;
@@ -236,7 +237,7 @@ impl RedlockBackend {
     }
 
     /// Releases `lease` on every master, whatever each holds.
-    async fn release_everywhere(&self, lease: &LeaseKey, timeout: Duration) -> Answers<bool> {
+    async fn release_everywhere(&self, lease: &Grant, timeout: Duration) -> Answers<bool> {
         self.on_all(timeout, |master| async move {
             Ok(master.release(lease).await? == LeaseOutcome::Done)
         })
@@ -258,6 +259,11 @@ async fn bounded<T>(timeout: Duration, call: impl Future<Output = Result<T>>) ->
             None
         }
     }
+}
+
+/// The grant `request` would have on the masters (to give back what some of them granted).
+fn grant_of(request: &LockRequest) -> Grant {
+    Grant::new(&request.name, &request.token, request.kind)
 }
 
 /// A pause before trying again, spread so that contenders do not retry in step.
@@ -286,23 +292,19 @@ impl Backend for RedlockBackend {
             durable_fencing: true,
             cross_process: true,
             push_wakeups: false,
+            liveness: Liveness::Lease,
+            waiter_refresh: None,
         }
     }
 
-    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        Ok(Ticket::new(request, None))
-    }
-
-    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
-        let request = &ticket.request;
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        let request = ticket.request.clone();
+        let request = &request;
         // The masters never queue a RedLock request: each poll is a try on all of them.
-        let attempt = Ticket::new(
-            LockRequest {
-                wait: false,
-                ..request.clone()
-            },
-            None,
-        );
+        let attempt = LockRequest {
+            wait: false,
+            ..request.clone()
+        };
         let started = Instant::now();
         let timeout = self.node_timeout(request.ttl);
         // A master that grants after the majority was counted holds the same grant: it is
@@ -343,8 +345,8 @@ impl Backend for RedlockBackend {
             .on_all_until(
                 timeout,
                 |master| {
-                    let attempt = attempt.clone();
-                    async move { master.get().await?.poll(&attempt).await }
+                    let mut attempt = Ticket::new(attempt.clone());
+                    async move { master.get().await?.poll(&mut attempt).await }
                 },
                 granted,
                 late,
@@ -354,7 +356,7 @@ impl Backend for RedlockBackend {
             .iter()
             .enumerate()
             .filter_map(|(at, a)| match a {
-                Some(PollOutcome::Granted { fencing_token }) => Some((at, *fencing_token)),
+                Some(PollOutcome::Granted { fencing_token, .. }) => Some((at, *fencing_token)),
                 _ => None,
             })
             .collect();
@@ -386,47 +388,45 @@ impl Backend for RedlockBackend {
             let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
             if at_token >= self.quorum {
                 let _ = decided.send(Some(token));
-                self.note_waiter(request, false).await;
-                return Ok(PollOutcome::Granted {
-                    fencing_token: token,
-                });
+                self.note_waiter(ticket, false).await;
+                return Ok(PollOutcome::granted(token));
             }
         }
         if !fences.is_empty() {
-            self.release_everywhere(&ticket.lease_key(), timeout).await;
+            self.release_everywhere(&grant_of(request), timeout).await;
         }
         if let Err(err) = self.quorum_of("acquire", &answers) {
-            self.note_waiter(request, false).await;
+            self.note_waiter(ticket, false).await;
             return Err(err);
         }
         if request.wait {
-            self.note_waiter(request, true).await;
+            self.note_waiter(ticket, true).await;
         }
         Ok(PollOutcome::Pending {
             retry_within: Some(retry_delay(holder_left)),
         })
     }
 
-    async fn wait_for_change(&self, _ticket: &Ticket, backstop: Duration) -> Result<()> {
-        tokio::time::sleep(backstop).await;
+    async fn wait_for_change(
+        &self,
+        _ticket: &mut Ticket,
+        backstop: Option<Duration>,
+    ) -> Result<()> {
+        tokio::time::sleep(backstop.unwrap_or(MAX_RETRY_DELAY)).await;
         Ok(())
     }
 
-    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         let timeout = self.node_timeout(ticket.request.ttl);
-        self.release_everywhere(&ticket.lease_key(), timeout).await;
-        self.note_waiter(&ticket.request, false).await;
+        self.release_everywhere(&grant_of(&ticket.request), timeout)
+            .await;
+        self.note_waiter(ticket, false).await;
         Ok(())
-    }
-
-    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
-        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
     }
 
     /// Held while a majority renewed; lost once so many masters said "not held" that no
     /// majority can renew; otherwise a temporary error (the guard is at risk).
-    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+    async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let answers = self
             .on_all(self.node_timeout(ttl), |master| {
                 master.renew_many(leases, ttl)
@@ -459,7 +459,7 @@ impl Backend for RedlockBackend {
         Ok(outcomes)
     }
 
-    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+    async fn release(&self, lease: &Grant) -> Result<LeaseOutcome> {
         let timeout = self.node_timeout(Duration::from_secs(60));
         let released = self
             .on_all_until(
@@ -497,7 +497,10 @@ impl Backend for RedlockBackend {
                 let seen = holders.entry(key).or_insert((0, holder.clone()));
                 seen.0 += 1;
                 seen.1.fencing_token = seen.1.fencing_token.max(holder.fencing_token);
-                seen.1.remaining_ms = seen.1.remaining_ms.min(holder.remaining_ms);
+                seen.1.remaining_ms = match (seen.1.remaining_ms, holder.remaining_ms) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
             }
         }
         let mut states = Vec::new();

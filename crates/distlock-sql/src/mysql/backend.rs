@@ -1,13 +1,13 @@
 //! The MySQL/MariaDB lock store: session-mode `GET_LOCK` locks and the lease table.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use distlock_core::{
-    Backend, Capabilities, LeaseKey, LeaseOutcome, LocalWakers, LockKind, LockRequest, LockState,
-    PollOutcome, Result, Ticket, async_trait, random_id,
+use distlock_core::backend::{
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, async_trait,
 };
+use distlock_core::{LockKind, LockState, Result, random_id};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{Executor, MySqlPool};
 
@@ -17,7 +17,7 @@ use super::session::MysqlSessions;
 use super::store::{self, Wake};
 use crate::sessions::renew_split;
 use crate::split::Split;
-use crate::tasks::{detached, outcome};
+use crate::tasks::{SqlTicket, detached, outcome, poll_detached};
 
 /// A lock store on one MySQL or MariaDB database.
 ///
@@ -42,7 +42,6 @@ pub struct MysqlBackend {
     channel: String,
     redacted: String,
     split: Split<MysqlSessions>,
-    queued: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for MysqlBackend {
@@ -115,7 +114,6 @@ impl MysqlBackend {
             channel,
             redacted: config.redacted,
             split,
-            queued: Mutex::default(),
         })
     }
 
@@ -132,12 +130,6 @@ impl MysqlBackend {
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
     }
-
-    /// The request tokens with a row in the lease-mode queue, whose polls look before they
-    /// lock.
-    fn queued(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.queued.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 #[async_trait]
@@ -150,52 +142,48 @@ impl Backend for MysqlBackend {
         Capabilities::full(false)
     }
 
-    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        Ok(self.split.enqueue(request))
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
+        self.split.enqueue(ticket);
+        Ok(())
     }
 
-    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
-        if let Some(polled) = self.split.poll_session(&ticket.request).await {
+    /// A lease request with a row in the queue looks before it locks.
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        if let Some(polled) = self.split.poll_session(ticket).await {
             return polled;
         }
         let request = ticket.request.clone();
-        let token = request.token.clone();
         let (pool, channel) = (self.pool.clone(), self.channel.clone());
         let sessions = self.split.sessions().is_some();
-        let queued = self.queued().contains(&token);
-        let (polled, next) = self
-            .split
-            .in_flight
-            .poll("mysql", &token, async move {
-                if queued && let Some(waiting) = store::peek(&pool, &request).await? {
-                    return Ok((waiting, None));
-                }
-                store::poll(&pool, &request, &channel, sessions).await
-            })
-            .await?;
+        let queued = ticket
+            .state::<SqlTicket>()
+            .is_some_and(|s| s.queued_at.is_some());
+        let (polled, next) = poll_detached(ticket, "mysql", async move {
+            if queued && let Some(waiting) = store::peek(&pool, &request).await? {
+                return Ok((waiting, None));
+            }
+            store::poll(&pool, &request, &channel, sessions).await
+        })
+        .await?;
         wake(next);
         match polled {
-            PollOutcome::Granted { .. } => {
-                self.split.wakers.forget(&token);
-                self.queued().remove(&token);
-            }
-            PollOutcome::Pending { .. } if ticket.request.wait => {
-                self.queued().insert(token);
+            PollOutcome::Granted { .. } => self.split.wakers.forget(&ticket.request.token),
+            PollOutcome::Pending { .. } if ticket.request.wait && !queued => {
+                ticket.state_or_default::<SqlTicket>().queued_at =
+                    Some(tokio::time::Instant::now());
             }
             _ => {}
         }
         Ok(polled)
     }
 
-    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
         self.split.wait_for_change(ticket, backstop).await;
         Ok(())
     }
 
-    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
-        let cancelled = self.split.cancel_session(ticket).await;
-        self.queued().remove(&ticket.request.token);
-        if let Some(cancelled) = cancelled {
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
+        if let Some(cancelled) = self.split.cancel_session(ticket).await {
             return cancelled;
         }
         let (pool, name, token) = (
@@ -212,12 +200,7 @@ impl Backend for MysqlBackend {
         Ok(())
     }
 
-    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
-        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
-    }
-
-    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+    async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let pool = self.pool.clone();
         renew_split(
             self.split.sessions(),
@@ -228,7 +211,7 @@ impl Backend for MysqlBackend {
         .await
     }
 
-    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+    async fn release(&self, lease: &Grant) -> Result<LeaseOutcome> {
         if let Some(released) = self.split.release_session(lease).await {
             return released;
         }

@@ -51,7 +51,8 @@ mod store;
 
 use std::sync::Arc;
 
-use distlock_core::{Backend, Connector, Error, Result, Url, async_trait};
+use distlock_core::backend::{Backend, Connector, async_trait};
+use distlock_core::{Error, Result, Url};
 use sha2::{Digest, Sha256};
 
 pub use backend::MysqlBackend;

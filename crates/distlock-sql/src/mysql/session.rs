@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use distlock_core::{Error, LockRequest, Result, async_trait};
+use distlock_core::backend::{LockRequest, async_trait};
+use distlock_core::{Error, Result};
 use futures_util::future::BoxFuture;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool, Row};

@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use distlock_core::{LockRequest, LockState, PollOutcome, Result};
+use distlock_core::backend::{LockRequest, PollOutcome};
+use distlock_core::{LockState, Result};
 use sqlx::mysql::MySqlConnection;
 use sqlx::{Connection, Executor, MySqlPool, Row};
 
@@ -179,9 +180,7 @@ async fn decide(
     }
     let outcome = if granted {
         let fence = grant(&mut tx, request, &key, now).await.map_err(&err)?;
-        PollOutcome::Granted {
-            fencing_token: fence as u64,
-        }
+        PollOutcome::granted(fence as u64)
     } else {
         if request.wait {
             keep_queued(&mut tx, request, &key, now, channel)

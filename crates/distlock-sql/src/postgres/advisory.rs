@@ -2,7 +2,7 @@
 //! advisory-lock keys. Each statement runs on the lock's own connection; the backend's
 //! session bookkeeping lives in [`super::sessions`].
 
-use distlock_core::LockRequest;
+use distlock_core::backend::LockRequest;
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, Row};
 

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::{
-    Backend, Capabilities, Error, ErrorKind, LeaseKey, LeaseOutcome, LocalWakers, LockKind,
-    LockRequest, LockState, PollOutcome, Result, Ticket, async_trait, random_id,
+use distlock_core::backend::{
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, async_trait,
 };
+use distlock_core::{Error, ErrorKind, LockKind, LockState, Result, random_id};
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::task::AbortHandle;
@@ -16,7 +16,7 @@ use super::sessions::PgSessions;
 use super::{db_error, store};
 use crate::sessions::renew_split;
 use crate::split::Split;
-use crate::tasks::{detached, outcome};
+use crate::tasks::{detached, outcome, poll_detached};
 
 /// A lock store on one PostgreSQL database.
 ///
@@ -183,12 +183,13 @@ impl Backend for PostgresBackend {
         Capabilities::full(true)
     }
 
-    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        Ok(self.split.enqueue(request))
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
+        self.split.enqueue(ticket);
+        Ok(())
     }
 
-    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
-        if let Some(polled) = self.split.poll_session(&ticket.request).await {
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        if let Some(polled) = self.split.poll_session(ticket).await {
             return polled;
         }
         let (pool, request, channel) = (
@@ -196,26 +197,22 @@ impl Backend for PostgresBackend {
             ticket.request.clone(),
             self.channel.clone(),
         );
-        let token = request.token.clone();
-        let polled = self
-            .split
-            .in_flight
-            .poll("postgres", &token, async move {
-                store::poll(&pool, &request, &channel).await
-            })
-            .await?;
+        let polled = poll_detached(ticket, "postgres", async move {
+            store::poll(&pool, &request, &channel).await
+        })
+        .await?;
         if let PollOutcome::Granted { .. } = polled {
-            self.split.wakers.forget(&token);
+            self.split.wakers.forget(&ticket.request.token);
         }
         Ok(polled)
     }
 
-    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
         self.split.wait_for_change(ticket, backstop).await;
         Ok(())
     }
 
-    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         if let Some(cancelled) = self.split.cancel_session(ticket).await {
             return cancelled;
         }
@@ -230,12 +227,7 @@ impl Backend for PostgresBackend {
         .await
     }
 
-    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
-        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
-    }
-
-    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+    async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let pool = self.pool.clone();
         renew_split(
             self.split.sessions(),
@@ -246,7 +238,7 @@ impl Backend for PostgresBackend {
         .await
     }
 
-    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+    async fn release(&self, lease: &Grant) -> Result<LeaseOutcome> {
         if let Some(released) = self.split.release_session(lease).await {
             return released;
         }

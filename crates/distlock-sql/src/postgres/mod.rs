@@ -50,7 +50,8 @@ mod store;
 
 use std::sync::Arc;
 
-use distlock_core::{Backend, Connector, Error, Result, Url, async_trait};
+use distlock_core::backend::{Backend, Connector, async_trait};
+use distlock_core::{Error, Result, Url};
 
 pub use advisory::advisory_key;
 pub use backend::PostgresBackend;

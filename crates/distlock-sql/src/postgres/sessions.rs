@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use distlock_core::{Error, LockRequest, Result, async_trait};
+use distlock_core::backend::{LockRequest, async_trait};
+use distlock_core::{Error, Result};
 use futures_util::future::BoxFuture;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};

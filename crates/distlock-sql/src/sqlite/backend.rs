@@ -3,18 +3,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::{
-    Backend, Capabilities, Error, LeaseKey, LeaseOutcome, LocalWakers, LockRequest, LockState,
-    PollOutcome, Result, Ticket, async_trait,
+use distlock_core::backend::{
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, async_trait,
 };
+use distlock_core::{Error, LockState, Result};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use super::config::SqliteConfig;
-use super::refreshes::Refreshes;
 use super::wake::{Wake, WakeSocket};
 use super::{db_error, store};
-use crate::tasks::{InFlight, detached, outcome, outcomes};
+use crate::lease_table::WAITER_LEASE;
+use crate::tasks::{SqlTicket, detached, outcome, outcomes, poll_detached, settled};
 
 /// A lock store in one SQLite database file.
 ///
@@ -37,8 +37,6 @@ pub struct SqliteBackend {
     pool: SqlitePool,
     wakers: Arc<LocalWakers>,
     socket: WakeSocket,
-    queued: Refreshes,
-    in_flight: Arc<InFlight>,
 }
 
 impl SqliteBackend {
@@ -75,8 +73,6 @@ impl SqliteBackend {
                         pool,
                         socket: WakeSocket::listen(wakers.clone()),
                         wakers,
-                        queued: Refreshes::default(),
-                        in_flight: Arc::default(),
                     });
                 }
                 Err(err) if err.is_temporary() && tokio::time::Instant::now() < deadline => {
@@ -131,11 +127,6 @@ impl SqliteBackend {
             self.socket.send(&wake, &self.wakers);
         }
     }
-
-    fn forget_ticket(&self, token: &str) {
-        self.wakers.forget(token);
-        self.queued.forget(token);
-    }
 }
 
 #[async_trait]
@@ -148,30 +139,32 @@ impl Backend for SqliteBackend {
         Capabilities::full(!self.socket.name().is_empty())
     }
 
-    async fn enqueue(&self, request: LockRequest) -> Result<Ticket> {
-        let ticket = Ticket::new(request, None);
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
         if ticket.request.wait {
-            self.wakers.register(&ticket);
+            self.wakers.register(ticket);
         }
-        Ok(ticket)
+        Ok(())
     }
 
-    async fn poll(&self, ticket: &Ticket) -> Result<PollOutcome> {
+    /// A waiting request whose queue row was written less than a third of its lease ago
+    /// polls read-only first.
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let request = ticket.request.clone();
-        let fresh = request.wait && self.queued.fresh(&request.token);
+        let fresh = request.wait
+            && ticket
+                .state::<SqlTicket>()
+                .and_then(|s| s.queued_at)
+                .is_some_and(|at| at.elapsed() < WAITER_LEASE / 3);
         let (pool, socket) = (self.pool.clone(), self.socket.name().to_owned());
-        let token = request.token.clone();
-        let polled = self
-            .in_flight
-            .poll("sqlite", &token, async move {
-                store::poll(&pool, &request, fresh, &socket).await
-            })
-            .await?;
-        let request = &ticket.request;
+        let polled = poll_detached(ticket, "sqlite", async move {
+            store::poll(&pool, &request, fresh, &socket).await
+        })
+        .await?;
         match polled.outcome {
-            PollOutcome::Granted { .. } => self.forget_ticket(&request.token),
-            PollOutcome::Pending { .. } if request.wait && !fresh => {
-                self.queued.refreshed(&request.token)
+            PollOutcome::Granted { .. } => self.wakers.forget(&ticket.request.token),
+            PollOutcome::Pending { .. } if ticket.request.wait && !fresh => {
+                ticket.state_or_default::<SqlTicket>().queued_at =
+                    Some(tokio::time::Instant::now());
             }
             PollOutcome::Pending { .. } => {}
         }
@@ -179,15 +172,15 @@ impl Backend for SqliteBackend {
         Ok(polled.outcome)
     }
 
-    async fn wait_for_change(&self, ticket: &Ticket, backstop: Duration) -> Result<()> {
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
         self.wakers.wait(ticket, backstop).await;
         Ok(())
     }
 
-    async fn cancel(&self, ticket: &Ticket) -> Result<()> {
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
+        self.wakers.forget(&ticket.request.token);
+        settled(ticket).await;
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
-        self.forget_ticket(&token);
-        self.in_flight.settled(&token).await;
         let pool = self.pool.clone();
         let wake = detached("sqlite", async move {
             store::cancel(&pool, &name, &token).await
@@ -197,12 +190,7 @@ impl Backend for SqliteBackend {
         Ok(())
     }
 
-    async fn renew(&self, lease: &LeaseKey, ttl: Duration) -> Result<LeaseOutcome> {
-        let renewed = self.renew_many(std::slice::from_ref(lease), ttl).await?;
-        Ok(renewed.into_iter().next().unwrap_or(LeaseOutcome::NotHeld))
-    }
-
-    async fn renew_many(&self, leases: &[LeaseKey], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+    async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let pool = self.pool.clone();
         let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
         let renewed = detached(
@@ -213,7 +201,7 @@ impl Backend for SqliteBackend {
         Ok(outcomes(renewed))
     }
 
-    async fn release(&self, lease: &LeaseKey) -> Result<LeaseOutcome> {
+    async fn release(&self, lease: &Grant) -> Result<LeaseOutcome> {
         let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
         let released = detached("sqlite", async move {
             store::release(&pool, &name, &token).await

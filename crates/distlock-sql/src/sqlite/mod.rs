@@ -15,14 +15,14 @@
 
 mod backend;
 mod config;
-mod refreshes;
 
 mod store;
 mod wake;
 
 use std::sync::Arc;
 
-use distlock_core::{Backend, Connector, Error, ErrorKind, Result, Url, async_trait};
+use distlock_core::backend::{Backend, Connector, async_trait};
+use distlock_core::{Error, ErrorKind, Result, Url};
 
 pub use backend::SqliteBackend;
 pub use config::SqliteConfig;

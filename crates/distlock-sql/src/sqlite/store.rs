@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use distlock_core::{LockRequest, LockState, PollOutcome, Result};
+use distlock_core::backend::{LockRequest, PollOutcome};
+use distlock_core::{LockState, Result};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
@@ -118,9 +119,7 @@ pub(super) async fn poll(
     let granted = may_grant(&holders, &waiters, request, now)?;
     let outcome = if granted {
         let fence = grant(&mut tx, request, now).await.map_err(&err)?;
-        PollOutcome::Granted {
-            fencing_token: fence as u64,
-        }
+        PollOutcome::granted(fence as u64)
     } else {
         if request.wait {
             keep_queued(&mut tx, request, now, socket)

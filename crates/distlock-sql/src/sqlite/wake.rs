@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use distlock_core::LocalWakers;
+use distlock_core::backend::LocalWakers;
 use tokio::task::AbortHandle;
 
 /// The socket this process's waiters are woken through.

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use distlock::backend::Liveness;
 use distlock::{ErrorKind, Health, LockOptions};
 
 use super::{Target, eventually, expect_kind, unique, wait_for_waiters};
@@ -204,7 +205,14 @@ pub async fn status_shows_holders_and_waiters(target: &Target) {
     assert_eq!(holder.fencing_token, held.fencing_token());
     assert_eq!(holder.owner, held.owner().as_str());
     assert_eq!(holder.meta.pid, std::process::id());
-    assert!(holder.remaining_ms > 0 && holder.remaining_ms <= 30_000);
+    match a.backend().capabilities().liveness {
+        Liveness::Lease => assert!(
+            holder.remaining_ms.is_some_and(|ms| ms > 0 && ms <= 30_000),
+            "a lease shows its time left: {:?}",
+            holder.remaining_ms
+        ),
+        Liveness::Session => assert_eq!(holder.remaining_ms, None, "a session grant has no TTL"),
+    }
     assert!(state.last_fencing_token >= held.fencing_token());
     let all = a.status(None).await.unwrap();
     assert!(
