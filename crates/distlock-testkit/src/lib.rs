@@ -23,7 +23,7 @@ mod server;
 mod signal;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
-pub use conformance::Target;
+pub use conformance::{SessionFaults, Target, memory_session_target};
 pub use launchers::{
     DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_url,
     postgres_server, postgres_url, redis_cluster, redis_server, redis_server_with,

@@ -238,7 +238,8 @@ impl Connector for MemoryConnector {
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
         let refuse = |why: String| {
             Err(Error::invalid(format!(
-                "{why}; memory URLs are memory://[NAME][?liveness=lease|session&session_timeout=10s], not `{url}`"
+                "{why}; memory URLs are memory://[NAME][?liveness=lease|session&session_timeout=10s], not `{}`",
+                crate::registry::redact_url(url.as_str())
             )))
         };
         if url.path() != "" && url.path() != "/" {

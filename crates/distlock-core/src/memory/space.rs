@@ -77,12 +77,17 @@ impl NameState {
         before != self.holders.len() + self.queue.len()
     }
 
-    /// Drops every entry of `session`; true if anything went.
-    fn drop_session(&mut self, session: u64) -> bool {
-        let before = self.holders.len() + self.queue.len();
+    /// Drops every entry of `session`: true if anything went, and the tokens of its
+    /// waiters, which must be woken to queue again in their client's next session.
+    fn drop_session(&mut self, session: u64) -> (bool, Vec<String>) {
+        let before = self.holders.len();
         self.holders.retain(|e| e.session != Some(session));
-        self.queue.retain(|e| e.session != Some(session));
-        before != self.holders.len() + self.queue.len()
+        let (gone, kept) = std::mem::take(&mut self.queue)
+            .into_iter()
+            .partition::<Vec<_>, _>(|e| e.session == Some(session));
+        self.queue = kept;
+        let waiters: Vec<String> = gone.into_iter().map(|e| e.request.token).collect();
+        (before != self.holders.len() || !waiters.is_empty(), waiters)
     }
 
     fn is_idle(&self) -> bool {
@@ -350,11 +355,14 @@ impl Space {
     /// hold the locks it held.
     pub(super) fn drop_session(&self, session: u64) {
         let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
-        let touched: Vec<String> = names
-            .states
-            .iter_mut()
-            .filter_map(|(name, state)| state.drop_session(session).then(|| name.clone()))
-            .collect();
+        let mut touched = Vec::new();
+        for (name, state) in names.states.iter_mut() {
+            let (changed, waiters) = state.drop_session(session);
+            waiters.iter().for_each(|token| self.wakers.wake(token));
+            if changed {
+                touched.push(name.clone());
+            }
+        }
         for name in touched {
             let Some(mut state) = names.states.remove(&name) else {
                 continue;

@@ -88,7 +88,8 @@ pub async fn stale_holder_cannot_release_or_renew(target: &Target) {
         .lock_timeout(Duration::from_secs(2))
         .await
         .unwrap();
-    expect_kind(stale.renew().await, ErrorKind::NotHeld, "stale renew");
+    // Past its safe deadline the guard is lost for good, and renewing says so.
+    expect_kind(stale.renew().await, ErrorKind::LockLost, "stale renew");
     expect_kind(stale.release().await, ErrorKind::NotHeld, "stale release");
     assert_eq!(fresh.health(), Health::Held);
     fresh.renew().await.expect("the new holder is undisturbed");
@@ -201,6 +202,77 @@ pub async fn lost_fires_after_takeover(target: &Target) {
         "the old holder learned of the loss after the takeover"
     );
     assert!(taken.fencing_token() > guard.fencing_token());
+}
+
+/// Tokens strictly increase in grant order for readers, writers and semaphore permits too:
+/// each grant, shared or not, gets a token above every token granted before for its name.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::fencing_tokens_increase_in_grant_order_for_every_kind(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn fencing_tokens_increase_in_grant_order_for_every_kind(target: &Target) {
+    let a = target.client().await;
+    let b = target.client().await;
+    let caps = a.backend().capabilities();
+    let mut order = Vec::new();
+    if caps.rwlock {
+        let name = unique("fence-rw");
+        let r1 = a.rwlock(&name).read().await.unwrap();
+        let r2 = b.rwlock(&name).read().await.unwrap();
+        order.extend([r1.fencing_token(), r2.fencing_token()]);
+        let writer = {
+            let (b, name) = (b.clone(), name.clone());
+            let waiting = LockOptions::new().wait(Duration::from_secs(10));
+            tokio::spawn(async move { b.rwlock(&name).with_options(waiting).write().await })
+        };
+        super::wait_for_waiters(&a, &name, 1).await;
+        r1.release().await.unwrap();
+        r2.release().await.unwrap();
+        let w = writer.await.unwrap().unwrap();
+        order.push(w.fencing_token());
+        w.release().await.unwrap();
+        let r3 = a.rwlock(&name).read().await.unwrap();
+        order.push(r3.fencing_token());
+        r3.release().await.unwrap();
+        assert_strictly_increasing(&order, "read, read, write, read");
+    }
+    if caps.semaphore {
+        let name = unique("fence-sem");
+        order.clear();
+        let p1 = a.semaphore(&name, 2).acquire().await.unwrap();
+        let p2 = b.semaphore(&name, 2).acquire().await.unwrap();
+        order.extend([p1.fencing_token(), p2.fencing_token()]);
+        let third = {
+            let (a, name) = (a.clone(), name.clone());
+            tokio::spawn(async move {
+                a.semaphore(&name, 2)
+                    .with_options(LockOptions::new().wait(Duration::from_secs(10)))
+                    .acquire()
+                    .await
+            })
+        };
+        super::wait_for_waiters(&b, &name, 1).await;
+        p2.release().await.unwrap();
+        let p3 = third.await.unwrap().unwrap();
+        order.push(p3.fencing_token());
+        p1.release().await.unwrap();
+        p3.release().await.unwrap();
+        let p4 = b.semaphore(&name, 2).acquire_many(2).await.unwrap();
+        order.push(p4.fencing_token());
+        assert_strictly_increasing(&order, "permit, permit, permit, two permits");
+        p4.release().await.unwrap();
+    }
+}
+
+fn assert_strictly_increasing(tokens: &[u64], what: &str) {
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens of {what} in grant order must strictly increase: {tokens:?}"
+    );
 }
 
 /// A holder with `max_hold` stops renewing after it, so its lease ends.

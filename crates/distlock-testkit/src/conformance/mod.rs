@@ -12,6 +12,7 @@ mod process;
 mod queue;
 mod rwlock;
 mod semaphore;
+mod session;
 
 use std::any::Any;
 use std::future::Future;
@@ -27,6 +28,59 @@ pub use process::*;
 pub use queue::*;
 pub use rwlock::*;
 pub use semaphore::*;
+pub use session::*;
+
+/// Makes a session fault for one client of a session target.
+type FaultsOf = dyn Fn(&Client) -> Option<Box<dyn SessionFaults>> + Send + Sync;
+
+/// The faults a session suite inflicts on one client's session: what a network cut, its
+/// end, and the server's expiry of the session do.
+#[distlock::backend::async_trait]
+pub trait SessionFaults: Send + Sync {
+    /// Contact with the server is lost (the session lives on there, for now).
+    async fn suspend(&self);
+    /// Contact is back within the session timeout.
+    async fn resume(&self);
+    /// The server expires the session.
+    async fn expire(&self);
+}
+
+#[distlock::backend::async_trait]
+impl SessionFaults for distlock::MemorySession {
+    async fn suspend(&self) {
+        distlock::MemorySession::suspend(self);
+    }
+
+    async fn resume(&self) {
+        distlock::MemorySession::resume(self);
+    }
+
+    async fn expire(&self) {
+        distlock::MemorySession::expire(self);
+    }
+}
+
+/// A memory target in session mode (each client a session that stays valid 500 ms after it
+/// is suspended), whose session faults go through the memory backend's test hook.
+///
+/// # Examples
+///
+/// ```
+/// let target = distlock_testkit::memory_session_target();
+/// assert!(target.url().contains("liveness=session"));
+/// ```
+pub fn memory_session_target() -> Target {
+    let url = format!(
+        "memory://{}?liveness=session&session_timeout=500ms",
+        distlock::random_id()
+    );
+    Target::new(url).with_session_faults(|client| {
+        let backend: &dyn Any = client.backend().as_ref();
+        let memory = backend.downcast_ref::<distlock::MemoryBackend>()?;
+        let session = memory.session_control()?;
+        Some(Box::new(session) as Box<dyn SessionFaults>)
+    })
+}
 
 /// A backend under test: its URL, and whatever must stay alive while it is used (servers,
 /// temporary directories).
@@ -41,6 +95,7 @@ pub struct Target {
     url: String,
     child_test: String,
     keep: Vec<Box<dyn Any + Send + Sync>>,
+    faults: Option<Box<FaultsOf>>,
 }
 
 impl std::fmt::Debug for Target {
@@ -60,7 +115,26 @@ impl Target {
             url: url.into(),
             child_test: String::new(),
             keep: Vec::new(),
+            faults: None,
         }
+    }
+
+    /// Says how to fault the session of a client of this target (for the session suite).
+    ///
+    /// # Examples
+    ///
+    /// See [`memory_session_target`].
+    pub fn with_session_faults(
+        mut self,
+        faults: impl Fn(&Client) -> Option<Box<dyn SessionFaults>> + Send + Sync + 'static,
+    ) -> Self {
+        self.faults = Some(Box::new(faults));
+        self
+    }
+
+    /// The faults of `client`'s session, if the target says how to make them.
+    pub(crate) fn session_faults(&self, client: &Client) -> Option<Box<dyn SessionFaults>> {
+        self.faults.as_ref().and_then(|faults| faults(client))
     }
 
     /// Keeps `thing` (a server, a temporary directory) alive as long as the target.
@@ -210,6 +284,7 @@ macro_rules! conformance_suite {
             renewal_keeps_the_lock,
             stale_holder_cannot_release_or_renew,
             fencing_tokens_strictly_increase,
+            fencing_tokens_increase_in_grant_order_for_every_kind,
             lost_fires_after_takeover,
             cancelled_acquire_leaves_nothing,
             dropped_guard_is_released,
@@ -236,6 +311,47 @@ macro_rules! conformance_suite {
                 });
             }
         )+
+    };
+}
+
+/// Generates the session suite for a backend whose grants live by session: the properties
+/// every backend has, and those of session liveness. Each test fails if the backend does not
+/// declare session liveness or the target cannot fault its sessions.
+///
+/// # Examples
+///
+/// ```ignore
+/// async fn target() -> distlock_testkit::Target { distlock_testkit::memory_session_target() }
+/// distlock_testkit::session_suite!(target);
+/// ```
+#[macro_export]
+macro_rules! session_suite {
+    ($target:path) => {
+        $crate::conformance_suite!(@tests $target;
+            suspended_session_puts_every_guard_at_risk,
+            expired_session_loses_every_guard_at_once,
+            suspended_past_validity_is_lost,
+            session_grants_are_released_at_their_limit,
+            waiter_of_an_expired_session_waits_on_in_the_new_one,
+            mutual_exclusion_across_tasks,
+            try_lock_when_held_returns_none,
+            ttl_expiry_frees_the_lock,
+            stale_holder_cannot_release_or_renew,
+            fencing_tokens_strictly_increase,
+            fencing_tokens_increase_in_grant_order_for_every_kind,
+            cancelled_acquire_leaves_nothing,
+            dropped_guard_is_released,
+            fair_mode_grants_in_arrival_order,
+            reentrant_holds_nest_by_owner,
+            rwlock_readers_share_and_writers_exclude,
+            rwlock_waiting_writer_blocks_new_readers,
+            semaphore_never_exceeds_its_permits,
+            status_shows_holders_and_waiters,
+            bad_input_is_rejected,
+            max_hold_stops_renewal,
+            multi_lock_is_all_or_nothing,
+            multi_locks_in_any_order_do_not_deadlock,
+        );
     };
 }
 

@@ -1,0 +1,274 @@
+//! The contract's edges: durations too large to add, guards past their safe deadline,
+//! renewals across runtimes, secrets in URLs, and backends that hang or are dropped mid-call.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use distlock_core::backend::{
+    Backend, Capabilities, Grant, LeaseOutcome, PollOutcome, Ticket, async_trait,
+};
+use distlock_core::{
+    Client, ErrorKind, Health, LockOptions, LockState, MemoryBackend, Owner, Result,
+    parse_lock_url, redact_url,
+};
+
+#[tokio::test]
+async fn durations_too_large_to_add_mean_no_limit() {
+    let client = Client::connect("memory://").await.unwrap();
+    let guard = client
+        .mutex("huge-wait")
+        .lock_timeout(Duration::MAX)
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    let options = LockOptions::new()
+        .wait(Duration::from_secs(300_000_000_000 * 365 * 24 * 3600))
+        .max_hold(Duration::MAX)
+        .op_timeout(Duration::MAX);
+    let guard = client.mutex("huge-wait").lock_with(&options).await.unwrap();
+    assert_eq!(guard.health(), Health::Held);
+    guard.renew().await.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn reentry_past_the_safe_deadline_is_lock_lost() {
+    let client = Client::with_backend(Arc::new(MemoryBackend::new()));
+    let owner = Owner::random();
+    let options = LockOptions::new()
+        .ttl(Duration::from_millis(50))
+        .auto_renew(false)
+        .reentrant(owner);
+    let first = client.mutex("reentry").lock_with(&options).await.unwrap();
+    let again = client.mutex("reentry").lock_with(&options).await.unwrap();
+    drop(again);
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    assert_eq!(first.health(), Health::Lost);
+    let err = client
+        .mutex("reentry")
+        .lock_with(&options)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+}
+
+#[tokio::test]
+async fn a_lost_guard_stays_lost_and_renew_says_so() {
+    let client = Client::with_backend(Arc::new(MemoryBackend::new()));
+    let options = LockOptions::new()
+        .ttl(Duration::from_millis(50))
+        .auto_renew(false);
+    let guard = client.mutex("lost").lock_with(&options).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(guard.health(), Health::Lost);
+    let err = guard.renew().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert_eq!(guard.health(), Health::Lost);
+}
+
+#[test]
+fn renewals_outlive_the_runtime_that_started_them() {
+    let client = Client::with_backend(Arc::new(MemoryBackend::new()));
+    let options = LockOptions::new().ttl(Duration::from_millis(150));
+    for round in 0..2 {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let guard = client.mutex("runtimes").lock_with(&options).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert_eq!(
+                guard.health(),
+                Health::Held,
+                "round {round}: renewed past its ttl"
+            );
+            guard.release().await.unwrap();
+        });
+    }
+}
+
+#[tokio::test]
+async fn passwords_never_appear_in_errors() {
+    use rand::Rng;
+    let alphabet: Vec<char> = "abcXYZ019@:/%?#".chars().collect();
+    let mut rng = rand::rng();
+    for _ in 0..500 {
+        let password: String = (0..12)
+            .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+            .collect();
+        let secret = format!("S{password}");
+        for url in [
+            format!("memory://app:{secret}@host:99999/x"),
+            format!("nosuch://app:{secret}@db/locks"),
+            format!("memory://app:{secret}@space?bogus=1"),
+        ] {
+            assert!(!redact_url(&url).contains(&secret), "{url}");
+            let errors = [
+                parse_lock_url(&url).err(),
+                Client::connect(&url).await.err(),
+            ];
+            for err in errors.into_iter().flatten() {
+                assert!(!format!("{err}").contains(&secret), "{url}: {err}");
+                assert!(!format!("{err:?}").contains(&secret), "{url}: {err:?}");
+            }
+        }
+    }
+}
+
+/// A memory backend whose calls can be made to hang, and that counts cancellations.
+#[derive(Debug, Default)]
+struct Hanging {
+    inner: MemoryBackend,
+    hang_enqueue: AtomicBool,
+    hang_poll: AtomicBool,
+    hang_release: AtomicBool,
+    enqueued: AtomicUsize,
+    cancelled: AtomicUsize,
+}
+
+impl Hanging {
+    async fn hang_if(&self, flag: &AtomicBool) {
+        if flag.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for Hanging {
+    fn scheme(&self) -> &'static str {
+        "hanging"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
+        self.inner.enqueue(ticket).await?;
+        self.enqueued.fetch_add(1, Ordering::SeqCst);
+        self.hang_if(&self.hang_enqueue).await;
+        Ok(())
+    }
+
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        self.hang_if(&self.hang_poll).await;
+        self.inner.poll(ticket).await
+    }
+
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
+        self.inner.wait_for_change(ticket, backstop).await
+    }
+
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
+        self.cancelled.fetch_add(1, Ordering::SeqCst);
+        self.inner.cancel(ticket).await
+    }
+
+    async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        self.inner.renew_many(grants, ttl).await
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
+        self.hang_if(&self.hang_release).await;
+        self.inner.release(grant).await
+    }
+
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        self.inner.inspect(name).await
+    }
+
+    fn floor_op(&self) -> &'static str {
+        "nothing"
+    }
+
+    async fn floor_round(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_wait_deadline_bounds_a_backend_call_that_hangs() {
+    let backend = Arc::new(Hanging::default());
+    let client = Client::with_backend(backend.clone());
+    backend.hang_poll.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let err = client
+        .mutex("hung")
+        .lock_timeout(Duration::from_millis(100))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        backend.cancelled.load(Ordering::SeqCst),
+        1,
+        "the ticket was cancelled"
+    );
+    let quick = LockOptions::new().op_timeout(Duration::from_millis(50));
+    let err = client.mutex("hung").with_options(quick).try_lock().await;
+    assert_eq!(err.unwrap_err().kind(), ErrorKind::Unavailable);
+}
+
+#[tokio::test]
+async fn a_release_that_hangs_is_bounded_by_the_operation_timeout() {
+    let backend = Arc::new(Hanging::default());
+    let client = Client::with_backend(backend.clone());
+    let options = LockOptions::new().op_timeout(Duration::from_millis(100));
+    let guard = client
+        .mutex("hung-release")
+        .lock_with(&options)
+        .await
+        .unwrap();
+    backend.hang_release.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let err = guard.release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(err.is_temporary());
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_acquire_dropped_during_its_enqueue_leaves_no_queue_entry() {
+    let backend = Arc::new(Hanging::default());
+    let client = Client::with_backend(backend.clone());
+    let held = client.mutex("dropped").lock().await.unwrap();
+    backend.hang_enqueue.store(true, Ordering::SeqCst);
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move { client.mutex("dropped").lock().await })
+    };
+    for _ in 0..200 {
+        if backend.enqueued.load(Ordering::SeqCst) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        client.status(Some("dropped")).await.unwrap()[0]
+            .waiters
+            .len(),
+        1
+    );
+    waiter.abort();
+    let _ = waiter.await;
+    for _ in 0..200 {
+        if backend.cancelled.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let state = &client.status(Some("dropped")).await.unwrap()[0];
+    assert!(
+        state.waiters.is_empty(),
+        "the entry made before the drop is gone"
+    );
+    held.release().await.unwrap();
+}
