@@ -722,6 +722,11 @@ impl Backend for RedisBackend {
     }
 
     async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        if let [grant] = grants {
+            // One renewal (one asked for by hand, say) goes on its lock's connection, once
+            // more if the connection dropped under it.
+            return Ok(vec![self.renew_one(grant, ttl).await?]);
+        }
         if self.nodes.is_some() {
             // A pipeline goes to one node; the locks of a cluster live on many. Sent at
             // once, the renewals still share each node's connection.

@@ -174,8 +174,9 @@ pub async fn lost_fires_after_takeover(target: &Target) {
     let name = unique("lost");
     let a = target.client().await;
     let b = target.client().await;
-    let guard = a.mutex(&name).lock_with(&short(300)).await.unwrap();
+    // Measured before the request: the lease runs from no earlier than that.
     let started = Instant::now();
+    let guard = a.mutex(&name).lock_with(&short(300)).await.unwrap();
     let taker = {
         let name = name.clone();
         tokio::spawn(async move {
