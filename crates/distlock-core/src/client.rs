@@ -95,7 +95,7 @@ impl fmt::Debug for Client {
 
 impl Client {
     /// Connects to the backend the URL's scheme names, among the installed ones
-    /// (`memory://` always; others through [`register`](crate::register), which the
+    /// (`memory://` always; others through [`register`](crate::backend::register), which the
     /// `distlock` facade does for its enabled features).
     ///
     /// An unknown scheme or a malformed URL is an

@@ -30,7 +30,7 @@
 //! publishes to exactly one waiter, the head of the queue, on its client's channel. A
 //! waiter that misses its wake-up polls again within the holder's remaining lease and at
 //! most every two seconds. Non-fair waiters may be overtaken by a newcomer, but not once
-//! they have waited longer than [`distlock_core::STARVATION`]; fair waiters never.
+//! they have waited longer than [`distlock_core::backend::STARVATION`]; fair waiters never.
 //!
 //! A release looks at the head of the queue only, and a poll reads only as much of the
 //! queue as its decision needs: the head alone for a mutex or write lock, or while the

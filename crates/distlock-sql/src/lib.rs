@@ -15,7 +15,7 @@
 //!   same transaction that inserts the grant, and never deleted, so tokens keep increasing
 //!   across restarts of every client.
 //!
-//! A grant is decided by [`distlock_core::admit`] over the rows read inside one write
+//! A grant is decided by [`distlock_core::backend::admit`] over the rows read inside one write
 //! transaction, so the rules are the same as every other backend's.
 //!
 //! # Fencing the resource

@@ -236,7 +236,7 @@ impl PollOutcome {
     }
 }
 
-/// The answer to [`Backend::renew`](super::Backend::renew) and
+/// The answer for each grant of [`Backend::renew_many`](super::Backend::renew_many), and of
 /// [`Backend::release`](super::Backend::release).
 ///
 /// # Examples

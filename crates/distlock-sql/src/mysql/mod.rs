@@ -91,7 +91,7 @@ pub fn lock_key(name: &str) -> String {
 /// # Examples
 ///
 /// ```
-/// distlock_core::register(std::sync::Arc::new(distlock_sql::mysql::MysqlConnector));
+/// distlock_core::backend::register(std::sync::Arc::new(distlock_sql::mysql::MysqlConnector));
 /// ```
 #[derive(Debug)]
 pub struct MysqlConnector;

@@ -62,7 +62,7 @@ pub use config::{Mode, PostgresConfig};
 /// # Examples
 ///
 /// ```
-/// distlock_core::register(std::sync::Arc::new(distlock_sql::postgres::PostgresConnector));
+/// distlock_core::backend::register(std::sync::Arc::new(distlock_sql::postgres::PostgresConnector));
 /// ```
 #[derive(Debug)]
 pub struct PostgresConnector;

@@ -32,7 +32,7 @@ pub use config::SqliteConfig;
 /// # Examples
 ///
 /// ```
-/// distlock_core::register(std::sync::Arc::new(distlock_sql::sqlite::SqliteConnector));
+/// distlock_core::backend::register(std::sync::Arc::new(distlock_sql::sqlite::SqliteConnector));
 /// ```
 #[derive(Debug)]
 pub struct SqliteConnector;

@@ -1,7 +1,7 @@
 //! The conformance suite: one set of async test functions every backend's tests call.
 //!
 //! Each function takes a [`Target`] and asserts one property of the contract. Functions for
-//! optional features check the backend's [`Capabilities`](distlock::Capabilities): a backend
+//! optional features check the backend's [`Capabilities`](distlock::backend::Capabilities): a backend
 //! without the feature must refuse it with `Unsupported`, never silently misbehave.
 
 mod exclusion;
