@@ -249,14 +249,13 @@ async fn wait_for_grant(
                 return Err(err);
             }
         };
-        let left = match plan.deadline {
-            Some(d) if Instant::now() >= d => {
-                pending.cancel_within(CANCEL_GRACE).await;
-                return Err(timed_out());
-            }
-            Some(d) => Some(d - Instant::now()),
-            None => None,
-        };
+        let left = plan
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|left| left.is_zero()) {
+            pending.cancel_within(CANCEL_GRACE).await;
+            return Err(timed_out());
+        }
         let backstop = next_backstop(plan.caps, round, retry_within, left);
         round = round.saturating_add(1);
         let waited = bounded(
@@ -270,14 +269,8 @@ async fn wait_for_grant(
                 return Err(err);
             }
             telemetry::retry(backend.scheme(), &err);
-            let pause = backstop.unwrap_or(MAX_BACKOFF).min(MAX_BACKOFF);
-            if bounded(plan.calls_until, tokio::time::sleep(pause))
-                .await
-                .is_none()
-            {
-                pending.cancel_within(CANCEL_GRACE).await;
-                return Err(timed_out());
-            }
+            // The backstop is already bounded by the deadline, which the next poll checks.
+            tokio::time::sleep(backstop.unwrap_or(MAX_BACKOFF).min(MAX_BACKOFF)).await;
         }
     }
 }

@@ -68,6 +68,13 @@ pub(crate) fn safe_deadline(sent: Instant, ttl: Duration) -> Instant {
     sent.checked_add(usable).unwrap_or(sent)
 }
 
+/// An instant no grant outlives (thirty years on), for deadlines that are no limit.
+pub(crate) fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(30 * 365 * 24 * 60 * 60))
+        .unwrap_or(now)
+}
+
 /// Renewal settings taken from the options at acquisition.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RenewPlan {
@@ -170,9 +177,11 @@ impl LeaseCore {
             }
             (Some(_), true, max_hold) => max_hold.and_then(|m| grant.sent.checked_add(m)),
         };
-        let safe_until = match release_at {
-            Some(at) => at,
-            None => safe_deadline(grant.sent, grant.ttl),
+        // A session grant's own deadline is its limit, if any: its validity is the session's.
+        let safe_until = match (&grant.session, release_at) {
+            (Some(_), Some(at)) => at,
+            (Some(_), None) => far_future(),
+            (None, _) => safe_deadline(grant.sent, grant.ttl),
         };
         let (status, _) = watch::channel(Status {
             health: Health::Held,

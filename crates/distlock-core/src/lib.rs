@@ -13,6 +13,11 @@
 //!   [`Guard::lost`] resolves at `Lost`. No guard is lost silently.
 //! * A fencing token strictly greater than every token granted before for the same name.
 //! * Release deletes only our own grant and says [`ErrorKind::NotHeld`] if it was gone.
+//! * On a backend whose grants live by the client's session (see [`backend`]), the guard's
+//!   health and safe deadline follow the session: suspended means `AtRisk`, and an expired
+//!   session loses every guard of the client at once.
+//! * Once `Lost`, always `Lost`: renewing says [`ErrorKind::LockLost`], and acquiring again
+//!   with the same reentrant owner does too.
 //!
 //! # Examples
 //!
@@ -53,7 +58,7 @@ pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
 pub use lease::Health;
 pub use memory::{MemoryBackend, MemorySession};
 pub use name::{MAX_NAME_LEN, validate_name};
-pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_RENEW_EVERY, MIN_TTL};
+pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL};
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
 pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
 pub use registry::{parse_lock_url, redact_url};

@@ -14,6 +14,9 @@ pub const MIN_TTL: Duration = Duration::from_millis(10);
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// The shortest renewal period accepted: shorter ones would keep a task renewing non-stop.
 pub const MIN_RENEW_EVERY: Duration = Duration::from_millis(10);
+/// The shortest operation timeout accepted: a server on loopback answers within it, and a
+/// shorter one would fail every release and leave the grant to lapse.
+pub const MIN_OP_TIMEOUT: Duration = Duration::from_millis(10);
 /// The longest default operation timeout (see [`LockOptions::op_timeout`]).
 const MAX_DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -181,8 +184,8 @@ impl LockOptions {
     /// How long a release, a renewal asked for by hand, or a single attempt (`try_lock`)
     /// may wait for the backend before failing with a temporary
     /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) error. Default: a third of
-    /// the TTL, at most 5 s. (Waits are bounded by [`LockOptions::wait`], renewals by the
-    /// watchdog's own schedule.)
+    /// the TTL, at most 5 s; at least [`MIN_OP_TIMEOUT`]. (Waits are bounded by
+    /// [`LockOptions::wait`], renewals by the watchdog's own schedule.)
     ///
     /// # Examples
     ///
@@ -262,8 +265,10 @@ impl LockOptions {
         if self.max_hold.is_some_and(|m| m.is_zero()) {
             return Err(Error::invalid("max_hold must not be zero"));
         }
-        if self.op_timeout.is_some_and(|t| t.is_zero()) {
-            return Err(Error::invalid("op_timeout must not be zero"));
+        if let Some(timeout) = self.op_timeout.filter(|t| *t < MIN_OP_TIMEOUT) {
+            return Err(Error::invalid(format!(
+                "op_timeout {timeout:?} is shorter than the minimum {MIN_OP_TIMEOUT:?}"
+            )));
         }
         Ok(())
     }

@@ -43,12 +43,10 @@ impl Renewals {
         }
     }
 
-    /// Renews one lease as part of whatever batch is forming. If the batcher is gone (its
-    /// runtime ended), a new one is started here and the renewal sent again, once.
+    /// Renews one lease as part of whatever batch is forming. A renewal whose batcher went
+    /// away with it (its runtime ended) is sent once more, to a new batcher.
     pub(crate) async fn renew(&self, grant: Grant, ttl: Duration) -> Result<LeaseOutcome> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
+        for _ in 0..2 {
             let (reply, answer) = oneshot::channel();
             let request = Request {
                 grant: grant.clone(),
@@ -60,34 +58,21 @@ impl Renewals {
                     return outcome;
                 }
             }
-            if tries >= 2 {
-                return Err(
-                    Error::new(ErrorKind::Backend, "the renewal batcher stopped").temporary(),
-                );
-            }
-            self.restart();
         }
+        Err(Error::new(ErrorKind::Backend, "the renewal batcher stopped").temporary())
     }
 
-    /// Sends a request to the batcher, starting one if there is none yet.
+    /// Sends a request to the batcher, first starting one on the current runtime if there
+    /// is none, or if the runtime of the last one ended.
     fn send(&self, request: Request) -> std::result::Result<(), ()> {
         let mut sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
-        let sender = sender.get_or_insert_with(|| self.spawn_batcher());
-        sender.send(request).map_err(drop)
-    }
-
-    /// Replaces a batcher that stopped with a new one on the current runtime.
-    fn restart(&self) {
-        let mut sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
         if sender.as_ref().is_none_or(|s| s.is_closed()) {
-            *sender = Some(self.spawn_batcher());
+            let (fresh, receiver) = mpsc::unbounded_channel();
+            tokio::spawn(batcher(self.backend.clone(), receiver));
+            *sender = Some(fresh);
         }
-    }
-
-    fn spawn_batcher(&self) -> mpsc::UnboundedSender<Request> {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(batcher(self.backend.clone(), receiver));
-        sender
+        let sender = sender.as_ref().ok_or(())?;
+        sender.send(request).map_err(drop)
     }
 
     /// When to renew a lease due at `due` with period `every`: the first instant of this

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, PollOutcome, Ticket, async_trait,
+    Backend, Capabilities, Grant, LeaseOutcome, PollOutcome, Session, Ticket, async_trait,
 };
 use distlock_core::{
     Client, ErrorKind, Health, LockOptions, LockState, MemoryBackend, Owner, Result,
@@ -114,10 +114,12 @@ async fn passwords_never_appear_in_errors() {
     }
 }
 
-/// A memory backend whose calls can be made to hang, and that counts cancellations.
+/// A memory backend whose calls can be made to hang, or its next grant reported as made in
+/// a session that ended, and that counts enqueues and cancellations.
 #[derive(Debug, Default)]
-struct Hanging {
+struct Faulty {
     inner: MemoryBackend,
+    grant_in_ended_session: AtomicBool,
     hang_enqueue: AtomicBool,
     hang_poll: AtomicBool,
     hang_release: AtomicBool,
@@ -125,7 +127,7 @@ struct Hanging {
     cancelled: AtomicUsize,
 }
 
-impl Hanging {
+impl Faulty {
     async fn hang_if(&self, flag: &AtomicBool) {
         if flag.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
@@ -134,13 +136,17 @@ impl Hanging {
 }
 
 #[async_trait]
-impl Backend for Hanging {
+impl Backend for Faulty {
     fn scheme(&self) -> &'static str {
         "hanging"
     }
 
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
+    }
+
+    fn session(&self) -> Option<tokio::sync::watch::Receiver<Session>> {
+        self.inner.session()
     }
 
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
@@ -152,7 +158,18 @@ impl Backend for Hanging {
 
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         self.hang_if(&self.hang_poll).await;
-        self.inner.poll(ticket).await
+        match self.inner.poll(ticket).await? {
+            PollOutcome::Granted {
+                fencing_token,
+                session: Some(id),
+            } if self.grant_in_ended_session.swap(false, Ordering::SeqCst) => {
+                Ok(PollOutcome::Granted {
+                    fencing_token,
+                    session: Some(id - 1),
+                })
+            }
+            outcome => Ok(outcome),
+        }
     }
 
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
@@ -188,7 +205,7 @@ impl Backend for Hanging {
 
 #[tokio::test]
 async fn a_wait_deadline_bounds_a_backend_call_that_hangs() {
-    let backend = Arc::new(Hanging::default());
+    let backend = Arc::new(Faulty::default());
     let client = Client::with_backend(backend.clone());
     backend.hang_poll.store(true, Ordering::SeqCst);
     let started = Instant::now();
@@ -215,7 +232,7 @@ async fn a_wait_deadline_bounds_a_backend_call_that_hangs() {
 
 #[tokio::test]
 async fn a_release_that_hangs_is_bounded_by_the_operation_timeout() {
-    let backend = Arc::new(Hanging::default());
+    let backend = Arc::new(Faulty::default());
     let client = Client::with_backend(backend.clone());
     let options = LockOptions::new().op_timeout(Duration::from_millis(100));
     let guard = client
@@ -237,7 +254,7 @@ async fn a_release_that_hangs_is_bounded_by_the_operation_timeout() {
 
 #[tokio::test]
 async fn an_acquire_dropped_during_its_enqueue_leaves_no_queue_entry() {
-    let backend = Arc::new(Hanging::default());
+    let backend = Arc::new(Faulty::default());
     let client = Client::with_backend(backend.clone());
     let held = client.mutex("dropped").lock().await.unwrap();
     backend.hang_enqueue.store(true, Ordering::SeqCst);
@@ -271,4 +288,26 @@ async fn an_acquire_dropped_during_its_enqueue_leaves_no_queue_entry() {
         "the entry made before the drop is gone"
     );
     held.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_grant_made_in_a_session_that_ended_is_not_handed_out() {
+    let backend = Arc::new(Faulty {
+        inner: MemoryBackend::with_sessions(Duration::from_secs(10)),
+        ..Faulty::default()
+    });
+    let client = Client::with_backend(backend.clone());
+    backend.grant_in_ended_session.store(true, Ordering::SeqCst);
+    let guard = client.mutex("ended").lock().await.unwrap();
+    assert_eq!(guard.health(), Health::Held);
+    assert_eq!(backend.enqueued.load(Ordering::SeqCst), 2, "asked again");
+    assert_eq!(
+        backend.cancelled.load(Ordering::SeqCst),
+        1,
+        "the first grant was withdrawn"
+    );
+    let state = &client.status(Some("ended")).await.unwrap()[0];
+    assert_eq!(state.holders.len(), 1, "only the second grant holds");
+    assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
+    guard.release().await.unwrap();
 }

@@ -72,9 +72,14 @@ impl MemoryBackend {
     ///
     /// See [`MemoryBackend`].
     pub fn new() -> Self {
+        Self::in_space(Arc::default(), None)
+    }
+
+    /// A client of `space`, in session mode when given a session timeout.
+    fn in_space(space: Arc<Space>, session_timeout: Option<Duration>) -> Self {
         MemoryBackend {
-            space: Arc::new(Space::default()),
-            session: None,
+            session: session_timeout.map(|timeout| MemorySession::new(space.clone(), timeout)),
+            space,
         }
     }
 
@@ -85,11 +90,7 @@ impl MemoryBackend {
     ///
     /// See [`MemorySession`].
     pub fn with_sessions(timeout: Duration) -> Self {
-        let space = Arc::new(Space::default());
-        MemoryBackend {
-            session: Some(MemorySession::new(space.clone(), timeout)),
-            space,
-        }
+        Self::in_space(Arc::default(), Some(timeout))
     }
 
     /// The test hook of this backend's session, in session mode.
@@ -125,10 +126,7 @@ impl MemoryBackend {
     /// let b = distlock_core::MemoryBackend::shared("tests");
     /// ```
     pub fn shared(name: &str) -> Self {
-        MemoryBackend {
-            space: shared_space(name),
-            session: None,
-        }
+        Self::in_space(shared_space(name), None)
     }
 
     /// A client of the process-wide lock space `name` in session mode (see
@@ -141,11 +139,7 @@ impl MemoryBackend {
     /// assert!(backend.session_control().is_some());
     /// ```
     pub fn shared_with_sessions(name: &str, timeout: Duration) -> Self {
-        let space = shared_space(name);
-        MemoryBackend {
-            session: Some(MemorySession::new(space.clone(), timeout)),
-            space,
-        }
+        Self::in_space(shared_space(name), Some(timeout))
     }
 }
 
@@ -251,6 +245,9 @@ impl Connector for MemoryConnector {
             match (&*key, &*value) {
                 ("liveness", "lease") => sessions = false,
                 ("liveness", "session") => sessions = true,
+                ("liveness", other) => {
+                    return refuse(format!("liveness `{other}` is neither lease nor session"));
+                }
                 ("session_timeout", text) => match humantime::parse_duration(text) {
                     Ok(t) if !t.is_zero() => timeout = Some(t),
                     _ => {

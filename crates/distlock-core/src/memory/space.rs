@@ -32,6 +32,26 @@ struct Entry {
 }
 
 impl Entry {
+    /// An entry for `request` made `now`, lapsing `lease` from now unless it is a session's.
+    fn new(
+        request: LockRequest,
+        now: Instant,
+        seq: u64,
+        session: Option<u64>,
+        lease: Duration,
+    ) -> Self {
+        let mut entry = Entry {
+            request,
+            since: now,
+            expires: None,
+            seq,
+            fencing_token: 0,
+            session,
+        };
+        entry.extend(now, lease);
+        entry
+    }
+
     fn live(&self, now: Instant) -> bool {
         self.expires.is_none_or(|at| at > now)
     }
@@ -193,7 +213,6 @@ impl Space {
             state.fencing = names.mint();
             entry.fencing_token = state.fencing;
             entry.since = now;
-            entry.expires = None;
             entry.extend(now, entry.request.ttl);
             entry.request.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
             state.holders.push(entry);
@@ -215,16 +234,7 @@ impl Space {
         // The sequence number is taken under the lock, so the queue stays in its order.
         let seq = self.with_name(&ticket.request.name, |_, state| {
             let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-            let now = Instant::now();
-            let mut entry = Entry {
-                request,
-                since: now,
-                expires: None,
-                seq,
-                fencing_token: 0,
-                session,
-            };
-            entry.extend(now, WAITER_LEASE);
+            let entry = Entry::new(request, Instant::now(), seq, session, WAITER_LEASE);
             state.queue.push(entry);
             seq
         });
@@ -269,15 +279,8 @@ impl Space {
                 let mut held = request.clone();
                 held.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
                 self.wakers.forget(&request.token);
-                let mut entry = Entry {
-                    request: held,
-                    since: now,
-                    expires: None,
-                    seq,
-                    fencing_token: state.fencing,
-                    session,
-                };
-                entry.extend(now, request.ttl);
+                let mut entry = Entry::new(held, now, seq, session, request.ttl);
+                entry.fencing_token = state.fencing;
                 state.holders.push(entry);
                 return Ok(granted(state.fencing));
             }
@@ -289,15 +292,7 @@ impl Space {
                 {
                     Some(entry) => entry.extend(now, WAITER_LEASE),
                     None => {
-                        let mut entry = Entry {
-                            request: request.clone(),
-                            since: now,
-                            expires: None,
-                            seq,
-                            fencing_token: 0,
-                            session,
-                        };
-                        entry.extend(now, WAITER_LEASE);
+                        let entry = Entry::new(request.clone(), now, seq, session, WAITER_LEASE);
                         state.queue.push(entry);
                         state.queue.sort_by_key(|e| e.seq);
                     }

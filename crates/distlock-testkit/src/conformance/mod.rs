@@ -265,8 +265,9 @@ pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
     assert!(ok, "lock {name} never had a waiter of process {pid}");
 }
 
-/// Generates one `#[test]` per in-process conformance property, each calling the suite
-/// function with the target `$target().await` builds.
+/// Generates one `#[test]` per in-process conformance property of a backend whose grants
+/// have leases of their own: the properties every backend has, and those of leases. Each
+/// test calls the suite function with the target `$target().await` builds.
 ///
 /// # Examples
 ///
@@ -277,15 +278,22 @@ pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
 #[macro_export]
 macro_rules! conformance_suite {
     ($target:path) => {
+        $crate::conformance_suite!(@common $target);
+        $crate::conformance_suite!(@tests $target;
+            renewal_keeps_the_lock,
+            lost_fires_after_takeover,
+            semaphore_permits_of_a_crashed_holder_return,
+        );
+    };
+    // The properties of every backend, whatever its liveness.
+    (@common $target:path) => {
         $crate::conformance_suite!(@tests $target;
             mutual_exclusion_across_tasks,
             try_lock_when_held_returns_none,
             ttl_expiry_frees_the_lock,
-            renewal_keeps_the_lock,
             stale_holder_cannot_release_or_renew,
             fencing_tokens_strictly_increase,
             fencing_tokens_increase_in_grant_order_for_every_kind,
-            lost_fires_after_takeover,
             cancelled_acquire_leaves_nothing,
             dropped_guard_is_released,
             fair_mode_grants_in_arrival_order,
@@ -293,7 +301,6 @@ macro_rules! conformance_suite {
             rwlock_readers_share_and_writers_exclude,
             rwlock_waiting_writer_blocks_new_readers,
             semaphore_never_exceeds_its_permits,
-            semaphore_permits_of_a_crashed_holder_return,
             status_shows_holders_and_waiters,
             bad_input_is_rejected,
             max_hold_stops_renewal,
@@ -315,8 +322,8 @@ macro_rules! conformance_suite {
 }
 
 /// Generates the session suite for a backend whose grants live by session: the properties
-/// every backend has, and those of session liveness. Each test fails if the backend does not
-/// declare session liveness or the target cannot fault its sessions.
+/// every backend has, and those of session liveness. Each session test fails if the backend
+/// does not declare session liveness or the target cannot fault its sessions.
 ///
 /// # Examples
 ///
@@ -327,30 +334,14 @@ macro_rules! conformance_suite {
 #[macro_export]
 macro_rules! session_suite {
     ($target:path) => {
+        $crate::conformance_suite!(@common $target);
         $crate::conformance_suite!(@tests $target;
+            session_guards_outlive_their_ttl,
             suspended_session_puts_every_guard_at_risk,
             expired_session_loses_every_guard_at_once,
             suspended_past_validity_is_lost,
             session_grants_are_released_at_their_limit,
             waiter_of_an_expired_session_waits_on_in_the_new_one,
-            mutual_exclusion_across_tasks,
-            try_lock_when_held_returns_none,
-            ttl_expiry_frees_the_lock,
-            stale_holder_cannot_release_or_renew,
-            fencing_tokens_strictly_increase,
-            fencing_tokens_increase_in_grant_order_for_every_kind,
-            cancelled_acquire_leaves_nothing,
-            dropped_guard_is_released,
-            fair_mode_grants_in_arrival_order,
-            reentrant_holds_nest_by_owner,
-            rwlock_readers_share_and_writers_exclude,
-            rwlock_waiting_writer_blocks_new_readers,
-            semaphore_never_exceeds_its_permits,
-            status_shows_holders_and_waiters,
-            bad_input_is_rejected,
-            max_hold_stops_renewal,
-            multi_lock_is_all_or_nothing,
-            multi_locks_in_any_order_do_not_deadlock,
         );
     };
 }

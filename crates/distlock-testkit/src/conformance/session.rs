@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use distlock::backend::Liveness;
-use distlock::{Client, ErrorKind, Health, LockOptions};
+use distlock::{Client, ErrorKind, Guard, Health, LockOptions};
 
 use super::{Target, eventually, expect_kind, unique};
 
@@ -23,6 +23,41 @@ async fn session_client(target: &Target) -> (Client, Box<dyn super::SessionFault
     (client, faults)
 }
 
+/// Waits (bounded by 5 s) until every guard reports `health`.
+async fn all_become(guards: &[&Guard], health: Health, what: &str) {
+    for guard in guards {
+        let became = eventually(Duration::from_secs(5), || async {
+            guard.health() == health
+        })
+        .await;
+        assert!(became, "{what}");
+    }
+}
+
+/// A session guard has no lease of its own: with the session connected it is held long past
+/// its TTL, renewing nothing, and nobody else gets the lock.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::session_guards_outlive_their_ttl(&distlock_testkit::memory_session_target()).await;
+/// # });
+/// ```
+pub async fn session_guards_outlive_their_ttl(target: &Target) {
+    let (client, _faults) = session_client(target).await;
+    let other = target.client().await;
+    let name = unique("outlive");
+    let options = LockOptions::new().ttl(Duration::from_millis(100));
+    let guard = client.mutex(&name).lock_with(&options).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(guard.health(), Health::Held, "held at five times its TTL");
+    assert!(guard.safe_until() > std::time::Instant::now());
+    assert!(other.mutex(&name).try_lock().await.unwrap().is_none());
+    guard.renew().await.expect("a session guard still stands");
+    guard.release().await.unwrap();
+}
+
 /// A suspended session puts every guard of the client at risk, and none is lost while the
 /// session is still valid; when contact is back they are held again.
 ///
@@ -39,21 +74,19 @@ pub async fn suspended_session_puts_every_guard_at_risk(target: &Target) {
     let reader = client.rwlock(unique("suspend-r")).read().await.unwrap();
     assert_eq!(mutex.health(), Health::Held);
     faults.suspend().await;
-    for guard in [&mutex, &reader] {
-        let at_risk = eventually(Duration::from_secs(5), || async {
-            guard.health() == Health::AtRisk
-        })
-        .await;
-        assert!(at_risk, "a guard of a suspended session is at risk");
-    }
+    all_become(
+        &[&mutex, &reader],
+        Health::AtRisk,
+        "a guard of a suspended session is at risk",
+    )
+    .await;
     faults.resume().await;
-    for guard in [&mutex, &reader] {
-        let held = eventually(Duration::from_secs(5), || async {
-            guard.health() == Health::Held
-        })
-        .await;
-        assert!(held, "a guard is held again once its session is back");
-    }
+    all_become(
+        &[&mutex, &reader],
+        Health::Held,
+        "a guard is held again once its session is back",
+    )
+    .await;
     mutex.release().await.unwrap();
     reader.release().await.unwrap();
 }
