@@ -142,6 +142,35 @@ pub struct BenchArgs {
     /// Print one JSON object (one per backend, one per line) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The async runtime the bench runs on: tokio's multi-thread runtime, or the
+    /// current-thread one many services (and every `#[tokio::test]`) run on.
+    #[arg(long, value_enum, default_value_t = Runtime::MultiThread)]
+    pub runtime: Runtime,
+}
+
+/// A flavour of tokio runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Runtime {
+    CurrentThread,
+    MultiThread,
+}
+
+impl Runtime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runtime::CurrentThread => "current-thread",
+            Runtime::MultiThread => "multi-thread",
+        }
+    }
+
+    pub fn build(self) -> std::io::Result<tokio::runtime::Runtime> {
+        match self {
+            Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+            Runtime::MultiThread => tokio::runtime::Runtime::new(),
+        }
+    }
 }
 
 /// `distlock bench-worker`.

@@ -27,7 +27,11 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error")),
         )
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let flavour = match &cli.command {
+        Command::Bench(args) => args.runtime,
+        _ => args::Runtime::MultiThread,
+    };
+    let runtime = match flavour.build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("distlock: cannot start the async runtime: {err}");

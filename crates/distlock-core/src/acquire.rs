@@ -20,7 +20,7 @@ use crate::guard::Guard;
 use crate::lease::{GrantInfo, LeaseCore, RenewPlan, SessionLink};
 use crate::name::validate_name;
 use crate::options::LockOptions;
-use crate::owner::{HolderMeta, random_id};
+use crate::owner::{HolderMeta, random_token};
 use crate::telemetry;
 
 /// First and largest sleep of the polling fallback.
@@ -141,7 +141,7 @@ async fn acquire_inner(
             kind: want.kind,
             permits: want.permits,
             owner: owner.clone(),
-            token: random_id() + &random_id(),
+            token: random_token(),
             ttl: options.ttl,
             fair: options.fair,
             wait: waits,

@@ -13,6 +13,7 @@ use crate::owner::{Owner, random_id};
 use crate::primitives::{MultiLock, Mutex, RwLock, Semaphore};
 use crate::registry;
 use crate::renewals::Renewals;
+use crate::watchdog::Watchdog;
 
 /// Where reentrant grants are found again: name, kind and owner.
 type ReentrantKey = (String, &'static str, Owner);
@@ -22,6 +23,7 @@ pub(crate) struct ClientInner {
     pub(crate) id: String,
     pub(crate) defaults: LockOptions,
     pub(crate) renewals: Renewals,
+    pub(crate) watchdog: Watchdog,
     reentrant: StdMutex<HashMap<ReentrantKey, Weak<LeaseCore>>>,
 }
 
@@ -144,6 +146,7 @@ impl Client {
         Client {
             inner: Arc::new(ClientInner {
                 renewals: Renewals::new(backend.clone()),
+                watchdog: Watchdog::new(backend.session()),
                 backend,
                 id: random_id(),
                 defaults,

@@ -2,11 +2,10 @@
 //! and the watchdog that keeps it alive.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::sync::{Arc, Mutex as StdMutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -15,6 +14,7 @@ use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::telemetry;
+use crate::watchdog::Schedule;
 
 /// Part of the TTL assumed lost to clock-rate drift between client and server.
 const CLOCK_DRIFT: f64 = 0.01;
@@ -90,9 +90,10 @@ pub(crate) struct LeaseCore {
     grant: GrantInfo,
     status: watch::Sender<Status>,
     holds: AtomicUsize,
-    watchdog: StdMutex<Option<AbortHandle>>,
+    /// Its place in the client's watchdog.
+    schedule: StdMutex<Schedule>,
     /// When the core releases a grant that lives by session (it has no lease to lapse).
-    release_at: Option<Instant>,
+    pub(crate) release_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for LeaseCore {
@@ -187,27 +188,28 @@ impl LeaseCore {
             health: Health::Held,
             safe_until,
         });
+        let next_renew = client.renewals.align(
+            grant
+                .sent
+                .checked_add(grant.plan.every)
+                .unwrap_or_else(far_future),
+            grant.plan.every,
+        );
         let core = Arc::new(LeaseCore {
             client,
             grant,
             status,
             holds: AtomicUsize::new(1),
-            watchdog: StdMutex::new(None),
+            schedule: StdMutex::new(Schedule::new(next_renew)),
             release_at,
         });
-        let span = tracing::debug_span!(
-            "distlock.watchdog",
-            lock = %core.handle.name,
-            backend = core.scheme()
-        );
-        let task = match core.session.clone() {
-            Some(link) => {
-                tokio::spawn(session_watch(Arc::downgrade(&core), link.channel).instrument(span))
-            }
-            None => tokio::spawn(watchdog(Arc::downgrade(&core)).instrument(span)),
-        };
-        *core.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
+        core.client.watchdog.start(&core);
         core
+    }
+
+    /// The grant's place in the client's watchdog.
+    pub(crate) fn schedule(&self) -> MutexGuard<'_, Schedule> {
+        self.schedule.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn scheme(&self) -> &'static str {
@@ -283,6 +285,17 @@ impl LeaseCore {
             telemetry::lost(self.scheme());
             tracing::warn!(lock = %self.handle.name, fencing_token = self.fencing_token, "lease lost: {why}");
         }
+    }
+
+    /// Marks a released grant `Lost`, telling only the receivers there are (a `lost()`
+    /// waiting): with none, the value changes without the notification, which costs a lock
+    /// per notifier. A receiver that subscribes meanwhile counts before it reads the value
+    /// under the channel's lock, so it is either told or reads the change.
+    fn mark_released(&self) {
+        self.status.send_if_modified(|s| {
+            s.health = Health::Lost;
+            self.status.receiver_count() > 0
+        });
     }
 
     /// The error for an operation on a grant that is lost.
@@ -408,14 +421,7 @@ impl LeaseCore {
     }
 
     fn stop(&self) {
-        if let Some(task) = self
-            .watchdog
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            task.abort();
-        }
+        self.client.watchdog.stop(self);
         if self.reentrant {
             self.client.forget_reentrant(self);
         }
@@ -451,7 +457,7 @@ impl LeaseCore {
         };
         match outcome {
             LeaseOutcome::Done => {
-                self.status.send_modify(|s| s.health = Health::Lost);
+                self.mark_released();
                 Ok(())
             }
             LeaseOutcome::NotHeld => {
@@ -476,7 +482,7 @@ impl LeaseCore {
     }
 
     /// Releases the grant on a task of its own (bounded by the operation timeout).
-    fn release_in_background(self: &Arc<Self>) {
+    pub(crate) fn release_in_background(self: &Arc<Self>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::debug!(lock = %self.handle.name, "no runtime to release on; the lease will expire");
             return;
@@ -485,7 +491,7 @@ impl LeaseCore {
         runtime.spawn(async move {
             let release = core.client.backend.release(&core.handle);
             match tokio::time::timeout(core.plan.op_timeout, release).await {
-                Ok(Ok(_)) => core.status.send_modify(|s| s.health = Health::Lost),
+                Ok(Ok(_)) => core.mark_released(),
                 Ok(Err(err)) => {
                     tracing::warn!(lock = %core.handle.name, error = %err, "background release failed; the lease will expire")
                 }
@@ -494,92 +500,5 @@ impl LeaseCore {
                 }
             }
         });
-    }
-}
-
-/// Keeps a lease alive: renews every `plan.every`, marks it `AtRisk` on a failed renewal
-/// (retrying sooner), and `Lost` when the backend denies it or the safe deadline passes.
-async fn watchdog(lease: Weak<LeaseCore>) {
-    let Some(core) = lease.upgrade() else { return };
-    let plan = core.plan;
-    let renew_until = plan.max_hold.and_then(|m| core.sent.checked_add(m));
-    let mut changes = core.subscribe();
-    let mut next_renew = core
-        .client
-        .renewals
-        .align(core.sent + plan.every, plan.every);
-    drop(core);
-    loop {
-        let Some(core) = lease.upgrade() else { return };
-        let status = core.status();
-        if status.health == Health::Lost {
-            return;
-        }
-        let renewing = plan.auto && renew_until.is_none_or(|until| next_renew < until);
-        let wake = if renewing {
-            next_renew.min(status.safe_until)
-        } else {
-            status.safe_until
-        };
-        drop(core);
-        tokio::select! {
-            _ = tokio::time::sleep_until(wake) => {}
-            changed = changes.changed() => {
-                if changed.is_err() { return }
-                continue;
-            }
-        }
-        let Some(core) = lease.upgrade() else { return };
-        let now = Instant::now();
-        if now >= core.status().safe_until {
-            core.mark_lost("the safe deadline passed without a successful renewal");
-            return;
-        }
-        if renewing && now >= next_renew {
-            next_renew = match core.renew_once(Some(plan.every)).await {
-                Ok(()) => core.client.renewals.align(now + plan.every, plan.every),
-                Err(err)
-                    if err.kind() == ErrorKind::NotHeld || err.kind() == ErrorKind::LockLost =>
-                {
-                    return;
-                }
-                Err(_) => now + (plan.every / 4).max(Duration::from_millis(5)),
-            };
-            changes.borrow_and_update();
-        }
-    }
-}
-
-/// Watches a grant that lives by session: marks it `Lost` (so `lost()` resolves) when its
-/// session expires, is replaced, or its validity passes; releases it at its limit.
-async fn session_watch(lease: Weak<LeaseCore>, mut changes: watch::Receiver<Session>) {
-    loop {
-        let Some(core) = lease.upgrade() else { return };
-        changes.borrow_and_update();
-        let status = core.status();
-        let now = Instant::now();
-        if core.release_at.is_some_and(|at| now >= at) {
-            core.mark_lost("the grant reached its hold limit and was released");
-            core.release_in_background();
-            return;
-        }
-        if status.health == Health::Lost || now >= status.safe_until {
-            core.mark_lost(
-                "the session the grant lived in expired, was replaced, or went without contact past its validity",
-            );
-            return;
-        }
-        drop(core);
-        tokio::select! {
-            _ = tokio::time::sleep_until(status.safe_until) => {}
-            changed = changes.changed() => {
-                if changed.is_err() {
-                    if let Some(core) = lease.upgrade() {
-                        core.mark_lost("the backend's session channel closed");
-                    }
-                    return;
-                }
-            }
-        }
     }
 }

@@ -50,6 +50,7 @@ mod registry;
 mod renewals;
 mod telemetry;
 mod wakers;
+mod watchdog;
 
 pub use backend::{HolderInfo, LockKind, LockState, WaiterInfo};
 pub use client::Client;

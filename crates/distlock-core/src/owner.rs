@@ -53,7 +53,11 @@ impl Owner {
     /// assert!(owner.as_str().starts_with("api:"));
     /// ```
     pub fn under(client_id: &str) -> Self {
-        Owner(format!("{client_id}:{}", random_id()))
+        let mut owner = String::with_capacity(client_id.len() + 17);
+        owner.push_str(client_id);
+        owner.push(':');
+        push_random_hex(&mut owner);
+        Owner(owner)
     }
 
     /// Parses an owner token written earlier by [`Owner::as_str`].
@@ -128,7 +132,26 @@ impl From<Owner> for String {
 /// assert_eq!(distlock_core::random_id().len(), 16);
 /// ```
 pub fn random_id() -> String {
-    format!("{:016x}", rand::rng().random::<u64>())
+    let mut id = String::with_capacity(16);
+    push_random_hex(&mut id);
+    id
+}
+
+/// Appends 16 random hex digits to `out` (64 random bits).
+pub(crate) fn push_random_hex(out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let value: u64 = rand::rng().random();
+    for shift in (0..16).rev() {
+        out.push(char::from(DIGITS[(value >> (shift * 4)) as usize & 15]));
+    }
+}
+
+/// A request token: 32 random hex digits (128 random bits).
+pub(crate) fn random_token() -> String {
+    let mut token = String::with_capacity(32);
+    push_random_hex(&mut token);
+    push_random_hex(&mut token);
+    token
 }
 
 /// Who and where a grant was made for, as shown by `distlock status`.
@@ -161,7 +184,7 @@ impl HolderMeta {
     pub fn this_process() -> Self {
         HolderMeta {
             host: host_name(),
-            pid: std::process::id(),
+            pid: process_id(),
             acquired_at_unix_ms: unix_ms(SystemTime::now()),
         }
     }
@@ -172,6 +195,12 @@ pub(crate) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// This process's id, asked of the kernel once (every request carries it).
+fn process_id() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 fn host_name() -> String {
@@ -197,12 +226,26 @@ mod tests {
     #[test]
     fn owner_round_trips_through_serde() {
         let owner = Owner::under("svc");
-        let json = serde_json_like(&owner);
-        assert_eq!(Owner::parse(&json).unwrap(), owner);
+        let json = serde_json::to_string(&owner).unwrap();
+        assert_eq!(json, format!("\"{}\"", owner.as_str()));
+        assert_eq!(serde_json::from_str::<Owner>(&json).unwrap(), owner);
+        let refused = serde_json::from_str::<Owner>("\"has space\"").unwrap_err();
+        assert!(refused.to_string().contains("printable ASCII"), "{refused}");
     }
 
-    fn serde_json_like(owner: &Owner) -> String {
-        String::from(owner.clone())
+    #[test]
+    fn ids_and_tokens_are_random_lowercase_hex() {
+        let hex = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        };
+        let (a, b) = (random_id(), random_id());
+        assert!(a.len() == 16 && hex(&a) && a != b, "{a} {b}");
+        let token = random_token();
+        assert!(token.len() == 32 && hex(&token), "{token}");
+        let owner = Owner::under("svc");
+        let (client, id) = owner.as_str().split_once(':').unwrap();
+        assert!(client == "svc" && id.len() == 16 && hex(id), "{owner}");
     }
 
     #[test]

@@ -87,6 +87,39 @@ fn renewals_outlive_the_runtime_that_started_them() {
 }
 
 #[tokio::test]
+async fn held_locks_are_kept_by_one_watchdog_task_not_a_task_each() {
+    let client = Client::with_backend(Arc::new(MemoryBackend::new()));
+    // Long leases: no renewal (which runs on a task while it lasts) falls in the count.
+    let first = client.mutex("watched/0").lock().await.unwrap();
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let with_one = tasks();
+    let mut guards = vec![first];
+    for i in 1..200 {
+        guards.push(client.mutex(format!("watched/{i}")).lock().await.unwrap());
+    }
+    assert_eq!(tasks(), with_one, "200 guards, no task of their own");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    // Short leases, all renewed by that one task.
+    let short = LockOptions::new().ttl(Duration::from_millis(150));
+    let mut guards = Vec::new();
+    for i in 0..50 {
+        let name = format!("renewed/{i}");
+        guards.push(client.mutex(name).lock_with(&short).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for guard in guards {
+        assert_eq!(guard.health(), Health::Held, "renewed past its ttl");
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn passwords_never_appear_in_errors() {
     use rand::Rng;
     let alphabet: Vec<char> = "abcXYZ019@:/%?#".chars().collect();
@@ -149,8 +182,10 @@ impl Backend for Faulty {
         self.inner.session()
     }
 
+    /// Makes the queue entry here, as a queue-based store does (the memory backend makes
+    /// it at the first poll that finds the lock taken), so a hang leaves an entry behind.
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
-        self.inner.enqueue(ticket).await?;
+        self.inner.poll(ticket).await?;
         self.enqueued.fetch_add(1, Ordering::SeqCst);
         self.hang_if(&self.hang_enqueue).await;
         Ok(())

@@ -126,8 +126,32 @@ async fn one_run(
     if let serde_json::Value::Object(map) = &mut contended_json {
         map.extend(contended.into_json());
     }
+    let cycles = &uncontended.cycles;
+    // Both loops ran in turns for the phase: each one's rate is over its own time.
+    let cycle_p50 = cycles.percentile(50.0);
+    let mut uncontended_json = json!({
+        "cycles_per_s": 1e6 / cycles.mean_us(),
+        "p50_us": cycle_p50,
+        "p99_us": cycles.percentile(99.0),
+        "p50_vs_floor_p50": ratio(cycle_p50, floor_p50),
+        "cycles_vs_floor_ops": ratio(1e6 / cycles.mean_us(), floor_ops),
+    });
+    if let (Some(minimal), Some(op), serde_json::Value::Object(map)) = (
+        &uncontended.minimal,
+        client.backend().cycle_floor_op(),
+        &mut uncontended_json,
+    ) {
+        let minimal_p50 = minimal.percentile(50.0);
+        map.insert("minimal_cycle_op".into(), json!(op));
+        map.insert("minimal_cycle_p50_us".into(), json!(minimal_p50));
+        map.insert(
+            "p50_vs_minimal_cycle_p50".into(),
+            json!(ratio(cycle_p50, minimal_p50)),
+        );
+    }
     Ok(json!({
         "backend": client.backend().scheme(),
+        "runtime": args.runtime.as_str(),
         "url": distlock::redact_url(url),
         "duration_s": args.duration.as_secs_f64(),
         "floor": {
@@ -138,13 +162,7 @@ async fn one_run(
             "concurrent_tasks": args.clients,
             "concurrent_ops_per_s": floor_concurrent,
         },
-        "uncontended": {
-            "cycles_per_s": uncontended.len() as f64 / args.duration.as_secs_f64(),
-            "p50_us": uncontended.percentile(50.0),
-            "p99_us": uncontended.percentile(99.0),
-            "p50_vs_floor_p50": ratio(uncontended.percentile(50.0), floor_p50),
-            "cycles_vs_floor_ops": ratio(uncontended.len() as f64 / args.duration.as_secs_f64(), floor_ops),
-        },
+        "uncontended": uncontended_json,
         "contended": contended_json,
         "many_names": {
             "tasks": args.clients,
@@ -179,9 +197,10 @@ fn print_table(r: &serde_json::Value) {
             .unwrap_or(0.0)
     };
     println!(
-        "backend {}  ({}), medians of {} runs of {} s per phase",
+        "backend {}  ({}), {} runtime, medians of {} runs of {} s per phase",
         r["backend"].as_str().unwrap_or("?"),
         r["url"].as_str().unwrap_or("?"),
+        r["runtime"].as_str().unwrap_or("?"),
         r["runs"],
         r["duration_s"]
     );
@@ -199,6 +218,14 @@ fn print_table(r: &serde_json::Value) {
         f(&["uncontended", "cycles_per_s"]),
         f(&["uncontended", "cycles_vs_floor_ops"])
     );
+    if let Some(op) = r["uncontended"]["minimal_cycle_op"].as_str() {
+        println!(
+            "minimal lock {:<32} p50 {:>9.2} us   acquire+release p50 is {:.2}x this, measured in turns",
+            op,
+            f(&["uncontended", "minimal_cycle_p50_us"]),
+            f(&["uncontended", "p50_vs_minimal_cycle_p50"]),
+        );
+    }
     println!(
         "contended    {} clients{} on one name     {:.0} acquisitions/s, {:.0} transfers/s ({:.3}x floor ops), wait p50 {:.0} us p99 {:.0} us, per client {}..{}",
         f(&["contended", "clients"]),
@@ -284,16 +311,31 @@ where
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
-async fn measure_uncontended(client: &Client, duration: Duration) -> Result<Samples> {
+/// The uncontended lock cycle, and, where the backend has one, its minimal lock cycle,
+/// measured one after the other in turns so both see the same machine.
+struct Uncontended {
+    cycles: Samples,
+    minimal: Option<Samples>,
+}
+
+async fn measure_uncontended(client: &Client, duration: Duration) -> Result<Uncontended> {
+    let backend = client.backend();
     let mutex = client.mutex(unique_name("uncontended"));
-    let mut samples = Samples::default();
+    let minimal_name = unique_name("minimal-cycle");
+    let mut cycles = Samples::default();
+    let mut minimal = backend.cycle_floor_op().map(|_| Samples::default());
     let end = Instant::now() + duration;
     while Instant::now() < end {
         let started = Instant::now();
         mutex.lock().await?.release().await?;
-        samples.push(started.elapsed());
+        cycles.push(started.elapsed());
+        if let Some(minimal) = &mut minimal {
+            let started = Instant::now();
+            backend.cycle_floor_round(&minimal_name).await?;
+            minimal.push(started.elapsed());
+        }
     }
-    Ok(samples)
+    Ok(Uncontended { cycles, minimal })
 }
 
 /// Each client loops: lock, note the token, release; until `duration` passes.

@@ -20,6 +20,14 @@ impl Samples {
         self.0.len()
     }
 
+    /// The mean in microseconds; 0 when empty.
+    pub fn mean_us(&self) -> f64 {
+        match self.0.len() {
+            0 => 0.0,
+            n => self.0.iter().map(|&ns| ns as f64).sum::<f64>() / n as f64 / 1000.0,
+        }
+    }
+
     /// The `p`th percentile (0–100) in microseconds, nearest rank; 0 when empty.
     pub fn percentile(&self, p: f64) -> f64 {
         if self.0.is_empty() {
@@ -48,5 +56,7 @@ mod tests {
         assert_eq!(s.percentile(50.0), 50.0);
         assert_eq!(s.percentile(99.0), 99.0);
         assert_eq!(Samples::default().percentile(50.0), 0.0);
+        assert_eq!(s.mean_us(), 50.5);
+        assert_eq!(Samples::default().mean_us(), 0.0);
     }
 }

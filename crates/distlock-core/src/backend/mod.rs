@@ -73,7 +73,7 @@ pub use request::{LockKind, LockRequest};
 pub use session::{Liveness, Session, SessionState};
 pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 
 /// A lock store. Implement this to add a backend; the core supplies everything else.
 ///
@@ -149,4 +149,25 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// One round of the backend's cheapest comparable operation, the floor every lock
     /// operation is measured against.
     async fn floor_round(&self) -> Result<()>;
+
+    /// What [`Backend::cycle_floor_round`] does, where the store has a minimal correct lock
+    /// cycle to measure a lock's acquire and release against (for Redis: `SET key token NX
+    /// PX ttl`, then a compare-and-delete script). `None` (the default) where it has not.
+    fn cycle_floor_op(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// One minimal lock cycle on `name`, on the connections the backend's locks use: take
+    /// it, then delete it if still ours. Only called where [`Backend::cycle_floor_op`] names
+    /// one; the default refuses.
+    async fn cycle_floor_round(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} backend has no minimal lock cycle to measure",
+                self.scheme()
+            ),
+        ))
+    }
 }

@@ -174,11 +174,6 @@ impl Backend for MemoryBackend {
         self.session.as_ref().map(MemorySession::subscribe)
     }
 
-    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
-        self.space.enqueue(ticket, self.session_id());
-        Ok(())
-    }
-
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         // Cooperate like tokio's own primitives: a task that locks and unlocks in a tight
         // loop still lets the other tasks on its thread run.

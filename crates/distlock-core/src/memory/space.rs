@@ -154,15 +154,18 @@ impl NameState {
 #[derive(Debug, Default)]
 struct Names {
     states: HashMap<String, NameState>,
-    /// One counter for the whole space, so that a name forgotten when it fell idle still
-    /// gets tokens above every earlier one when it is locked again.
-    fencing: u64,
+    fencing: Fencing,
 }
 
-impl Names {
+/// One counter for the whole space, so that a name forgotten when it fell idle still gets
+/// tokens above every earlier one when it is locked again.
+#[derive(Debug, Default)]
+struct Fencing(u64);
+
+impl Fencing {
     fn mint(&mut self) -> u64 {
-        self.fencing += 1;
-        self.fencing
+        self.0 += 1;
+        self.0
     }
 }
 
@@ -177,17 +180,29 @@ pub(super) struct Space {
 impl Space {
     /// Runs `f` on the state of `name` (expired entries purged, their successors granted),
     /// and forgets the name again if it is left with no holders and no waiters.
-    fn with_name<T>(&self, name: &str, f: impl FnOnce(&mut Names, &mut NameState) -> T) -> T {
+    fn with_name<T>(&self, name: &str, f: impl FnOnce(&mut Fencing, &mut NameState) -> T) -> T {
         let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
-        let mut state = names.states.remove(name).unwrap_or_default();
-        if state.purge(Instant::now()) {
-            self.hand_off(&mut names, &mut state);
+        let Names { states, fencing } = &mut *names;
+        match states.get_mut(name) {
+            Some(state) => {
+                if state.purge(Instant::now()) {
+                    self.hand_off(fencing, state);
+                }
+                let out = f(fencing, state);
+                if state.is_idle() {
+                    states.remove(name);
+                }
+                out
+            }
+            None => {
+                let mut state = NameState::default();
+                let out = f(fencing, &mut state);
+                if !state.is_idle() {
+                    states.insert(name.to_owned(), state);
+                }
+                out
+            }
         }
-        let out = f(&mut names, &mut state);
-        if !state.is_idle() {
-            names.states.insert(name.to_owned(), state);
-        }
-        out
     }
 
     /// How many names the space remembers (those with holders or waiters).
@@ -203,14 +218,14 @@ impl Space {
     /// Grants the lock to every queued request that may now hold it, in queue order, and
     /// wakes exactly those. A released lock goes straight to its waiters, so a holder that
     /// releases and locks again at once cannot starve them.
-    fn hand_off(&self, names: &mut Names, state: &mut NameState) {
+    fn hand_off(&self, fencing: &mut Fencing, state: &mut NameState) {
         let now = Instant::now();
         for token in state.admissible() {
             let Some(at) = state.queue.iter().position(|e| e.request.token == token) else {
                 continue;
             };
             let mut entry = state.queue.remove(at);
-            state.fencing = names.mint();
+            state.fencing = fencing.mint();
             entry.fencing_token = state.fencing;
             entry.since = now;
             entry.extend(now, entry.request.ttl);
@@ -220,41 +235,22 @@ impl Space {
         }
     }
 
-    /// Registers a waiting request in the queue (in `session`, for session mode).
-    pub(super) fn enqueue(&self, ticket: &mut Ticket, session: Option<u64>) {
-        let request = &ticket.request;
-        if !request.wait {
-            let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-            ticket.set_state(Place { seq, session });
-            return;
-        }
-        // The wake-up slot exists before the entry, so no hand-off can miss it.
-        self.wakers.register(ticket);
-        let request = ticket.request.clone();
-        // The sequence number is taken under the lock, so the queue stays in its order.
-        let seq = self.with_name(&ticket.request.name, |_, state| {
-            let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-            let entry = Entry::new(request, Instant::now(), seq, session, WAITER_LEASE);
-            state.queue.push(entry);
-            seq
-        });
-        ticket.set_state(Place { seq, session });
-    }
-
-    /// Grants the ticket if it may hold the lock now (in `session`, for session mode).
+    /// Grants the ticket if it may hold the lock now (in `session`, for session mode). A
+    /// waiting request that may not takes its place in the queue at its first poll (or its
+    /// first in a new session: its entry went with the old one), so a free lock costs no
+    /// queue entry and no wake-up slot.
     pub(super) fn poll(&self, ticket: &mut Ticket, session: Option<u64>) -> Result<PollOutcome> {
-        let queued_in = ticket.state::<Place>().map(|p| p.session);
-        if ticket.request.wait && queued_in != Some(session) {
-            // Its queue entry went with an expired session: queue again in this one.
-            self.enqueue(ticket, session);
-        }
-        let seq = ticket.state::<Place>().map_or(u64::MAX, |p| p.seq);
+        let registered = ticket.state::<Place>().is_some();
+        let queued_seq = ticket
+            .state::<Place>()
+            .filter(|p| p.session == session)
+            .map(|p| p.seq);
         let request = &ticket.request;
         let granted = |fencing_token| PollOutcome::Granted {
             fencing_token,
             session,
         };
-        self.with_name(&request.name, |names, state| {
+        let (outcome, queued) = self.with_name(&request.name, |fencing, state| {
             let now = Instant::now();
             if let Some(held) = state
                 .holders
@@ -265,25 +261,36 @@ impl Space {
                 // after the caller's clock started.
                 held.extend(now, request.ttl);
                 self.wakers.forget(&request.token);
-                return Ok(granted(held.fencing_token));
+                return (Ok(granted(held.fencing_token)), None);
             }
+            // The place in line is taken under the lock, so the queue keeps arrival order.
+            let seq = queued_seq.unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::Relaxed));
             let me = Claim {
                 kind: request.kind,
                 permits: request.permits,
             };
             let queue = state.queued_except(&request.token, now);
             let my_seq = request.wait.then_some(seq);
-            if admit(&state.holder_claims(), &queue, &me, my_seq, request.fair)? {
-                state.fencing = names.mint();
-                state.queue.retain(|e| e.request.token != request.token);
-                let mut held = request.clone();
-                held.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
-                self.wakers.forget(&request.token);
-                let mut entry = Entry::new(held, now, seq, session, request.ttl);
-                entry.fencing_token = state.fencing;
-                state.holders.push(entry);
-                return Ok(granted(state.fencing));
+            match admit(&state.holder_claims(), &queue, &me, my_seq, request.fair) {
+                Err(err) => return (Err(err), None),
+                Ok(true) => {
+                    state.fencing = fencing.mint();
+                    if queued_seq.is_some() {
+                        state.queue.retain(|e| e.request.token != request.token);
+                    }
+                    if registered {
+                        self.wakers.forget(&request.token);
+                    }
+                    let mut held = request.clone();
+                    held.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
+                    let mut entry = Entry::new(held, now, seq, session, request.ttl);
+                    entry.fencing_token = state.fencing;
+                    state.holders.push(entry);
+                    return (Ok(granted(state.fencing)), None);
+                }
+                Ok(false) => {}
             }
+            let mut queued = None;
             if request.wait {
                 match state
                     .queue
@@ -292,9 +299,13 @@ impl Space {
                 {
                     Some(entry) => entry.extend(now, WAITER_LEASE),
                     None => {
+                        // The wake-up slot exists before the entry, so no hand-off (made
+                        // under the same lock) can miss it.
+                        self.wakers.register(ticket);
                         let entry = Entry::new(request.clone(), now, seq, session, WAITER_LEASE);
                         state.queue.push(entry);
                         state.queue.sort_by_key(|e| e.seq);
+                        queued = Some(Place { seq, session });
                     }
                 }
             }
@@ -304,17 +315,21 @@ impl Space {
                 .filter_map(|e| e.expires)
                 .map(|at| at - now)
                 .min();
-            Ok(PollOutcome::Pending { retry_within })
-        })
+            (Ok(PollOutcome::Pending { retry_within }), queued)
+        });
+        if let Some(place) = queued {
+            ticket.set_state(place);
+        }
+        outcome
     }
 
     pub(super) fn cancel(&self, ticket: &Ticket) {
         let token = &ticket.request.token;
         self.wakers.forget(token);
-        self.with_name(&ticket.request.name, |names, state| {
+        self.with_name(&ticket.request.name, |fencing, state| {
             state.queue.retain(|e| &e.request.token != token);
             state.holders.retain(|e| &e.request.token != token);
-            self.hand_off(names, state);
+            self.hand_off(fencing, state);
         });
     }
 
@@ -335,13 +350,13 @@ impl Space {
     }
 
     pub(super) fn release(&self, grant: &Grant) -> LeaseOutcome {
-        self.with_name(&grant.name, |names, state| {
+        self.with_name(&grant.name, |fencing, state| {
             let before = state.holders.len();
             state.holders.retain(|e| e.request.token != grant.token);
             if state.holders.len() == before {
                 return LeaseOutcome::NotHeld;
             }
-            self.hand_off(names, state);
+            self.hand_off(fencing, state);
             LeaseOutcome::Done
         })
     }
@@ -362,7 +377,7 @@ impl Space {
             let Some(mut state) = names.states.remove(&name) else {
                 continue;
             };
-            self.hand_off(&mut names, &mut state);
+            self.hand_off(&mut names.fencing, &mut state);
             if !state.is_idle() {
                 names.states.insert(name, state);
             }

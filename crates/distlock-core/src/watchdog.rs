@@ -1,0 +1,304 @@
+//! The client's watchdog: one task per client keeps the deadlines of every grant the client
+//! holds. It renews a lease when it is due, marks a grant `Lost` when its safe deadline
+//! passes or its session ends, and releases a session grant at its hold limit. Taking a
+//! lock thus spawns nothing: it puts the grant in a schedule, and its release takes it out.
+//!
+//! The task runs on the runtime of the grant that started it. When that runtime ends, the
+//! next grant starts a new task on its own runtime, which takes over the schedule.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex as StdMutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::backend::Session;
+use crate::error::ErrorKind;
+use crate::lease::{Health, LeaseCore};
+
+/// Where a grant sits in the schedule: when it is due, and a number that makes the key
+/// unique.
+pub(crate) type Slot = (Instant, u64);
+
+/// A grant's place in its client's watchdog.
+#[derive(Debug)]
+pub(crate) struct Schedule {
+    /// Its entry in the schedule, while it has one (not while its renewal is in flight).
+    slot: Option<Slot>,
+    /// When its lease is next renewed.
+    next_renew: Instant,
+    /// Released: never scheduled again.
+    stopped: bool,
+}
+
+impl Schedule {
+    /// A grant not yet scheduled, first renewed at `next_renew`.
+    pub(crate) fn new(next_renew: Instant) -> Self {
+        Schedule {
+            slot: None,
+            next_renew,
+            stopped: false,
+        }
+    }
+}
+
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: StdMutex<State>,
+    /// Wakes the task when a grant is due earlier than it sleeps, or the client is gone.
+    wake: Notify,
+    /// The backend's session channel, for a session backend.
+    session: Option<watch::Receiver<Session>>,
+}
+
+#[derive(Default)]
+struct State {
+    due: BTreeMap<Slot, Weak<LeaseCore>>,
+    next_id: u64,
+    /// Whether a task is running the schedule.
+    running: bool,
+    /// Until when the task sleeps (`None`: until woken).
+    sleeping_until: Option<Instant>,
+    /// The client is gone.
+    closed: bool,
+}
+
+impl Watchdog {
+    pub(crate) fn new(session: Option<watch::Receiver<Session>>) -> Self {
+        Watchdog {
+            shared: Arc::new(Shared {
+                state: StdMutex::new(State::default()),
+                wake: Notify::new(),
+                session,
+            }),
+        }
+    }
+
+    /// Puts a freshly granted lease in the schedule.
+    pub(crate) fn start(&self, core: &Arc<LeaseCore>) {
+        let at = first_check(core);
+        self.shared.schedule(core, at);
+    }
+
+    /// Takes a grant out of the schedule for good (it is being released).
+    pub(crate) fn stop(&self, core: &LeaseCore) {
+        let mut schedule = core.schedule();
+        schedule.stopped = true;
+        if let Some(slot) = schedule.slot.take() {
+            self.shared.state().due.remove(&slot);
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.shared.state().closed = true;
+        self.shared.wake.notify_one();
+    }
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checks `core` again at `at`, unless it was stopped; wakes the task if that is
+    /// earlier than it sleeps, and starts one if none runs.
+    fn schedule(self: &Arc<Self>, core: &Arc<LeaseCore>, at: Instant) {
+        let mut schedule = core.schedule();
+        if schedule.stopped {
+            return;
+        }
+        let mut state = self.state();
+        if let Some(old) = schedule.slot.take() {
+            state.due.remove(&old);
+        }
+        let slot = (at, state.next_id);
+        state.next_id += 1;
+        state.due.insert(slot, Arc::downgrade(core));
+        schedule.slot = Some(slot);
+        let earlier = state.sleeping_until.is_none_or(|until| at < until);
+        if !state.running {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                state.running = true;
+                runtime.spawn(run(self.clone()));
+            }
+        }
+        drop(state);
+        if earlier {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Takes the entries due by `now` out of the schedule; notes until when the task will
+    /// sleep.
+    fn take_due(&self, now: Instant) -> (Vec<(Slot, Weak<LeaseCore>)>, Option<Instant>) {
+        let mut state = self.state();
+        let later = state.due.split_off(&(now, u64::MAX));
+        let due = std::mem::replace(&mut state.due, later);
+        let next = state.due.first_key_value().map(|(slot, _)| slot.0);
+        state.sleeping_until = next;
+        (due.into_iter().collect(), next)
+    }
+
+    /// Every scheduled grant that lives by session.
+    fn session_grants(&self) -> Vec<Arc<LeaseCore>> {
+        self.state()
+            .due
+            .values()
+            .filter_map(Weak::upgrade)
+            .filter(|core| core.session.is_some())
+            .collect()
+    }
+}
+
+/// Marks the task gone when its future is dropped: it finished, or its runtime ended.
+struct Running(Arc<Shared>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut state = self.0.state();
+        state.running = false;
+        state.sleeping_until = None;
+    }
+}
+
+/// The task: checks each grant when it is due, and every session grant when the session
+/// changes; ends when the client is gone.
+async fn run(shared: Arc<Shared>) {
+    let running = Running(shared.clone());
+    let shared = &running.0;
+    let mut session = shared.session.clone();
+    loop {
+        let now = Instant::now();
+        let (due, next) = shared.take_due(now);
+        for (slot, lease) in due {
+            if let Some(core) = lease.upgrade() {
+                if core.fired(slot) {
+                    check(shared, &core, now);
+                }
+            }
+        }
+        if shared.state().closed {
+            return;
+        }
+        let sleep = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let session_changed = async {
+            match session.as_mut() {
+                Some(channel) => channel.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = sleep => {}
+            _ = shared.wake.notified() => {}
+            alive = session_changed => {
+                if !alive {
+                    session = None;
+                }
+                let now = Instant::now();
+                for core in shared.session_grants() {
+                    match alive {
+                        true => check(shared, &core, now),
+                        false => core.mark_lost("the backend's session channel closed"),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// When a fresh grant is first checked: its first renewal, or its safe deadline.
+fn first_check(core: &LeaseCore) -> Instant {
+    let status = core.status();
+    match renews_at(core) {
+        Some(renew) => renew.min(status.safe_until),
+        None => status.safe_until,
+    }
+}
+
+/// When the lease is next renewed, if it is renewed at all.
+fn renews_at(core: &LeaseCore) -> Option<Instant> {
+    if core.session.is_some() || !core.plan.auto {
+        return None;
+    }
+    let next_renew = core.schedule().next_renew;
+    let renew_until = core.plan.max_hold.and_then(|m| core.sent.checked_add(m));
+    renew_until
+        .is_none_or(|until| next_renew < until)
+        .then_some(next_renew)
+}
+
+/// Does what is due for `core` at `now`, and schedules its next check.
+fn check(shared: &Arc<Shared>, core: &Arc<LeaseCore>, now: Instant) {
+    let status = core.status();
+    if core.session.is_some() {
+        if core.release_at.is_some_and(|at| now >= at) {
+            core.mark_lost("the grant reached its hold limit and was released");
+            core.release_in_background();
+            return;
+        }
+        // Lost by the session's account: marked so here, which resolves `lost()`.
+        if status.health == Health::Lost || now >= status.safe_until {
+            core.mark_lost(
+                "the session the grant lived in expired, was replaced, or went without contact past its validity",
+            );
+            return;
+        }
+        shared.schedule(core, status.safe_until);
+        return;
+    }
+    if status.health == Health::Lost {
+        return;
+    }
+    if now >= status.safe_until {
+        core.mark_lost("the safe deadline passed without a successful renewal");
+        return;
+    }
+    match renews_at(core) {
+        Some(renew) if now >= renew => {
+            tokio::spawn(renew_and_reschedule(shared.clone(), core.clone()));
+        }
+        Some(renew) => shared.schedule(core, renew.min(status.safe_until)),
+        None => shared.schedule(core, status.safe_until),
+    }
+}
+
+/// Renews a due lease, then schedules its next renewal: a period on after success, a
+/// quarter period after a failure (it is at risk); none once it is gone.
+async fn renew_and_reschedule(shared: Arc<Shared>, core: Arc<LeaseCore>) {
+    let every = core.plan.every;
+    let started = Instant::now();
+    let next_renew = match core.renew_once(Some(every)).await {
+        Ok(()) => core.client.renewals.align(started + every, every),
+        Err(err) if err.kind() == ErrorKind::NotHeld || err.kind() == ErrorKind::LockLost => {
+            return;
+        }
+        Err(_) => started + (every / 4).max(Duration::from_millis(5)),
+    };
+    core.schedule().next_renew = next_renew;
+    let safe_until = core.status().safe_until;
+    shared.schedule(&core, next_renew.min(safe_until));
+}
+
+impl LeaseCore {
+    /// Notes that the schedule entry `slot` was taken out to be checked; false if it was no
+    /// longer the grant's entry (the grant was rescheduled or stopped meanwhile).
+    fn fired(&self, slot: Slot) -> bool {
+        let mut schedule = self.schedule();
+        if schedule.slot != Some(slot) {
+            return false;
+        }
+        schedule.slot = None;
+        true
+    }
+}
