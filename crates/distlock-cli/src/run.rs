@@ -81,7 +81,8 @@ async fn supervise(args: &RunArgs, guard: &Guard) -> u8 {
     tokio::pin!(lost);
     let mut lost_at: Option<tokio::time::Instant> = None;
     let status = loop {
-        let kill_at = lost_at.map(|at| at + args.kill_grace);
+        // A grace period past the clock's range is no limit.
+        let kill_at = lost_at.and_then(|at| at.checked_add(args.kill_grace));
         tokio::select! {
             status = child.wait() => break status,
             _ = &mut lost, if lost_at.is_none() => {

@@ -102,4 +102,35 @@ fn run_status_demo_and_bench_work_on_redis() {
     assert_eq!(report["backend"], "redis");
     assert_eq!(report["floor"]["op"], "PING");
     assert!(report["contended"]["transfers_per_s"].as_f64().unwrap() > 0.0);
+    let uncontended = &report["uncontended"];
+    assert!(
+        uncontended["minimal_cycle_op"]
+            .as_str()
+            .unwrap()
+            .contains("SET NX PX")
+    );
+    let minimal = uncontended["minimal_cycle_p50_us"].as_f64().unwrap();
+    let ratio = uncontended["p50_vs_minimal_cycle_p50"].as_f64().unwrap();
+    assert!(minimal > 0.0 && ratio > 0.0, "{uncontended}");
+
+    let out = distlock(
+        &url,
+        state.path(),
+        &[
+            "bench",
+            "--json",
+            "--duration",
+            "200ms",
+            "--runtime",
+            "current-thread",
+        ],
+    );
+    let report: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(report["runtime"], "current-thread");
+    assert!(
+        report["uncontended"]["p50_vs_minimal_cycle_p50"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
 }

@@ -132,6 +132,15 @@ fn two_shell_loops_never_overlap() {
 
 #[test]
 fn a_lost_lease_stops_the_command_and_exits_with_the_lost_code() {
+    // A grace period too long to add to any instant is no limit, not a crash.
+    for kill_grace in ["1s", "300000000000y"] {
+        lose_the_lease_of_a_command(kill_grace);
+    }
+}
+
+/// Runs a command under a lock, takes the lock over while `distlock run` is stopped, and
+/// checks that the command was stopped and the lost code returned.
+fn lose_the_lease_of_a_command(kill_grace: &str) {
     let state = tempfile::tempdir().unwrap();
     let pid_file = state.path().join("child.pid");
     let mut holder = distlock(state.path())
@@ -142,7 +151,7 @@ fn a_lost_lease_stops_the_command_and_exits_with_the_lost_code() {
             "--ttl",
             "1s",
             "--kill-grace",
-            "1s",
+            kill_grace,
             "--",
             "sh",
             "-c",
@@ -182,7 +191,7 @@ fn a_lost_lease_stops_the_command_and_exits_with_the_lost_code() {
     send(holder.id(), Signal::Continue);
 
     let status = holder.wait().unwrap();
-    assert_eq!(status.code(), Some(LOST));
+    assert_eq!(status.code(), Some(LOST), "--kill-grace {kill_grace}");
     // SAFETY: kill with signal 0 only checks whether the process exists.
     let alive = unsafe { libc::kill(child_pid as libc::pid_t, 0) } == 0;
     assert!(!alive, "the command was stopped when the lease was lost");
@@ -198,4 +207,23 @@ fn bad_input_gets_a_clear_error_and_a_usage_code() {
     assert_eq!(out.status.code(), Some(64));
     let out = output(distlock(state.path()).args(["run", "--name", "a", "--", "/no/such/program"]));
     assert_eq!(out.status.code(), Some(127));
+}
+
+#[test]
+fn durations_too_long_for_any_clock_are_no_limit_or_refused_never_a_crash() {
+    let state = tempfile::tempdir().unwrap();
+    let huge = "300000000000y";
+    for (flag, expected) in [("--wait", 0), ("--kill-grace", 0), ("--ttl", 64)] {
+        let out = output(
+            distlock(state.path()).args(["run", "--name", "huge", flag, huge, "--", "true"]),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(expected), "{flag} {huge}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let out = output(
+        distlock(state.path()).args(["run", "--name", "tiny", "--ttl", "1ns", "--", "true"]),
+    );
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than the minimum"));
 }

@@ -57,8 +57,9 @@ pub struct RedisBackend {
     server: String,
 }
 
-/// What a Redis ticket remembers: whether its waiting request has queued itself, so its
-/// polls go to the full script (the fast path serves only requests nobody queued).
+/// What a Redis ticket remembers once its waiting request went to the full script (which
+/// may queue it): that it has a wake-up slot to give up, and whether it has queued itself,
+/// so its polls go to the full script (the fast path serves only requests nobody queued).
 #[derive(Default)]
 struct Queued(bool);
 
@@ -642,9 +643,6 @@ impl Backend for RedisBackend {
 
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
         self.keys(&ticket.request.name)?;
-        if ticket.request.wait {
-            self.wakers.register(ticket);
-        }
         Ok(())
     }
 
@@ -653,13 +651,16 @@ impl Backend for RedisBackend {
     /// request, which has queued itself, go to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let queued = ticket.state::<Queued>().is_some_and(|q| q.0);
-        let request = &ticket.request;
-        let keys = self.keys(&request.name)?;
-        let conn = self.request_conn(&request.name);
-        let record = RequestRecord::of(request).to_json()?;
+        let record = RequestRecord::of(&ticket.request).to_json()?;
+        let conn = self.request_conn(&ticket.request.name);
         let mut answer: Vec<i64> = vec![-1];
-        if !queued && request.kind.is_exclusive() {
-            let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::FAST);
+        if !queued && ticket.request.kind.is_exclusive() {
+            let request = &ticket.request;
+            let mut fast = Call::new(
+                &SCRIPTS.try_exclusive,
+                self.keys(&request.name)?,
+                &Key::FAST,
+            );
             fast.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
@@ -667,7 +668,14 @@ impl Backend for RedisBackend {
             answer = self.invoke_on(conn.clone(), "acquire", &fast).await?;
         }
         if answer == [-1] {
-            let mut full = Call::new(&SCRIPTS.acquire, keys, &Key::ALL);
+            // The full script may queue the request: its wake-up slot must exist first, so
+            // no hand-off can miss it. A grant on the fast path needs none.
+            if ticket.request.wait {
+                self.wakers.register(ticket);
+                ticket.state_or_default::<Queued>();
+            }
+            let request = &ticket.request;
+            let mut full = Call::new(&SCRIPTS.acquire, self.keys(&request.name)?, &Key::ALL);
             full.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
@@ -683,7 +691,10 @@ impl Backend for RedisBackend {
         }
         match answer.as_slice() {
             [1, fence] => {
-                self.wakers.forget(&ticket.request.token);
+                // A request that registered a wake-up slot gives it up.
+                if ticket.state::<Queued>().is_some() {
+                    self.wakers.forget(&ticket.request.token);
+                }
                 if let Some(acknowledged) = &self.acknowledged {
                     self.await_replicas(acknowledged, ticket).await?;
                 }

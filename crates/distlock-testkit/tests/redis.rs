@@ -166,13 +166,15 @@ fn bookkeeping_of_abandoned_locks_expires() {
                 .await
                 .unwrap(),
         );
-        std::mem::forget(client.rwlock("left").try_read().await);
+        let reader = client.rwlock("left-read").with_options(short.clone());
+        std::mem::forget(reader.try_read().await.unwrap().expect("a free lock"));
         // A holder abandoned without renewal, then a waiter queued behind it that gives up.
         let holder = client.mutex("queued").lock_with(&short).await.unwrap();
-        let _ = client
+        let gave_up = client
             .mutex("queued")
             .lock_timeout(Duration::from_millis(200))
             .await;
+        assert_eq!(gave_up.unwrap_err().kind(), ErrorKind::Timeout);
         std::mem::forget(holder);
 
         let raw = redis::Client::open(url.as_str()).unwrap();
@@ -260,13 +262,16 @@ where
             })
         })
         .collect();
+    let mut queued = 0;
     for _ in 0..200 {
         let state = client.status(Some(name)).await.unwrap();
-        if state.first().is_some_and(|s| s.waiters.len() == waiters) {
+        queued = state.first().map_or(0, |s| s.waiters.len());
+        if queued == waiters {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+    assert_eq!(queued, waiters, "every waiter queued before the hand-offs");
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query_async(&mut conn)

@@ -73,8 +73,12 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
         states[0]["last_fencing_token"].as_u64().unwrap() >= 60,
         "every buyer of the lock strategy took the lock: {status}"
     );
-    // Both modes measured in one run, each against its own floor.
-    let lease = format!("{base}?mode=lease");
+    // Both modes measured in one run, each against its own floor: the other mode beside
+    // the one under test.
+    let (other, other_mode) = match mode.contains("mode=lease") {
+        true => (format!("{base}?mode=session"), "mode=session"),
+        false => (format!("{base}?mode=lease"), "mode=lease"),
+    };
     let bench = ok(&distlock(
         &url,
         state.path(),
@@ -86,7 +90,7 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
             "--duration",
             "300ms",
             "--also",
-            &lease,
+            &other,
         ],
     ));
     let reports = json_lines(&bench);
@@ -95,5 +99,6 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
         assert_eq!(report["floor"]["op"], "SELECT 1", "{bench}");
         assert!(report["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap() > 0.0);
     }
-    assert!(reports[1]["url"].as_str().unwrap().contains("mode=lease"));
+    assert!(!reports[0]["url"].as_str().unwrap().contains(other_mode));
+    assert!(reports[1]["url"].as_str().unwrap().contains(other_mode));
 }

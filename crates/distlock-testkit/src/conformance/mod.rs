@@ -18,6 +18,7 @@ use std::any::Any;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+pub use distlock::backend::Liveness;
 use distlock::{Client, Error, ErrorKind, Result};
 
 pub use exclusion::*;
@@ -265,9 +266,16 @@ pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
     assert!(ok, "lock {name} never had a waiter of process {pid}");
 }
 
-/// Generates one `#[test]` per in-process conformance property of a backend whose grants
-/// have leases of their own: the properties every backend has, and those of leases. Each
-/// test calls the suite function with the target `$target().await` builds.
+/// Generates one `#[test]` per in-process conformance property: those of every backend,
+/// then those of the liveness the backend declares — its own leases (renewal, loss to a
+/// taker, permits of a crashed holder) or its client's session (guards outliving their TTL,
+/// a suspended or expired session, release at the hold limit, waiters across sessions).
+/// Which of the two applies is read from the backend's
+/// [`Capabilities::liveness`](distlock::backend::Capabilities), not chosen by the test file:
+/// the properties of the other liveness check only that the backend declares it
+/// consistently (a session channel exactly when it declares session liveness). A session
+/// backend's target must say how to fault its sessions
+/// ([`Target::with_session_faults`](crate::Target::with_session_faults)).
 ///
 /// # Examples
 ///
@@ -278,15 +286,6 @@ pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
 #[macro_export]
 macro_rules! conformance_suite {
     ($target:path) => {
-        $crate::conformance_suite!(@common $target);
-        $crate::conformance_suite!(@tests $target;
-            renewal_keeps_the_lock,
-            lost_fires_after_takeover,
-            semaphore_permits_of_a_crashed_holder_return,
-        );
-    };
-    // The properties of every backend, whatever its liveness.
-    (@common $target:path) => {
         $crate::conformance_suite!(@tests $target;
             mutual_exclusion_across_tasks,
             try_lock_when_held_returns_none,
@@ -307,6 +306,19 @@ macro_rules! conformance_suite {
             multi_lock_is_all_or_nothing,
             multi_locks_in_any_order_do_not_deadlock,
         );
+        $crate::conformance_suite!(@for Lease $target;
+            renewal_keeps_the_lock,
+            lost_fires_after_takeover,
+            semaphore_permits_of_a_crashed_holder_return,
+        );
+        $crate::conformance_suite!(@for Session $target;
+            session_guards_outlive_their_ttl,
+            suspended_session_puts_every_guard_at_risk,
+            expired_session_loses_every_guard_at_once,
+            suspended_past_validity_is_lost,
+            session_grants_are_released_at_their_limit,
+            waiter_of_an_expired_session_waits_on_in_the_new_one,
+        );
     };
     (@tests $target:path; $($name:ident),+ $(,)?) => {
         $(
@@ -319,31 +331,46 @@ macro_rules! conformance_suite {
             }
         )+
     };
+    (@for $liveness:ident $target:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::block_on(async {
+                    let target = $target().await;
+                    let liveness = $crate::conformance::Liveness::$liveness;
+                    if $crate::conformance::lives_by(&target, liveness).await {
+                        $crate::conformance::$name(&target).await;
+                    }
+                });
+            }
+        )+
+    };
 }
 
-/// Generates the session suite for a backend whose grants live by session: the properties
-/// every backend has, and those of session liveness. Each session test fails if the backend
-/// does not declare session liveness or the target cannot fault its sessions.
+/// Whether the target's backend declares that its grants live by `liveness`, checking the
+/// declaration is consistent: a session channel exactly when it declares session liveness.
 ///
 /// # Examples
 ///
-/// ```ignore
-/// async fn target() -> distlock_testkit::Target { distlock_testkit::memory_session_target() }
-/// distlock_testkit::session_suite!(target);
 /// ```
-#[macro_export]
-macro_rules! session_suite {
-    ($target:path) => {
-        $crate::conformance_suite!(@common $target);
-        $crate::conformance_suite!(@tests $target;
-            session_guards_outlive_their_ttl,
-            suspended_session_puts_every_guard_at_risk,
-            expired_session_loses_every_guard_at_once,
-            suspended_past_validity_is_lost,
-            session_grants_are_released_at_their_limit,
-            waiter_of_an_expired_session_waits_on_in_the_new_one,
-        );
-    };
+/// # distlock_testkit::block_on(async {
+/// use distlock_testkit::conformance::{Liveness, lives_by};
+/// let target = distlock_testkit::Target::new("memory://doc");
+/// assert!(lives_by(&target, Liveness::Lease).await);
+/// assert!(lives_by(&distlock_testkit::memory_session_target(), Liveness::Session).await);
+/// # });
+/// ```
+pub async fn lives_by(target: &Target, liveness: Liveness) -> bool {
+    let client = target.client().await;
+    let backend = client.backend();
+    let declared = backend.capabilities().liveness;
+    assert_eq!(
+        backend.session().is_some(),
+        declared == Liveness::Session,
+        "{} declares {declared:?} liveness: it has a session channel exactly when that is Session",
+        backend.scheme()
+    );
+    declared == liveness
 }
 
 /// Generates the cross-process and process-fault tests, plus the ignored child test the

@@ -96,13 +96,18 @@ pub async fn rwlock_waiting_writer_blocks_new_readers(target: &Target) {
         c.rwlock(&name).try_read().await.unwrap().is_none(),
         "a new reader jumped a waiting writer"
     );
+    let reader_token = reader.fencing_token();
     reader.release().await.unwrap();
     let w = tokio::time::timeout(Duration::from_secs(10), writer)
         .await
         .expect("the writer gets the lock")
         .unwrap()
         .unwrap();
-    assert!(w.fencing_token() > 0);
+    assert!(
+        w.fencing_token() > reader_token,
+        "the writer's token {} follows the reader's {reader_token}",
+        w.fencing_token()
+    );
     w.release().await.unwrap();
     assert!(c.rwlock(&name).try_read().await.unwrap().is_some());
 }
