@@ -450,6 +450,18 @@ impl RedisBackend {
     /// The connection every operation on lock `name` goes through (but batched renewals),
     /// so that they reach the server in the order they were made: a cancellation after
     /// the poll it cancels.
+    /// A grant the acquire script made: gives up the ticket's wake-up slot, if it had one,
+    /// and waits for the replicas, where the client asks for them.
+    async fn granted(&self, ticket: &Ticket, fence: i64) -> Result<PollOutcome> {
+        if ticket.state::<Queued>().is_some() {
+            self.wakers.forget(&ticket.request.token);
+        }
+        if let Some(acknowledged) = &self.acknowledged {
+            self.await_replicas(acknowledged, ticket).await?;
+        }
+        Ok(PollOutcome::granted(fence as u64))
+    }
+
     fn conn_for(&self, name: &str) -> Conn {
         let index = match self.commands.len() {
             1 => 0,
@@ -653,53 +665,41 @@ impl Backend for RedisBackend {
         let queued = ticket.state::<Queued>().is_some_and(|q| q.0);
         let record = RequestRecord::of(&ticket.request).to_json()?;
         let conn = self.request_conn(&ticket.request.name);
-        let mut answer: Vec<i64> = vec![-1];
         if !queued && ticket.request.kind.is_exclusive() {
             let request = &ticket.request;
-            let mut fast = Call::new(
-                &SCRIPTS.try_exclusive,
-                self.keys(&request.name)?,
-                &Key::FAST,
-            );
+            let keys = self.keys(&request.name)?;
+            let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::FAST);
             fast.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
                 .arg(request.kind.as_str());
-            answer = self.invoke_on(conn.clone(), "acquire", &fast).await?;
-        }
-        if answer == [-1] {
-            // The full script may queue the request: its wake-up slot must exist first, so
-            // no hand-off can miss it. A grant on the fast path needs none.
-            if ticket.request.wait {
-                self.wakers.register(ticket);
-                ticket.state_or_default::<Queued>();
+            let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
+            if fence > 0 {
+                return self.granted(ticket, fence).await;
             }
-            let request = &ticket.request;
-            let mut full = Call::new(&SCRIPTS.acquire, self.keys(&request.name)?, &Key::ALL);
-            full.arg(&request.token)
-                .arg(request.ttl.as_millis() as u64)
-                .arg(&record)
-                .arg(request.kind.as_str())
-                .arg(u8::from(request.wait))
-                .arg(u8::from(request.fair))
-                .arg(WAITER_LEASE.as_millis() as u64)
-                .arg(STARVATION.as_millis() as u64)
-                .arg(&self.channel)
-                .arg(request.permits)
-                .arg(request.kind.limit());
-            answer = self.invoke_on(conn, "acquire", &full).await?;
         }
+        // The full script may queue the request: its wake-up slot must exist first, so no
+        // hand-off can miss it. A grant on the fast path needs none.
+        if ticket.request.wait {
+            self.wakers.register(ticket);
+            ticket.state_or_default::<Queued>();
+        }
+        let request = &ticket.request;
+        let mut full = Call::new(&SCRIPTS.acquire, self.keys(&request.name)?, &Key::ALL);
+        full.arg(&request.token)
+            .arg(request.ttl.as_millis() as u64)
+            .arg(&record)
+            .arg(request.kind.as_str())
+            .arg(u8::from(request.wait))
+            .arg(u8::from(request.fair))
+            .arg(WAITER_LEASE.as_millis() as u64)
+            .arg(STARVATION.as_millis() as u64)
+            .arg(&self.channel)
+            .arg(request.permits)
+            .arg(request.kind.limit());
+        let answer: Vec<i64> = self.invoke_on(conn, "acquire", &full).await?;
         match answer.as_slice() {
-            [1, fence] => {
-                // A request that registered a wake-up slot gives it up.
-                if ticket.state::<Queued>().is_some() {
-                    self.wakers.forget(&ticket.request.token);
-                }
-                if let Some(acknowledged) = &self.acknowledged {
-                    self.await_replicas(acknowledged, ticket).await?;
-                }
-                Ok(PollOutcome::granted(*fence as u64))
-            }
+            [1, fence] => self.granted(ticket, *fence).await,
             [0, pttl] => {
                 // A waiting request the full script refused has taken its place in the queue.
                 if ticket.request.wait {

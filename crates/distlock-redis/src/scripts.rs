@@ -13,21 +13,23 @@ use crate::keys::{Key, LockKeys};
 const KEYS: &str = include_str!("scripts/keys.lua");
 const HELPERS: &str = include_str!("scripts/helpers.lua");
 
-/// A script made of the key names, an optional fast path, the helpers and `body`.
-fn compose(fast_path: &str, body: &str) -> Script {
-    Script::new(&[KEYS, fast_path, HELPERS, body].join("\n"))
+/// A script made of the key names, an optional fast path (and the line that answers its
+/// grant), the helpers and `body`.
+fn compose(fast_path: &str, fast_answer: &str, body: &str) -> Script {
+    Script::new(&[KEYS, fast_path, fast_answer, HELPERS, body].join("\n"))
 }
 
-/// A script made of the key names and `fast_path` alone, answering `declined` where the
-/// fast path does not apply (the caller then runs the full script). It takes only the
-/// first five keys and is a fraction of the full script's cost on the server.
-fn fast_only(fast_path: &str, declined: &str) -> Script {
-    Script::new(&[KEYS, fast_path, declined].join("\n"))
+/// A script made of the key names and `fast_path` alone, with `answer` as its last line:
+/// what it answers, -1 where the fast path does not apply (the caller then runs the full
+/// script). It takes only the first five keys and is a fraction of the full script's cost
+/// on the server.
+fn fast_only(fast_path: &str, answer: &str) -> Script {
+    Script::new(&[KEYS, fast_path, answer].join("\n"))
 }
 
 pub(crate) struct Scripts {
     pub(crate) acquire: Script,
-    /// The acquire fast path alone: `{-1}` when it does not apply.
+    /// The acquire fast path alone: the grant's fencing token, or -1 when it does not apply.
     pub(crate) try_exclusive: Script,
     /// The release fast path alone: `-1` when it does not apply.
     pub(crate) release_exclusive: Script,
@@ -44,16 +46,21 @@ pub(crate) struct Scripts {
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     acquire: compose(
         include_str!("scripts/acquire_fast.lua"),
+        "if fast_fence then return {1, fast_fence} end",
         include_str!("scripts/acquire.lua"),
     ),
-    try_exclusive: fast_only(include_str!("scripts/acquire_fast.lua"), "return {-1}"),
+    try_exclusive: fast_only(
+        include_str!("scripts/acquire_fast.lua"),
+        "return fast_fence or -1",
+    ),
     release: compose(
         include_str!("scripts/release_fast.lua"),
+        "",
         include_str!("scripts/release.lua"),
     ),
     release_exclusive: fast_only(include_str!("scripts/release_fast.lua"), "return -1"),
-    renew: compose("", include_str!("scripts/renew.lua")),
-    cancel: compose("", include_str!("scripts/cancel.lua")),
+    renew: compose("", "", include_str!("scripts/renew.lua")),
+    cancel: compose("", "", include_str!("scripts/cancel.lua")),
     restamp: Script::new(include_str!("scripts/restamp.lua")),
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
     compare_and_delete: Script::new(

@@ -8,11 +8,14 @@
 --
 -- This first part is the fast path: an exclusive request on a free lock nobody waits for.
 -- It creates no functions or tables, which Redis would pay for on every call; the grant it
--- makes is the one `grant` makes in the general path below.
+-- makes is the one `grant` makes in the general path below. It leaves the grant's fencing
+-- token in `fast_fence` for the script it heads to answer: the full script as {1, token},
+-- the fast-path script alone as the bare token (-1 when it does not apply).
 local token = ARGV[1]
 local ttl = tonumber(ARGV[2])
 local record = ARGV[3]
 
+local fast_fence
 if (ARGV[4] == 'mutex' or ARGV[4] == 'write')
     and redis.call('EXISTS', LOCK, QUEUE, LEASES) == 0 then
   local fence = redis.call('INCR', FENCE)
@@ -24,5 +27,5 @@ if (ARGV[4] == 'mutex' or ARGV[4] == 'write')
   local held = string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', fence) .. '"}'
   redis.call('SET', LOCK, token, 'PX', ttl)
   redis.call('SET', HOLDER, held, 'PX', ttl)
-  return {1, fence}
+  fast_fence = fence
 end
