@@ -39,6 +39,8 @@
 pub mod fenced;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub use mode::{DEFAULT_POOL, Mode, pool_size};
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod lease_engine;
 pub mod lease_table;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod mode;

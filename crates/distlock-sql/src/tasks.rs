@@ -66,7 +66,9 @@ pub(crate) struct SqlTicket {
     /// Resolves once the ticket's last poll, left running on its own task by an acquire
     /// dropped halfway (see [`detached`]), has ended.
     running: Option<tokio::sync::watch::Receiver<()>>,
-    /// When this process last wrote the request's queue row (`None`: it has none).
+    /// When this process last wrote the request's queue row (`None`: it has none). Only
+    /// the stores that look read-only first (SQLite, MySQL) need it.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
     pub(crate) queued_at: Option<tokio::time::Instant>,
 }
 

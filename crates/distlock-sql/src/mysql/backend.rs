@@ -69,9 +69,11 @@ fn channels() -> std::sync::MutexGuard<'static, HashMap<String, Weak<LocalWakers
 }
 
 /// Wakes the waiter `wake` names, if its client is in this process.
-fn wake(wake: Wake) {
-    let Some((token, channel)) = wake else { return };
-    let wakers = channels().get(&channel).and_then(Weak::upgrade);
+fn wake(wake: Option<Wake>) {
+    let Some(Wake { token, address }) = wake else {
+        return;
+    };
+    let wakers = channels().get(&address).and_then(Weak::upgrade);
     if let Some(wakers) = wakers {
         wakers.wake(&token);
     }

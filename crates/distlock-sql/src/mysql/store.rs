@@ -8,12 +8,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, PollOutcome};
-use distlock_core::{LockState, Result};
+use distlock_core::{Error, LockState, Result};
 use sqlx::mysql::MySqlConnection;
-use sqlx::{Connection, Executor, MySqlPool, Row};
+use sqlx::{Executor, MySql, MySqlPool, Row};
 
 use super::session::live_sessions;
 use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
+pub(super) use crate::lease_engine::Wake;
+use crate::lease_engine::{self, LeaseDialect, Locked};
 use crate::lease_table::{
     HolderRow, LiveRows, WAITER_LEASE, WaiterRow, may_grant, millis, retry_within,
 };
@@ -37,8 +39,6 @@ const SCHEMA_TABLES: [&str; 6] = [
 
 /// Who to wake after a change: the request token at the head of a queue and its client's
 /// wake-up channel.
-pub(super) type Wake = Option<(String, String)>;
-
 /// Creates the tables if they are missing (one client at a time, under a named lock), and
 /// forgets the session-mode waiters of connections that are gone.
 pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
@@ -132,76 +132,160 @@ async fn purge(conn: &mut MySqlConnection, key: &str, now: i64) -> sqlx::Result<
     Ok(gone)
 }
 
-/// Decides a request in one transaction: purges expired rows, grants (fencing counter,
-/// lease row, dequeue) or keeps the request queued with `channel` as its wake-up channel;
-/// and says whom to wake if room was left. With `sessions`, a name held by a session lock
-/// is refused.
+/// MySQL's steps of the lease-table engine: the X lock of the key's counter row, the
+/// database's clock; in session mode, the refusal of a name a session mutex holds and the
+/// key's `GET_LOCK` as the gate of a grant. Waiters are woken only within this process.
+struct MySqlLeases {
+    /// Whether the client's session mode shares the key space.
+    sessions: bool,
+}
+
+#[async_trait::async_trait]
+impl LeaseDialect for MySqlLeases {
+    type DB = MySql;
+
+    /// A failed poll may leave the key's `GET_LOCK` held by its connection.
+    const CLOSE_ON_ERROR: bool = true;
+
+    fn error(operation: &'static str, err: sqlx::Error) -> Error {
+        db_error(operation)(err)
+    }
+
+    fn pushed(&self, _channel: &str) -> bool {
+        false
+    }
+
+    async fn lock(
+        &self,
+        conn: &mut MySqlConnection,
+        name: &str,
+        purge: bool,
+    ) -> sqlx::Result<Locked> {
+        let key = lock_key(name);
+        let (now, session_held) = lock_key_row(conn, &key).await?;
+        let purged = match purge {
+            true => self::purge(conn, &key, now).await?,
+            false => 0,
+        };
+        Ok(Locked {
+            now,
+            purged,
+            session_held,
+        })
+    }
+
+    async fn refuse(
+        &self,
+        _: &mut MySqlConnection,
+        request: &LockRequest,
+        locked: &Locked,
+    ) -> Result<()> {
+        match self.sessions && locked.session_held {
+            true => Err(kind_clash(&request.name, "a mutex held by a session")),
+            false => Ok(()),
+        }
+    }
+
+    async fn live_rows(
+        &self,
+        conn: &mut MySqlConnection,
+        name: &str,
+    ) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
+        live_rows(conn, &lock_key(name), name).await
+    }
+
+    /// In session mode, a grant is made while this connection holds the key's
+    /// `GET_LOCK`, let go after the commit as [`let_go_gate`] says.
+    async fn take_gate(&self, conn: &mut MySqlConnection, name: &str) -> Result<bool> {
+        if !self.sessions {
+            return Ok(false);
+        }
+        match take_gate(conn, &lock_key(name))
+            .await
+            .map_err(db_error("acquire"))?
+        {
+            true => Ok(true),
+            false => Err(kind_clash(name, "a mutex held by a session")),
+        }
+    }
+
+    async fn let_go_gate(&self, conn: &mut MySqlConnection, name: &str) -> sqlx::Result<()> {
+        let_go_gate(conn, &lock_key(name)).await
+    }
+
+    async fn grant(
+        &self,
+        conn: &mut MySqlConnection,
+        request: &LockRequest,
+        now: i64,
+    ) -> sqlx::Result<i64> {
+        grant(conn, request, &lock_key(&request.name), now).await
+    }
+
+    async fn keep_queued(
+        &self,
+        conn: &mut MySqlConnection,
+        request: &LockRequest,
+        now: i64,
+        channel: &str,
+    ) -> sqlx::Result<()> {
+        keep_queued(conn, request, &lock_key(&request.name), now, channel).await
+    }
+
+    async fn wake_next(
+        &self,
+        conn: &mut MySqlConnection,
+        name: &str,
+        now: i64,
+    ) -> sqlx::Result<Option<Wake>> {
+        next_waiter(conn, &lock_key(name), name, now).await
+    }
+
+    async fn delete_request(&self, conn: &mut MySqlConnection, token: &str) -> sqlx::Result<u64> {
+        let mut removed = 0;
+        for table in ["distlock_waiter", "distlock_lease"] {
+            removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?"))
+                .bind(token)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+        }
+        Ok(removed)
+    }
+
+    /// MySQL has no `DELETE … RETURNING`: the row is read under its lock, then deleted.
+    async fn delete_grant(
+        &self,
+        conn: &mut MySqlConnection,
+        token: &str,
+    ) -> sqlx::Result<Option<i64>> {
+        let expiry: Option<i64> = sqlx::query_scalar(
+            "SELECT expires_at_ms FROM distlock_lease WHERE token = ? FOR UPDATE",
+        )
+        .bind(token)
+        .fetch_optional(&mut *conn)
+        .await?;
+        if expiry.is_some() {
+            sqlx::query("DELETE FROM distlock_lease WHERE token = ?")
+                .bind(token)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(expiry)
+    }
+}
+
+/// Decides a request (see [`lease_engine::poll`]), queuing it with `channel` as its
+/// wake-up channel; and says whom to wake if room was left. With `sessions`, a name held
+/// by a session lock is refused.
 pub(super) async fn poll(
     pool: &MySqlPool,
     request: &LockRequest,
     channel: &str,
     sessions: bool,
-) -> Result<(PollOutcome, Wake)> {
-    let err = db_error("acquire");
-    let mut conn = pool.acquire().await.map_err(&err)?;
-    let decided = decide(&mut conn, request, channel, sessions).await;
-    if decided.is_err() {
-        // Whatever the connection still holds (a transaction, the key's `GET_LOCK`) goes
-        // with it, never back to the pool.
-        conn.close_on_drop();
-    }
-    decided
-}
-
-/// [`poll`] on one connection. With `sessions`, a grant is made while this connection
-/// holds the key's `GET_LOCK`, let go after the commit as [`let_go_gate`] says.
-async fn decide(
-    conn: &mut MySqlConnection,
-    request: &LockRequest,
-    channel: &str,
-    sessions: bool,
-) -> Result<(PollOutcome, Wake)> {
-    let err = db_error("acquire");
-    let key = lock_key(&request.name);
-    let clash = || kind_clash(&request.name, "a mutex held by a session");
-    let mut tx = conn.begin().await.map_err(&err)?;
-    let (now, in_session_use) = lock_key_row(&mut tx, &key).await.map_err(&err)?;
-    let purged = purge(&mut tx, &key, now).await.map_err(&err)?;
-    if sessions && in_session_use {
-        return Err(clash());
-    }
-    let (holders, waiters) = live_rows(&mut tx, &key, &request.name)
-        .await
-        .map_err(&err)?;
-    let granted = may_grant(&holders, &waiters, request, now)?;
-    let gated = granted && sessions;
-    if gated && !take_gate(&mut tx, &key).await.map_err(&err)? {
-        return Err(clash());
-    }
-    let outcome = if granted {
-        let fence = grant(&mut tx, request, &key, now).await.map_err(&err)?;
-        PollOutcome::granted(fence as u64)
-    } else {
-        if request.wait {
-            keep_queued(&mut tx, request, &key, now, channel)
-                .await
-                .map_err(&err)?;
-        }
-        PollOutcome::Pending {
-            retry_within: retry_within(&holders, &waiters, &request.token, now, false),
-        }
-    };
-    let wake = match purged > 0 || (granted && !request.kind.is_exclusive()) {
-        true => next_waiter(&mut tx, &key, &request.name, now)
-            .await
-            .map_err(&err)?,
-        false => None,
-    };
-    tx.commit().await.map_err(&err)?;
-    if gated {
-        let_go_gate(conn, &key).await.map_err(&err)?;
-    }
-    Ok((outcome, wake))
+) -> Result<(PollOutcome, Option<Wake>)> {
+    let polled = lease_engine::poll(&MySqlLeases { sessions }, pool, request, channel).await?;
+    Ok((polled.outcome, polled.wake))
 }
 
 /// Takes the key's `GET_LOCK`; whether it was taken. Once taken, no session mutex can take
@@ -301,26 +385,9 @@ pub(super) async fn peek(pool: &MySqlPool, request: &LockRequest) -> Result<Opti
 }
 
 /// Deletes the queue row and any grant made under `token`; whom to wake if anything went.
-pub(super) async fn cancel(pool: &MySqlPool, name: &str, token: &str) -> Result<Wake> {
-    let err = db_error("cancel");
-    let key = lock_key(name);
-    let mut tx = pool.begin().await.map_err(&err)?;
-    let (now, _) = lock_key_row(&mut tx, &key).await.map_err(&err)?;
-    let mut removed = 0;
-    for table in ["distlock_waiter", "distlock_lease"] {
-        removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?"))
-            .bind(token)
-            .execute(&mut *tx)
-            .await
-            .map_err(&err)?
-            .rows_affected();
-    }
-    let wake = match removed > 0 {
-        true => next_waiter(&mut tx, &key, name, now).await.map_err(&err)?,
-        false => None,
-    };
-    tx.commit().await.map_err(&err)?;
-    Ok(wake)
+pub(super) async fn cancel(pool: &MySqlPool, name: &str, token: &str) -> Result<Option<Wake>> {
+    let leases = MySqlLeases { sessions: false };
+    lease_engine::cancel(&leases, pool, name, token).await
 }
 
 /// Extends each unexpired grant under `tokens` to `ttl` from the database's now; whether
@@ -360,28 +427,14 @@ pub(super) async fn renew(pool: &MySqlPool, tokens: &[String], ttl: Duration) ->
 
 /// Deletes the grant under `token`; whether it was there and still valid, and whom to
 /// wake.
-pub(super) async fn release(pool: &MySqlPool, name: &str, token: &str) -> Result<(bool, Wake)> {
-    let err = db_error("release");
-    let key = lock_key(name);
-    let mut tx = pool.begin().await.map_err(&err)?;
-    let (now, _) = lock_key_row(&mut tx, &key).await.map_err(&err)?;
-    let expiry: Option<i64> =
-        sqlx::query_scalar("SELECT expires_at_ms FROM distlock_lease WHERE token = ? FOR UPDATE")
-            .bind(token)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(&err)?;
-    let mut wake = None;
-    if expiry.is_some() {
-        sqlx::query("DELETE FROM distlock_lease WHERE token = ?")
-            .bind(token)
-            .execute(&mut *tx)
-            .await
-            .map_err(&err)?;
-        wake = next_waiter(&mut tx, &key, name, now).await.map_err(&err)?;
-    }
-    tx.commit().await.map_err(&err)?;
-    Ok((expiry.is_some_and(|at| at > now), wake))
+pub(super) async fn release(
+    pool: &MySqlPool,
+    name: &str,
+    token: &str,
+) -> Result<(bool, Option<Wake>)> {
+    let leases = MySqlLeases { sessions: false };
+    let released = lease_engine::release(&leases, pool, name, token).await?;
+    Ok((released.was_held, released.wake))
 }
 
 /// The live waiter at the head of the name's queue and its client's wake-up channel.
@@ -390,7 +443,7 @@ async fn next_waiter(
     key: &str,
     name: &str,
     now: i64,
-) -> sqlx::Result<Wake> {
+) -> sqlx::Result<Option<Wake>> {
     let row = sqlx::query(
         "SELECT token, wake FROM distlock_waiter
          WHERE lock_key = ? AND name = ? AND expires_at_ms > ? ORDER BY seq LIMIT 1",
@@ -400,7 +453,13 @@ async fn next_waiter(
     .bind(now)
     .fetch_optional(&mut *conn)
     .await?;
-    row.map(|row| Ok((row.text(0)?, row.text(1)?))).transpose()
+    row.map(|row| {
+        Ok(Wake {
+            token: row.text(0)?,
+            address: row.text(1)?,
+        })
+    })
+    .transpose()
 }
 
 /// The live holders and waiters of one name, or of every name with any; with `sessions`,

@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, PollOutcome};
-use distlock_core::{LockKind, LockState, Result};
-use sqlx::{PgConnection, PgPool, Row};
+use distlock_core::{Error, LockKind, LockState, Result};
+use sqlx::{PgConnection, PgPool, Postgres, Row};
 
 use super::{advisory, db_error};
-use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, retry_within};
+use crate::lease_engine::{self, LeaseDialect, Locked, Wake};
+use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::rows::{
     HOLDER_COLUMNS, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter, holder,
     live_select, name_values, waiter,
@@ -119,70 +120,137 @@ async fn lock_name_and_purge(conn: &mut PgConnection, name: &str) -> sqlx::Resul
     Ok((row.try_get(0)?, row.try_get(1)?))
 }
 
-/// Decides a request in one transaction: purges expired rows, grants (fencing counter,
-/// lease row, dequeue) or keeps the request queued with `channel` as its wake-up channel,
-/// and wakes the next waiter if room was left.
+/// PostgreSQL's steps of the lease-table engine: a transaction-level advisory lock per
+/// name, the database's clock, and a `NOTIFY` to the head waiter's client, delivered when
+/// the transaction commits.
+struct PgLeases;
+
+#[async_trait::async_trait]
+impl LeaseDialect for PgLeases {
+    type DB = Postgres;
+
+    fn error(operation: &'static str, err: sqlx::Error) -> Error {
+        db_error(operation)(err)
+    }
+
+    fn pushed(&self, _channel: &str) -> bool {
+        true
+    }
+
+    async fn lock(&self, conn: &mut PgConnection, name: &str, purge: bool) -> sqlx::Result<Locked> {
+        let (now, purged) = match purge {
+            true => lock_name_and_purge(conn, name).await?,
+            false => (lock_name(conn, name).await?, 0),
+        };
+        Ok(Locked {
+            now,
+            purged: u64::try_from(purged).unwrap_or(0),
+            session_held: false,
+        })
+    }
+
+    /// A semaphore is refused on a name a session-mode lock uses, in either mode.
+    async fn refuse(
+        &self,
+        conn: &mut PgConnection,
+        request: &LockRequest,
+        _: &Locked,
+    ) -> Result<()> {
+        let semaphore = matches!(request.kind, LockKind::Semaphore { .. });
+        if semaphore
+            && advisory::in_session_use(conn, &request.name)
+                .await
+                .map_err(db_error("acquire"))?
+        {
+            return Err(crate::sessions::kind_clash(
+                &request.name,
+                "a mutex or read/write lock",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn live_rows(
+        &self,
+        conn: &mut PgConnection,
+        name: &str,
+    ) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
+        live_rows(conn, name).await
+    }
+
+    async fn grant(
+        &self,
+        conn: &mut PgConnection,
+        request: &LockRequest,
+        now: i64,
+    ) -> sqlx::Result<i64> {
+        grant(conn, request, now).await
+    }
+
+    async fn keep_queued(
+        &self,
+        conn: &mut PgConnection,
+        request: &LockRequest,
+        now: i64,
+        channel: &str,
+    ) -> sqlx::Result<()> {
+        keep_queued(conn, request, now, channel).await
+    }
+
+    /// Notifies the head waiter itself: nothing for the caller to wake.
+    async fn wake_next(
+        &self,
+        conn: &mut PgConnection,
+        name: &str,
+        now: i64,
+    ) -> sqlx::Result<Option<Wake>> {
+        wake_next(conn, name, now).await.map(|()| None)
+    }
+
+    async fn delete_request(&self, conn: &mut PgConnection, token: &str) -> sqlx::Result<u64> {
+        let mut removed = 0;
+        for table in ["distlock_waiter", "distlock_lease"] {
+            removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = $1"))
+                .bind(token)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+        }
+        Ok(removed)
+    }
+
+    async fn delete_grant(
+        &self,
+        conn: &mut PgConnection,
+        token: &str,
+    ) -> sqlx::Result<Option<i64>> {
+        sqlx::query("DELETE FROM distlock_lease WHERE token = $1 RETURNING expires_at_ms")
+            .bind(token)
+            .fetch_optional(&mut *conn)
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()
+    }
+}
+
+/// Decides a request (see [`lease_engine::poll`]), queuing it with `channel` as its
+/// wake-up channel.
 pub(super) async fn poll(
     pool: &PgPool,
     request: &LockRequest,
     channel: &str,
 ) -> Result<PollOutcome> {
-    let err = db_error("acquire");
-    let mut tx = pool.begin().await.map_err(&err)?;
-    let (now, purged) = lock_name_and_purge(&mut tx, &request.name)
-        .await
-        .map_err(&err)?;
-    let (holders, waiters) = live_rows(&mut tx, &request.name).await.map_err(&err)?;
-    if matches!(request.kind, LockKind::Semaphore { .. })
-        && advisory::in_session_use(&mut tx, &request.name)
-            .await
-            .map_err(&err)?
-    {
-        return Err(crate::sessions::kind_clash(
-            &request.name,
-            "a mutex or read/write lock",
-        ));
-    }
-    let granted = may_grant(&holders, &waiters, request, now)?;
-    let outcome = if granted {
-        let fence = grant(&mut tx, request, now).await.map_err(&err)?;
-        PollOutcome::granted(fence as u64)
-    } else {
-        if request.wait {
-            keep_queued(&mut tx, request, now, channel)
-                .await
-                .map_err(&err)?;
-        }
-        PollOutcome::Pending {
-            retry_within: retry_within(&holders, &waiters, &request.token, now, true),
-        }
-    };
-    if purged > 0 || (granted && !request.kind.is_exclusive()) {
-        wake_next(&mut tx, &request.name, now).await.map_err(&err)?;
-    }
-    tx.commit().await.map_err(&err)?;
-    Ok(outcome)
+    Ok(lease_engine::poll(&PgLeases, pool, request, channel)
+        .await?
+        .outcome)
 }
 
 /// Deletes the queue row and any grant made under `token`, waking the next waiter if
 /// anything went.
 pub(super) async fn cancel(pool: &PgPool, name: &str, token: &str) -> Result<()> {
-    let err = db_error("cancel");
-    let mut tx = pool.begin().await.map_err(&err)?;
-    let now = lock_name(&mut tx, name).await.map_err(&err)?;
-    let mut removed = 0;
-    for table in ["distlock_waiter", "distlock_lease"] {
-        removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = $1"))
-            .bind(token)
-            .execute(&mut *tx)
-            .await
-            .map_err(&err)?
-            .rows_affected();
-    }
-    if removed > 0 {
-        wake_next(&mut tx, name, now).await.map_err(&err)?;
-    }
-    tx.commit().await.map_err(&err)
+    lease_engine::cancel(&PgLeases, pool, name, token)
+        .await
+        .map(drop)
 }
 
 /// Extends each unexpired grant under `tokens` to `ttl` from the database's now, in one
@@ -208,23 +276,9 @@ pub(super) async fn renew(pool: &PgPool, tokens: &[String], ttl: Duration) -> Re
 /// Deletes the grant under `token` and wakes the next waiter; whether the grant was there
 /// and still valid.
 pub(super) async fn release(pool: &PgPool, name: &str, token: &str) -> Result<bool> {
-    let err = db_error("release");
-    let mut tx = pool.begin().await.map_err(&err)?;
-    let now = lock_name(&mut tx, name).await.map_err(&err)?;
-    let expiry: Option<i64> =
-        sqlx::query("DELETE FROM distlock_lease WHERE token = $1 RETURNING expires_at_ms")
-            .bind(token)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(&err)?
-            .map(|row| row.try_get(0))
-            .transpose()
-            .map_err(&err)?;
-    if expiry.is_some() {
-        wake_next(&mut tx, name, now).await.map_err(&err)?;
-    }
-    tx.commit().await.map_err(&err)?;
-    Ok(expiry.is_some_and(|expires_at| expires_at > now))
+    Ok(lease_engine::release(&PgLeases, pool, name, token)
+        .await?
+        .was_held)
 }
 
 /// Notifies the live waiter at the head of `name`'s queue on its client's channel

@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, PollOutcome};
-use distlock_core::{LockState, Result};
+use distlock_core::{Error, LockState, Result};
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::db_error;
 use super::wake::Wake;
+use crate::lease_engine::{self, LeaseDialect, Locked, Polled, Released};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, now_ms, retry_within};
 use crate::rows::{
     HOLDER_COLUMNS, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter, holder,
@@ -66,101 +67,156 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<()> {
     tx.commit().await.map_err(&err)
 }
 
-/// What a poll found: the outcome, and the waiter to wake if it freed room for one (it
-/// purged an expired grant, or took a share others may join).
-pub(super) struct Polled {
-    pub(super) outcome: PollOutcome,
-    pub(super) wake: Option<Wake>,
+/// SQLite's steps of the lease-table engine: `BEGIN IMMEDIATE` takes the database's write
+/// lock (the pool has one connection), time is the client's clock, and a waiter is woken
+/// through the socket its process listens on.
+struct SqliteLeases;
+
+#[async_trait::async_trait]
+impl LeaseDialect for SqliteLeases {
+    type DB = Sqlite;
+
+    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+
+    fn error(operation: &'static str, err: sqlx::Error) -> Error {
+        db_error(operation)(err)
+    }
+
+    fn pushed(&self, socket: &str) -> bool {
+        !socket.is_empty()
+    }
+
+    async fn lock(
+        &self,
+        conn: &mut SqliteConnection,
+        name: &str,
+        purge: bool,
+    ) -> sqlx::Result<Locked> {
+        let now = now_ms();
+        let purged = match purge {
+            true => purge_expired(conn, name, now).await?,
+            false => 0,
+        };
+        Ok(Locked {
+            now,
+            purged,
+            session_held: false,
+        })
+    }
+
+    async fn live_rows(
+        &self,
+        conn: &mut SqliteConnection,
+        name: &str,
+    ) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
+        live_rows(conn, name).await
+    }
+
+    async fn grant(
+        &self,
+        conn: &mut SqliteConnection,
+        request: &LockRequest,
+        now: i64,
+    ) -> sqlx::Result<i64> {
+        grant(conn, request, now).await
+    }
+
+    async fn keep_queued(
+        &self,
+        conn: &mut SqliteConnection,
+        request: &LockRequest,
+        now: i64,
+        socket: &str,
+    ) -> sqlx::Result<()> {
+        keep_queued(conn, request, now, socket).await
+    }
+
+    async fn wake_next(
+        &self,
+        conn: &mut SqliteConnection,
+        name: &str,
+        now: i64,
+    ) -> sqlx::Result<Option<Wake>> {
+        next_waiter(conn, name, now).await
+    }
+
+    async fn delete_request(&self, conn: &mut SqliteConnection, token: &str) -> sqlx::Result<u64> {
+        let mut removed = 0;
+        for table in ["distlock_waiter", "distlock_lease"] {
+            removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
+                .bind(token)
+                .execute(&mut *conn)
+                .await?
+                .rows_affected();
+        }
+        Ok(removed)
+    }
+
+    async fn delete_grant(
+        &self,
+        conn: &mut SqliteConnection,
+        token: &str,
+    ) -> sqlx::Result<Option<i64>> {
+        sqlx::query("DELETE FROM distlock_lease WHERE token = ?1 RETURNING expires_at_ms")
+            .bind(token)
+            .fetch_optional(&mut *conn)
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()
+    }
 }
 
-/// Decides a request. A queued request whose row is `fresh` first looks read-only (no
-/// write lock, no disk flush) and stops there if it surely cannot be granted; otherwise,
-/// and for every other request, one `BEGIN IMMEDIATE` transaction purges expired rows,
-/// grants (fencing counter, lease row, dequeue) or keeps the request queued.
-/// `socket` is where this process listens for wake-ups, written into the queue row.
+/// Decides a request (see [`lease_engine::poll`]). A queued request whose row is `fresh`
+/// first looks read-only (no write lock, no disk flush) and stops there if it surely
+/// cannot be granted. `socket` is where this process listens for wake-ups, written into
+/// the queue row.
 pub(super) async fn poll(
     pool: &SqlitePool,
     request: &LockRequest,
     fresh: bool,
     socket: &str,
 ) -> Result<Polled> {
-    let err = db_error("acquire");
     if fresh {
-        let now = now_ms();
-        let mut snapshot = pool.begin().await.map_err(&err)?;
-        let (holders, waiters) = live_rows(&mut snapshot, &request.name)
-            .await
-            .map_err(&err)?;
-        snapshot.commit().await.map_err(&err)?;
-        let expired = holders.iter().any(|h| h.expires_at_ms <= now)
-            || waiters.iter().any(|w| w.expires_at_ms <= now);
-        let queued = waiters.iter().any(|w| w.token == request.token);
-        if !expired && queued && !may_grant(&holders, &waiters, request, now)? {
+        if let Some(outcome) = peek(pool, request, socket).await? {
             return Ok(Polled {
-                outcome: PollOutcome::Pending {
-                    retry_within: retry_within(
-                        &holders,
-                        &waiters,
-                        &request.token,
-                        now,
-                        !socket.is_empty(),
-                    ),
-                },
+                outcome,
                 wake: None,
             });
         }
     }
+    lease_engine::poll(&SqliteLeases, pool, request, socket).await
+}
+
+/// What a queued request can tell read-only: `Some` (still waiting) when no row has expired
+/// and it surely cannot be granted; `None` when the write path must decide.
+async fn peek(
+    pool: &SqlitePool,
+    request: &LockRequest,
+    socket: &str,
+) -> Result<Option<PollOutcome>> {
+    let err = db_error("acquire");
     let now = now_ms();
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
-    let purged = purge_expired(&mut tx, &request.name, now)
+    let mut snapshot = pool.begin().await.map_err(&err)?;
+    let (holders, waiters) = live_rows(&mut snapshot, &request.name)
         .await
         .map_err(&err)?;
-    let (holders, waiters) = live_rows(&mut tx, &request.name).await.map_err(&err)?;
-    let granted = may_grant(&holders, &waiters, request, now)?;
-    let outcome = if granted {
-        let fence = grant(&mut tx, request, now).await.map_err(&err)?;
-        PollOutcome::granted(fence as u64)
-    } else {
-        if request.wait {
-            keep_queued(&mut tx, request, now, socket)
-                .await
-                .map_err(&err)?;
-        }
-        PollOutcome::Pending {
-            retry_within: retry_within(&holders, &waiters, &request.token, now, !socket.is_empty()),
-        }
-    };
-    let room_left = purged > 0 || (granted && !request.kind.is_exclusive());
-    let wake = match room_left {
-        true => next_waiter(&mut tx, &request.name, now)
-            .await
-            .map_err(&err)?,
-        false => None,
-    };
-    tx.commit().await.map_err(&err)?;
-    Ok(Polled { outcome, wake })
+    snapshot.commit().await.map_err(&err)?;
+    let expired = holders.iter().any(|h| h.expires_at_ms <= now)
+        || waiters.iter().any(|w| w.expires_at_ms <= now);
+    let queued = waiters.iter().any(|w| w.token == request.token);
+    if expired || !queued || may_grant(&holders, &waiters, request, now)? {
+        return Ok(None);
+    }
+    let pushed = SqliteLeases.pushed(socket);
+    Ok(Some(PollOutcome::Pending {
+        retry_within: retry_within(&holders, &waiters, &request.token, now, pushed),
+    }))
 }
 
 /// Deletes the queue row and any grant made under `token`; if anything went, the waiter
 /// to wake.
 pub(super) async fn cancel(pool: &SqlitePool, name: &str, token: &str) -> Result<Option<Wake>> {
-    let err = db_error("cancel");
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
-    let mut removed = 0;
-    for table in ["distlock_waiter", "distlock_lease"] {
-        removed += sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
-            .bind(token)
-            .execute(&mut *tx)
-            .await
-            .map_err(&err)?
-            .rows_affected();
-    }
-    let wake = match removed {
-        0 => None,
-        _ => next_waiter(&mut tx, name, now_ms()).await.map_err(&err)?,
-    };
-    tx.commit().await.map_err(&err)?;
-    Ok(wake)
+    lease_engine::cancel(&SqliteLeases, pool, name, token).await
 }
 
 /// Extends each grant under `tokens` to `ttl` from now, if it has not expired, in one
@@ -191,36 +247,10 @@ pub(super) async fn renew(
     Ok(renewed)
 }
 
-/// What a release found.
-pub(super) struct Released {
-    /// Whether our grant was there and still valid.
-    pub(super) was_held: bool,
-    /// The waiter to wake now that the lock is free.
-    pub(super) wake: Option<Wake>,
-}
-
-/// Deletes the grant under `token`.
+/// Deletes the grant under `token`: whether it was there and still valid, and the waiter
+/// to wake.
 pub(super) async fn release(pool: &SqlitePool, name: &str, token: &str) -> Result<Released> {
-    let err = db_error("release");
-    let now = now_ms();
-    let mut conn = pool.acquire().await.map_err(&err)?;
-    let expiry: Option<i64> =
-        sqlx::query("DELETE FROM distlock_lease WHERE token = ?1 RETURNING expires_at_ms")
-            .bind(token)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(&err)?
-            .map(|row| row.try_get(0))
-            .transpose()
-            .map_err(&err)?;
-    let wake = match expiry {
-        Some(_) => next_waiter(&mut conn, name, now).await.map_err(&err)?,
-        None => None,
-    };
-    Ok(Released {
-        was_held: expiry.is_some_and(|expires_at| expires_at > now),
-        wake,
-    })
+    lease_engine::release(&SqliteLeases, pool, name, token).await
 }
 
 /// The live waiter at the head of `name`'s queue.
@@ -240,7 +270,7 @@ async fn next_waiter(
     row.map(|row| {
         Ok(Wake {
             token: row.try_get(0)?,
-            socket: row.try_get(1)?,
+            address: row.try_get(1)?,
         })
     })
     .transpose()

@@ -17,12 +17,9 @@ pub(super) struct WakeSocket {
     listener: Option<AbortHandle>,
 }
 
-/// Who to wake: a queued request's token and the socket its process listens on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Wake {
-    pub(super) token: String,
-    pub(super) socket: String,
-}
+/// Who to wake: a queued request's token and the socket its process listens on (the
+/// address of the engine's [`Wake`]).
+pub(super) use crate::lease_engine::Wake;
 
 impl WakeSocket {
     /// Listens for wake-ups and hands them to `wakers`. Where no socket can be had (not
@@ -58,15 +55,15 @@ impl WakeSocket {
 
     /// Wakes `wake`'s waiter: directly when it is ours, through its socket otherwise.
     pub(super) fn send(&self, wake: &Wake, wakers: &LocalWakers) {
-        if wake.socket == self.name {
+        if wake.address == self.name {
             wakers.wake(&wake.token);
             return;
         }
-        if wake.socket.is_empty() {
+        if wake.address.is_empty() {
             return;
         }
         if let Some(sender) = &self.sender {
-            if let Err(err) = send_to(sender, &wake.socket, &wake.token) {
+            if let Err(err) = send_to(sender, &wake.address, &wake.token) {
                 tracing::trace!(error = %err, "wake-up not delivered; the waiter will poll");
             }
         }
