@@ -191,11 +191,32 @@ impl LeaseDialect for MySqlLeases {
         conn: &mut MySqlConnection,
         name: &str,
     ) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
-        live_rows(conn, &lock_key(name), name).await
+        let key = &lock_key(name);
+        let holders = sqlx::query(&format!(
+            "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE lock_key = ? AND name = ? ORDER BY fence"
+        ))
+        .bind(key)
+        .bind(name)
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| holder(row, 0))
+        .collect::<sqlx::Result<_>>()?;
+        let waiters = sqlx::query(&format!(
+            "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE lock_key = ? AND name = ? ORDER BY seq"
+        ))
+        .bind(key)
+        .bind(name)
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| waiter(row, 0))
+        .collect::<sqlx::Result<_>>()?;
+        Ok((holders, waiters))
     }
 
     /// In session mode, a grant is made while this connection holds the key's
-    /// `GET_LOCK`, let go after the commit as [`let_go_gate`] says.
+    /// `GET_LOCK`, let go after the commit as [`LeaseDialect::let_go_gate`] says.
     async fn take_gate(&self, conn: &mut MySqlConnection, name: &str) -> Result<bool> {
         if !self.sessions {
             return Ok(false);
@@ -209,17 +230,54 @@ impl LeaseDialect for MySqlLeases {
         }
     }
 
+    /// Lets go of the key's `GET_LOCK` after the grant committed, in a statement that reads
+    /// `distlock_session_lock`: it cannot run while a session mutex's check-and-lock statement
+    /// (which writes that in-memory, table-locked table) runs, so that statement either saw the
+    /// committed grant or met this lock.
     async fn let_go_gate(&self, conn: &mut MySqlConnection, name: &str) -> sqlx::Result<()> {
-        let_go_gate(conn, &lock_key(name)).await
+        let key = &lock_key(name);
+        sqlx::query(
+            "SELECT RELEASE_LOCK(?), (SELECT COUNT(*) FROM distlock_session_lock WHERE lock_key = ?)",
+        )
+        .bind(key)
+        .bind(key)
+        .execute(&mut *conn)
+        .await
+        .map(drop)
     }
 
+    /// Mints the next fencing token (one more than the last, never below the clock in
+    /// microseconds, as in session mode), writes the grant and leaves the queue.
     async fn grant(
         &self,
         conn: &mut MySqlConnection,
         request: &LockRequest,
         now: i64,
     ) -> sqlx::Result<i64> {
-        grant(conn, request, &lock_key(&request.name), now).await
+        let key = &lock_key(&request.name);
+        let fence = sqlx::query(&format!(
+            "UPDATE distlock_fence SET value = LAST_INSERT_ID(GREATEST(value + 1, {CLOCK_US}))
+             WHERE lock_key = ?"
+        ))
+        .bind(key)
+        .execute(&mut *conn)
+        .await?
+        .last_insert_id() as i64;
+        let insert = sqlx::query(
+            "INSERT INTO distlock_lease
+               (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid,
+                acquired_at_ms, lock_key)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        );
+        bind_grant_meta(bind_claim(insert, request).bind(fence), request, now)
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("DELETE FROM distlock_waiter WHERE token = ?")
+            .bind(&request.token)
+            .execute(&mut *conn)
+            .await?;
+        Ok(fence)
     }
 
     async fn keep_queued(
@@ -229,16 +287,45 @@ impl LeaseDialect for MySqlLeases {
         now: i64,
         channel: &str,
     ) -> sqlx::Result<()> {
-        keep_queued(conn, request, &lock_key(&request.name), now, channel).await
+        let key = &lock_key(&request.name);
+        let insert = sqlx::query(
+            "INSERT INTO distlock_waiter
+               (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms,
+                wake, lock_key)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON DUPLICATE KEY UPDATE expires_at_ms = VALUES(expires_at_ms)",
+        );
+        bind_waiter(insert, request, now, channel)
+            .bind(key)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
     }
 
+    /// The live waiter at the head of the name's queue and its client's wake-up channel.
     async fn wake_next(
         &self,
         conn: &mut MySqlConnection,
         name: &str,
         now: i64,
     ) -> sqlx::Result<Option<Wake>> {
-        next_waiter(conn, &lock_key(name), name, now).await
+        let key = &lock_key(name);
+        let row = sqlx::query(
+            "SELECT token, wake FROM distlock_waiter
+             WHERE lock_key = ? AND name = ? AND expires_at_ms > ? ORDER BY seq LIMIT 1",
+        )
+        .bind(key)
+        .bind(name)
+        .bind(now)
+        .fetch_optional(&mut *conn)
+        .await?;
+        row.map(|row| {
+            Ok(Wake {
+                token: row.text(0)?,
+                address: row.text(1)?,
+            })
+        })
+        .transpose()
     }
 
     async fn delete_request(&self, conn: &mut MySqlConnection, token: &str) -> sqlx::Result<u64> {
@@ -289,7 +376,7 @@ pub(super) async fn poll(
 }
 
 /// Takes the key's `GET_LOCK`; whether it was taken. Once taken, no session mutex can take
-/// the key until [`let_go_gate`]. If the lock is busy but no session mutex holds it, it is
+/// the key until [`LeaseDialect::let_go_gate`]. If the lock is busy but no session mutex holds it, it is
 /// the gate of the grant before this one, let go right after that grant's commit: waited
 /// for, up to a second.
 async fn take_gate(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<bool> {
@@ -318,21 +405,6 @@ async fn session_holds(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<bo
         .fetch_one(&mut *conn)
         .await?;
     Ok(held != 0)
-}
-
-/// Lets go of the key's `GET_LOCK` after the grant committed, in a statement that reads
-/// `distlock_session_lock`: it cannot run while a session mutex's check-and-lock statement
-/// (which writes that in-memory, table-locked table) runs, so that statement either saw the
-/// committed grant or met this lock.
-async fn let_go_gate(conn: &mut MySqlConnection, key: &str) -> sqlx::Result<()> {
-    sqlx::query(
-        "SELECT RELEASE_LOCK(?), (SELECT COUNT(*) FROM distlock_session_lock WHERE lock_key = ?)",
-    )
-    .bind(key)
-    .bind(key)
-    .execute(&mut *conn)
-    .await
-    .map(drop)
 }
 
 /// What a queued waiter can tell without a transaction or any lock: `Some` (still waiting,
@@ -437,31 +509,6 @@ pub(super) async fn release(
     Ok((released.was_held, released.wake))
 }
 
-/// The live waiter at the head of the name's queue and its client's wake-up channel.
-async fn next_waiter(
-    conn: &mut MySqlConnection,
-    key: &str,
-    name: &str,
-    now: i64,
-) -> sqlx::Result<Option<Wake>> {
-    let row = sqlx::query(
-        "SELECT token, wake FROM distlock_waiter
-         WHERE lock_key = ? AND name = ? AND expires_at_ms > ? ORDER BY seq LIMIT 1",
-    )
-    .bind(key)
-    .bind(name)
-    .bind(now)
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(|row| {
-        Ok(Wake {
-            token: row.text(0)?,
-            address: row.text(1)?,
-        })
-    })
-    .transpose()
-}
-
 /// The live holders and waiters of one name, or of every name with any; with `sessions`,
 /// session-mode locks too.
 pub(super) async fn inspect(
@@ -543,87 +590,5 @@ pub(super) async fn floor_round(pool: &MySqlPool) -> Result<()> {
         .execute(pool)
         .await
         .map_err(db_error("floor"))?;
-    Ok(())
-}
-
-async fn live_rows(
-    conn: &mut MySqlConnection,
-    key: &str,
-    name: &str,
-) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
-    let holders = sqlx::query(&format!(
-        "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE lock_key = ? AND name = ? ORDER BY fence"
-    ))
-    .bind(key)
-    .bind(name)
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| holder(row, 0))
-    .collect::<sqlx::Result<_>>()?;
-    let waiters = sqlx::query(&format!(
-        "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE lock_key = ? AND name = ? ORDER BY seq"
-    ))
-    .bind(key)
-    .bind(name)
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| waiter(row, 0))
-    .collect::<sqlx::Result<_>>()?;
-    Ok((holders, waiters))
-}
-
-/// Mints the next fencing token (one more than the last, never below the clock in
-/// microseconds, as in session mode), writes the grant and leaves the queue.
-async fn grant(
-    conn: &mut MySqlConnection,
-    request: &LockRequest,
-    key: &str,
-    now: i64,
-) -> sqlx::Result<i64> {
-    let fence = sqlx::query(&format!(
-        "UPDATE distlock_fence SET value = LAST_INSERT_ID(GREATEST(value + 1, {CLOCK_US}))
-         WHERE lock_key = ?"
-    ))
-    .bind(key)
-    .execute(&mut *conn)
-    .await?
-    .last_insert_id() as i64;
-    let insert = sqlx::query(
-        "INSERT INTO distlock_lease
-           (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid,
-            acquired_at_ms, lock_key)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    );
-    bind_grant_meta(bind_claim(insert, request).bind(fence), request, now)
-        .bind(key)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query("DELETE FROM distlock_waiter WHERE token = ?")
-        .bind(&request.token)
-        .execute(&mut *conn)
-        .await?;
-    Ok(fence)
-}
-
-async fn keep_queued(
-    conn: &mut MySqlConnection,
-    request: &LockRequest,
-    key: &str,
-    now: i64,
-    channel: &str,
-) -> sqlx::Result<()> {
-    let insert = sqlx::query(
-        "INSERT INTO distlock_waiter
-           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms,
-            wake, lock_key)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON DUPLICATE KEY UPDATE expires_at_ms = VALUES(expires_at_ms)",
-    );
-    bind_waiter(insert, request, now, channel)
-        .bind(key)
-        .execute(&mut *conn)
-        .await?;
     Ok(())
 }

@@ -175,16 +175,49 @@ impl LeaseDialect for PgLeases {
         conn: &mut PgConnection,
         name: &str,
     ) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
-        live_rows(conn, name).await
+        let holders = sqlx::query(&format!(
+            "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE name = $1 ORDER BY fence"
+        ))
+        .bind(name)
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| holder(row, 0))
+        .collect::<sqlx::Result<_>>()?;
+        let waiters = sqlx::query(&format!(
+            "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE name = $1 ORDER BY seq"
+        ))
+        .bind(name)
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| waiter(row, 0))
+        .collect::<sqlx::Result<_>>()?;
+        Ok((holders, waiters))
     }
 
+    /// Mints the next fencing token, writes the grant and leaves the queue, in one statement.
     async fn grant(
         &self,
         conn: &mut PgConnection,
         request: &LockRequest,
         now: i64,
     ) -> sqlx::Result<i64> {
-        grant(conn, request, now).await
+        let insert = sqlx::query(
+            "WITH fence AS (
+               INSERT INTO distlock_fence (name, value) VALUES ($2, 1)
+               ON CONFLICT (name) DO UPDATE SET value = distlock_fence.value + 1 RETURNING value
+             ),
+             dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
+             INSERT INTO distlock_lease
+               (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
+             SELECT $1, $2, $3, $4, $5, $6, fence.value, $7, $8, $9, $10 FROM fence
+             RETURNING fence",
+        );
+        bind_grant_meta(bind_claim(insert, request), request, now)
+            .fetch_one(&mut *conn)
+            .await?
+            .try_get(0)
     }
 
     async fn keep_queued(
@@ -194,17 +227,35 @@ impl LeaseDialect for PgLeases {
         now: i64,
         channel: &str,
     ) -> sqlx::Result<()> {
-        keep_queued(conn, request, now, channel).await
+        let insert = sqlx::query(
+            "INSERT INTO distlock_waiter
+               (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             ON CONFLICT (token) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms",
+        );
+        bind_waiter(insert, request, now, channel)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
     }
 
-    /// Notifies the head waiter itself: nothing for the caller to wake.
+    /// Notifies the live waiter at the head of `name`'s queue on its client's channel
+    /// (delivered when the transaction commits): nothing for the caller to wake.
     async fn wake_next(
         &self,
         conn: &mut PgConnection,
         name: &str,
         now: i64,
     ) -> sqlx::Result<Option<Wake>> {
-        wake_next(conn, name, now).await.map(|()| None)
+        sqlx::query(
+            "SELECT pg_notify(wake, token) FROM distlock_waiter
+             WHERE name = $1 AND expires_at_ms > $2 ORDER BY seq LIMIT 1",
+        )
+        .bind(name)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        Ok(None)
     }
 
     async fn delete_request(&self, conn: &mut PgConnection, token: &str) -> sqlx::Result<u64> {
@@ -281,20 +332,6 @@ pub(super) async fn release(pool: &PgPool, name: &str, token: &str) -> Result<bo
         .was_held)
 }
 
-/// Notifies the live waiter at the head of `name`'s queue on its client's channel
-/// (delivered when the transaction commits).
-async fn wake_next(conn: &mut PgConnection, name: &str, now: i64) -> sqlx::Result<()> {
-    sqlx::query(
-        "SELECT pg_notify(wake, token) FROM distlock_waiter
-         WHERE name = $1 AND expires_at_ms > $2 ORDER BY seq LIMIT 1",
-    )
-    .bind(name)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
 /// The live holders and waiters of one name, or of every name with any; with `sessions`,
 /// session-mode locks too.
 pub(super) async fn inspect(
@@ -346,67 +383,5 @@ pub(super) async fn floor_round(pool: &PgPool) -> Result<()> {
         .execute(pool)
         .await
         .map_err(db_error("floor"))?;
-    Ok(())
-}
-
-async fn live_rows(
-    conn: &mut PgConnection,
-    name: &str,
-) -> sqlx::Result<(Vec<HolderRow>, Vec<WaiterRow>)> {
-    let holders = sqlx::query(&format!(
-        "SELECT {HOLDER_COLUMNS} FROM distlock_lease WHERE name = $1 ORDER BY fence"
-    ))
-    .bind(name)
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| holder(row, 0))
-    .collect::<sqlx::Result<_>>()?;
-    let waiters = sqlx::query(&format!(
-        "SELECT {WAITER_COLUMNS} FROM distlock_waiter WHERE name = $1 ORDER BY seq"
-    ))
-    .bind(name)
-    .fetch_all(&mut *conn)
-    .await?
-    .iter()
-    .map(|row| waiter(row, 0))
-    .collect::<sqlx::Result<_>>()?;
-    Ok((holders, waiters))
-}
-
-/// Mints the next fencing token, writes the grant and leaves the queue, in one statement.
-async fn grant(conn: &mut PgConnection, request: &LockRequest, now: i64) -> sqlx::Result<i64> {
-    let insert = sqlx::query(
-        "WITH fence AS (
-           INSERT INTO distlock_fence (name, value) VALUES ($2, 1)
-           ON CONFLICT (name) DO UPDATE SET value = distlock_fence.value + 1 RETURNING value
-         ),
-         dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
-         INSERT INTO distlock_lease
-           (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
-         SELECT $1, $2, $3, $4, $5, $6, fence.value, $7, $8, $9, $10 FROM fence
-         RETURNING fence",
-    );
-    bind_grant_meta(bind_claim(insert, request), request, now)
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get(0)
-}
-
-async fn keep_queued(
-    conn: &mut PgConnection,
-    request: &LockRequest,
-    now: i64,
-    channel: &str,
-) -> sqlx::Result<()> {
-    let insert = sqlx::query(
-        "INSERT INTO distlock_waiter
-           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-         ON CONFLICT (token) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms",
-    );
-    bind_waiter(insert, request, now, channel)
-        .execute(&mut *conn)
-        .await?;
     Ok(())
 }

@@ -118,7 +118,27 @@ impl LeaseDialect for SqliteLeases {
         request: &LockRequest,
         now: i64,
     ) -> sqlx::Result<i64> {
-        grant(conn, request, now).await
+        let fence: i64 = sqlx::query(
+            "INSERT INTO distlock_fence (name, value) VALUES (?1, 1)
+             ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
+        )
+        .bind(&request.name)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?;
+        let insert = sqlx::query(
+            "INSERT INTO distlock_lease
+               (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        );
+        bind_grant_meta(bind_claim(insert, request).bind(fence), request, now)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("DELETE FROM distlock_waiter WHERE token = ?1")
+            .bind(&request.token)
+            .execute(&mut *conn)
+            .await?;
+        Ok(fence)
     }
 
     async fn keep_queued(
@@ -128,16 +148,40 @@ impl LeaseDialect for SqliteLeases {
         now: i64,
         socket: &str,
     ) -> sqlx::Result<()> {
-        keep_queued(conn, request, now, socket).await
+        let insert = sqlx::query(
+            "INSERT INTO distlock_waiter
+               (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (token) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
+        );
+        bind_waiter(insert, request, now, socket)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
     }
 
+    /// The live waiter at the head of `name`'s queue.
     async fn wake_next(
         &self,
         conn: &mut SqliteConnection,
         name: &str,
         now: i64,
     ) -> sqlx::Result<Option<Wake>> {
-        next_waiter(conn, name, now).await
+        let row = sqlx::query(
+            "SELECT token, wake FROM distlock_waiter
+             WHERE name = ?1 AND expires_at_ms > ?2 ORDER BY seq LIMIT 1",
+        )
+        .bind(name)
+        .bind(now)
+        .fetch_optional(&mut *conn)
+        .await?;
+        row.map(|row| {
+            Ok(Wake {
+                token: row.try_get(0)?,
+                address: row.try_get(1)?,
+            })
+        })
+        .transpose()
     }
 
     async fn delete_request(&self, conn: &mut SqliteConnection, token: &str) -> sqlx::Result<u64> {
@@ -253,29 +297,6 @@ pub(super) async fn release(pool: &SqlitePool, name: &str, token: &str) -> Resul
     lease_engine::release(&SqliteLeases, pool, name, token).await
 }
 
-/// The live waiter at the head of `name`'s queue.
-async fn next_waiter(
-    conn: &mut SqliteConnection,
-    name: &str,
-    now: i64,
-) -> sqlx::Result<Option<Wake>> {
-    let row = sqlx::query(
-        "SELECT token, wake FROM distlock_waiter
-         WHERE name = ?1 AND expires_at_ms > ?2 ORDER BY seq LIMIT 1",
-    )
-    .bind(name)
-    .bind(now)
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(|row| {
-        Ok(Wake {
-            token: row.try_get(0)?,
-            address: row.try_get(1)?,
-        })
-    })
-    .transpose()
-}
-
 /// The live holders and waiters of one name, or of every name with any.
 pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec<LockState>> {
     let err = db_error("inspect");
@@ -374,46 +395,4 @@ async fn purge_expired(conn: &mut SqliteConnection, name: &str, now: i64) -> sql
             .await?
             .rows_affected();
     Ok(leases + waiters)
-}
-
-async fn grant(conn: &mut SqliteConnection, request: &LockRequest, now: i64) -> sqlx::Result<i64> {
-    let fence: i64 = sqlx::query(
-        "INSERT INTO distlock_fence (name, value) VALUES (?1, 1)
-         ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
-    )
-    .bind(&request.name)
-    .fetch_one(&mut *conn)
-    .await?
-    .try_get(0)?;
-    let insert = sqlx::query(
-        "INSERT INTO distlock_lease
-           (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    );
-    bind_grant_meta(bind_claim(insert, request).bind(fence), request, now)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query("DELETE FROM distlock_waiter WHERE token = ?1")
-        .bind(&request.token)
-        .execute(&mut *conn)
-        .await?;
-    Ok(fence)
-}
-
-async fn keep_queued(
-    conn: &mut SqliteConnection,
-    request: &LockRequest,
-    now: i64,
-    socket: &str,
-) -> sqlx::Result<()> {
-    let insert = sqlx::query(
-        "INSERT INTO distlock_waiter
-           (token, name, owner, kind, lim, permits, fair, expires_at_ms, host, pid, since_ms, wake)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-         ON CONFLICT (token) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
-    );
-    bind_waiter(insert, request, now, socket)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
 }
