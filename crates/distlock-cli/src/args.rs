@@ -151,11 +151,14 @@ pub struct BenchArgs {
 /// A flavour of tokio runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Runtime {
+    /// Every task on the one thread that runs the runtime.
     CurrentThread,
+    /// Tasks on a pool of worker threads, one per core.
     MultiThread,
 }
 
 impl Runtime {
+    /// The flavour's name, as given on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
             Runtime::CurrentThread => "current-thread",
@@ -163,6 +166,7 @@ impl Runtime {
         }
     }
 
+    /// A runtime of this flavour, with its timers and I/O.
     pub fn build(self) -> std::io::Result<tokio::runtime::Runtime> {
         match self {
             Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread()
@@ -187,4 +191,7 @@ pub struct BenchWorkerArgs {
     pub start_at_ms: u64,
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Duration,
+    /// The async runtime to contend on, as the bench that started this worker.
+    #[arg(long, value_enum, default_value_t = Runtime::MultiThread)]
+    pub runtime: Runtime,
 }

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         .init();
     let flavour = match &cli.command {
         Command::Bench(args) => args.runtime,
+        Command::BenchWorker(args) => args.runtime,
         _ => args::Runtime::MultiThread,
     };
     let runtime = match flavour.build() {

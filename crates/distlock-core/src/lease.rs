@@ -1,5 +1,5 @@
-//! The shared state of one grant: its fencing token, health, safe deadline and hold count,
-//! and the watchdog that keeps it alive.
+//! The shared state of one grant: its fencing token, health, safe deadline and hold count;
+//! its renewal (the client's watchdog decides when) and release.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard};

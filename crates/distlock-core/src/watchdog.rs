@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex as StdMutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::backend::Session;
@@ -30,6 +31,8 @@ pub(crate) struct Schedule {
     next_renew: Instant,
     /// Released: never scheduled again.
     stopped: bool,
+    /// The renewal in flight, aborted when the grant is released.
+    renewal: Option<AbortHandle>,
 }
 
 impl Schedule {
@@ -39,14 +42,17 @@ impl Schedule {
             slot: None,
             next_renew,
             stopped: false,
+            renewal: None,
         }
     }
 }
 
+/// A client's watchdog: its schedule, shared with the task that runs it.
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
 
+/// The schedule, and how to reach the task that runs it.
 struct Shared {
     state: StdMutex<State>,
     /// Wakes the task when a grant is due earlier than it sleeps, or the client is gone.
@@ -55,6 +61,7 @@ struct Shared {
     session: Option<watch::Receiver<Session>>,
 }
 
+/// The grants by when they are due, and the task's whereabouts.
 #[derive(Default)]
 struct State {
     due: BTreeMap<Slot, Weak<LeaseCore>>,
@@ -68,6 +75,7 @@ struct State {
 }
 
 impl Watchdog {
+    /// A watchdog with nothing scheduled, watching `session` (a session backend's channel).
     pub(crate) fn new(session: Option<watch::Receiver<Session>>) -> Self {
         Watchdog {
             shared: Arc::new(Shared {
@@ -82,14 +90,27 @@ impl Watchdog {
     pub(crate) fn start(&self, core: &Arc<LeaseCore>) {
         let at = first_check(core);
         self.shared.schedule(core, at);
+        // A session that ended between reading the grant's status and scheduling it was
+        // seen by the task before the grant was in the schedule: check it now.
+        if core.session.is_some() && core.status().health == Health::Lost {
+            self.shared.schedule(core, Instant::now());
+        }
     }
 
-    /// Takes a grant out of the schedule for good (it is being released).
+    /// Takes a grant out of the schedule for good (it is being released), stopping a
+    /// renewal of it in flight.
     pub(crate) fn stop(&self, core: &LeaseCore) {
-        let mut schedule = core.schedule();
-        schedule.stopped = true;
-        if let Some(slot) = schedule.slot.take() {
-            self.shared.state().due.remove(&slot);
+        let renewal = {
+            let mut schedule = core.schedule();
+            schedule.stopped = true;
+            if let Some(slot) = schedule.slot.take() {
+                self.shared.state().due.remove(&slot);
+            }
+            schedule.renewal.take()
+        };
+        // Aborted with no lock held: the renewal's drop takes the grant's lock.
+        if let Some(renewal) = renewal {
+            renewal.abort();
         }
     }
 }
@@ -109,11 +130,37 @@ impl Shared {
     /// Checks `core` again at `at`, unless it was stopped; wakes the task if that is
     /// earlier than it sleeps, and starts one if none runs.
     fn schedule(self: &Arc<Self>, core: &Arc<LeaseCore>, at: Instant) {
-        let mut schedule = core.schedule();
-        if schedule.stopped {
-            return;
+        let (earlier, start) = {
+            let mut schedule = core.schedule();
+            if schedule.stopped {
+                return;
+            }
+            let mut state = self.state();
+            self.insert(&mut state, &mut schedule, core, at);
+            let earlier = state.sleeping_until.is_none_or(|until| at < until);
+            let runtime = tokio::runtime::Handle::try_current().ok();
+            let start = runtime.filter(|_| !state.running);
+            state.running |= start.is_some();
+            (earlier, start)
+        };
+        // Spawned with no lock held: a runtime that is shutting down drops the task at
+        // once, and its guard then takes the state's lock to say no task runs.
+        if let Some(runtime) = start {
+            runtime.spawn(run(Running(self.clone())));
         }
-        let mut state = self.state();
+        if earlier {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Puts `core` in the schedule at `at`, in place of its entry if it has one.
+    fn insert(
+        &self,
+        state: &mut State,
+        schedule: &mut Schedule,
+        core: &Arc<LeaseCore>,
+        at: Instant,
+    ) {
         if let Some(old) = schedule.slot.take() {
             state.due.remove(&old);
         }
@@ -121,17 +168,17 @@ impl Shared {
         state.next_id += 1;
         state.due.insert(slot, Arc::downgrade(core));
         schedule.slot = Some(slot);
-        let earlier = state.sleeping_until.is_none_or(|until| at < until);
-        if !state.running {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                state.running = true;
-                runtime.spawn(run(self.clone()));
-            }
+    }
+
+    /// Puts a grant whose renewal was dropped unfinished (its runtime ended) back in the
+    /// schedule, due at once, for the next task to take on; starts nothing itself.
+    fn requeue(&self, core: &Arc<LeaseCore>) {
+        let mut schedule = core.schedule();
+        if schedule.stopped {
+            return;
         }
-        drop(state);
-        if earlier {
-            self.wake.notify_one();
-        }
+        let mut state = self.state();
+        self.insert(&mut state, &mut schedule, core, Instant::now());
     }
 
     /// Takes the entries due by `now` out of the schedule; notes until when the task will
@@ -147,10 +194,16 @@ impl Shared {
 
     /// Every scheduled grant that lives by session.
     fn session_grants(&self) -> Vec<Arc<LeaseCore>> {
-        self.state()
+        let scheduled: Vec<Arc<LeaseCore>> = self
+            .state()
             .due
             .values()
             .filter_map(Weak::upgrade)
+            .collect();
+        // Filtered with the lock let go: dropping the last hold of a grant can drop the
+        // client, whose watchdog then takes the lock.
+        scheduled
+            .into_iter()
             .filter(|core| core.session.is_some())
             .collect()
     }
@@ -168,9 +221,9 @@ impl Drop for Running {
 }
 
 /// The task: checks each grant when it is due, and every session grant when the session
-/// changes; ends when the client is gone.
-async fn run(shared: Arc<Shared>) {
-    let running = Running(shared.clone());
+/// changes; ends when the client is gone. `running` is made before the task is spawned, so
+/// a task dropped before it ever ran still says so.
+async fn run(running: Running) {
     let shared = &running.0;
     let mut session = shared.session.clone();
     loop {
@@ -266,19 +319,54 @@ fn check(shared: &Arc<Shared>, core: &Arc<LeaseCore>, now: Instant) {
     }
     match renews_at(core) {
         Some(renew) if now >= renew => {
-            tokio::spawn(renew_and_reschedule(shared.clone(), core.clone()));
+            // Spawned with no lock held (a renewal dropped at once takes the grant's lock);
+            // one whose grant was released meanwhile is stopped again.
+            let renewal = tokio::spawn(renew_and_reschedule(Renewing {
+                shared: shared.clone(),
+                core: core.clone(),
+                done: false,
+            }))
+            .abort_handle();
+            let mut schedule = core.schedule();
+            match schedule.stopped {
+                true => {
+                    drop(schedule);
+                    renewal.abort();
+                }
+                false => schedule.renewal = Some(renewal),
+            }
         }
         Some(renew) => shared.schedule(core, renew.min(status.safe_until)),
         None => shared.schedule(core, status.safe_until),
     }
 }
 
+/// A renewal in flight. Dropped unfinished (its runtime ended), it puts the grant back in
+/// the schedule, so that the next task renews it.
+struct Renewing {
+    shared: Arc<Shared>,
+    core: Arc<LeaseCore>,
+    done: bool,
+}
+
+impl Drop for Renewing {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.requeue(&self.core);
+        }
+    }
+}
+
 /// Renews a due lease, then schedules its next renewal: a period on after success, a
 /// quarter period after a failure (it is at risk); none once it is gone.
-async fn renew_and_reschedule(shared: Arc<Shared>, core: Arc<LeaseCore>) {
+async fn renew_and_reschedule(mut renewing: Renewing) {
+    let core = renewing.core.clone();
     let every = core.plan.every;
     let started = Instant::now();
-    let next_renew = match core.renew_once(Some(every)).await {
+    let renewed = core.renew_once(Some(every)).await;
+    renewing.done = true;
+    core.schedule().renewal = None;
+    let next_renew = match renewed {
         Ok(()) => core.client.renewals.align(started + every, every),
         Err(err) if err.kind() == ErrorKind::NotHeld || err.kind() == ErrorKind::LockLost => {
             return;
@@ -287,15 +375,15 @@ async fn renew_and_reschedule(shared: Arc<Shared>, core: Arc<LeaseCore>) {
     };
     core.schedule().next_renew = next_renew;
     let safe_until = core.status().safe_until;
-    shared.schedule(&core, next_renew.min(safe_until));
+    renewing.shared.schedule(&core, next_renew.min(safe_until));
 }
 
 impl LeaseCore {
     /// Notes that the schedule entry `slot` was taken out to be checked; false if it was no
-    /// longer the grant's entry (the grant was rescheduled or stopped meanwhile).
+    /// longer the grant's entry (the grant was rescheduled meanwhile) or it was released.
     fn fired(&self, slot: Slot) -> bool {
         let mut schedule = self.schedule();
-        if schedule.slot != Some(slot) {
+        if schedule.slot != Some(slot) || schedule.stopped {
             return false;
         }
         schedule.slot = None;

@@ -119,6 +119,27 @@ async fn held_locks_are_kept_by_one_watchdog_task_not_a_task_each() {
     }
 }
 
+#[test]
+fn a_watchdog_task_dropped_before_it_ran_is_started_again() {
+    let client = Client::with_backend(Arc::new(MemoryBackend::new()));
+    let first = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The acquire ends within one poll, so the runtime goes before its watchdog task ran.
+    let guard = first.block_on(client.mutex("first").lock()).unwrap();
+    drop(guard);
+    drop(first);
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let short = LockOptions::new().ttl(Duration::from_millis(150));
+        let guard = client.mutex("second").lock_with(&short).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(guard.health(), Health::Held, "renewed past its ttl");
+        guard.release().await.unwrap();
+    });
+}
+
 #[tokio::test]
 async fn passwords_never_appear_in_errors() {
     use rand::Rng;

@@ -447,9 +447,6 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// The connection every operation on lock `name` goes through (but batched renewals),
-    /// so that they reach the server in the order they were made: a cancellation after
-    /// the poll it cancels.
     /// A grant the acquire script made: gives up the ticket's wake-up slot, if it had one,
     /// and waits for the replicas, where the client asks for them.
     async fn granted(&self, ticket: &Ticket, fence: i64) -> Result<PollOutcome> {
@@ -462,6 +459,9 @@ impl RedisBackend {
         Ok(PollOutcome::granted(fence as u64))
     }
 
+    /// The connection every operation on lock `name` goes through (but batched renewals),
+    /// so that they reach the server in the order they were made: a cancellation after
+    /// the poll it cancels.
     fn conn_for(&self, name: &str) -> Conn {
         let index = match self.commands.len() {
             1 => 0,
@@ -718,6 +718,8 @@ impl Backend for RedisBackend {
     }
 
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
+        // Waiting makes a wake-up slot, which the grant must give up.
+        ticket.state_or_default::<Queued>();
         self.wakers.wait(ticket, backstop).await;
         Ok(())
     }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::args::{BenchArgs, BenchWorkerArgs};
+use crate::args::{BenchArgs, BenchWorkerArgs, Runtime};
 use crate::location::lock_url;
 use crate::progress;
 use stats::{Samples, ratio};
@@ -34,9 +34,10 @@ pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
     on_worker(run_bench(url.clone(), args)).await
 }
 
-/// Runs `job` as a task on the runtime's worker threads, where a service's own tasks take
-/// their locks, rather than on the thread blocked on the runtime: there every answer would
-/// cost a wake-up of another thread, in the floor and the lock figures alike.
+/// Runs `job` as a task of the runtime, where a service's own tasks take their locks: on a
+/// multi-thread runtime, on its worker threads rather than on the thread blocked on the
+/// runtime, where every answer would cost a wake-up of another thread, in the floor and the
+/// lock figures alike.
 async fn on_worker<F>(job: F) -> Result<u8>
 where
     F: std::future::Future<Output = Result<u8>> + Send + 'static,
@@ -106,7 +107,7 @@ async fn one_run(
     bar.inc(1);
     bar.set_message("contended");
     let acquisitions = if args.processes {
-        contend_in_processes(url, args.clients, args.duration).await?
+        contend_in_processes(url, args.clients, args.duration, args.runtime).await?
     } else {
         contend_in_tasks(client, args.clients, args.duration).await?
     };
@@ -130,11 +131,11 @@ async fn one_run(
     // Both loops ran in turns for the phase: each one's rate is over its own time.
     let cycle_p50 = cycles.percentile(50.0);
     let mut uncontended_json = json!({
-        "cycles_per_s": 1e6 / cycles.mean_us(),
+        "cycles_per_s": ratio(1e6, cycles.mean_us()),
         "p50_us": cycle_p50,
         "p99_us": cycles.percentile(99.0),
         "p50_vs_floor_p50": ratio(cycle_p50, floor_p50),
-        "cycles_vs_floor_ops": ratio(1e6 / cycles.mean_us(), floor_ops),
+        "cycles_vs_floor_ops": ratio(ratio(1e6, cycles.mean_us()), floor_ops),
     });
     if let (Some(minimal), Some(op), serde_json::Value::Object(map)) = (
         &uncontended.minimal,
@@ -385,6 +386,7 @@ async fn contend_in_processes(
     url: &str,
     clients: u32,
     duration: Duration,
+    runtime: Runtime,
 ) -> Result<Vec<Acquisition>> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::invalid(format!("cannot find the distlock binary: {e}")))?;
@@ -401,6 +403,7 @@ async fn contend_in_processes(
             .args(["--lock-url", url, "--name", &name])
             .args(["--client", &client.to_string()])
             .args(["--start-at-ms", &start_at_ms.to_string()])
+            .args(["--runtime", runtime.as_str()])
             .args([
                 "--duration",
                 &humantime::format_duration(duration).to_string(),

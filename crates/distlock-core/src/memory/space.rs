@@ -275,10 +275,9 @@ impl Space {
                 Err(err) => return (Err(err), None),
                 Ok(true) => {
                     state.fencing = fencing.mint();
-                    if queued_seq.is_some() {
-                        state.queue.retain(|e| e.request.token != request.token);
-                    }
                     if registered {
+                        // Its entry, of this session or an earlier one, goes with it.
+                        state.queue.retain(|e| e.request.token != request.token);
                         self.wakers.forget(&request.token);
                     }
                     let mut held = request.clone();
@@ -292,6 +291,10 @@ impl Space {
             }
             let mut queued = None;
             if request.wait {
+                // An entry left from an earlier session is replaced by one of this session.
+                state
+                    .queue
+                    .retain(|e| e.request.token != request.token || e.session == session);
                 match state
                     .queue
                     .iter_mut()

@@ -37,8 +37,6 @@ const SCHEMA_TABLES: [&str; 6] = [
     "distlock_name",
 ];
 
-/// Who to wake after a change: the request token at the head of a queue and its client's
-/// wake-up channel.
 /// Creates the tables if they are missing (one client at a time, under a named lock), and
 /// forgets the session-mode waiters of connections that are gone.
 pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {

@@ -27,9 +27,10 @@ pub async fn cancelled_acquire_leaves_nothing(target: &Target) {
         waiting.is_err(),
         "the waiter was still waiting when dropped"
     );
-    // Well within the shortest waiter lease of any backend (3 s, the SQL stores'), so an
-    // entry that merely lapsed cannot pass for a cancelled one.
-    let cleaned = eventually(Duration::from_millis(1000), || async {
+    // Shorter than any entry takes to lapse after its waiter went (2 s at the least: the
+    // SQL stores' 3 s waiter lease, refreshed every second), so a lapsed entry cannot pass
+    // for a cancelled one.
+    let cleaned = eventually(Duration::from_millis(1500), || async {
         a.status(Some(&name)).await.unwrap()[0].waiters.is_empty()
     })
     .await;
