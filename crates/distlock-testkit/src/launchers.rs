@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::server::{LaunchError, Ready, Server, ServerSpec};
+use crate::server::{LaunchError, Ready, Server, ServerSpec, free_port};
 
 /// A fresh `redis-server` on a free loopback port in a temporary directory, keeping
 /// nothing on disk.
@@ -432,8 +432,20 @@ pub fn redis_cluster(primaries: usize, replicas: usize) -> Result<RedisCluster, 
         "--cluster-node-timeout",
         "1000",
     ];
+    // The cluster bus gets a free port of its own: by default it is the node's port plus
+    // 10000, which nobody checked was free.
     let nodes = (0..primaries * (1 + replicas))
-        .map(|_| redis_server_with(&settings))
+        .map(|_| {
+            let bus = free_port()
+                .map_err(|e| failed(format!("no free port: {e}")))?
+                .to_string();
+            let with_bus: Vec<&str> = settings
+                .iter()
+                .copied()
+                .chain(["--cluster-port", &bus])
+                .collect();
+            redis_server_with(&with_bus)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut create = vec!["--cluster".to_owned(), "create".to_owned()];
     create.extend(nodes.iter().map(|n| n.addr().to_string()));
