@@ -3,8 +3,9 @@
 //! passes or its session ends, and releases a session grant at its hold limit. Taking a
 //! lock thus spawns nothing: it puts the grant in a schedule, and its release takes it out.
 //!
-//! The task runs on the runtime of the grant that started it. When that runtime ends, the
-//! next grant starts a new task on its own runtime, which takes over the schedule.
+//! The task runs on the runtime of the grant that started it. When that runtime ends, a new
+//! task takes over the schedule on the runtime of a grant still scheduled, or, failing that,
+//! on the runtime of the next grant.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard, Weak};
@@ -17,6 +18,9 @@ use tokio::time::Instant;
 use crate::backend::Session;
 use crate::error::ErrorKind;
 use crate::lease::{Health, LeaseCore};
+
+/// How many runtimes a task is tried on when the one that ran it ended.
+const REVIVE_TRIES: usize = 8;
 
 /// Where a grant sits in the schedule: when it is due, and a number that makes the key
 /// unique.
@@ -31,6 +35,8 @@ pub(crate) struct Schedule {
     next_renew: Instant,
     /// Released: never scheduled again.
     stopped: bool,
+    /// The runtime the grant was made on, where a task may be started again.
+    runtime: Option<tokio::runtime::Handle>,
     /// The renewal in flight, aborted when the grant is released.
     renewal: Option<AbortHandle>,
 }
@@ -42,6 +48,7 @@ impl Schedule {
             slot: None,
             next_renew,
             stopped: false,
+            runtime: tokio::runtime::Handle::try_current().ok(),
             renewal: None,
         }
     }
@@ -72,6 +79,8 @@ struct State {
     sleeping_until: Option<Instant>,
     /// The client is gone.
     closed: bool,
+    /// A task is being started again (see [`Shared::revive`]).
+    reviving: bool,
 }
 
 impl Watchdog {
@@ -172,13 +181,46 @@ impl Shared {
 
     /// Puts a grant whose renewal was dropped unfinished (its runtime ended) back in the
     /// schedule, due at once, for the next task to take on; starts nothing itself.
-    fn requeue(&self, core: &Arc<LeaseCore>) {
-        let mut schedule = core.schedule();
-        if schedule.stopped {
-            return;
+    fn requeue(self: &Arc<Self>, core: &Arc<LeaseCore>) {
+        {
+            let mut schedule = core.schedule();
+            if schedule.stopped {
+                return;
+            }
+            let mut state = self.state();
+            self.insert(&mut state, &mut schedule, core, Instant::now());
         }
-        let mut state = self.state();
-        self.insert(&mut state, &mut schedule, core, Instant::now());
+        self.revive();
+    }
+
+    /// Starts a task again when none runs but grants are scheduled (the task went with its
+    /// runtime): on the runtime of a scheduled grant, trying the next one's where a runtime
+    /// has ended too (it drops the task at once, which says so), a few at most.
+    fn revive(self: &Arc<Self>) {
+        let runtimes: Vec<tokio::runtime::Handle> = {
+            let mut state = self.state();
+            if state.running || state.reviving || state.closed || state.due.is_empty() {
+                return;
+            }
+            state.reviving = true;
+            state
+                .due
+                .values()
+                .take(REVIVE_TRIES)
+                .filter_map(Weak::upgrade)
+                .collect::<Vec<_>>()
+        }
+        .iter()
+        .filter_map(|core| core.schedule().runtime.clone())
+        .collect();
+        for runtime in runtimes {
+            self.state().running = true;
+            runtime.spawn(run(Running(self.clone())));
+            if self.state().running {
+                break;
+            }
+        }
+        self.state().reviving = false;
     }
 
     /// Takes the entries due by `now` out of the schedule; notes until when the task will
@@ -214,9 +256,12 @@ struct Running(Arc<Shared>);
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let mut state = self.0.state();
-        state.running = false;
-        state.sleeping_until = None;
+        {
+            let mut state = self.0.state();
+            state.running = false;
+            state.sleeping_until = None;
+        }
+        self.0.revive();
     }
 }
 

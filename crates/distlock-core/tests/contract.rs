@@ -140,6 +140,30 @@ fn a_watchdog_task_dropped_before_it_ran_is_started_again() {
     });
 }
 
+#[test]
+fn grants_on_a_live_runtime_stay_renewed_when_the_watchdogs_runtime_ends() {
+    let client = Client::with_backend(Arc::new(MemoryBackend::new()));
+    let short = LockOptions::new().ttl(Duration::from_millis(150));
+    let first = tokio::runtime::Runtime::new().unwrap();
+    // The first grant starts the watchdog task on the first runtime.
+    let on_first = first.block_on(async {
+        let guard = client.mutex("on-first").lock_with(&short).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        guard
+    });
+    let second = tokio::runtime::Runtime::new().unwrap();
+    let on_second = second
+        .block_on(client.mutex("on-second").lock_with(&short))
+        .unwrap();
+    first.block_on(on_first.release()).unwrap();
+    drop(first);
+    second.block_on(async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(on_second.health(), Health::Held, "renewed past its ttl");
+        on_second.release().await.unwrap();
+    });
+}
+
 #[tokio::test]
 async fn passwords_never_appear_in_errors() {
     use rand::Rng;
