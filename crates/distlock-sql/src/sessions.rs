@@ -9,10 +9,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, PollOutcome, async_trait};
+use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, PollOutcome, Ticket, async_trait};
 use distlock_core::{Error, ErrorKind, Result};
 
-use crate::tasks::{detached, outcomes};
+use crate::tasks::{SqlTicket, detached, outcomes};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -111,13 +111,13 @@ struct Session<C> {
 }
 
 /// A lock held by a session.
-struct Held<D: SessionDialect> {
+pub(crate) struct Held<D: SessionDialect> {
     session: tokio::sync::Mutex<Option<Session<D::Conn>>>,
     key: D::Key,
 }
 
 /// A request waiting in the server's lock queue, on a task of its own.
-struct Waiting<D: SessionDialect> {
+pub(crate) struct Waiting<D: SessionDialect> {
     conn_id: i64,
     key: D::Key,
     done: watch::Receiver<bool>,
@@ -130,16 +130,35 @@ struct Waited<C> {
     fence: sqlx::Result<WaitEnd>,
 }
 
-enum Slot<D: SessionDialect> {
+pub(crate) enum Slot<D: SessionDialect> {
     Waiting(Waiting<D>),
     Held(Arc<Held<D>>),
+}
+
+/// Where a session-mode request keeps its wait, then its lock: in its ticket's state, and
+/// its grant's once granted, so no table keyed by token is needed.
+pub(crate) type SlotCell<D> = Arc<Mutex<Option<Slot<D>>>>;
+
+/// The slot `ticket` keeps in its state, made at first use.
+pub(crate) fn ticket_slot<D: SessionDialect>(ticket: &mut Ticket) -> SlotCell<D> {
+    let state = ticket.state_or_default::<SqlTicket>();
+    if let Some(cell) = slot_in::<D>(Some(state)) {
+        return cell;
+    }
+    let cell: SlotCell<D> = Arc::default();
+    state.session = Some(cell.clone());
+    cell
+}
+
+/// The slot kept in a ticket's or grant's state, if it has one.
+pub(crate) fn slot_in<D: SessionDialect>(state: Option<&SqlTicket>) -> Option<SlotCell<D>> {
+    state?.session.clone()?.downcast().ok()
 }
 
 /// The session-mode locks of one client.
 pub(crate) struct Sessions<D: SessionDialect> {
     dialect: D,
     idle: Mutex<Vec<Session<D::Conn>>>,
-    slots: Mutex<HashMap<String, Slot<D>>>,
     collisions: Mutex<BTreeSet<(String, String)>>,
 }
 
@@ -148,7 +167,6 @@ impl<D: SessionDialect> Sessions<D> {
         Sessions {
             dialect,
             idle: Mutex::default(),
-            slots: Mutex::default(),
             collisions: Mutex::default(),
         }
     }
@@ -160,19 +178,18 @@ impl<D: SessionDialect> Sessions<D> {
         locked(&self.collisions).iter().cloned().collect()
     }
 
-    /// Whether `token` names a session lock (held or waiting).
-    pub(crate) fn knows(&self, token: &str) -> bool {
-        locked(&self.slots).contains_key(token)
-    }
-
     /// One poll of a session-mode request: the outcome of its wait if it is waiting, or a
     /// try of the lock, which starts a wait when the request waits and the lock is taken.
-    pub(crate) async fn poll(self: &Arc<Self>, request: &LockRequest) -> Result<PollOutcome> {
+    pub(crate) async fn poll(
+        self: &Arc<Self>,
+        request: &LockRequest,
+        cell: &SlotCell<D>,
+    ) -> Result<PollOutcome> {
         let waited = {
-            let mut slots = locked(&self.slots);
-            match slots.get(&request.token) {
+            let mut slot = locked(cell);
+            match slot.as_ref() {
                 Some(Slot::Waiting(w)) if !*w.done.borrow() => return Ok(pending()),
-                Some(Slot::Waiting(_)) => match slots.remove(&request.token) {
+                Some(Slot::Waiting(_)) => match slot.take() {
                     Some(Slot::Waiting(w)) => Some(w),
                     _ => None,
                 },
@@ -187,16 +204,21 @@ impl<D: SessionDialect> Sessions<D> {
             }
         };
         match waited {
-            Some(waiting) => self.finish_wait(request, waiting).await,
-            None => self.try_lock(request).await,
+            Some(waiting) => self.finish_wait(request, waiting, cell).await,
+            None => self.try_lock(request, cell).await,
         }
     }
 
-    async fn finish_wait(&self, request: &LockRequest, waiting: Waiting<D>) -> Result<PollOutcome> {
+    async fn finish_wait(
+        &self,
+        request: &LockRequest,
+        waiting: Waiting<D>,
+        cell: &SlotCell<D>,
+    ) -> Result<PollOutcome> {
         let waited = waiting.task.await.map_err(task_failed::<D>)?;
         match waited.fence {
             Ok(Ok(fence)) => {
-                self.hold(request, waiting.key, waited.session);
+                hold(cell, waiting.key, waited.session);
                 Ok(granted(fence))
             }
             Ok(Err(other)) => {
@@ -210,7 +232,11 @@ impl<D: SessionDialect> Sessions<D> {
         }
     }
 
-    async fn try_lock(self: &Arc<Self>, request: &LockRequest) -> Result<PollOutcome> {
+    async fn try_lock(
+        self: &Arc<Self>,
+        request: &LockRequest,
+        cell: &SlotCell<D>,
+    ) -> Result<PollOutcome> {
         let key = self.dialect.key(request);
         loop {
             let (mut session, reused) = self.checkout().await?;
@@ -241,11 +267,11 @@ impl<D: SessionDialect> Sessions<D> {
             }
             return Ok(match tried.fence {
                 Some(fence) => {
-                    self.hold(request, key, session);
+                    hold(cell, key, session);
                     granted(fence)
                 }
                 None if request.wait => {
-                    self.start_wait(request, key, session);
+                    self.start_wait(request, key, session, cell);
                     pending()
                 }
                 None => {
@@ -261,11 +287,11 @@ impl<D: SessionDialect> Sessions<D> {
         request: &LockRequest,
         key: D::Key,
         mut session: Session<D::Conn>,
+        cell: &SlotCell<D>,
     ) {
         let (done, receiver) = watch::channel(false);
         let conn_id = session.conn_id;
         let (this, request, wait_key) = (self.clone(), request.clone(), key.clone());
-        let token = request.token.clone();
         let task = tokio::spawn(async move {
             let fence = this
                 .dialect
@@ -274,28 +300,17 @@ impl<D: SessionDialect> Sessions<D> {
             let _ = done.send(true);
             Waited { session, fence }
         });
-        locked(&self.slots).insert(
-            token,
-            Slot::Waiting(Waiting {
-                conn_id,
-                key,
-                done: receiver,
-                task,
-            }),
-        );
-    }
-
-    fn hold(&self, request: &LockRequest, key: D::Key, session: Session<D::Conn>) {
-        let held = Held {
-            session: tokio::sync::Mutex::new(Some(session)),
+        *locked(cell) = Some(Slot::Waiting(Waiting {
+            conn_id,
             key,
-        };
-        locked(&self.slots).insert(request.token.clone(), Slot::Held(Arc::new(held)));
+            done: receiver,
+            task,
+        }));
     }
 
     /// Waits until the request's wait ended or `backstop` passed.
-    pub(crate) async fn wait_for_change(&self, token: &str, backstop: Option<Duration>) {
-        let mut done = match locked(&self.slots).get(token) {
+    pub(crate) async fn wait_for_change(&self, cell: &SlotCell<D>, backstop: Option<Duration>) {
+        let mut done = match locked(cell).as_ref() {
             Some(Slot::Waiting(w)) => w.done.clone(),
             _ => return,
         };
@@ -311,8 +326,8 @@ impl<D: SessionDialect> Sessions<D> {
 
     /// Withdraws a request: stops its wait (asking the server, or closing the connection
     /// if the server does not answer in time), or releases what it got.
-    pub(crate) async fn cancel(&self, token: &str) -> Result<()> {
-        let slot = locked(&self.slots).remove(token);
+    pub(crate) async fn cancel(&self, cell: &SlotCell<D>, token: &str) -> Result<()> {
+        let slot = locked(cell).take();
         match slot {
             None => Ok(()),
             Some(Slot::Held(held)) => self.unlock(&held).await.map(drop),
@@ -357,8 +372,8 @@ impl<D: SessionDialect> Sessions<D> {
 
     /// Renews a held lock on its own connection; `false` if the session is gone (which
     /// means the server released the lock) or no longer holds it.
-    pub(crate) async fn renew(&self, token: &str, ttl: Duration) -> Result<bool> {
-        let held = match locked(&self.slots).get(token) {
+    pub(crate) async fn renew(&self, cell: &SlotCell<D>, ttl: Duration) -> Result<bool> {
+        let held = match locked(cell).as_ref() {
             Some(Slot::Held(held)) => held.clone(),
             _ => return Ok(false),
         };
@@ -379,14 +394,16 @@ impl<D: SessionDialect> Sessions<D> {
     }
 
     /// Releases a held lock; `false` if its session was already gone.
-    pub(crate) async fn release(&self, token: &str) -> Result<bool> {
-        let held = match locked(&self.slots).remove(token) {
-            Some(Slot::Held(held)) => held,
-            Some(other) => {
-                locked(&self.slots).insert(token.to_owned(), other);
-                return Ok(false);
+    pub(crate) async fn release(&self, cell: &SlotCell<D>) -> Result<bool> {
+        let held = {
+            let mut slot = locked(cell);
+            match slot.take() {
+                Some(Slot::Held(held)) => held,
+                other => {
+                    *slot = other;
+                    return Ok(false);
+                }
             }
-            None => return Ok(false),
         };
         self.unlock(&held).await
     }
@@ -444,18 +461,6 @@ impl<D: SessionDialect> Sessions<D> {
     }
 }
 
-impl<D: SessionDialect> Drop for Sessions<D> {
-    /// Stops every wait of a client that goes away (held locks are released by their
-    /// connections closing).
-    fn drop(&mut self) {
-        for slot in locked(&self.slots).values() {
-            if let Slot::Waiting(waiting) = slot {
-                waiting.task.abort();
-            }
-        }
-    }
-}
-
 /// Renews `leases` for a backend that keeps some locks on session connections and the
 /// rest as lease rows: those `sessions` holds are checked on their own connections, the
 /// others renewed by one call of `renew_rows` (with their tokens, answering in order). The
@@ -472,7 +477,7 @@ where
     F: FnOnce(Vec<String>) -> Fut,
     Fut: Future<Output = Result<Vec<bool>>> + Send + 'static,
 {
-    let held = |l: &&Grant| sessions.is_some_and(|s| s.knows(&l.token));
+    let held = |l: &&Grant| sessions.is_some() && slot_in::<D>(l.state()).is_some();
     let (on_sessions, rows): (Vec<&Grant>, Vec<&Grant>) = leases.iter().partition(held);
     let mut renewed: HashMap<String, bool> = HashMap::new();
     if !rows.is_empty() {
@@ -481,12 +486,16 @@ where
         renewed.extend(tokens.into_iter().zip(done));
     }
     if let Some(store) = sessions.filter(|_| !on_sessions.is_empty()).cloned() {
-        let tokens: Vec<String> = on_sessions.iter().map(|l| l.token.clone()).collect();
+        let slots: Vec<(String, SlotCell<D>)> = on_sessions
+            .iter()
+            .filter_map(|l| Some((l.token.clone(), slot_in::<D>(l.state())?)))
+            .collect();
         let done = detached(D::BACKEND, async move {
-            let checks = tokens.iter().map(|token| store.renew(token, ttl));
+            let checks = slots.iter().map(|(_, slot)| store.renew(slot, ttl));
             let done = futures_util::future::join_all(checks).await;
-            tokens
-                .into_iter()
+            slots
+                .iter()
+                .map(|(token, _)| token.clone())
                 .zip(done)
                 .map(|(token, done)| Ok((token, done?)))
                 .collect::<Result<Vec<_>>>()
@@ -500,6 +509,15 @@ where
             .map(|l| renewed.get(&l.token).copied().unwrap_or(false))
             .collect(),
     ))
+}
+
+/// Keeps `session`, which holds `key`, as the lock of the request whose slot is `cell`.
+fn hold<D: SessionDialect>(cell: &SlotCell<D>, key: D::Key, session: Session<D::Conn>) {
+    let held = Held {
+        session: tokio::sync::Mutex::new(Some(session)),
+        key,
+    };
+    *locked(cell) = Some(Slot::Held(Arc::new(held)));
 }
 
 /// The error for a name used as two kinds at once: `other` is what already holds it.

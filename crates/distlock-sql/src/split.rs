@@ -10,7 +10,7 @@ use distlock_core::Result;
 use distlock_core::backend::Ticket;
 use distlock_core::backend::{Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome};
 
-use crate::sessions::{SessionDialect, Sessions};
+use crate::sessions::{SessionDialect, Sessions, slot_in, ticket_slot};
 use crate::tasks::{detached, outcome, poll_detached, settled};
 
 /// Session locks for the kinds `D` holds in sessions (in session mode), leases for the rest,
@@ -56,11 +56,10 @@ impl<D: SessionDialect> Split<D> {
     pub(crate) async fn poll_session(&self, ticket: &mut Ticket) -> Option<Result<PollOutcome>> {
         let sessions = self.session_for(&ticket.request)?.clone();
         let request = ticket.request.clone();
-        let polled = poll_detached(
-            ticket,
-            D::BACKEND,
-            async move { sessions.poll(&request).await },
-        )
+        let slot = ticket_slot::<D>(ticket);
+        let polled = poll_detached(ticket, D::BACKEND, async move {
+            sessions.poll(&request, &slot).await
+        })
         .await;
         Some(polled)
     }
@@ -70,9 +69,9 @@ impl<D: SessionDialect> Split<D> {
     pub(crate) async fn wait_for_change(&self, ticket: &Ticket, backstop: Option<Duration>) {
         match self.session_for(&ticket.request) {
             Some(sessions) => {
-                sessions
-                    .wait_for_change(&ticket.request.token, backstop)
-                    .await
+                if let Some(slot) = slot_in::<D>(ticket.state()) {
+                    sessions.wait_for_change(&slot, backstop).await;
+                }
             }
             None => self.wakers.wait(ticket, backstop).await,
         }
@@ -85,18 +84,24 @@ impl<D: SessionDialect> Split<D> {
         self.wakers.forget(&token);
         settled(ticket).await;
         let sessions = self.session_for(&ticket.request)?.clone();
-        Some(detached(D::BACKEND, async move { sessions.cancel(&token).await }).await)
+        let Some(slot) = slot_in::<D>(ticket.state()) else {
+            // Never polled: nothing was asked of the server.
+            return Some(Ok(()));
+        };
+        Some(
+            detached(
+                D::BACKEND,
+                async move { sessions.cancel(&slot, &token).await },
+            )
+            .await,
+        )
     }
 
     /// Releases a session lock (`Some`), or leaves a lease to the caller (`None`).
     pub(crate) async fn release_session(&self, lease: &Grant) -> Option<Result<LeaseOutcome>> {
-        let sessions = self
-            .sessions
-            .as_ref()
-            .filter(|s| s.knows(&lease.token))?
-            .clone();
-        let token = lease.token.clone();
-        let released = detached(D::BACKEND, async move { sessions.release(&token).await }).await;
+        let sessions = self.sessions.as_ref()?.clone();
+        let slot = slot_in::<D>(lease.state())?;
+        let released = detached(D::BACKEND, async move { sessions.release(&slot).await }).await;
         Some(released.map(outcome))
     }
 }

@@ -59,9 +59,9 @@ pub(crate) fn outcome(done: bool) -> LeaseOutcome {
     }
 }
 
-/// What an SQL backend's ticket remembers: the poll of it still running detached, and when
-/// its queue row was last written.
-#[derive(Debug, Default)]
+/// What an SQL backend's ticket remembers: the poll of it still running detached, when its
+/// queue row was last written, and a session-mode request's connection. Its grant keeps it.
+#[derive(Default)]
 pub(crate) struct SqlTicket {
     /// Resolves once the ticket's last poll, left running on its own task by an acquire
     /// dropped halfway (see [`detached`]), has ended.
@@ -70,6 +70,9 @@ pub(crate) struct SqlTicket {
     /// the stores that look read-only first (SQLite, MySQL) need it.
     #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
     pub(crate) queued_at: Option<tokio::time::Instant>,
+    /// A session-mode request's wait, then its lock (a `sessions::SlotCell`).
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    pub(crate) session: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Runs `work`, a poll of `ticket`, detached, and records it in the ticket until it ends,
