@@ -499,10 +499,16 @@ impl Server {
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let tree = process_tree(child.id());
-            for pid in tree {
+            for &pid in &tree {
                 send(pid, Signal::Kill);
             }
             let _ = child.wait();
+            // The server's own children are reaped by someone else: wait (bounded) until
+            // they have exited too, or a restart finds their shared memory still attached.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while tree.iter().any(|&pid| running(pid)) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
 
@@ -578,6 +584,15 @@ fn tail_lines(text: &str, n: usize) -> String {
 
 /// `pid` and every process descended from it (a server that forks a process per
 /// connection, like PostgreSQL, is paused or killed as a whole), read from `/proc`.
+/// Whether process `pid` exists and has not exited (a zombie has).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
 fn process_tree(pid: u32) -> Vec<u32> {
     let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
         .into_iter()
