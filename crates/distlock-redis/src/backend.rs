@@ -57,9 +57,8 @@ pub struct RedisBackend {
     server: String,
 }
 
-/// What a Redis ticket remembers once its waiting request went to the full script (which
-/// may queue it): that it has a wake-up slot to give up, and whether it has queued itself,
-/// so its polls go to the full script (the fast path serves only requests nobody queued).
+/// What a Redis ticket remembers: whether its waiting request has queued itself, so its
+/// polls go to the full script (the fast path serves only requests nobody queued).
 #[derive(Default)]
 struct Queued(bool);
 
@@ -447,12 +446,12 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// A grant the acquire script made: gives up the ticket's wake-up slot, if it had one,
-    /// and waits for the replicas, where the client asks for them.
+    /// A grant the acquire script made: gives up the ticket's wake-up slot (registered
+    /// before the full script, or made by a wait after a failed poll; one map removal, where
+    /// tracking which would cost as much), and waits for the replicas, where the client asks
+    /// for them.
     async fn granted(&self, ticket: &Ticket, fence: i64) -> Result<PollOutcome> {
-        if ticket.state::<Queued>().is_some() {
-            self.wakers.forget(&ticket.request.token);
-        }
+        self.wakers.forget(&ticket.request.token);
         if let Some(acknowledged) = &self.acknowledged {
             self.await_replicas(acknowledged, ticket).await?;
         }
@@ -682,7 +681,6 @@ impl Backend for RedisBackend {
         // hand-off can miss it. A grant on the fast path needs none.
         if ticket.request.wait {
             self.wakers.register(ticket);
-            ticket.state_or_default::<Queued>();
         }
         let request = &ticket.request;
         let mut full = Call::new(&SCRIPTS.acquire, self.keys(&request.name)?, &Key::ALL);
@@ -718,8 +716,6 @@ impl Backend for RedisBackend {
     }
 
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
-        // Waiting makes a wake-up slot, which the grant must give up.
-        ticket.state_or_default::<Queued>();
         self.wakers.wait(ticket, backstop).await;
         Ok(())
     }
