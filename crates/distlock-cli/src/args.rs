@@ -124,7 +124,7 @@ pub struct DemoWorkerArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Clients contending on one name (and tasks over distinct names).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub clients: u32,
     /// Run the contending clients as separate OS processes.
     #[arg(long)]

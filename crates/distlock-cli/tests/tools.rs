@@ -127,3 +127,35 @@ fn bench_reports_every_figure_beside_the_floor() {
     check_bench(&report, true);
     assert_eq!(report["backend"], "sqlite");
 }
+
+#[test]
+fn bench_refuses_what_it_cannot_measure_with_a_usage_code() {
+    let state = tempfile::tempdir().unwrap();
+    let bench = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("DISTLOCK_URL")
+            .args(["--url", "memory://", "bench"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("distlock runs")
+    };
+    for (extra, code, said) in [
+        (
+            &["--duration", "300000000000y"][..],
+            64,
+            "--duration must be",
+        ),
+        (&["--duration", "1ns"][..], 64, "--duration must be"),
+        (&["--processes", "--clients", "5000"][..], 64, "at most 256"),
+        (&["--clients", "0"][..], 2, "--clients"),
+        (&["--runtime", "fibers"][..], 2, "--runtime"),
+    ] {
+        let out = bench(extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{extra:?}: {stderr}");
+        assert!(stderr.contains(said), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

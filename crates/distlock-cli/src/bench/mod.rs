@@ -26,6 +26,12 @@ struct Acquisition {
     wait_ns: u64,
 }
 
+/// The shortest phase that measures anything, and the longest a bench is meant to run.
+const MIN_PHASE: Duration = Duration::from_millis(10);
+const MAX_PHASE: Duration = Duration::from_secs(3600);
+/// The most client processes `--processes` starts.
+const MAX_PROCESSES: u32 = 256;
+
 fn unique_name(what: &str) -> String {
     format!("bench/{what}/{}", distlock::random_id())
 }
@@ -49,11 +55,19 @@ where
 
 async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
     let url = &url;
-    if args.clients == 0 {
-        return Err(Error::invalid("--clients must be at least 1"));
+    if !(MIN_PHASE..=MAX_PHASE).contains(&args.duration) {
+        return Err(Error::invalid(format!(
+            "--duration must be {} to {} per phase, got {}",
+            humantime::format_duration(MIN_PHASE),
+            humantime::format_duration(MAX_PHASE),
+            humantime::format_duration(args.duration)
+        )));
     }
-    if args.duration.is_zero() {
-        return Err(Error::invalid("--duration must be above zero"));
+    if args.processes && args.clients > MAX_PROCESSES {
+        return Err(Error::invalid(format!(
+            "--processes starts one process per client: at most {MAX_PROCESSES}, got {}",
+            args.clients
+        )));
     }
     let urls: Vec<String> = std::iter::once(lock_url(url)?)
         .chain(args.also.iter().cloned())
