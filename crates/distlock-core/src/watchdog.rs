@@ -35,7 +35,7 @@ pub(crate) struct Schedule {
     next_renew: Instant,
     /// Released: never scheduled again.
     stopped: bool,
-    /// The runtime the grant was made on, where a task may be started again.
+    /// The runtime the grant was first scheduled on, where a task may be started again.
     runtime: Option<tokio::runtime::Handle>,
     /// The renewal in flight, aborted when the grant is released.
     renewal: Option<AbortHandle>,
@@ -48,7 +48,7 @@ impl Schedule {
             slot: None,
             next_renew,
             stopped: false,
-            runtime: tokio::runtime::Handle::try_current().ok(),
+            runtime: None,
             renewal: None,
         }
     }
@@ -148,6 +148,9 @@ impl Shared {
             self.insert(&mut state, &mut schedule, core, at);
             let earlier = state.sleeping_until.is_none_or(|until| at < until);
             let runtime = tokio::runtime::Handle::try_current().ok();
+            if schedule.runtime.is_none() {
+                schedule.runtime.clone_from(&runtime);
+            }
             let start = runtime.filter(|_| !state.running);
             state.running |= start.is_some();
             (earlier, start)
