@@ -195,10 +195,10 @@ struct WaiterRecord {
     f: bool,
 }
 
-/// One lock read in one round trip: holder record, token, PTTL, fencing counter, waiter
-/// records, queue order, server time, shared grants with expiries, their records.
+/// One lock read in one round trip: the lock's value (our holder record or a foreign
+/// token), its PTTL, fencing counter, waiter records, queue order, server time, shared
+/// grants with expiries, their records.
 type Snapshot = (
-    Option<String>,
     Option<String>,
     i64,
     Option<u64>,
@@ -440,7 +440,7 @@ impl RedisBackend {
     /// (RedLock): the counter is raised to it, and the holder record shows it.
     pub(crate) async fn restamp(&self, name: &str, token: &str, token_value: u64) -> Result<()> {
         let keys = self.keys(name)?;
-        let mut stamp = Call::new(&SCRIPTS.restamp, keys, &[Key::Fence, Key::Holder]);
+        let mut stamp = Call::new(&SCRIPTS.restamp, keys, &[Key::Fence, Key::Lock]);
         stamp.arg(token_value).arg(token);
         let _: u64 = self.invoke(name, "acquire", &stamp).await?;
         Ok(())
@@ -575,9 +575,8 @@ impl RedisBackend {
         let keys = self.keys(name)?;
         let err = redis_error("inspect");
         let mut conn = self.conn_for(name);
-        let (holder, token, pttl, fence, waiters, queue, (secs, micros), leases, lease_info): Snapshot =
+        let (held, pttl, fence, waiters, queue, (secs, micros), leases, lease_info): Snapshot =
             redis::pipe()
-                .get(keys.named(Key::Holder))
                 .get(keys.named(Key::Lock))
                 .pttl(keys.named(Key::Lock))
                 .get(keys.named(Key::Fence))
@@ -591,15 +590,12 @@ impl RedisBackend {
                 .map_err(&err)?;
         let now_ms = secs * 1000 + micros / 1000;
         let mut holders = Vec::new();
-        if let Some(token) = token {
-            let record = holder
-                .and_then(|h| serde_json::from_str::<HolderRecord>(&h).ok())
-                .filter(|h| h.request.t == token);
+        if let Some(held) = held {
             let remaining_ms = pttl.max(0) as u64;
-            holders.push(match record {
-                Some(record) => record.into_info(remaining_ms),
-                None => HolderInfo {
-                    owner: format!("foreign client (token {token})"),
+            holders.push(match serde_json::from_str::<HolderRecord>(&held) {
+                Ok(record) => record.into_info(remaining_ms),
+                Err(_) => HolderInfo {
+                    owner: format!("foreign client (token {held})"),
                     kind: LockKind::Mutex,
                     permits: 1,
                     fencing_token: 0,

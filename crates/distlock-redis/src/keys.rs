@@ -11,7 +11,8 @@ use redis::{RedisWrite, ToRedisArgs, ToSingleRedisArg};
 /// One of a lock's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Key {
-    /// The token of the exclusive holder: the key other Redis lock clients use too.
+    /// The exclusive holder: the key other Redis lock clients use too. It holds our holder
+    /// record (request token first, for `distlock status` too), or a foreign client's token.
     Lock,
     /// The fencing counter.
     Fence,
@@ -19,8 +20,6 @@ pub(crate) enum Key {
     Queue,
     /// Shared grants (readers, semaphore permits) by expiry on the server's clock.
     Leases,
-    /// Who holds [`Key::Lock`], for `distlock status`.
-    Holder,
     /// Queued requests' records.
     Waiters,
     /// Arrival numbers.
@@ -35,19 +34,18 @@ pub(crate) enum Key {
 
 impl Key {
     /// The keys every lock script takes, in this order (see `scripts/keys.lua`).
-    pub(crate) const ALL: [Key; 8] = [
+    pub(crate) const ALL: [Key; 7] = [
         Key::Lock,
         Key::Fence,
         Key::Queue,
         Key::Leases,
-        Key::Holder,
         Key::Waiters,
         Key::Seq,
         Key::LeaseInfo,
     ];
 
-    /// The keys the fast-path scripts take: the first five of [`ALL`](Self::ALL).
-    pub(crate) const FAST: [Key; 5] = [Key::Lock, Key::Fence, Key::Queue, Key::Leases, Key::Holder];
+    /// The keys the fast-path scripts take: the first four of [`ALL`](Self::ALL).
+    pub(crate) const FAST: [Key; 4] = [Key::Lock, Key::Fence, Key::Queue, Key::Leases];
 
     /// The suffix after the hash tag; `None` for the lock's own key, which has no tag.
     fn suffix(self) -> Option<&'static str> {
@@ -56,7 +54,6 @@ impl Key {
             Key::Fence => "fence",
             Key::Queue => "queue",
             Key::Leases => "leases",
-            Key::Holder => "holder",
             Key::Waiters => "waiters",
             Key::Seq => "seq",
             Key::LeaseInfo => "lease-info",

@@ -4,18 +4,20 @@
 //!
 //! # Mutex
 //!
-//! The lock's key holds the holder's opaque token, set with `SET key token NX PX ttl` —
-//! the layout redis-py, redsync and node-redlock use, so they and distlock exclude each
-//! other on the same key. By default the key is the lock's name; `?prefix=locks:` puts a
-//! prefix before it. The other keys of a lock share its hash tag, `{key}:…`, so a cluster
-//! keeps them in one slot: `{key}:fence` (fencing counter), `{key}:queue` and `{key}:waiters`
-//! (the wait queue), `{key}:holder` (who holds it, for `distlock status`), `{key}:seq`,
+//! The lock's key is set with `SET key value NX PX ttl` — the layout redis-py, redsync and
+//! node-redlock use, so they and distlock exclude each other on the same key. Where they
+//! store an opaque token, distlock stores its holder record, a JSON object that starts with
+//! its own token (`{"t":"<token>",…,"f":"<fencing token>"}`), so that a grant writes one key
+//! and `distlock status` reads who holds it from the key itself. By default the key is the
+//! lock's name; `?prefix=locks:` puts a prefix before it. The other keys of a lock share its
+//! hash tag, `{key}:…`, so a cluster keeps them in one slot: `{key}:fence` (fencing
+//! counter), `{key}:queue`, `{key}:waiters` and `{key}:seq` (the wait queue),
 //! `{key}:leases` and `{key}:lease-info` (shared grants, below).
 //! Lock names may therefore not contain `{` or `}`.
 //!
 //! Every change is one Lua script (sent with EVALSHA, reloaded on NOSCRIPT): acquire sets the
-//! key and increments the fencing counter together; release deletes only our own token;
-//! renewal extends only our own token.
+//! key and increments the fencing counter together; release deletes only our own grant;
+//! renewal extends only our own grant.
 //!
 //! A client sends its commands over [`DEFAULT_CONNECTIONS`] multiplexed, reconnecting
 //! connections (`?connections=N`); all operations on one lock go through the same one, so

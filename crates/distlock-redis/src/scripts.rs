@@ -21,7 +21,7 @@ fn compose(fast_path: &str, fast_answer: &str, body: &str) -> Script {
 
 /// A script made of the key names and `fast_path` alone, with `answer` as its last line:
 /// what it answers, -1 where the fast path does not apply (the caller then runs the full
-/// script). It takes only the first five keys and is a fraction of the full script's cost
+/// script). It takes only the first four keys and is a fraction of the full script's cost
 /// on the server.
 fn fast_only(fast_path: &str, answer: &str) -> Script {
     Script::new(&[KEYS, fast_path, answer].join("\n"))

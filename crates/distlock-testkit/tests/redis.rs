@@ -318,3 +318,69 @@ fn a_hand_off_costs_the_same_however_long_the_queue() {
         );
     });
 }
+
+/// The lock's key holds our holder record, our request token first: one key per grant, read
+/// by `status`, renewed and deleted as ours. A key another Redis lock client set holds its
+/// bare token, and `status` shows it as a foreign holder that excludes us.
+#[test]
+fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0", redis.addr());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let raw = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+
+        let guard = client
+            .mutex("record")
+            .lock_with(&LockOptions::new().ttl(Duration::from_secs(2)))
+            .await
+            .unwrap();
+        let value: String = redis::cmd("GET")
+            .arg("record")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(value.starts_with("{\"t\":\""), "{value}");
+        let record: serde_json::Value = serde_json::from_str(&value).unwrap();
+        assert_eq!(record["f"], guard.fencing_token().to_string());
+        assert_eq!(record["k"], "mutex");
+        guard.renew().await.unwrap();
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg("record")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            pttl > 1000,
+            "the renewal extended the record's key: {pttl} ms left"
+        );
+        let state = &client.status(Some("record")).await.unwrap()[0];
+        assert_eq!(state.holders.len(), 1);
+        assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
+        assert_eq!(state.holders[0].owner, guard.owner().as_str());
+        guard.release().await.unwrap();
+        let gone: Option<String> = redis::cmd("GET")
+            .arg("record")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(gone, None, "release deleted the key");
+
+        let _: () = redis::cmd("SET")
+            .arg("record")
+            .arg("redis-py-token")
+            .arg("PX")
+            .arg(5000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(client.mutex("record").try_lock().await.unwrap().is_none());
+        let state = &client.status(Some("record")).await.unwrap()[0];
+        assert_eq!(state.holders.len(), 1);
+        assert_eq!(
+            state.holders[0].owner,
+            "foreign client (token redis-py-token)"
+        );
+    });
+}

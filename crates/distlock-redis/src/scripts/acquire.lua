@@ -1,5 +1,6 @@
 -- The general path: queues, shared grants, fairness, starvation.
-local holder_token = redis.call('GET', LOCK)
+local held = redis.call('GET', LOCK)
+local holder_token = token_of(held)
 local wait = ARGV[5] == '1'
 local fair = ARGV[6] == '1'
 local me = { k = ARGV[4], n = tonumber(ARGV[10]), l = tonumber(ARGV[11]) }
@@ -48,13 +49,12 @@ local function grant(queued)
     redis.call('ZREM', QUEUE, token)
     redis.call('HDEL', WAITERS, token)
   end
-  local held = string.sub(record, 1, -2) .. ',"f":"' .. text(fence) .. '"}'
+  local granted = string.sub(record, 1, -2) .. ',"f":"' .. text(fence) .. '"}'
   if exclusive(me.k) then
-    redis.call('SET', LOCK, token, 'PX', ttl)
-    redis.call('SET', HOLDER, held, 'PX', ttl)
+    redis.call('SET', LOCK, granted, 'PX', ttl)
   else
     redis.call('ZADD', LEASES, now() + ttl, token)
-    redis.call('HSET', LEASE_INFO, token, held)
+    redis.call('HSET', LEASE_INFO, token, granted)
     keep_alive(ttl + 1000, LEASES, LEASE_INFO)
     -- Others may share with us: let the next waiter look.
     wake_head()
@@ -68,9 +68,10 @@ local queue_exists = redis.call('EXISTS', QUEUE) == 1
 -- Current holders. A lock already ours (a retry after a lost answer) is the same grant.
 local holders = {}
 if holder_token then
-  local current = cjson.decode(redis.call('GET', HOLDER) or '{}')
-  if holder_token == token and current.t == token then return {1, tonumber(current.f)} end
-  table.insert(holders, { k = (current.t == holder_token and current.k) or 'mutex', n = 1, l = 1 })
+  -- Our own holder record, or a foreign client's token (which holds it as a mutex).
+  local current = holder_token ~= held and cjson.decode(held) or { k = 'mutex' }
+  if holder_token == token and current.f then return {1, tonumber(current.f)} end
+  table.insert(holders, { k = current.k, n = 1, l = 1 })
 end
 if shared then
   local mine = redis.call('HGET', LEASE_INFO, token)

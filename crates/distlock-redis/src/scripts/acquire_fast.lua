@@ -2,7 +2,7 @@
 -- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
 --       starvation_ms, wake channel, permits, limit (the fast-path script takes the first four)
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
--- {t, k, n, l, o, h, p, a}; the script appends f (the token) when it grants.
+-- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
 -- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1}.
 -- A request that may never mix with the current holders fails with "INVALID …".
 --
@@ -24,8 +24,6 @@ if (ARGV[4] == 'mutex' or ARGV[4] == 'write')
     fence = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1000
     redis.call('SET', FENCE, string.format('%.0f', fence))
   end
-  local held = string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', fence) .. '"}'
-  redis.call('SET', LOCK, token, 'PX', ttl)
-  redis.call('SET', HOLDER, held, 'PX', ttl)
+  redis.call('SET', LOCK, string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', fence) .. '"}', 'PX', ttl)
   fast_fence = fence
 end

@@ -10,6 +10,12 @@ local function now()
   return now_cached
 end
 
+-- The request token of the exclusive grant whose LOCK value is `held`: the first field of
+-- our holder record, or the whole value where a foreign client holds the key.
+local function token_of(held)
+  return held and (string.match(held, '^{"t":"([^"]*)"') or held)
+end
+
 local function text(n)
   return string.format('%.0f', n)
 end
@@ -61,8 +67,8 @@ end
 -- Deletes the grant made under `token`, exclusive or shared. Returns 1 if it was there
 -- and still valid, 0 otherwise.
 local function delete_grant(token)
-  if redis.call('GET', LOCK) == token then
-    redis.call('DEL', LOCK, HOLDER)
+  if token_of(redis.call('GET', LOCK)) == token then
+    redis.call('DEL', LOCK)
     return 1
   end
   local expiry = redis.call('ZSCORE', LEASES, token)

@@ -1,8 +1,7 @@
 -- Extend our grant.  ARGV[1] token, ARGV[2] ttl_ms.
 -- Returns 1 if renewed, 0 if the grant was no longer ours.
-if redis.call('GET', LOCK) == ARGV[1] then
+if token_of(redis.call('GET', LOCK)) == ARGV[1] then
   redis.call('PEXPIRE', LOCK, ARGV[2])
-  redis.call('PEXPIRE', HOLDER, ARGV[2])
   return 1
 end
 local expiry = redis.call('ZSCORE', LEASES, ARGV[1])
