@@ -21,6 +21,7 @@ mod launchers;
 mod proxy;
 mod server;
 mod signal;
+mod zookeeper;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::{SessionFaults, Target, memory_session_target};
@@ -32,6 +33,7 @@ pub use launchers::{
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
 pub use signal::{Signal, send};
+pub use zookeeper::{zookeeper_server, zookeeper_target};
 
 /// Runs an async test body on a fresh multi-threaded runtime (used by the suite macros, so
 /// the calling crate needs no runtime of its own).

@@ -4,7 +4,8 @@
 //! `sqlite:///path/locks.db` (one machine, many processes; the embedded default),
 //! `redis://host:6379/0` (also a Redis Cluster, `redis+cluster://h1:7000,h2:7001`),
 //! `redlock://h1:6379,h2:6379,h3:6379` (RedLock over independent masters),
-//! `postgres://user@host/db`, `mysql://user@host/db`, with ZooKeeper and etcd to come.
+//! `postgres://user@host/db`, `mysql://user@host/db`, `zk://h1:2181,h2:2181/base`
+//! (ZooKeeper, Curator's layout), with etcd to come.
 //! Every guard carries a fencing token, a safe deadline and a lease-health signal, so no
 //! lock is lost silently.
 //!
@@ -37,6 +38,7 @@
 //! * `mysql` (default): the `mysql://` and `mariadb://` backend (session and lease modes).
 //! * `redis` (default): the `redis://`, `rediss://`, `redis+cluster://` and `redlock://`
 //!   backends.
+//! * `zookeeper` (default): the `zk://` backend.
 
 use std::ops::Deref;
 use std::sync::Once;
@@ -56,6 +58,9 @@ pub use distlock_redis as redis;
 /// The SQL backends (`sqlite://`, `postgres://`, `mysql://`) and the fenced-write helper.
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub use distlock_sql as sql;
+/// The ZooKeeper backend (`zk://`).
+#[cfg(feature = "zookeeper")]
+pub use distlock_zookeeper as zookeeper;
 
 /// Registers every backend enabled by this crate's features. [`Client::connect`] calls it;
 /// call it yourself only before using [`distlock_core::Client`] directly.
@@ -72,6 +77,8 @@ pub fn install_backends() {
         distlock_redis::install();
         #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
         distlock_sql::install();
+        #[cfg(feature = "zookeeper")]
+        distlock_zookeeper::install();
     });
 }
 

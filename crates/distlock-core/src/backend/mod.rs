@@ -64,6 +64,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 pub use crate::admission::{Claim, Queued, STARVATION, admit};
+pub use crate::lease::safe_deadline;
 pub use crate::registry::{Connector, register};
 pub use crate::renewals::BATCH;
 pub use crate::wakers::LocalWakers;

@@ -1,0 +1,97 @@
+//! The ZooKeeper backend for distlock: `zk://h1:2181,h2:2181,h3:2181/base?session_timeout=10s`.
+//!
+//! # Layout: Curator's
+//!
+//! A lock named `orders/42` is the node `<base>/orders/42` (names ZooKeeper cannot store as
+//! a path are escaped, see below). Each request creates an ephemeral sequential child of it,
+//! named as Apache Curator names its own, so Curator and distlock exclude each other on the
+//! same path:
+//!
+//! * a mutex: `_c_<uuid>-lock-<seq>` (Curator's `InterProcessMutex`);
+//! * a read-write lock: `_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>` (Curator's
+//!   `InterProcessReadWriteLock`).
+//!
+//! kazoo's contenders (`<uuid>__lock__<seq>`, `<uuid>__rlock__<seq>`) count as contenders
+//! too, so a kazoo `Lock` on the same path (with `extra_lock_patterns` for Curator's names,
+//! on its side) shares the lock. The node's data is the holder's record (owner, host,
+//! process) as JSON, which `distlock status` shows; other clients' nodes show as foreign.
+//!
+//! Contenders queue in the order of their sequence numbers. A writer or mutex goes when it
+//! is first; a reader when no writer is ahead of it. Every grant is in arrival order (`fair`
+//! is implied). A waiter watches only the node whose deletion can let it go — the one just
+//! ahead of a writer, the nearest writer ahead of a reader — so a release wakes one waiter
+//! (or the readers behind one writer), never the whole queue, and nothing polls.
+//!
+//! The unique `_c_<uuid>-` prefix is Curator's protected create: when the answer to a create
+//! is lost, the client finds its node by the prefix (checking that its session owns it)
+//! instead of creating a second one that would hold the lock for nobody; a request dropped
+//! at any point deletes its node, found the same way.
+//!
+//! # Names
+//!
+//! A lock name that is a valid ZooKeeper path relative to the base (no empty, `.` or `..`
+//! segment, no character ZooKeeper refuses) and has no `%` is used verbatim, so it matches a
+//! Curator path. Any other name is the single node `%` + its percent-encoded bytes (all but
+//! ASCII letters, digits and `-._~`), e.g. `a//b` is `<base>/%a%2F%2Fb`.
+//!
+//! # Sessions and what `Lost` means
+//!
+//! Grants live as long as the client's ZooKeeper session; nothing per lock is renewed. The
+//! client sends a heartbeat every quarter of the session timeout; a session is reported
+//! valid until the start of the last answered request plus the negotiated timeout (less
+//! 1 % drift and 2 ms), which is the earliest moment the server could expire it. When the
+//! connection drops, every guard of the client turns `AtRisk` at once; it is `Held` again if
+//! the client reconnects in time, and `Lost` at that deadline if not — before the server can
+//! have handed the lock to anyone else. When the server expires the session, every guard
+//! turns `Lost` at once and a new session serves later requests; a waiter whose node went
+//! with the old session queues again in the new one.
+//!
+//! # Fencing
+//!
+//! A grant's fencing token is the `czxid` of its node: the transaction id of its create,
+//! unique and increasing across the ensemble (a new leader's epoch makes it larger still).
+//! Grants follow node order for every kind — a node is granted only after every earlier
+//! node it conflicts with is gone, and readers granted together were created in order — so
+//! tokens strictly increase in grant order, readers included, and survive restarts.
+
+mod backend;
+mod config;
+mod error;
+mod inspect;
+mod names;
+mod record;
+mod session;
+
+use std::sync::Arc;
+
+use distlock_core::backend::{Backend, Connector, async_trait};
+use distlock_core::{Result, Url};
+
+pub use backend::ZkBackend;
+pub use config::{DEFAULT_BASE, DEFAULT_SESSION_TIMEOUT, ZkConfig};
+
+/// Registers the `zk://` connector with the core's URL registry.
+///
+/// # Examples
+///
+/// ```
+/// distlock_zookeeper::install();
+/// ```
+pub fn install() {
+    distlock_core::backend::register(Arc::new(ZkConnector));
+}
+
+/// Connects `zk://` URLs.
+#[derive(Debug)]
+struct ZkConnector;
+
+#[async_trait]
+impl Connector for ZkConnector {
+    fn schemes(&self) -> &'static [&'static str] {
+        &["zk"]
+    }
+
+    async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(ZkBackend::open(ZkConfig::from_url(url)?).await?))
+    }
+}

@@ -1,0 +1,223 @@
+//! The client's ZooKeeper session, kept and reported to the core: one session at a time,
+//! its health measured by our own heartbeats, a new one opened when it expires.
+//!
+//! ZooKeeper expires a session when it has heard nothing from the client for the session
+//! timeout. So a session is surely alive until the start of the last request the server
+//! answered plus the (negotiated) timeout, less drift and margin: that is the
+//! `valid_until` reported while connected, moved forward by a heartbeat (`exists /`) every
+//! quarter of the timeout. When the client notices the connection is gone the session is
+//! reported suspended with the same deadline, so every guard turns `AtRisk` at once and
+//! `Lost` before the server could have expired the session; if the server does expire it,
+//! every guard turns `Lost` at once and a new session serves later requests.
+
+use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::time::Duration;
+
+use distlock_core::backend::{Session, SessionState};
+use distlock_core::{Error, ErrorKind, Result};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::config::ZkConfig;
+use crate::error::zk_error;
+
+/// One ZooKeeper session: the client that speaks in it, and its number for the core.
+#[derive(Clone)]
+pub(crate) struct Live {
+    pub(crate) client: zk::Client,
+    pub(crate) id: u64,
+}
+
+/// The sessions of one distlock client.
+pub(crate) struct Sessions {
+    config: ZkConfig,
+    current: StdMutex<Live>,
+    sender: watch::Sender<Session>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("config", &self.config)
+            .field("session", &*self.sender.borrow())
+            .finish()
+    }
+}
+
+impl Sessions {
+    /// Opens the first session (failing at once when no member answers) and starts keeping
+    /// it.
+    pub(crate) async fn open(config: ZkConfig) -> Result<Arc<Sessions>> {
+        let client = connect(&config, true).await?;
+        let now = Instant::now();
+        let (sender, _) = watch::channel(Session {
+            id: 1,
+            state: SessionState::Connected {
+                valid_until: distlock_core::backend::safe_deadline(now, client.session_timeout()),
+            },
+        });
+        let live = Live { client, id: 1 };
+        let sessions = Arc::new(Sessions {
+            config,
+            current: StdMutex::new(live.clone()),
+            sender,
+        });
+        tokio::spawn(keep(Arc::downgrade(&sessions), live));
+        Ok(sessions)
+    }
+
+    /// The session requests are made in now.
+    pub(crate) fn current(&self) -> Live {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The session's state, as the core follows it.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Session> {
+        self.sender.subscribe()
+    }
+
+    /// The configuration sessions are opened with.
+    pub(crate) fn config(&self) -> &ZkConfig {
+        &self.config
+    }
+
+    fn set(&self, id: u64, state: SessionState) {
+        self.sender.send_if_modified(|session| {
+            let changed = session.id != id || session.state != state;
+            *session = Session { id, state };
+            changed
+        });
+    }
+
+    /// The last deadline reported for session `id`, if it is not expired.
+    fn valid_until(&self, id: u64) -> Option<Instant> {
+        let session = *self.sender.borrow();
+        (session.id == id).then(|| session.valid_until()).flatten()
+    }
+}
+
+/// Connects a new session. `eager`: give up after one pass over the members (the first
+/// session, which the caller waits for), rather than retry until the session timeout.
+async fn connect(config: &ZkConfig, eager: bool) -> Result<zk::Client> {
+    let mut connector = zk::Client::connector();
+    connector = connector.with_session_timeout(config.session_timeout);
+    if let Some(digest) = &config.digest {
+        connector = connector.with_auth("digest", digest.as_bytes());
+    }
+    if eager {
+        connector = connector.with_fail_eagerly();
+    }
+    let bound = config.session_timeout + Duration::from_secs(5);
+    match tokio::time::timeout(bound, connector.connect(&config.hosts)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(err)) => Err(match err {
+            zk::Error::AuthFailed => Error::new(
+                ErrorKind::InvalidInput,
+                format!("ZooKeeper at {} refused the credentials", config.hosts),
+            )
+            .with_backend("zookeeper"),
+            zk::Error::NoHosts | zk::Error::Timeout => Error::new(
+                ErrorKind::Unavailable,
+                format!("no ZooKeeper server answered at {}", config.hosts),
+            )
+            .with_backend("zookeeper")
+            .temporary(),
+            other => zk_error("connect")(other),
+        }),
+        Err(_) => Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "no ZooKeeper session could be opened at {} within {bound:?}",
+                config.hosts
+            ),
+        )
+        .with_backend("zookeeper")
+        .temporary()),
+    }
+}
+
+/// Keeps the sessions of `sessions` until the backend is dropped: heartbeats, state
+/// changes, and a new session after each expiry.
+async fn keep(sessions: Weak<Sessions>, mut live: Live) {
+    loop {
+        follow(&sessions, &live).await;
+        let Some(this) = sessions.upgrade() else {
+            return;
+        };
+        this.set(live.id, SessionState::Expired);
+        let config = this.config.clone();
+        drop(this);
+        tracing::warn!(hosts = %config.hosts, "the ZooKeeper session expired; every lock held in it is lost");
+        let mut backoff = Duration::from_millis(50);
+        let client = loop {
+            match connect(&config, false).await {
+                Ok(client) => break client,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot open a new ZooKeeper session yet");
+                    if sessions.strong_count() == 0 {
+                        return;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
+        let Some(this) = sessions.upgrade() else {
+            return;
+        };
+        live = Live {
+            client,
+            id: live.id + 1,
+        };
+        *this.current.lock().unwrap_or_else(|p| p.into_inner()) = live.clone();
+        this.set(
+            live.id,
+            SessionState::Connected {
+                valid_until: distlock_core::backend::safe_deadline(
+                    Instant::now(),
+                    live.client.session_timeout(),
+                ),
+            },
+        );
+    }
+}
+
+/// Follows session `live` until it ends (or the backend is dropped): a heartbeat every
+/// quarter of the timeout moves its deadline on; a lost connection suspends it.
+async fn follow(sessions: &Weak<Sessions>, live: &Live) {
+    let timeout = live.client.session_timeout();
+    let period = timeout / 4;
+    let mut states = live.client.state_watcher();
+    let mut next_beat = Instant::now() + period;
+    loop {
+        let Some(this) = sessions.upgrade() else {
+            return;
+        };
+        tokio::select! {
+            state = states.changed() => match state {
+                zk::SessionState::Disconnected => {
+                    if let Some(valid_until) = this.valid_until(live.id) {
+                        this.set(live.id, SessionState::Suspended { since: Instant::now(), valid_until });
+                    }
+                }
+                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                    next_beat = Instant::now();
+                }
+                _ => return,
+            },
+            () = tokio::time::sleep_until(next_beat) => {
+                next_beat = Instant::now() + period;
+                let sent = Instant::now();
+                let answered = tokio::time::timeout(period, live.client.check_stat("/")).await;
+                match answered {
+                    Ok(Ok(_)) => this.set(live.id, SessionState::Connected {
+                        valid_until: distlock_core::backend::safe_deadline(sent, timeout),
+                    }),
+                    Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed)) => return,
+                    _ => {}
+                }
+            }
+        }
+    }
+}
