@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
 use distlock::Client;
 use distlock::backend::Backend;
@@ -61,7 +62,8 @@ pub fn zookeeper_server() -> Result<Server, LaunchError> {
 
 /// A ZooKeeper target: a fresh server behind a fault proxy, clients with 1.5 s sessions
 /// under base `/distlock-tests`. Its session faults cut the proxy (every client of the
-/// target loses contact) and expire one client's session on the server.
+/// target loses contact) and expire one client's session on the server (closing it from
+/// a direct connection while the proxy is cut).
 ///
 /// # Examples
 ///
@@ -83,6 +85,7 @@ pub async fn zookeeper_target() -> Target {
         proxy.addr()
     );
     let faults_proxy = proxy.clone();
+    let server = zk.addr().to_string();
     Target::new(url)
         .with_session_faults(move |client: &Client| {
             let backend = client.backend().clone();
@@ -90,6 +93,7 @@ pub async fn zookeeper_target() -> Target {
             zk.downcast_ref::<ZkBackend>()?;
             Some(Box::new(ZkFaults {
                 proxy: faults_proxy.clone(),
+                server: server.clone(),
                 backend,
             }) as Box<dyn SessionFaults>)
         })
@@ -100,6 +104,8 @@ pub async fn zookeeper_target() -> Target {
 /// The session faults of one client of a [`zookeeper_target`].
 struct ZkFaults {
     proxy: Arc<FaultProxy>,
+    /// The server's own address, behind the proxy.
+    server: String,
     backend: Arc<dyn Backend>,
 }
 
@@ -113,13 +119,23 @@ impl SessionFaults for ZkFaults {
         self.proxy.set(ProxyMode::Pass);
     }
 
+    /// Closes the session on the server while the client cannot reach it, then lets it
+    /// reach the server again and waits (at most 10 s) until it has noticed.
     async fn expire(&self) {
         let backend: &dyn Any = self.backend.as_ref();
         let zk = backend
             .downcast_ref::<ZkBackend>()
             .expect("a ZooKeeper backend");
-        zk.expire_session()
+        let mut session = self.backend.session().expect("a session backend");
+        let ended = session.borrow().id;
+        self.proxy.set(ProxyMode::Cut);
+        let closed = zk.close_session_from(&self.server).await;
+        self.proxy.set(ProxyMode::Pass);
+        closed.unwrap_or_else(|e| panic!("cannot close the session: {e}"));
+        let noticed = session.wait_for(|s| s.id != ended || !s.is_alive());
+        tokio::time::timeout(Duration::from_secs(10), noticed)
             .await
-            .unwrap_or_else(|e| panic!("cannot expire the session: {e}"));
+            .expect("the client notices the end of its session within 10 s")
+            .expect("the session channel stays open");
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session,
-    Ticket, async_trait,
+    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session, Ticket,
+    async_trait,
 };
 use distlock_core::{Error, ErrorKind, LockKind, Result};
 use tokio::sync::watch;
@@ -86,43 +86,42 @@ impl ZkBackend {
         })
     }
 
-    /// Ends the current session the way the server ends one it expires (as Curator's test
-    /// utility `KillSession` does: a second connection joins the session and closes it),
-    /// and waits until this client has noticed. Every guard of the session turns `Lost`;
-    /// a new session serves later requests. For fault tests.
+    /// Ends this client's current session from a second connection to `hosts` that joins
+    /// it and closes it, as Curator's test utility `KillSession` does: on the server, what
+    /// an expiry does (every node of the session goes). This client notices when it next
+    /// reaches the server: every guard of the session turns `Lost`, and a new session serves
+    /// later requests. For fault tests, which should cut this client's own link first:
+    /// otherwise it may join the session again before the other connection closes it.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn demo(backend: &distlock_zookeeper::ZkBackend) -> distlock_core::Result<()> {
-    /// backend.expire_session().await?;
+    /// backend.close_session_from("127.0.0.1:2181").await?;
     /// # Ok(()) }
     /// ```
-    pub async fn expire_session(&self) -> Result<()> {
+    pub async fn close_session_from(&self, hosts: &str) -> Result<()> {
         let live = self.sessions.current();
         let config = self.sessions.config();
         let mut connector = zk::Client::connector()
             .with_session(live.client.session().clone())
-            .with_session_timeout(config.session_timeout);
+            .with_session_timeout(config.session_timeout)
+            .with_fail_eagerly();
         if let Some(digest) = &config.digest {
             connector = connector.with_auth("digest", digest.as_bytes());
         }
-        let intruder = connector
-            .connect(&config.hosts)
-            .await
-            .map_err(zk_error("expire"))?;
+        let intruder = connector.connect(hosts).await.map_err(zk_error("close"))?;
+        let mut state = intruder.state_watcher();
         drop(intruder);
-        let mut session = self.sessions.subscribe();
-        let noticed = session.wait_for(|s| s.id != live.id || !s.is_alive());
-        let bound = config.session_timeout * 2 + Duration::from_secs(5);
-        match tokio::time::timeout(bound, noticed).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(Error::new(
+        let closed = async { while !state.changed().await.is_terminated() {} };
+        let bound = config.session_timeout + Duration::from_secs(5);
+        tokio::time::timeout(bound, closed).await.map_err(|_| {
+            Error::new(
                 ErrorKind::Timeout,
-                format!("the client did not notice its session's end within {bound:?}"),
+                format!("the session was not closed within {bound:?}"),
             )
-            .with_backend("zookeeper")),
-        }
+            .with_backend("zookeeper")
+        })
     }
 
     fn base(&self) -> &str {
@@ -166,7 +165,10 @@ impl ZkBackend {
         }
         Err(Error::new(
             ErrorKind::Unavailable,
-            format!("could not create a node under {} in {CREATE_TRIES} tries", request.dir),
+            format!(
+                "could not create a node under {} in {CREATE_TRIES} tries",
+                request.dir
+            ),
         )
         .with_backend("zookeeper")
         .temporary())
@@ -189,7 +191,9 @@ impl ZkBackend {
         }
         let prefix = request.prefix(kind);
         let children = match live.client.list_children(&request.dir).await {
-            Err(zk::Error::NoNode) => return Ok(()),
+            Err(zk::Error::NoNode | zk::Error::SessionExpired | zk::Error::ClientClosed) => {
+                return Ok(());
+            }
             other => other.map_err(zk_error("cancel"))?,
         };
         for child in children {
@@ -205,15 +209,20 @@ impl ZkBackend {
 /// The backend state of `ticket`, which `enqueue` made.
 fn request_mut(ticket: &mut Ticket) -> Result<&mut Request> {
     ticket.state_mut::<Request>().ok_or_else(|| {
-        Error::new(ErrorKind::Backend, "a ZooKeeper ticket was polled before it was enqueued")
-            .with_backend("zookeeper")
+        Error::new(
+            ErrorKind::Backend,
+            "a ZooKeeper ticket was polled before it was enqueued",
+        )
+        .with_backend("zookeeper")
     })
 }
 
-/// Deletes the node at `path`; gone already is fine.
+/// Deletes the node at `path`; gone already (or gone with its session) is fine.
 async fn delete(live: &Live, path: &str) -> Result<()> {
     match live.client.delete(path, None).await {
-        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+        Ok(()) | Err(zk::Error::NoNode | zk::Error::SessionExpired | zk::Error::ClientClosed) => {
+            Ok(())
+        }
         Err(err) => Err(zk_error("delete")(err)),
     }
 }
@@ -230,7 +239,12 @@ async fn find_own(live: &Live, dir: &str, prefix: &str) -> Result<Option<Node>> 
         if !path.starts_with(prefix) {
             continue;
         }
-        if let Some(stat) = live.client.check_stat(&path).await.map_err(zk_error("create"))? {
+        if let Some(stat) = live
+            .client
+            .check_stat(&path)
+            .await
+            .map_err(zk_error("create"))?
+        {
             if stat.ephemeral_owner == live.client.session_id().0 {
                 return Ok(Some(Node {
                     path,
@@ -374,7 +388,10 @@ impl Backend for ZkBackend {
         }
         match live.client.delete(&node.path, None).await {
             Ok(()) => Ok(LeaseOutcome::Done),
-            Err(zk::Error::NoNode) => Ok(LeaseOutcome::NotHeld),
+            // The session ended, and the server deleted every node of it.
+            Err(zk::Error::NoNode | zk::Error::SessionExpired | zk::Error::ClientClosed) => {
+                Ok(LeaseOutcome::NotHeld)
+            }
             Err(err) => Err(zk_error("release")(err)),
         }
     }

@@ -147,7 +147,11 @@ impl ZkConfig {
                         .map(|t| t.into_owned())
                         .map_err(|_| refuse("the credentials are not UTF-8".into()))
                 };
-                Some(format!("{}:{}", decode(user)?, decode(password.unwrap_or(""))?))
+                Some(format!(
+                    "{}:{}",
+                    decode(user)?,
+                    decode(password.unwrap_or(""))?
+                ))
             }
         };
         Ok(ZkConfig {

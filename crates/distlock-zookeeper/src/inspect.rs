@@ -1,8 +1,8 @@
 //! `distlock status` on ZooKeeper: holders and waiters read from the contenders' nodes,
 //! Curator's and kazoo's too.
 
-use distlock_core::backend::LockState;
 use distlock_core::Result;
+use distlock_core::backend::LockState;
 use zookeeper_client as zk;
 
 use crate::error::zk_error;
@@ -84,7 +84,9 @@ async fn lock(client: &zk::Client, dir: &str, name: String) -> Result<Option<Loc
         };
         state.last_fencing_token = state.last_fencing_token.max(stat.czxid.max(0) as u64);
         match names::blocker(&queue, index) {
-            None => state.holders.push(Record::holder(contender, &data, stat.czxid)),
+            None => state
+                .holders
+                .push(Record::holder(contender, &data, stat.czxid)),
             Some(_) => state.waiters.push(Record::waiter(contender, &data)),
         }
     }

@@ -159,7 +159,10 @@ mod tests {
             assert_eq!(lock_path("/b", name), path, "{name:?}");
             assert_eq!(lock_name("/b", path).as_deref(), Some(name));
         }
-        assert_eq!(lock_name("/b", "/b/orders/42").as_deref(), Some("orders/42"));
+        assert_eq!(
+            lock_name("/b", "/b/orders/42").as_deref(),
+            Some("orders/42")
+        );
         assert_eq!(lock_name("/b", "/other/x"), None);
     }
 
@@ -206,7 +209,8 @@ mod tests {
         assert_eq!(blocker(&queue, 1).map(|c| c.seq), Some(1));
         assert_eq!(blocker(&queue, 3).map(|c| c.seq), Some(2));
         assert_eq!(blocker(&queue, 4).map(|c| c.seq), Some(4));
-        let readers = self::queue(&["a__rlock__0000000001", "b__rlock__0000000002"].map(String::from));
+        let readers =
+            self::queue(&["a__rlock__0000000001", "b__rlock__0000000002"].map(String::from));
         assert_eq!(blocker(&readers, 1), None, "readers share");
     }
 }

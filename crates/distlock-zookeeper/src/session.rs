@@ -69,7 +69,10 @@ impl Sessions {
 
     /// The session requests are made in now.
     pub(crate) fn current(&self) -> Live {
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The session's state, as the core follows it.
