@@ -348,6 +348,12 @@ fn check(shared: &Arc<Shared>, core: &Arc<LeaseCore>, now: Instant) {
             core.release_in_background();
             return;
         }
+        if core.client.backend.grant_lost(&core.handle) {
+            core.mark_lost(
+                "the store deleted the grant while its session lived (removed by an operator or a forced release)",
+            );
+            return;
+        }
         // Lost by the session's account: marked so here, which resolves `lost()`.
         if status.health == Health::Lost || now >= status.safe_until {
             core.mark_lost(

@@ -2,7 +2,8 @@
 //! node, granted when no contender ahead of it conflicts, waiting on the one node whose
 //! deletion can let it go.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use distlock_core::backend::{
@@ -56,6 +57,8 @@ struct Request {
     node: Option<Node>,
     /// The node whose deletion may let it go, while it waits.
     blocker: Option<String>,
+    /// Set, once granted, when its node is deleted (by anyone).
+    gone: Arc<AtomicBool>,
 }
 
 /// A request's node.
@@ -110,7 +113,12 @@ impl ZkBackend {
         if let Some(digest) = &config.digest {
             connector = connector.with_auth("digest", digest.as_bytes());
         }
-        let intruder = connector.connect(hosts).await.map_err(zk_error("close"))?;
+        let intruder = match connector.connect(hosts).await {
+            Ok(intruder) => intruder,
+            // Ended already.
+            Err(zk::Error::SessionExpired) => return Ok(()),
+            Err(err) => return Err(zk_error("close")(err)),
+        };
         let mut state = intruder.state_watcher();
         drop(intruder);
         let closed = async { while !state.changed().await.is_terminated() {} };
@@ -206,6 +214,23 @@ impl ZkBackend {
     }
 }
 
+/// Watches a granted node until it is deleted (by its holder's release, or by someone
+/// else: an operator, a forced release) or its session ends. A deletion marks the grant
+/// `gone` and tells the core, which turns the guard `Lost` unless it was released.
+async fn watch_own_node(sessions: Weak<Sessions>, live: Live, path: String, gone: Arc<AtomicBool>) {
+    let deleted = match live.client.check_and_watch_stat(&path).await {
+        Ok((None, _)) => true,
+        Ok((Some(_), watcher)) => watcher.changed().await.event_type == zk::EventType::NodeDeleted,
+        Err(_) => false,
+    };
+    if deleted {
+        gone.store(true, Ordering::Release);
+        if let Some(sessions) = sessions.upgrade() {
+            sessions.announce_loss();
+        }
+    }
+}
+
 /// The backend state of `ticket`, which `enqueue` made.
 fn request_mut(ticket: &mut Ticket) -> Result<&mut Request> {
     ticket.state_mut::<Request>().ok_or_else(|| {
@@ -291,6 +316,7 @@ impl Backend for ZkBackend {
             dir: names::lock_path(self.base(), &ticket.request.name),
             node: None,
             blocker: None,
+            gone: Arc::default(),
         });
         self.create(ticket).await
     }
@@ -325,10 +351,18 @@ impl Backend for ZkBackend {
             });
         };
         match names::blocker(&queue, index) {
-            None => Ok(PollOutcome::Granted {
-                fencing_token: node.czxid.max(0) as u64,
-                session: Some(node.session),
-            }),
+            None => {
+                tokio::spawn(watch_own_node(
+                    Arc::downgrade(&self.sessions),
+                    live,
+                    node.path.clone(),
+                    request.gone.clone(),
+                ));
+                Ok(PollOutcome::Granted {
+                    fencing_token: node.czxid.max(0) as u64,
+                    session: Some(node.session),
+                })
+            }
             Some(Contender { name, .. }) => {
                 request.blocker = Some(format!("{}/{name}", request.dir));
                 if !ticket.request.wait {
@@ -371,6 +405,14 @@ impl Backend for ZkBackend {
 
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         self.withdraw(ticket).await
+    }
+
+    /// Whether the grant's node was deleted while its session lived (found by the watch
+    /// every grant sets on its own node).
+    fn grant_lost(&self, grant: &Grant) -> bool {
+        grant
+            .state::<Request>()
+            .is_some_and(|request| request.gone.load(Ordering::Acquire))
     }
 
     /// Never asked: grants live by the session.

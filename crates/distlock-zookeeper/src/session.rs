@@ -85,6 +85,12 @@ impl Sessions {
         &self.config
     }
 
+    /// Tells the core that a grant of the session may be gone though the session lives:
+    /// it then asks [`grant_lost`](distlock_core::backend::Backend::grant_lost) of each.
+    pub(crate) fn announce_loss(&self) {
+        self.sender.send_modify(|_| {});
+    }
+
     fn set(&self, id: u64, state: SessionState) {
         self.sender.send_if_modified(|session| {
             let changed = session.id != id || session.state != state;

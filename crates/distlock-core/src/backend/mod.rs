@@ -36,8 +36,10 @@
 //!   from that channel — connected: `Held` until the session's `valid_until`; suspended:
 //!   `AtRisk`; expired, replaced by a new session, or past `valid_until`: `Lost`, every
 //!   guard at once — and releases a grant itself when `max_hold` ends or, with
-//!   `auto_renew(false)`, when its TTL ends. The memory backend's session mode is the worked
-//!   example (`memory://?liveness=session`).
+//!   `auto_renew(false)`, when its TTL ends. A grant the store deletes while the session
+//!   lives (an operator removing a ZooKeeper node) turns `Lost` alone, through
+//!   [`Backend::grant_lost`]. The memory backend's session mode is the worked example
+//!   (`memory://?liveness=session`).
 //!
 //! # Waiting
 //!
@@ -113,6 +115,16 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// client, on which every change of state is sent. `None` for lease backends.
     fn session(&self) -> Option<watch::Receiver<Session>> {
         None
+    }
+
+    /// For a backend whose grants live by session: whether the store told the backend that
+    /// this grant is gone though its session lives (a ZooKeeper node or etcd key deleted by
+    /// an operator). The backend announces such news with a send on its session channel
+    /// (the state may be unchanged), after which the core asks this of every grant of the
+    /// session and turns those gone `Lost`. The default: never.
+    fn grant_lost(&self, grant: &Grant) -> bool {
+        let _ = grant;
+        false
     }
 
     /// Registers the ticket's request (creates its queue entry, where the store has one).
