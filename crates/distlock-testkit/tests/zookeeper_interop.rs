@@ -190,6 +190,66 @@ fn distlock_and_curator_mutexes_exclude_each_other() {
     assert_eq!(files.count(), 3 * ROUNDS, "no update was lost");
 }
 
+/// A semaphore holder's critical section: a file of its own in the `inside` directory,
+/// which never holds more than `limit` files.
+async fn hold_permit(inside: &Path, limit: usize) {
+    let mine = inside.join(distlock::random_id());
+    std::fs::File::create_new(&mine).unwrap();
+    let holders = std::fs::read_dir(inside).unwrap().count();
+    assert!(
+        holders <= limit,
+        "{holders} holders of a semaphore of {limit}"
+    );
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    std::fs::remove_file(&mine).unwrap();
+}
+
+#[test]
+fn distlock_and_curator_semaphores_share_one_set_of_permits() {
+    let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    let classes = tempfile::tempdir().unwrap();
+    compile_curator_contender(classes.path());
+    let files = Arc::new(Files::new());
+    std::fs::create_dir(&files.inside).unwrap();
+    let connect = zk.addr().to_string();
+    let peers: Vec<Child> = (0..2)
+        .map(|_| {
+            curator(
+                classes.path(),
+                &connect,
+                "/interop/shared/pool",
+                "semaphore2",
+                &files,
+            )
+        })
+        .collect();
+    distlock_testkit::block_on(async {
+        let url = format!("zk://{}/interop", zk.addr());
+        let mut tasks = Vec::new();
+        for _ in 0..2 {
+            let client = distlock::Client::connect(&url).await.unwrap();
+            let inside = files.inside.clone();
+            tasks.push(tokio::spawn(async move {
+                let semaphore = client.semaphore("shared/pool", 2);
+                for _ in 0..ROUNDS {
+                    let permit = semaphore.acquire().await.unwrap();
+                    hold_permit(&inside, 2).await;
+                    permit.release().await.unwrap();
+                }
+            }));
+        }
+        for task in tasks {
+            tokio::time::timeout(Duration::from_secs(120), task)
+                .await
+                .expect("the distlock side finishes")
+                .unwrap();
+        }
+    });
+    for peer in peers {
+        finish(peer, "Curator's InterProcessSemaphoreV2");
+    }
+}
+
 #[test]
 fn distlock_and_curator_read_write_locks_exclude_each_other() {
     let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));

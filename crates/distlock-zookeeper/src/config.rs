@@ -194,7 +194,7 @@ mod tests {
             ("zk://h:1/a?session_timeout=2h", "session_timeout"),
             ("zk://h:1/a?session_timeout=soon", "session_timeout"),
             ("zk://h:1/a?prefix=x", "unknown parameter"),
-            ("zk://h:1/a/./b", "cannot store"),
+            ("zk://h:1/a/%01b", "cannot store"),
             ("zk://h:1/zookeeper/x", "cannot store"),
         ] {
             let err = parse(url).unwrap_err();

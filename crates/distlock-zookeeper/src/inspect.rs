@@ -2,12 +2,13 @@
 //! Curator's and kazoo's too.
 
 use distlock_core::Result;
-use distlock_core::backend::LockState;
+use distlock_core::backend::{HolderInfo, LockState};
 use zookeeper_client as zk;
 
 use crate::error::zk_error;
 use crate::names;
 use crate::record::Record;
+use crate::semaphore::is_semaphore;
 
 /// The most nodes one `status` of every lock visits under the base.
 const MAX_VISITED: usize = 10_000;
@@ -37,12 +38,17 @@ pub(crate) async fn locks(
                     Err(zk::Error::NoNode) => continue,
                     other => other.map_err(zk_error("inspect"))?,
                 };
-                if dir != base && children.iter().any(|c| names::contender(c).is_some()) {
+                let semaphore = is_semaphore(&children);
+                let contended = semaphore || children.iter().any(|c| names::contender(c).is_some());
+                if dir != base && contended {
                     if let Some(name) = names::lock_name(base, &dir) {
                         if let Some(state) = lock(client, &dir, name).await? {
                             states.push(state);
                         }
                     }
+                }
+                if semaphore {
+                    continue;
                 }
                 pending.extend(
                     children
@@ -66,12 +72,20 @@ fn empty(name: &str) -> LockState {
     }
 }
 
+/// The children of `dir`; none if it does not exist.
+async fn children_of(client: &zk::Client, dir: &str) -> Result<Vec<String>> {
+    match client.list_children(dir).await {
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        other => other.map_err(zk_error("inspect")),
+    }
+}
+
 /// The state of the lock whose node is `dir`; `None` if it has no contenders.
 async fn lock(client: &zk::Client, dir: &str, name: String) -> Result<Option<LockState>> {
-    let children = match client.list_children(dir).await {
-        Err(zk::Error::NoNode) => return Ok(None),
-        other => other.map_err(zk_error("inspect"))?,
-    };
+    let children = children_of(client, dir).await?;
+    if is_semaphore(&children) {
+        return semaphore(client, dir, name).await;
+    }
     let queue = names::queue(&children);
     if queue.is_empty() {
         return Ok(None);
@@ -89,6 +103,72 @@ async fn lock(client: &zk::Client, dir: &str, name: String) -> Result<Option<Loc
                 .push(Record::holder(contender, &data, stat.czxid)),
             Some(_) => state.waiters.push(Record::waiter(contender, &data)),
         }
+    }
+    Ok(Some(state))
+}
+
+/// The state of the semaphore whose node is `dir`: its holders are the lease nodes (one
+/// per permit, grouped by request) of requests no longer queued in `locks`; its waiters are
+/// the requests queued there.
+async fn semaphore(client: &zk::Client, dir: &str, name: String) -> Result<Option<LockState>> {
+    let locks_dir = format!("{dir}/locks");
+    let leases_dir = format!("{dir}/leases");
+    let queue = names::queue(&children_of(client, &locks_dir).await?);
+    let leases = children_of(client, &leases_dir).await?;
+    if queue.is_empty() && leases.is_empty() {
+        return Ok(None);
+    }
+    let request_of = |node: &str| {
+        node.split_once("-lease-")
+            .map_or(node, |(r, _)| r)
+            .to_owned()
+    };
+    let queued_requests: Vec<String> = queue
+        .iter()
+        .map(|c| {
+            c.name
+                .split_once("-lock-")
+                .map_or(&*c.name, |(r, _)| r)
+                .to_owned()
+        })
+        .collect();
+    let mut state = empty(&name);
+    let mut groups: Vec<(String, HolderInfo)> = Vec::new();
+    for lease in &leases {
+        let request = request_of(lease);
+        if queued_requests.contains(&request) {
+            continue;
+        }
+        let (data, stat) = match client.get_data(&format!("{leases_dir}/{lease}")).await {
+            Err(zk::Error::NoNode) => continue,
+            other => other.map_err(zk_error("inspect"))?,
+        };
+        state.last_fencing_token = state.last_fencing_token.max(stat.czxid.max(0) as u64);
+        match groups.iter_mut().find(|(r, _)| *r == request) {
+            Some((_, holder)) => {
+                holder.permits += 1;
+                holder.fencing_token = holder.fencing_token.max(stat.czxid.max(0) as u64);
+            }
+            None => {
+                let lease = names::Contender {
+                    name: lease.clone(),
+                    seq: 0,
+                    role: names::Role::Shared,
+                };
+                groups.push((request, Record::holder(&lease, &data, stat.czxid)));
+            }
+        }
+    }
+    state.holders = groups.into_iter().map(|(_, h)| h).collect();
+    for contender in &queue {
+        let data = match client
+            .get_data(&format!("{locks_dir}/{}", contender.name))
+            .await
+        {
+            Err(zk::Error::NoNode) => continue,
+            other => other.map_err(zk_error("inspect"))?.0,
+        };
+        state.waiters.push(Record::waiter(contender, &data));
     }
     Ok(Some(state))
 }

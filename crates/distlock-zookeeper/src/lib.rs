@@ -59,7 +59,10 @@ mod config;
 mod error;
 mod inspect;
 mod names;
+mod nodes;
 mod record;
+mod request;
+mod semaphore;
 mod session;
 
 use std::sync::Arc;

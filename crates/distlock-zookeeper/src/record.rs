@@ -12,8 +12,10 @@ use crate::names::{Contender, Role};
 pub(crate) struct Record {
     /// The owner.
     o: String,
-    /// The kind of request.
+    /// The kind of request, and for a semaphore its number of permits.
     k: String,
+    #[serde(default)]
+    l: u32,
     /// Host and process of the holder.
     h: String,
     p: u32,
@@ -27,11 +29,20 @@ impl Record {
         serde_json::to_vec(&Record {
             o: request.owner.as_str().to_owned(),
             k: request.kind.as_str().to_owned(),
+            l: request.kind.limit(),
             h: request.meta.host.clone(),
             p: request.meta.pid,
             a: request.meta.acquired_at_unix_ms,
         })
         .unwrap_or_default()
+    }
+
+    /// The number of permits of the semaphore a distlock lease node with `data` belongs to.
+    pub(crate) fn limit_of(data: &[u8]) -> Option<u32> {
+        serde_json::from_slice::<Record>(data)
+            .ok()
+            .filter(|record| record.k == "semaphore")
+            .map(|record| record.l)
     }
 
     /// What `data`, the node data of `contender`, says of its holder: our record, or a
@@ -45,7 +56,7 @@ impl Record {
         match serde_json::from_slice::<Record>(data) {
             Ok(record) => (
                 record.o,
-                LockKind::parse(&record.k, 1).unwrap_or(fallback_kind),
+                LockKind::parse(&record.k, record.l).unwrap_or(fallback_kind),
                 HolderMeta {
                     host: record.h,
                     pid: record.p,

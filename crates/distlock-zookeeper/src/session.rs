@@ -80,6 +80,36 @@ impl Sessions {
         self.sender.subscribe()
     }
 
+    /// Ends the current session from a second connection to `hosts` that joins it and
+    /// closes it (see `ZkBackend::close_session_from`); waits until the close is done.
+    pub(crate) async fn close_from(&self, hosts: &str) -> Result<()> {
+        let live = self.current();
+        let mut connector = zk::Client::connector()
+            .with_session(live.client.session().clone())
+            .with_session_timeout(self.config.session_timeout)
+            .with_fail_eagerly();
+        if let Some(digest) = &self.config.digest {
+            connector = connector.with_auth("digest", digest.as_bytes());
+        }
+        let intruder = match connector.connect(hosts).await {
+            Ok(intruder) => intruder,
+            // Ended already.
+            Err(zk::Error::SessionExpired) => return Ok(()),
+            Err(err) => return Err(zk_error("close")(err)),
+        };
+        let mut state = intruder.state_watcher();
+        drop(intruder);
+        let closed = async { while !state.changed().await.is_terminated() {} };
+        let bound = self.config.session_timeout + Duration::from_secs(5);
+        tokio::time::timeout(bound, closed).await.map_err(|_| {
+            Error::new(
+                ErrorKind::Timeout,
+                format!("the session was not closed within {bound:?}"),
+            )
+            .with_backend("zookeeper")
+        })
+    }
+
     /// The configuration sessions are opened with.
     pub(crate) fn config(&self) -> &ZkConfig {
         &self.config

@@ -1,11 +1,13 @@
 // Apache Curator's own locks, contending with distlock on the same ZooKeeper path.
 //
 // Usage: java CuratorContender CONNECT PATH MODE ITERATIONS COUNTER_FILE INSIDE_FILE
-// MODE is mutex (InterProcessMutex), write or read (InterProcessReadWriteLock). Each
-// iteration takes the lock. A mutex or writer creates INSIDE_FILE (which must not exist:
-// no one else is inside), reads COUNTER_FILE, pauses, writes it back plus one and removes
-// INSIDE_FILE; a reader checks that INSIDE_FILE does not exist (no writer is inside).
-// Exits 3 on an overlap.
+// MODE is mutex (InterProcessMutex), write or read (InterProcessReadWriteLock), or
+// semaphore<N> (InterProcessSemaphoreV2 with N leases). Each iteration takes the lock. A
+// mutex or writer creates INSIDE_FILE (which must not exist: no one else is inside), reads
+// COUNTER_FILE, pauses, writes it back plus one and removes INSIDE_FILE; a reader checks
+// that INSIDE_FILE does not exist (no writer is inside); a semaphore holder puts a file of
+// its own in the directory INSIDE_FILE and checks it holds no more than N, then increments
+// the counter under a file lock of its own kind. Exits 3 on an overlap.
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,6 +19,8 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.RetryNTimes;
 
 public class CuratorContender {
@@ -31,6 +35,36 @@ public class CuratorContender {
             CuratorFrameworkFactory.newClient(connect, 10000, 5000, new RetryNTimes(20, 100));
         client.start();
         client.blockUntilConnected();
+        if (mode.startsWith("semaphore")) {
+            int limit = Integer.parseInt(mode.substring("semaphore".length()));
+            InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(client, path, limit);
+            for (int i = 0; i < iterations; i++) {
+                Lease lease = semaphore.acquire(60, TimeUnit.SECONDS);
+                if (lease == null) {
+                    System.err.println("no lease within 60 s");
+                    System.exit(2);
+                }
+                try {
+                    Path mine = inside.resolve("curator-" + i);
+                    Files.createFile(mine);
+                    long holders;
+                    try (java.util.stream.Stream<Path> entries = Files.list(inside)) {
+                        holders = entries.count();
+                    }
+                    if (holders > limit) {
+                        System.err.println(holders + " holders of a semaphore of " + limit);
+                        System.exit(3);
+                    }
+                    Thread.sleep(1);
+                    Files.delete(mine);
+                } finally {
+                    semaphore.returnLease(lease);
+                }
+            }
+            client.close();
+            System.out.println("done");
+            return;
+        }
         InterProcessLock lock;
         if (mode.equals("mutex")) {
             lock = new InterProcessMutex(client, path);

@@ -1,0 +1,134 @@
+//! The node operations requests are made of: protected creates that survive a lost answer,
+//! and deletes that accept a node already gone.
+
+use distlock_core::{Error, ErrorKind, Result};
+use zookeeper_client as zk;
+
+use crate::error::zk_error;
+use crate::session::Live;
+
+/// How often a create is tried again when its parent vanished in between (a container
+/// node the server deleted) or its outcome was unknown.
+const CREATE_TRIES: usize = 5;
+
+/// A request's node.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub(crate) path: String,
+    /// The session it lives in.
+    pub(crate) session: u64,
+    /// The transaction that created it: a grant's fencing token.
+    pub(crate) czxid: i64,
+}
+
+impl Node {
+    /// Its name, the last segment of its path.
+    pub(crate) fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or_default()
+    }
+}
+
+/// Creates an ephemeral sequential node `<prefix><seq>` holding `data` in session `live`,
+/// creating its parents (as container nodes) when missing. `prefix` is unique to the
+/// request (Curator's protected create): when the create's answer is lost, the node is
+/// found by it among `dir`'s children (and adopted if this session owns it) instead of
+/// being created a second time. `skip` names nodes of the request adopted already.
+pub(crate) async fn create_protected(
+    live: &Live,
+    dir: &str,
+    prefix: &str,
+    data: &[u8],
+    skip: &[Node],
+) -> Result<Node> {
+    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    for _ in 0..CREATE_TRIES {
+        match live.client.create(prefix, data, &options).await {
+            Ok((stat, seq)) => {
+                return Ok(Node {
+                    path: format!("{prefix}{seq}"),
+                    session: live.id,
+                    czxid: stat.czxid,
+                });
+            }
+            Err(zk::Error::NoNode) => {
+                let parents = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+                live.client
+                    .mkdir(dir, &parents)
+                    .await
+                    .map_err(zk_error("create"))?;
+            }
+            Err(zk::Error::ConnectionLoss | zk::Error::Custom(_)) => {
+                let found = find_own(live, dir, prefix).await?;
+                if let Some(node) = found
+                    .into_iter()
+                    .find(|n| skip.iter().all(|s| s.path != n.path))
+                {
+                    return Ok(node);
+                }
+            }
+            Err(err) => return Err(zk_error("create")(err)),
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!("could not create a node under {dir} in {CREATE_TRIES} tries"),
+    )
+    .with_backend("zookeeper")
+    .temporary())
+}
+
+/// The nodes under `dir` whose path starts with `prefix` that session `live` owns.
+async fn find_own(live: &Live, dir: &str, prefix: &str) -> Result<Vec<Node>> {
+    let children = match live.client.list_children(dir).await {
+        Err(zk::Error::NoNode) => return Ok(Vec::new()),
+        other => other.map_err(zk_error("create"))?,
+    };
+    let mut own = Vec::new();
+    for child in children {
+        let path = format!("{dir}/{child}");
+        if !path.starts_with(prefix) {
+            continue;
+        }
+        let stat = live
+            .client
+            .check_stat(&path)
+            .await
+            .map_err(zk_error("create"))?;
+        if let Some(stat) = stat.filter(|s| s.ephemeral_owner == live.client.session_id().0) {
+            own.push(Node {
+                path,
+                session: live.id,
+                czxid: stat.czxid,
+            });
+        }
+    }
+    Ok(own)
+}
+
+/// Deletes the node at `path`; true if it was there. Gone already, or gone with its
+/// session, is no error.
+pub(crate) async fn delete(live: &Live, path: &str) -> Result<bool> {
+    match live.client.delete(path, None).await {
+        Ok(()) => Ok(true),
+        Err(zk::Error::NoNode | zk::Error::SessionExpired | zk::Error::ClientClosed) => Ok(false),
+        Err(err) => Err(zk_error("delete")(err)),
+    }
+}
+
+/// Deletes every node under `dir` whose path starts with `prefix`: the nodes of a request
+/// whose creates' answers were lost, or that was dropped halfway.
+pub(crate) async fn delete_with_prefix(live: &Live, dir: &str, prefix: &str) -> Result<()> {
+    let children = match live.client.list_children(dir).await {
+        Err(zk::Error::NoNode | zk::Error::SessionExpired | zk::Error::ClientClosed) => {
+            return Ok(());
+        }
+        other => other.map_err(zk_error("cancel"))?,
+    };
+    for child in children {
+        let path = format!("{dir}/{child}");
+        if path.starts_with(prefix) {
+            delete(live, &path).await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! What a request's ticket (and, once granted, its grant) remembers of its nodes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use distlock_core::backend::{Grant, Ticket};
+use distlock_core::{Error, ErrorKind, LockKind, Result};
+use zookeeper_client as zk;
+
+use crate::names;
+use crate::nodes::Node;
+use crate::session::{Live, Sessions};
+
+/// A request's state.
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// Unique to the request, in its nodes' names: after a lost answer a node is found by
+    /// it (Curator's protected create).
+    pub(crate) uuid: String,
+    /// Where its queue node goes: the lock's node, or a semaphore's `locks` child.
+    pub(crate) dir: String,
+    /// Its queue node, once created.
+    pub(crate) node: Option<Node>,
+    /// A semaphore's lease nodes, one per permit, once created.
+    pub(crate) leases: Vec<Node>,
+    /// What it waits for.
+    pub(crate) blocker: Option<Blocker>,
+    /// Set, once granted, when a node of the grant is deleted (by anyone).
+    pub(crate) gone: Arc<AtomicBool>,
+}
+
+/// What a waiting request waits for.
+#[derive(Debug, Clone)]
+pub(crate) enum Blocker {
+    /// The deletion of this node.
+    Node(String),
+    /// A change among this node's children (a semaphore's leases).
+    Children(String),
+}
+
+impl Request {
+    /// A request for `kind` on the lock whose node is `lock`.
+    pub(crate) fn new(lock: String, kind: LockKind) -> Request {
+        let dir = match kind {
+            LockKind::Semaphore { .. } => format!("{lock}/locks"),
+            _ => lock,
+        };
+        Request {
+            uuid: uuid::Uuid::new_v4().to_string(),
+            dir,
+            node: None,
+            leases: Vec::new(),
+            blocker: None,
+            gone: Arc::default(),
+        }
+    }
+
+    /// The path prefix of its queue node.
+    pub(crate) fn prefix(&self, kind: LockKind) -> String {
+        format!("{}/{}", self.dir, names::node_prefix(&self.uuid, kind))
+    }
+
+    /// A semaphore's `leases` node (beside `locks`).
+    pub(crate) fn leases_dir(&self) -> String {
+        let lock = self.dir.strip_suffix("/locks").unwrap_or(&self.dir);
+        format!("{lock}/leases")
+    }
+
+    /// The path prefix of its lease nodes.
+    pub(crate) fn lease_prefix(&self) -> String {
+        format!("{}/_c_{}-lease-", self.leases_dir(), self.uuid)
+    }
+
+    /// Whether a node of the grant was deleted while its session lived.
+    pub(crate) fn lost(grant: &Grant) -> bool {
+        grant
+            .state::<Request>()
+            .is_some_and(|request| request.gone.load(Ordering::Acquire))
+    }
+
+    /// Watches `path`, a node of this grant, until it is deleted (by its holder's release,
+    /// or by someone else: an operator, a forced release) or its session ends. A deletion
+    /// marks the grant gone and tells the core, which turns the guard `Lost` unless it was
+    /// released.
+    pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, live: Live, path: String) {
+        let (sessions, gone) = (Arc::downgrade(sessions), self.gone.clone());
+        tokio::spawn(watch_node(sessions, live, path, gone));
+    }
+}
+
+async fn watch_node(sessions: Weak<Sessions>, live: Live, path: String, gone: Arc<AtomicBool>) {
+    let deleted = match live.client.check_and_watch_stat(&path).await {
+        Ok((None, _)) => true,
+        Ok((Some(_), watcher)) => watcher.changed().await.event_type == zk::EventType::NodeDeleted,
+        Err(_) => false,
+    };
+    if deleted {
+        gone.store(true, Ordering::Release);
+        if let Some(sessions) = sessions.upgrade() {
+            sessions.announce_loss();
+        }
+    }
+}
+
+/// The backend state of `ticket`, which `enqueue` made.
+pub(crate) fn request_mut(ticket: &mut Ticket) -> Result<&mut Request> {
+    ticket.state_mut::<Request>().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Backend,
+            "a ZooKeeper ticket was polled before it was enqueued",
+        )
+        .with_backend("zookeeper")
+    })
+}
