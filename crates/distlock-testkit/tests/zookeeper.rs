@@ -52,3 +52,66 @@ fn a_holder_whose_node_is_deleted_by_hand_turns_lost_alone() {
         bystander.release().await.unwrap();
     });
 }
+
+/// The server frozen (SIGSTOP) under a held lock: the guard goes `AtRisk`, then `Lost`
+/// before the server runs again; the next holder's token is greater.
+#[test]
+fn a_paused_server_puts_the_guard_at_risk_then_lost() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("zk://{}/faults?session_timeout=1500ms", server.addr());
+        distlock_testkit::lose_to_a_paused_server(&url, &server, "paused").await;
+    });
+}
+
+/// A client whose link goes silent (the proxy black-holes it): its guard goes `AtRisk`,
+/// then `Lost` — before the server expires the session and deletes its node, as a watch
+/// from another client sees — and the next holder's token is greater.
+#[test]
+fn a_client_cut_off_is_lost_before_the_server_expires_its_session() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let proxy = distlock_testkit::FaultProxy::start(server.addr())
+            .await
+            .unwrap();
+        let through = format!("zk://{}/faults?session_timeout=1500ms", proxy.addr());
+        let client = distlock::Client::connect(&through).await.unwrap();
+        let guard = client.mutex("cut").lock().await.unwrap();
+
+        let observer = zk::Client::connect(&server.addr().to_string())
+            .await
+            .unwrap();
+        let nodes = observer.list_children("/faults/cut").await.unwrap();
+        let (stat, watcher) = observer
+            .check_and_watch_stat(&format!("/faults/cut/{}", nodes[0]))
+            .await
+            .unwrap();
+        assert!(stat.is_some());
+        let deleted = tokio::spawn(async move {
+            let event = watcher.changed().await;
+            (event.event_type, std::time::Instant::now())
+        });
+
+        proxy.set(distlock_testkit::ProxyMode::BlackHole);
+        assert!(
+            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
+            "a silent link puts the guard at risk"
+        );
+        tokio::time::timeout(Duration::from_secs(3), guard.lost())
+            .await
+            .expect("the guard is lost within the session timeout");
+        let lost_at = std::time::Instant::now();
+        let (event, deleted_at) = tokio::time::timeout(Duration::from_secs(10), deleted)
+            .await
+            .expect("the server expires the session")
+            .unwrap();
+        assert_eq!(event, zk::EventType::NodeDeleted);
+        assert!(
+            lost_at <= deleted_at,
+            "the guard was lost before the node went"
+        );
+        let direct = format!("zk://{}/faults", server.addr());
+        let _next =
+            distlock_testkit::take_over(&direct, "cut", &guard, Duration::from_secs(5)).await;
+    });
+}

@@ -233,6 +233,8 @@ impl Backend for ZkBackend {
                 Err(err) => return Err(zk_error("wait")(err)),
             },
         };
+        // The watch does not keep the session open: a session this client ends must close.
+        drop(live);
         let changed = watcher.changed();
         match backstop {
             Some(limit) => {
@@ -268,7 +270,12 @@ impl Backend for ZkBackend {
             LockKind::Semaphore { .. } => request.leases.iter().collect::<Vec<_>>(),
             _ => request.node.iter().collect(),
         };
-        if held.is_empty() || held.iter().any(|n| n.session != live.id) {
+        // A session past its validity is being ended, and its nodes with it.
+        let valid = self
+            .sessions
+            .valid_until(live.id)
+            .is_some_and(|until| tokio::time::Instant::now() < until);
+        if !valid || held.is_empty() || held.iter().any(|n| n.session != live.id) {
             return Ok(LeaseOutcome::NotHeld);
         }
         let mut all_there = true;

@@ -89,7 +89,10 @@ impl Request {
 }
 
 async fn watch_node(sessions: Weak<Sessions>, live: Live, path: String, gone: Arc<AtomicBool>) {
-    let deleted = match live.client.check_and_watch_stat(&path).await {
+    let watched = live.client.check_and_watch_stat(&path).await;
+    // The watch does not keep the session open: a session this client ends must close.
+    drop(live);
+    let deleted = match watched {
         Ok((None, _)) => true,
         Ok((Some(_), watcher)) => watcher.changed().await.event_type == zk::EventType::NodeDeleted,
         Err(_) => false,

@@ -130,7 +130,7 @@ impl Sessions {
     }
 
     /// The last deadline reported for session `id`, if it is not expired.
-    fn valid_until(&self, id: u64) -> Option<Instant> {
+    pub(crate) fn valid_until(&self, id: u64) -> Option<Instant> {
         let session = *self.sender.borrow();
         (session.id == id).then(|| session.valid_until()).flatten()
     }
@@ -223,7 +223,11 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
 }
 
 /// Follows session `live` until it ends (or the backend is dropped): a heartbeat every
-/// quarter of the timeout moves its deadline on; a lost connection suspends it.
+/// quarter of the timeout moves its deadline on; a lost connection suspends it. A session
+/// whose deadline passes without an answer is ended here too, even if the connection comes
+/// back later: the core has turned its guards `Lost` at that deadline, and their nodes must
+/// not go on holding the locks for nobody. Dropping the session's last client closes it,
+/// and the server deletes its nodes.
 async fn follow(sessions: &Weak<Sessions>, live: &Live) {
     let timeout = live.client.session_timeout();
     let period = timeout / 4;
@@ -233,10 +237,21 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
         let Some(this) = sessions.upgrade() else {
             return;
         };
+        let Some(valid_until) = this.valid_until(live.id) else {
+            return;
+        };
+        if Instant::now() >= valid_until {
+            tracing::warn!(
+                hosts = %this.config.hosts,
+                "no answer from ZooKeeper within the session's validity; ending the session, whose locks are lost"
+            );
+            return;
+        }
+        drop(this);
         tokio::select! {
             state = states.changed() => match state {
                 zk::SessionState::Disconnected => {
-                    if let Some(valid_until) = this.valid_until(live.id) {
+                    if let Some(this) = sessions.upgrade() {
                         this.set(live.id, SessionState::Suspended { since: Instant::now(), valid_until });
                     }
                 }
@@ -245,12 +260,17 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
                 }
                 _ => return,
             },
+            () = tokio::time::sleep_until(valid_until) => {}
             () = tokio::time::sleep_until(next_beat) => {
                 next_beat = Instant::now() + period;
                 let sent = Instant::now();
                 let answered = tokio::time::timeout(period, live.client.check_stat("/")).await;
+                let Some(this) = sessions.upgrade() else {
+                    return;
+                };
                 match answered {
-                    Ok(Ok(_)) => this.set(live.id, SessionState::Connected {
+                    // An answer after the deadline does not revive the session.
+                    Ok(Ok(_)) if Instant::now() < valid_until => this.set(live.id, SessionState::Connected {
                         valid_until: distlock_core::backend::safe_deadline(sent, timeout),
                     }),
                     Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed)) => return,
