@@ -94,7 +94,8 @@ impl ServerSpec {
     }
 
     /// Writes `contents` (with `{port}` and `{dir}` filled in) to `name` in the temporary
-    /// directory before the server first starts, e.g. a configuration file.
+    /// directory (creating the directories it names) before the server first starts, e.g.
+    /// a configuration file.
     ///
     /// # Examples
     ///
@@ -326,6 +327,10 @@ impl Server {
     fn prepare(&self) -> Result<(), LaunchError> {
         for (name, contents) in &self.spec.files {
             let path = self.dir.path().join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| failed(format!("cannot create {}: {e}", parent.display()), ""))?;
+            }
             std::fs::write(&path, self.fill(contents))
                 .map_err(|e| failed(format!("cannot write {}: {e}", path.display()), ""))?;
         }

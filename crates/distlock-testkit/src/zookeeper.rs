@@ -30,35 +30,182 @@ const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-sim
 /// # Ok::<(), distlock_testkit::LaunchError>(())
 /// ```
 pub fn zookeeper_server() -> Result<Server, LaunchError> {
-    if !std::path::Path::new("/usr/share/java/zookeeper.jar").is_file() {
-        return Err(LaunchError::Missing {
-            program: "/usr/share/java/zookeeper.jar".into(),
-            hint: "apt-get install zookeeper".into(),
+    require_installed()?;
+    Server::start(
+        spec("org.apache.zookeeper.server.ZooKeeperServerMain", "")
+            .ready(Ready::LogLine("ZooKeeper audit is".into())),
+    )
+}
+
+/// The settings every test server shares: a 100 ms tick, sessions from 200 ms, no admin
+/// server, data not synced to disk; `extra` adds to them.
+fn spec(main_class: &str, extra: &str) -> ServerSpec {
+    ServerSpec::new(
+        "java",
+        [
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.4lw.commands.whitelist=*",
+            "-cp",
+            CLASSPATH,
+            main_class,
+            "{dir}/zoo.cfg",
+        ],
+    )
+    .file(
+        "zoo.cfg",
+        &format!(
+            "tickTime=100\ndataDir={{dir}}/data\nclientPort={{port}}\nclientPortAddress=127.0.0.1\n\
+             forceSync=no\nminSessionTimeout=200\nmaxSessionTimeout=60000\n\
+             admin.enableServer=false\n{extra}"
+        ),
+    )
+    .install_hint("apt-get install zookeeper default-jre-headless")
+}
+
+/// A ZooKeeper ensemble for tests: its members, each a [`Server`] that can be killed,
+/// paused and restarted.
+#[derive(Debug)]
+pub struct ZkEnsemble {
+    /// The members, in the order of their ids (1, 2, …).
+    pub members: Vec<Server>,
+}
+
+impl ZkEnsemble {
+    /// The members' client addresses, `host:port` separated by commas, for a `zk://` URL.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+    /// let url = format!("zk://{}/locks", ensemble.hosts());
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn hosts(&self) -> String {
+        let addrs: Vec<String> = self.members.iter().map(|m| m.addr().to_string()).collect();
+        addrs.join(",")
+    }
+
+    /// Which member leads now, if any answers that it does (the `srvr` command).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+    /// assert!(ensemble.leader().is_some());
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn leader(&self) -> Option<usize> {
+        self.members
+            .iter()
+            .position(|m| four_letter_word(m, "srvr").contains("Mode: leader"))
+    }
+
+    /// Waits (at most `within`) until the members that run serve requests again (a
+    /// quorum formed); true if they do.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+    /// assert!(ensemble.wait_serving(std::time::Duration::from_secs(30)));
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn wait_serving(&self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let serving = self
+                .members
+                .iter()
+                .filter(|m| m.pid().is_some())
+                .all(|m| four_letter_word(m, "srvr").contains("Mode: "));
+            if serving {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// What `member` answers to the four-letter command `word` (empty if it does not).
+fn four_letter_word(member: &Server, word: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut stream) =
+        std::net::TcpStream::connect_timeout(&member.addr(), Duration::from_millis(500))
+    else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut answer = String::new();
+    if stream.write_all(word.as_bytes()).is_ok() {
+        let _ = stream.read_to_string(&mut answer);
+    }
+    answer
+}
+
+/// A ZooKeeper ensemble of `size` members (`QuorumPeerMain` from Debian's package) on
+/// free loopback ports, started together, returned once a quorum serves requests.
+///
+/// # Examples
+///
+/// ```no_run
+/// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+/// let url = format!("zk://{}/locks?session_timeout=4s", ensemble.hosts());
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn zookeeper_ensemble(size: usize) -> Result<ZkEnsemble, LaunchError> {
+    require_installed()?;
+    let port = || {
+        crate::server::free_port().map_err(|e| LaunchError::Failed {
+            reason: format!("no free port: {e}"),
+            log_tail: String::new(),
+        })
+    };
+    let mut peers = String::new();
+    for id in 1..=size {
+        peers.push_str(&format!("server.{id}=127.0.0.1:{}:{}\n", port()?, port()?));
+    }
+    let settings = format!("initLimit=50\nsyncLimit=20\n4lw.commands.whitelist=*\n{peers}");
+    let mut members = Vec::new();
+    for id in 1..=size {
+        members.push(Server::start(
+            spec(
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                &settings,
+            )
+            .file("data/myid", &id.to_string())
+            .ready(Ready::TcpConnect),
+        )?);
+    }
+    let ensemble = ZkEnsemble { members };
+    if !ensemble.wait_serving(Duration::from_secs(60)) {
+        return Err(LaunchError::Failed {
+            reason: "the ensemble formed no quorum within 60 s".into(),
+            log_tail: ensemble
+                .members
+                .iter()
+                .map(Server::log)
+                .collect::<Vec<_>>()
+                .join("\n"),
         });
     }
-    Server::start(
-        ServerSpec::new(
-            "java",
-            [
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Dzookeeper.admin.enableServer=false",
-                "-Dzookeeper.4lw.commands.whitelist=*",
-                "-cp",
-                CLASSPATH,
-                "org.apache.zookeeper.server.ZooKeeperServerMain",
-                "{dir}/zoo.cfg",
-            ],
-        )
-        .file(
-            "zoo.cfg",
-            "tickTime=100\ndataDir={dir}/data\nclientPort={port}\nclientPortAddress=127.0.0.1\nforceSync=no\n\
-             minSessionTimeout=200\nmaxSessionTimeout=60000\nadmin.enableServer=false\n",
-        )
-        .ready(Ready::LogLine("ZooKeeper audit is".into()))
-        .install_hint("apt-get install zookeeper default-jre-headless"),
-    )
+    Ok(ensemble)
+}
+
+/// Fails clearly when Debian's `zookeeper` package is not installed.
+fn require_installed() -> Result<(), LaunchError> {
+    if std::path::Path::new("/usr/share/java/zookeeper.jar").is_file() {
+        return Ok(());
+    }
+    Err(LaunchError::Missing {
+        program: "/usr/share/java/zookeeper.jar".into(),
+        hint: "apt-get install zookeeper".into(),
+    })
 }
 
 /// A ZooKeeper target: a fresh server behind a fault proxy, clients with 1.5 s sessions
