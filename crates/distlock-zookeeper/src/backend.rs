@@ -91,10 +91,44 @@ impl ZkBackend {
         if request.leases.iter().any(|lease| lease.session != live.id) {
             request.leases.clear();
         }
-        let node =
-            nodes::create_protected(&live, &request.dir, &request.prefix(kind), &data, &[]).await?;
+        let (node, listing) =
+            nodes::create_and_list(&live, &request.dir, &request.prefix(kind), &data).await?;
         request.node = Some(node.clone());
+        request.listing = listing;
         Ok(node)
+    }
+
+    /// The children of the ticket's queue directory: those listed with its create, the
+    /// first time, else listed now.
+    pub(crate) async fn queue_children(&self, ticket: &mut Ticket) -> Result<Vec<String>> {
+        let request = request_mut(ticket)?;
+        if let Some(listing) = request.listing.take() {
+            return Ok(listing);
+        }
+        let live = self.sessions.current();
+        live.client
+            .list_children(&request.dir)
+            .await
+            .map_err(zk_error("poll"))
+    }
+
+    /// A queue node missing from its directory's listing: deleted by someone else while it
+    /// waited (it queues again, at the end), or not yet in a listing made before it (it
+    /// stays). Either way the request polls again at once.
+    pub(crate) async fn missing(&self, ticket: &mut Ticket, node: &Node) -> Result<PollOutcome> {
+        let live = self.sessions.current();
+        let exists = live
+            .client
+            .check_stat(&node.path)
+            .await
+            .map_err(zk_error("poll"))?
+            .is_some();
+        if !exists {
+            request_mut(ticket)?.node = None;
+        }
+        Ok(PollOutcome::Pending {
+            retry_within: Some(Duration::ZERO),
+        })
     }
 
     /// Deletes every node of the ticket's request in the current session: the ones it
@@ -127,12 +161,7 @@ impl ZkBackend {
     /// A lock's poll: granted when no contender ahead conflicts.
     async fn poll_lock(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let node = self.queue_node(ticket).await?;
-        let live = self.sessions.current();
-        let children = live
-            .client
-            .list_children(&request_mut(ticket)?.dir)
-            .await
-            .map_err(zk_error("poll"))?;
+        let children = self.queue_children(ticket).await?;
         if semaphore::is_semaphore(&children) {
             return Err(Error::invalid(format!(
                 "`{}` is in use as a semaphore, not as a {}",
@@ -142,14 +171,11 @@ impl ZkBackend {
             .with_backend("zookeeper"));
         }
         let queue = names::queue(&children);
-        let request = request_mut(ticket)?;
         let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
-            // Deleted by someone else while it waited: queue again, at the end.
-            request.node = None;
-            return Ok(PollOutcome::Pending {
-                retry_within: Some(Duration::ZERO),
-            });
+            return self.missing(ticket, &node).await;
         };
+        let live = self.sessions.current();
+        let request = request_mut(ticket)?;
         match names::blocker(&queue, index) {
             None => {
                 request.watch_grant(&self.sessions, live, node.path.clone());

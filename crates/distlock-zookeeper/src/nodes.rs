@@ -77,6 +77,40 @@ pub(crate) async fn create_protected(
     .temporary())
 }
 
+/// [`create_protected`], with `dir`'s children listed in the same round trip: the list is
+/// sent right behind the create, and ZooKeeper answers a session's requests in order, so it
+/// includes the new node. The listing is `None` when the first create did not simply
+/// succeed (the node was then made, or found, the slower way).
+pub(crate) async fn create_and_list(
+    live: &Live,
+    dir: &str,
+    prefix: &str,
+    data: &[u8],
+) -> Result<(Node, Option<Vec<String>>)> {
+    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let created = live.client.create(prefix, data, &options);
+    let listed = live.client.list_children(dir);
+    let (created, listed) = tokio::join!(created, listed);
+    match created {
+        Ok((stat, seq)) => Ok((
+            Node {
+                path: format!("{prefix}{seq}"),
+                session: live.id,
+                czxid: stat.czxid,
+            },
+            listed.ok(),
+        )),
+        Err(zk::Error::ConnectionLoss | zk::Error::Custom(_)) => {
+            match find_own(live, dir, prefix).await?.into_iter().next() {
+                Some(node) => Ok((node, None)),
+                None => Ok((create_protected(live, dir, prefix, data, &[]).await?, None)),
+            }
+        }
+        Err(zk::Error::NoNode) => Ok((create_protected(live, dir, prefix, data, &[]).await?, None)),
+        Err(err) => Err(zk_error("create")(err)),
+    }
+}
+
 /// The nodes under `dir` whose path starts with `prefix` that session `live` owns.
 async fn find_own(live: &Live, dir: &str, prefix: &str) -> Result<Vec<Node>> {
     let children = match live.client.list_children(dir).await {

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use distlock_core::backend::{Grant, Ticket};
 use distlock_core::{Error, ErrorKind, LockKind, Result};
@@ -25,6 +26,9 @@ pub(crate) struct Request {
     pub(crate) leases: Vec<Node>,
     /// What it waits for.
     pub(crate) blocker: Option<Blocker>,
+    /// The children of `dir` listed together with the create of its queue node, for the
+    /// first poll.
+    pub(crate) listing: Option<Vec<String>>,
     /// Set, once granted, when a node of the grant is deleted (by anyone).
     pub(crate) gone: Arc<AtomicBool>,
 }
@@ -51,6 +55,7 @@ impl Request {
             node: None,
             leases: Vec::new(),
             blocker: None,
+            listing: None,
             gone: Arc::default(),
         }
     }
@@ -81,14 +86,24 @@ impl Request {
     /// Watches `path`, a node of this grant, until it is deleted (by its holder's release,
     /// or by someone else: an operator, a forced release) or its session ends. A deletion
     /// marks the grant gone and tells the core, which turns the guard `Lost` unless it was
-    /// released.
+    /// released. The watch is set [`WATCH_AFTER`] after the grant, and only if the grant
+    /// still exists then, so a short hold costs the server nothing more; a node deleted in
+    /// the meantime is found gone when it is set.
     pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, live: Live, path: String) {
-        let (sessions, gone) = (Arc::downgrade(sessions), self.gone.clone());
+        let (sessions, gone) = (Arc::downgrade(sessions), Arc::downgrade(&self.gone));
         tokio::spawn(watch_node(sessions, live, path, gone));
     }
 }
 
-async fn watch_node(sessions: Weak<Sessions>, live: Live, path: String, gone: Arc<AtomicBool>) {
+/// How long after a grant the watch on its node is set.
+pub(crate) const WATCH_AFTER: Duration = Duration::from_millis(100);
+
+async fn watch_node(sessions: Weak<Sessions>, live: Live, path: String, gone: Weak<AtomicBool>) {
+    tokio::time::sleep(WATCH_AFTER).await;
+    if gone.strong_count() == 0 {
+        // Released (the grant and its state are dropped).
+        return;
+    }
     let watched = live.client.check_and_watch_stat(&path).await;
     // The watch does not keep the session open: a session this client ends must close.
     drop(live);
@@ -97,11 +112,12 @@ async fn watch_node(sessions: Weak<Sessions>, live: Live, path: String, gone: Ar
         Ok((Some(_), watcher)) => watcher.changed().await.event_type == zk::EventType::NodeDeleted,
         Err(_) => false,
     };
-    if deleted {
-        gone.store(true, Ordering::Release);
-        if let Some(sessions) = sessions.upgrade() {
-            sessions.announce_loss();
-        }
+    let Some(gone) = gone.upgrade().filter(|_| deleted) else {
+        return;
+    };
+    gone.store(true, Ordering::Release);
+    if let Some(sessions) = sessions.upgrade() {
+        sessions.announce_loss();
     }
 }
 

@@ -23,23 +23,16 @@ pub(crate) async fn poll(
     limit: u32,
 ) -> Result<PollOutcome> {
     let node = backend.queue_node(ticket).await?;
+    let children = backend.queue_children(ticket).await?;
+    let queue = names::queue(&children);
+    let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
+        return backend.missing(ticket, &node).await;
+    };
     let live = backend.sessions.current();
     let permits = ticket.request.permits as usize;
     let data = Record::of(&ticket.request);
     let name = ticket.request.name.clone();
     let request = request_mut(ticket)?;
-    let children = live
-        .client
-        .list_children(&request.dir)
-        .await
-        .map_err(zk_error("poll"))?;
-    let queue = names::queue(&children);
-    let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
-        request.node = None;
-        return Ok(PollOutcome::Pending {
-            retry_within: Some(std::time::Duration::ZERO),
-        });
-    };
     if let Some(ahead) = index.checked_sub(1).map(|i| &queue[i]) {
         request.blocker = Some(Blocker::Node(format!("{}/{}", request.dir, ahead.name)));
         return backend.pending(ticket).await;
