@@ -1,12 +1,11 @@
 //! The `distlock` command on Redis: run, status, demo and bench against a real server.
 
-use std::process::{Command, Stdio};
-
 use serde_json::Value;
 
 mod common;
+mod guarded;
 
-use common::{distlock, json_lines, ok};
+use common::{distlock, ok};
 
 #[test]
 fn run_status_demo_and_bench_work_on_redis() {
@@ -14,84 +13,8 @@ fn run_status_demo_and_bench_work_on_redis() {
     let url = format!("redis://{}/0", redis.addr());
     let state = tempfile::tempdir().unwrap();
 
-    let tokens: Vec<u64> = (0..2)
-        .map(|_| {
-            let out = distlock(
-                &url,
-                state.path(),
-                &[
-                    "run",
-                    "--name",
-                    "jobs/x",
-                    "--",
-                    "sh",
-                    "-c",
-                    "echo $DISTLOCK_FENCING_TOKEN",
-                ],
-            );
-            ok(&out).trim().parse().unwrap()
-        })
-        .collect();
-    assert!(tokens[0] < tokens[1], "{tokens:?}");
-
-    let started = state.path().join("started");
-    let mut holder = Command::new(env!("CARGO_BIN_EXE_distlock"))
-        .args([
-            "--url",
-            &url,
-            "run",
-            "--name",
-            "jobs/held",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(format!("touch {}; exec sleep 30", started.display()))
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..500 {
-        if started.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = distlock(&url, state.path(), &["status", "jobs/held", "--json"]);
-    let shown: Value = serde_json::from_str(&ok(&out)).unwrap();
-    assert_eq!(shown[0]["holders"][0]["meta"]["pid"], holder.id());
-    let busy = distlock(
-        &url,
-        state.path(),
-        &["run", "--name", "jobs/held", "--no-wait", "--", "true"],
-    );
-    assert_eq!(busy.status.code(), Some(75));
-    distlock_testkit::send(holder.id(), distlock_testkit::Signal::Terminate);
-    assert_eq!(
-        holder.wait().unwrap().code(),
-        Some(128 + 15),
-        "SIGTERM reached the command"
-    );
-
-    let out = distlock(
-        &url,
-        state.path(),
-        &[
-            "demo",
-            "--json",
-            "--strategies",
-            "none,lock",
-            "--stock",
-            "20",
-            "--buyers",
-            "60",
-            "--workers",
-            "3",
-        ],
-    );
-    let rows = json_lines(&ok(&out));
-    let lock = rows.iter().find(|r| r["strategy"] == "lock").unwrap();
-    assert_eq!(lock["oversold"], 0);
-    assert_eq!(lock["orders"], 20);
+    guarded::runs_guard_commands(&url, state.path());
+    guarded::demo_never_oversells(&url, state.path());
 
     let out = distlock(
         &url,

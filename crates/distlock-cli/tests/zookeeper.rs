@@ -2,29 +2,17 @@
 //! and a held command whose session is lost while `distlock run` is frozen.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use distlock_testkit::{Signal, send};
 use serde_json::Value;
 
 mod common;
+mod guarded;
 
-use common::{distlock, json_lines, ok};
+use common::{distlock, ok};
+use guarded::read_when_written;
 
-const BUSY: i32 = 75;
 const LOST: i32 = 76;
-
-/// Waits (at most 20 s) until `path` holds a line, and returns it.
-fn read_when_written(path: &std::path::Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if !text.trim().is_empty() || Instant::now() >= deadline {
-            return text.trim().to_owned();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn run_status_demo_and_bench_work_on_zookeeper() {
@@ -32,81 +20,13 @@ fn run_status_demo_and_bench_work_on_zookeeper() {
     let url = format!("zk://{}/cli?session_timeout=2s", zk.addr());
     let state = tempfile::tempdir().unwrap();
 
-    let tokens: Vec<u64> = (0..2)
-        .map(|_| {
-            let out = distlock(
-                &url,
-                state.path(),
-                &[
-                    "run",
-                    "--name",
-                    "jobs/x",
-                    "--",
-                    "sh",
-                    "-c",
-                    "echo $DISTLOCK_FENCING_TOKEN",
-                ],
-            );
-            ok(&out).trim().parse().unwrap()
-        })
-        .collect();
-    assert!(tokens[0] < tokens[1], "{tokens:?}");
-
-    let started = state.path().join("started");
-    let mut holder = Command::new(env!("CARGO_BIN_EXE_distlock"))
-        .args([
-            "--url",
-            &url,
-            "run",
-            "--name",
-            "jobs/held",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(format!("echo go > {}; exec sleep 30", started.display()))
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert_eq!(read_when_written(&started), "go");
-    let out = distlock(&url, state.path(), &["status", "jobs/held", "--json"]);
-    let shown: Value = serde_json::from_str(&ok(&out)).unwrap();
-    let held = &shown[0]["holders"][0];
-    assert_eq!(held["meta"]["pid"], holder.id());
+    let held = guarded::runs_guard_commands(&url, state.path());
     assert_eq!(
         held["remaining_ms"],
         Value::Null,
         "a session grant has no lease"
     );
-    let busy = distlock(
-        &url,
-        state.path(),
-        &["run", "--name", "jobs/held", "--no-wait", "--", "true"],
-    );
-    assert_eq!(busy.status.code(), Some(BUSY));
-    send(holder.id(), Signal::Terminate);
-    assert_eq!(holder.wait().unwrap().code(), Some(128 + 15));
-
-    let out = distlock(
-        &url,
-        state.path(),
-        &[
-            "demo",
-            "--json",
-            "--strategies",
-            "none,lock",
-            "--stock",
-            "20",
-            "--buyers",
-            "60",
-            "--workers",
-            "3",
-        ],
-    );
-    let rows = json_lines(&ok(&out));
-    let lock = rows.iter().find(|r| r["strategy"] == "lock").unwrap();
-    assert_eq!(lock["oversold"], 0);
-    assert_eq!(lock["orders"], 20);
+    guarded::demo_never_oversells(&url, state.path());
 
     let out = distlock(
         &url,
