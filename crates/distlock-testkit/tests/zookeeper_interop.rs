@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 const ROUNDS: u32 = 25;
 
+/// The permits of the semaphore both sides share.
+const PERMITS: u32 = 2;
+
 /// The jars Curator's contender is compiled and run with (their manifests name the rest).
 const CURATOR_CLASSPATH: &str = "/usr/share/java/curator-recipes.jar:/usr/share/java/curator-framework.jar:/usr/share/java/curator-client.jar:/usr/share/java/zookeeper.jar";
 
@@ -124,7 +127,7 @@ fn finish(mut peer: Child, who: &str) {
     );
 }
 
-/// Runs [`ROUNDS`] of distlock's `mode` (mutex, write, read) on `name`, in one task per
+/// Runs [`ROUNDS`] of distlock's `mode` (mutex, write, read, semaphore of [`PERMITS`]) on `name`, in one task per
 /// client, all at once.
 async fn distlock_rounds(
     url: &str,
@@ -152,10 +155,16 @@ async fn distlock_rounds(
                         files.write().await;
                         guard.release().await.unwrap();
                     }
-                    _ => {
+                    "read" => {
                         let guard = client.rwlock(&name).read_with(&options).await.unwrap();
                         files.read().await;
                         guard.release().await.unwrap();
+                    }
+                    _ => {
+                        let semaphore = client.semaphore(&name, PERMITS);
+                        let permit = semaphore.acquire_with(1, &options).await.unwrap();
+                        hold_permit(&files.inside, PERMITS as usize).await;
+                        permit.release().await.unwrap();
                     }
                 }
             }
@@ -225,25 +234,7 @@ fn distlock_and_curator_semaphores_share_one_set_of_permits() {
         .collect();
     distlock_testkit::block_on(async {
         let url = format!("zk://{}/interop", zk.addr());
-        let mut tasks = Vec::new();
-        for _ in 0..2 {
-            let client = distlock::Client::connect(&url).await.unwrap();
-            let inside = files.inside.clone();
-            tasks.push(tokio::spawn(async move {
-                let semaphore = client.semaphore("shared/pool", 2);
-                for _ in 0..ROUNDS {
-                    let permit = semaphore.acquire().await.unwrap();
-                    hold_permit(&inside, 2).await;
-                    permit.release().await.unwrap();
-                }
-            }));
-        }
-        for task in tasks {
-            tokio::time::timeout(Duration::from_secs(120), task)
-                .await
-                .expect("the distlock side finishes")
-                .unwrap();
-        }
+        distlock_rounds(&url, "shared/pool", "semaphore", &files, 2).await;
     });
     for peer in peers {
         finish(peer, "Curator's InterProcessSemaphoreV2");

@@ -45,7 +45,7 @@ public class CuratorContender {
                     System.exit(2);
                 }
                 try {
-                    Path mine = inside.resolve("curator-" + i);
+                    Path mine = inside.resolve("curator-" + ProcessHandle.current().pid() + "-" + i);
                     Files.createFile(mine);
                     long holders;
                     try (java.util.stream.Stream<Path> entries = Files.list(inside)) {
