@@ -115,3 +115,40 @@ fn a_client_cut_off_is_lost_before_the_server_expires_its_session() {
             distlock_testkit::take_over(&direct, "cut", &guard, Duration::from_secs(5)).await;
     });
 }
+
+/// With `user:password` in the URL every node a client creates belongs to that digest
+/// identity: a client with another password, or none, can neither queue under the lock nor
+/// create new locks under the base, and gets a clear error that shows no password.
+#[test]
+fn digest_credentials_guard_the_nodes_and_never_show() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let hosts = server.addr().to_string();
+        let owner = distlock::Client::connect(&format!("zk://app:s3cr%40t@{hosts}/secure"))
+            .await
+            .unwrap();
+        let guard = owner.mutex("jobs/x").lock().await.unwrap();
+        assert!(!format!("{owner:?}").contains("s3cr"));
+
+        for url in [
+            format!("zk://app:wr%3Ang@{hosts}/secure"),
+            format!("zk://{hosts}/secure"),
+        ] {
+            let intruder = distlock::Client::connect(&url).await.unwrap();
+            for name in ["jobs/x", "jobs/y"] {
+                let err = intruder.mutex(name).try_lock().await.unwrap_err();
+                assert_eq!(
+                    err.kind(),
+                    distlock::ErrorKind::InvalidInput,
+                    "{url} {name}: {err}"
+                );
+                let shown = format!("{err} {err:?}");
+                for secret in ["s3cr", "wr:ng", "wr%3Ang"] {
+                    assert!(!shown.contains(secret), "{shown}");
+                }
+            }
+        }
+        assert_eq!(guard.health(), Health::Held);
+        guard.release().await.unwrap();
+    });
+}

@@ -32,7 +32,8 @@ const SESSION_TIMEOUTS: std::ops::RangeInclusive<Duration> =
 ///
 /// The path is the base every lock lives under (default [`DEFAULT_BASE`]); a lock named
 /// `orders/42` is the node `<base>/orders/42`, where its contenders queue. `user:password`
-/// is sent as `digest` credentials on every connection. `session_timeout` (200 ms to 1 h,
+/// is sent as `digest` credentials on every connection, and then the nodes the client
+/// creates are that identity's alone (`creator_all`). `session_timeout` (200 ms to 1 h,
 /// default [`DEFAULT_SESSION_TIMEOUT`]) is what the client asks the server for.
 ///
 /// # Examples

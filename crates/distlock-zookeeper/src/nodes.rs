@@ -40,7 +40,7 @@ pub(crate) async fn create_protected(
     data: &[u8],
     skip: &[Node],
 ) -> Result<Node> {
-    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let options = zk::CreateMode::EphemeralSequential.with_acls(live.acls);
     for _ in 0..CREATE_TRIES {
         match live.client.create(prefix, data, &options).await {
             Ok((stat, seq)) => {
@@ -51,7 +51,7 @@ pub(crate) async fn create_protected(
                 });
             }
             Err(zk::Error::NoNode) => {
-                let parents = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+                let parents = zk::CreateMode::Container.with_acls(live.acls);
                 live.client
                     .mkdir(dir, &parents)
                     .await
@@ -87,7 +87,7 @@ pub(crate) async fn create_and_list(
     prefix: &str,
     data: &[u8],
 ) -> Result<(Node, Option<Vec<String>>)> {
-    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let options = zk::CreateMode::EphemeralSequential.with_acls(live.acls);
     let created = live.client.create(prefix, data, &options);
     let listed = live.client.list_children(dir);
     let (created, listed) = tokio::join!(created, listed);

@@ -27,6 +27,17 @@ use crate::error::zk_error;
 pub(crate) struct Live {
     pub(crate) client: zk::Client,
     pub(crate) id: u64,
+    /// Who may touch the nodes it creates: with credentials, only their owner (so a client
+    /// without them cannot queue under a lock, or delete a holder's node); else anyone.
+    pub(crate) acls: zk::Acls<'static>,
+}
+
+/// The ACLs of the nodes a client creates (see [`Live::acls`]).
+fn acls_for(config: &ZkConfig) -> zk::Acls<'static> {
+    match config.digest {
+        Some(_) => zk::Acls::creator_all(),
+        None => zk::Acls::anyone_all(),
+    }
 }
 
 /// The sessions of one distlock client.
@@ -57,7 +68,11 @@ impl Sessions {
                 valid_until: distlock_core::backend::safe_deadline(now, client.session_timeout()),
             },
         });
-        let live = Live { client, id: 1 };
+        let live = Live {
+            client,
+            id: 1,
+            acls: acls_for(&config),
+        };
         let sessions = Arc::new(Sessions {
             config,
             current: StdMutex::new(live.clone()),
@@ -208,6 +223,7 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
         live = Live {
             client,
             id: live.id + 1,
+            acls: acls_for(&config),
         };
         *this.current.lock().unwrap_or_else(|p| p.into_inner()) = live.clone();
         this.set(
