@@ -33,7 +33,9 @@ pub use launchers::{
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
 pub use signal::{Signal, send};
-pub use zookeeper::{ZkEnsemble, zookeeper_ensemble, zookeeper_server, zookeeper_target};
+pub use zookeeper::{
+    ZkEnsemble, zookeeper_ensemble, zookeeper_server, zookeeper_target, zookeeper_tls_server,
+};
 
 /// Runs an async test body on a fresh multi-threaded runtime (used by the suite macros, so
 /// the calling crate needs no runtime of its own).

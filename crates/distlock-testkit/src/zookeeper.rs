@@ -10,12 +10,14 @@ use distlock::backend::Backend;
 use distlock::zookeeper::ZkBackend;
 
 use crate::conformance::{SessionFaults, Target};
+use crate::launchers::TestCertificates;
 use crate::proxy::{FaultProxy, ProxyMode};
 use crate::server::{LaunchError, Ready, Server, ServerSpec};
 
-/// Where Debian installs ZooKeeper's jar (its dependencies are named in its manifest) and
-/// a logger for its log.
-const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
+/// Where Debian installs ZooKeeper's jar (most of its dependencies are named in its
+/// manifest; not Netty's codec, which its Netty connection factory needs) and a logger for
+/// its log.
+const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/slf4j-simple.jar";
 
 /// A fresh standalone ZooKeeper (`ZooKeeperServerMain` from Debian's `zookeeper` package)
 /// on a free loopback port, its data in a temporary directory (written without waiting for
@@ -38,7 +40,7 @@ pub fn zookeeper_server() -> Result<Server, LaunchError> {
 }
 
 /// The settings every test server shares: a 100 ms tick, sessions from 200 ms, no admin
-/// server, data not synced to disk; `extra` adds to them.
+/// server, data not synced to disk, Netty serving clients; `extra` adds to them.
 fn spec(main_class: &str, extra: &str) -> ServerSpec {
     ServerSpec::new(
         "java",
@@ -48,6 +50,8 @@ fn spec(main_class: &str, extra: &str) -> ServerSpec {
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.admin.enableServer=false",
             "-Dzookeeper.4lw.commands.whitelist=*",
+            // Netty serves TLS (and plain connections as well as the default does).
+            "-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
             "-cp",
             CLASSPATH,
             main_class,
@@ -63,6 +67,48 @@ fn spec(main_class: &str, extra: &str) -> ServerSpec {
         ),
     )
     .install_hint("apt-get install zookeeper default-jre-headless")
+}
+
+/// A standalone ZooKeeper (as [`zookeeper_server`]) that also serves TLS on a second
+/// loopback port with `certs`' server certificate (PEM key store), returned with that
+/// port's address.
+///
+/// # Examples
+///
+/// ```no_run
+/// let dir = tempfile::tempdir().unwrap();
+/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
+/// let (zk, secure) = distlock_testkit::zookeeper_tls_server(&certs)?;
+/// let url = format!("zks://{secure}/locks?tls_ca={}", certs.ca.display());
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn zookeeper_tls_server(
+    certs: &TestCertificates,
+) -> Result<(Server, std::net::SocketAddr), LaunchError> {
+    require_installed()?;
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).map_err(|e| LaunchError::Failed {
+            reason: format!("cannot read {}: {e}", path.display()),
+            log_tail: String::new(),
+        })
+    };
+    let key_store = format!("{}{}", read(&certs.key)?, read(&certs.cert)?);
+    let secure = crate::server::free_port().map_err(|e| LaunchError::Failed {
+        reason: format!("no free port: {e}"),
+        log_tail: String::new(),
+    })?;
+    let settings = format!(
+        "secureClientPort={secure}\nsecureClientPortAddress=127.0.0.1\n\
+         ssl.keyStore.location={{dir}}/keystore.pem\nssl.keyStore.type=PEM\n\
+         ssl.trustStore.location={ca}\nssl.trustStore.type=PEM\nssl.clientAuth=none\n",
+        ca = certs.ca.display()
+    );
+    let server = Server::start(
+        spec("org.apache.zookeeper.server.ZooKeeperServerMain", &settings)
+            .file("keystore.pem", &key_store)
+            .ready(Ready::LogLine("ZooKeeper audit is".into())),
+    )?;
+    Ok((server, std::net::SocketAddr::from(([127, 0, 0, 1], secure))))
 }
 
 /// A ZooKeeper ensemble for tests: its members, each a [`Server`] that can be killed,

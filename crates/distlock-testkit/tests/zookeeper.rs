@@ -152,3 +152,49 @@ fn digest_credentials_guard_the_nodes_and_never_show() {
         guard.release().await.unwrap();
     });
 }
+
+/// `zks://` reaches the server's TLS port when `tls_ca` is the authority of its
+/// certificate; another authority is refused, and no output shows the password.
+#[test]
+fn tls_with_the_servers_authority_works_and_another_is_refused() {
+    distlock_testkit::block_on(async {
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let certs = distlock_testkit::TestCertificates::make(dirs.0.path()).unwrap();
+        let stranger = distlock_testkit::TestCertificates::make(dirs.1.path()).unwrap();
+        let (_server, secure) =
+            distlock_testkit::zookeeper_tls_server(&certs).unwrap_or_else(|e| panic!("{e}"));
+        let url = |ca: &std::path::Path| {
+            format!(
+                "zks://app:s3cret@{secure}/tls?session_timeout=2s&tls_ca={}",
+                ca.display()
+            )
+        };
+
+        let client = distlock::Client::connect(&url(&certs.ca)).await.unwrap();
+        let guard = client.mutex("over-tls").lock().await.unwrap();
+        assert_eq!(
+            client.status(Some("over-tls")).await.unwrap()[0]
+                .holders
+                .len(),
+            1
+        );
+        guard.release().await.unwrap();
+
+        let err = distlock::Client::connect(&url(&stranger.ca))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), distlock::ErrorKind::Unavailable, "{err}");
+        assert!(err.to_string().contains("TLS"), "{err}");
+        let missing = distlock::Client::connect(&url(std::path::Path::new("/nonexistent/ca.pem")))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            missing.kind(),
+            distlock::ErrorKind::InvalidInput,
+            "{missing}"
+        );
+        for shown in [format!("{err} {err:?}"), format!("{missing} {missing:?}")] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    });
+}

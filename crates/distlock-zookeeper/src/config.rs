@@ -28,7 +28,9 @@ const SESSION_TIMEOUTS: std::ops::RangeInclusive<Duration> =
     Duration::from_millis(200)..=Duration::from_secs(3600);
 
 /// How to reach ZooKeeper, parsed from
-/// `zk://[user:password@]h1:2181,h2:2181,h3:2181[/base][?session_timeout=10s]`.
+/// `zk://[user:password@]h1:2181,h2:2181,h3:2181[/base][?session_timeout=10s]`, or
+/// `zks://…?tls_ca=ca.pem` for TLS (the servers' secure client ports; their certificates
+/// must chain to the authority in `tls_ca` and name the host connected to).
 ///
 /// The path is the base every lock lives under (default [`DEFAULT_BASE`]); a lock named
 /// `orders/42` is the node `<base>/orders/42`, where its contenders queue. `user:password`
@@ -59,6 +61,9 @@ pub struct ZkConfig {
     pub session_timeout: Duration,
     /// `digest` credentials, `user:password`.
     pub(crate) digest: Option<String>,
+    /// For `zks://`: the PEM file of the certificate authority the servers' certificates
+    /// must chain to (`tls_ca`); TLS is used exactly when it is set.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ZkConfig {
@@ -68,6 +73,7 @@ impl std::fmt::Debug for ZkConfig {
             .field("base", &self.base)
             .field("session_timeout", &self.session_timeout)
             .field("digest", &self.digest.as_ref().map(|_| "***"))
+            .field("tls_ca", &self.tls_ca)
             .finish()
     }
 }
@@ -89,13 +95,16 @@ impl ZkConfig {
     pub fn from_url(url: &Url) -> Result<Self> {
         let refuse = |why: String| {
             Error::invalid(format!(
-                "{why}; ZooKeeper URLs are zk://[user:password@]host:port[,host:port…][/base][?session_timeout=10s], not `{}`",
+                "{why}; ZooKeeper URLs are zk://[user:password@]host:port[,host:port…][/base][?session_timeout=10s], or zks://…?tls_ca=ca.pem for TLS, not `{}`",
                 redact_url(url.as_str())
             ))
         };
-        if url.scheme() != "zk" {
-            return Err(refuse(format!("scheme `{}` is not zk", url.scheme())));
-        }
+        let tls = match url.scheme() {
+            "zk" => false,
+            "zks" => true,
+            other => return Err(refuse(format!("scheme `{other}` is neither zk nor zks"))),
+        };
+        let mut tls_ca = None;
         let host = url.host_str().filter(|h| !h.is_empty());
         let Some(host) = host else {
             return Err(refuse("a ZooKeeper URL needs a host".into()));
@@ -105,6 +114,8 @@ impl ZkConfig {
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "hosts" => hosts = value.into_owned(),
+                "tls_ca" if tls => tls_ca = Some(std::path::PathBuf::from(&*value)),
+                "tls_ca" => return Err(refuse("tls_ca is for zks:// (TLS)".into())),
                 "session_timeout" => {
                     session_timeout = humantime::parse_duration(&value)
                         .ok()
@@ -117,6 +128,11 @@ impl ZkConfig {
                 }
                 other => return Err(refuse(format!("unknown parameter `{other}`"))),
             }
+        }
+        if tls && tls_ca.is_none() {
+            return Err(refuse(
+                "zks:// needs tls_ca, the PEM file of the servers' certificate authority".into(),
+            ));
         }
         let base = percent_encoding::percent_decode_str(url.path())
             .decode_utf8()
@@ -160,6 +176,7 @@ impl ZkConfig {
             base,
             session_timeout,
             digest,
+            tls_ca,
         })
     }
 }
@@ -195,6 +212,9 @@ mod tests {
             ("zk://h:1/a?session_timeout=2h", "session_timeout"),
             ("zk://h:1/a?session_timeout=soon", "session_timeout"),
             ("zk://h:1/a?prefix=x", "unknown parameter"),
+            ("zks://h:1/a", "needs tls_ca"),
+            ("zk://h:1/a?tls_ca=ca.pem", "is for zks://"),
+            ("zkx://h:1/a", "neither zk nor zks"),
             ("zk://h:1/a/%01b", "cannot store"),
             ("zk://h:1/zookeeper/x", "cannot store"),
         ] {

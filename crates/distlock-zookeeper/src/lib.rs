@@ -1,4 +1,5 @@
-//! The ZooKeeper backend for distlock: `zk://h1:2181,h2:2181,h3:2181/base?session_timeout=10s`.
+//! The ZooKeeper backend for distlock: `zk://h1:2181,h2:2181,h3:2181/base?session_timeout=10s`,
+//! or `zks://…?tls_ca=ca.pem` over TLS.
 //!
 //! # Layout: Curator's
 //!
@@ -73,7 +74,7 @@ use distlock_core::{Result, Url};
 pub use backend::ZkBackend;
 pub use config::{DEFAULT_BASE, DEFAULT_SESSION_TIMEOUT, ZkConfig};
 
-/// Registers the `zk://` connector with the core's URL registry.
+/// Registers the `zk://` and `zks://` connector with the core's URL registry.
 ///
 /// # Examples
 ///
@@ -91,7 +92,7 @@ struct ZkConnector;
 #[async_trait]
 impl Connector for ZkConnector {
     fn schemes(&self) -> &'static [&'static str] {
-        &["zk"]
+        &["zk", "zks"]
     }
 
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {

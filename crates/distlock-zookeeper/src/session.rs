@@ -99,14 +99,14 @@ impl Sessions {
     /// closes it (see `ZkBackend::close_session_from`); waits until the close is done.
     pub(crate) async fn close_from(&self, hosts: &str) -> Result<()> {
         let live = self.current();
-        let mut connector = zk::Client::connector()
+        let connector = connector(&self.config)?
             .with_session(live.client.session().clone())
-            .with_session_timeout(self.config.session_timeout)
             .with_fail_eagerly();
-        if let Some(digest) = &self.config.digest {
-            connector = connector.with_auth("digest", digest.as_bytes());
-        }
-        let intruder = match connector.connect(hosts).await {
+        let config = ZkConfig {
+            hosts: hosts.to_owned(),
+            ..self.config.clone()
+        };
+        let intruder = match reach(connector, &config).await {
             Ok(intruder) => intruder,
             // Ended already.
             Err(zk::Error::SessionExpired) => return Ok(()),
@@ -151,19 +151,55 @@ impl Sessions {
     }
 }
 
-/// Connects a new session. `eager`: give up after one pass over the members (the first
-/// session, which the caller waits for), rather than retry until the session timeout.
-async fn connect(config: &ZkConfig, eager: bool) -> Result<zk::Client> {
-    let mut connector = zk::Client::connector();
-    connector = connector.with_session_timeout(config.session_timeout);
+/// A connector with the configuration's session timeout, credentials and TLS.
+fn connector(config: &ZkConfig) -> Result<zk::Connector> {
+    let mut connector = zk::Client::connector().with_session_timeout(config.session_timeout);
     if let Some(digest) = &config.digest {
         connector = connector.with_auth("digest", digest.as_bytes());
     }
+    if let Some(ca) = &config.tls_ca {
+        // Several rustls providers are built in; use the one every distlock backend uses.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let pem = std::fs::read_to_string(ca).map_err(|e| {
+            Error::invalid(format!("cannot read tls_ca {}: {e}", ca.display()))
+                .with_backend("zookeeper")
+        })?;
+        let tls = zk::TlsOptions::new().with_pem_ca(&pem).map_err(|e| {
+            Error::invalid(format!(
+                "tls_ca {} holds no usable certificate: {e}",
+                ca.display()
+            ))
+            .with_backend("zookeeper")
+        })?;
+        connector = connector.with_tls(tls);
+    }
+    Ok(connector)
+}
+
+/// Connects `connector` to the configuration's ensemble, over TLS where it says so.
+async fn reach(
+    connector: zk::Connector,
+    config: &ZkConfig,
+) -> std::result::Result<zk::Client, zk::Error> {
+    match config.tls_ca {
+        Some(_) => connector.secure_connect(&config.hosts).await,
+        None => connector.connect(&config.hosts).await,
+    }
+}
+
+/// Connects a new session. `eager`: give up after one pass over the members (the first
+/// session, which the caller waits for), rather than retry until the session timeout.
+async fn connect(config: &ZkConfig, eager: bool) -> Result<zk::Client> {
+    let mut connector = connector(config)?;
     if eager {
         connector = connector.with_fail_eagerly();
     }
     let bound = config.session_timeout + Duration::from_secs(5);
-    match tokio::time::timeout(bound, connector.connect(&config.hosts)).await {
+    let over = match config.tls_ca {
+        Some(_) => " over TLS (is tls_ca the authority of the servers' certificates?)",
+        None => "",
+    };
+    match tokio::time::timeout(bound, reach(connector, config)).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(err)) => Err(match err {
             zk::Error::AuthFailed => Error::new(
@@ -173,7 +209,7 @@ async fn connect(config: &ZkConfig, eager: bool) -> Result<zk::Client> {
             .with_backend("zookeeper"),
             zk::Error::NoHosts | zk::Error::Timeout => Error::new(
                 ErrorKind::Unavailable,
-                format!("no ZooKeeper server answered at {}", config.hosts),
+                format!("no ZooKeeper server answered at {}{over}", config.hosts),
             )
             .with_backend("zookeeper")
             .temporary(),
@@ -182,7 +218,7 @@ async fn connect(config: &ZkConfig, eager: bool) -> Result<zk::Client> {
         Err(_) => Err(Error::new(
             ErrorKind::Unavailable,
             format!(
-                "no ZooKeeper session could be opened at {} within {bound:?}",
+                "no ZooKeeper session could be opened at {}{over} within {bound:?}",
                 config.hosts
             ),
         )
