@@ -198,3 +198,77 @@ fn tls_with_the_servers_authority_works_and_another_is_refused() {
         }
     });
 }
+
+/// Curator's and kazoo's contenders show in `status` as foreign holders and waiters, in
+/// queue order, and exclude distlock as their own would.
+#[test]
+fn status_shows_curator_and_kazoo_contenders() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let peer = zk::Client::connect(&server.addr().to_string())
+            .await
+            .unwrap();
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        peer.mkdir("/peers/shared", &open).await.unwrap();
+        let contender = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let curator = "/peers/shared/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-";
+        peer.create(curator, b"10.0.0.7", &contender).await.unwrap();
+        let kazoo = "/peers/shared/6fa459eaee8a__lock__";
+        peer.create(kazoo, b"worker-3", &contender).await.unwrap();
+
+        let client = distlock::Client::connect(&format!("zk://{}/peers", server.addr()))
+            .await
+            .unwrap();
+        assert!(client.mutex("shared").try_lock().await.unwrap().is_none());
+        let state = &client.status(Some("shared")).await.unwrap()[0];
+        assert_eq!(state.holders.len(), 1);
+        assert!(state.holders[0].owner.contains("-lock-"), "{state:?}");
+        assert_eq!(state.holders[0].meta.host, "10.0.0.7");
+        assert_eq!(state.waiters.len(), 1);
+        assert!(state.waiters[0].owner.contains("__lock__"), "{state:?}");
+        let all = client.status(None).await.unwrap();
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0].name, "shared");
+    });
+}
+
+/// An acquire dropped at any point — before, during or after its node's create, while it
+/// waits — leaves no node behind: the core cancels it and the backend finds the node by
+/// its unique prefix if the create's answer never came.
+#[test]
+fn acquires_dropped_at_any_point_leave_no_node() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("zk://{}/drops", server.addr());
+        let holder = distlock::Client::connect(&url).await.unwrap();
+        let waiter = distlock::Client::connect(&url).await.unwrap();
+        let guard = holder.mutex("held").lock().await.unwrap();
+        for step in 0..60u64 {
+            let patience = Duration::from_micros(step * 50);
+            let _ = tokio::time::timeout(patience, waiter.mutex("held").lock()).await;
+        }
+        let observer = zk::Client::connect(&server.addr().to_string())
+            .await
+            .unwrap();
+        let settled = async {
+            loop {
+                let nodes = observer.list_children("/drops/held").await.unwrap();
+                if nodes.len() == 1 {
+                    return nodes;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let nodes = tokio::time::timeout(Duration::from_secs(10), settled)
+            .await
+            .expect("every dropped acquire's node is deleted within 10 s");
+        assert_eq!(nodes.len(), 1, "only the holder's node is left");
+        guard.release().await.unwrap();
+        let next = waiter
+            .mutex("held")
+            .lock_timeout(Duration::from_secs(5))
+            .await
+            .expect("no orphan node holds the lock for nobody");
+        next.release().await.unwrap();
+    });
+}
