@@ -88,11 +88,23 @@ impl ZkBackend {
         if let Some(node) = request.node.as_ref().filter(|n| n.session == live.id) {
             return Ok(node.clone());
         }
+        // A node of an ended session went with it; one whose create was dropped or lost
+        // halfway is found by its prefix (here, or by a cancel).
+        request.node = None;
         if request.leases.iter().any(|lease| lease.session != live.id) {
             request.leases.clear();
         }
-        let (node, listing) =
-            nodes::create_and_list(&live, &request.dir, &request.prefix(kind), &data).await?;
+        let prefix = request.prefix(kind);
+        if request.unsure {
+            if let Some(node) = nodes::find_own(&live, &request.dir, &prefix).await? {
+                request.unsure = false;
+                request.node = Some(node.clone());
+                return Ok(node);
+            }
+        }
+        request.unsure = true;
+        let (node, listing) = nodes::create_and_list(&live, &request.dir, &prefix, &data).await?;
+        request.unsure = false;
         request.node = Some(node.clone());
         request.listing = listing;
         Ok(node)
@@ -106,10 +118,11 @@ impl ZkBackend {
             return Ok(listing);
         }
         let live = self.sessions.current();
-        live.client
-            .list_children(&request.dir)
-            .await
-            .map_err(zk_error("poll"))
+        match live.client.list_children(&request.dir).await {
+            // The lock's node was deleted (by hand, or reaped): so was ours.
+            Err(zk::Error::NoNode) => Ok(Vec::new()),
+            other => other.map_err(zk_error("poll")),
+        }
     }
 
     /// A queue node missing from its directory's listing: deleted by someone else while it
@@ -253,11 +266,15 @@ impl Backend for ZkBackend {
                 Ok((Some(_), watcher)) => watcher,
                 Err(err) => return Err(zk_error("wait")(err)),
             },
-            Blocker::Children(path) => match live.client.list_and_watch_children(path).await {
-                Ok((_, watcher)) => watcher,
-                Err(zk::Error::NoNode) => return Ok(()),
-                Err(err) => return Err(zk_error("wait")(err)),
-            },
+            Blocker::Children { dir, limit } => {
+                match live.client.list_and_watch_children(dir).await {
+                    // Room already (a permit went back between the poll and this watch).
+                    Ok((children, _)) if children.len() <= *limit as usize => return Ok(()),
+                    Ok((_, watcher)) => watcher,
+                    Err(zk::Error::NoNode) => return Ok(()),
+                    Err(err) => return Err(zk_error("wait")(err)),
+                }
+            }
         };
         // The watch does not keep the session open: a session this client ends must close.
         drop(live);

@@ -58,7 +58,7 @@ pub(crate) async fn create_protected(
                     .map_err(zk_error("create"))?;
             }
             Err(zk::Error::ConnectionLoss | zk::Error::Custom(_)) => {
-                let found = find_own(live, dir, prefix).await?;
+                let found = find_all_own(live, dir, prefix).await?;
                 if let Some(node) = found
                     .into_iter()
                     .find(|n| skip.iter().all(|s| s.path != n.path))
@@ -101,7 +101,7 @@ pub(crate) async fn create_and_list(
             listed.ok(),
         )),
         Err(zk::Error::ConnectionLoss | zk::Error::Custom(_)) => {
-            match find_own(live, dir, prefix).await?.into_iter().next() {
+            match find_own(live, dir, prefix).await? {
                 Some(node) => Ok((node, None)),
                 None => Ok((create_protected(live, dir, prefix, data, &[]).await?, None)),
             }
@@ -111,8 +111,19 @@ pub(crate) async fn create_and_list(
     }
 }
 
-/// The nodes under `dir` whose path starts with `prefix` that session `live` owns.
-async fn find_own(live: &Live, dir: &str, prefix: &str) -> Result<Vec<Node>> {
+/// Our node under `dir` whose path starts with `prefix`, if session `live` made one.
+pub(crate) async fn find_own(live: &Live, dir: &str, prefix: &str) -> Result<Option<Node>> {
+    Ok(find_all_own(live, dir, prefix).await?.into_iter().next())
+}
+
+/// The nodes under `dir` whose path starts with `prefix` that session `live` owns. The
+/// server is brought up to date with the leader first (`sync`), so a create made through
+/// another member before a lost answer is seen.
+async fn find_all_own(live: &Live, dir: &str, prefix: &str) -> Result<Vec<Node>> {
+    match live.client.sync(dir).await {
+        Ok(()) | Err(zk::Error::NoNode) => {}
+        Err(err) => return Err(zk_error("create")(err)),
+    }
     let children = match live.client.list_children(dir).await {
         Err(zk::Error::NoNode) => return Ok(Vec::new()),
         other => other.map_err(zk_error("create"))?,

@@ -29,6 +29,9 @@ pub(crate) struct Request {
     /// The children of `dir` listed together with the create of its queue node, for the
     /// first poll.
     pub(crate) listing: Option<Vec<String>>,
+    /// Whether a create of its queue node may have been made without its answer (lost, or
+    /// dropped halfway): the next one first looks for it by its prefix.
+    pub(crate) unsure: bool,
     /// Set, once granted, when a node of the grant is deleted (by anyone).
     pub(crate) gone: Arc<AtomicBool>,
 }
@@ -38,8 +41,9 @@ pub(crate) struct Request {
 pub(crate) enum Blocker {
     /// The deletion of this node.
     Node(String),
-    /// A change among this node's children (a semaphore's leases).
-    Children(String),
+    /// A change among the children of `dir` (a semaphore's leases) that leaves no more
+    /// than `limit` of them.
+    Children { dir: String, limit: u32 },
 }
 
 impl Request {
@@ -56,6 +60,7 @@ impl Request {
             leases: Vec::new(),
             blocker: None,
             listing: None,
+            unsure: false,
             gone: Arc::default(),
         }
     }

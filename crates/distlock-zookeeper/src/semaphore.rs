@@ -52,18 +52,26 @@ pub(crate) async fn poll(
         .await
         .map_err(zk_error("poll"))?;
     if leases.len() > limit as usize {
-        request.blocker = Some(Blocker::Children(leases_dir));
+        request.blocker = Some(Blocker::Children {
+            dir: leases_dir,
+            limit,
+        });
         return backend.pending(ticket).await;
     }
     // Granted: the place in the queue is given up, as Curator releases its mutex.
     nodes::delete(&live, &node.path).await?;
     request.node = None;
-    let last = request
+    let Some(last) = request
         .leases
         .iter()
         .max_by_key(|lease| lease.czxid)
         .cloned()
-        .expect("at least one permit");
+    else {
+        return Err(
+            Error::invalid("a semaphore request needs at least one permit")
+                .with_backend("zookeeper"),
+        );
+    };
     request.watch_grant(&backend.sessions, live, last.path.clone());
     Ok(PollOutcome::Granted {
         fencing_token: last.czxid.max(0) as u64,

@@ -4,11 +4,13 @@
 //! ZooKeeper expires a session when it has heard nothing from the client for the session
 //! timeout. So a session is surely alive until the start of the last request the server
 //! answered plus the (negotiated) timeout, less drift and margin: that is the
-//! `valid_until` reported while connected, moved forward by a heartbeat (`exists /`) every
-//! quarter of the timeout. When the client notices the connection is gone the session is
-//! reported suspended with the same deadline, so every guard turns `AtRisk` at once and
-//! `Lost` before the server could have expired the session; if the server does expire it,
-//! every guard turns `Lost` at once and a new session serves later requests.
+//! `valid_until` reported while connected, moved forward by a heartbeat every quarter of
+//! the timeout: a `sync`, which the leader answers, so a member cut off from the leader
+//! (which may go on answering reads for a while) cannot extend it. When the client notices
+//! the connection is gone the session is reported suspended with the same deadline, so
+//! every guard turns `AtRisk` at once and `Lost` before the server could have expired the
+//! session; if the server does expire it, every guard turns `Lost` at once and a new
+//! session serves later requests.
 
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
@@ -316,7 +318,9 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
             () = tokio::time::sleep_until(next_beat) => {
                 next_beat = Instant::now() + period;
                 let sent = Instant::now();
-                let answered = tokio::time::timeout(period, live.client.check_stat("/")).await;
+                // `sync` goes through the leader: a member cut off from it, which may still
+                // answer reads for a while, cannot extend the session's validity.
+                let answered = tokio::time::timeout(period, live.client.sync("/")).await;
                 let Some(this) = sessions.upgrade() else {
                     return;
                 };
