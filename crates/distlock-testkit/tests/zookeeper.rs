@@ -272,3 +272,82 @@ fn acquires_dropped_at_any_point_leave_no_node() {
         next.release().await.unwrap();
     });
 }
+
+/// Readers granted together, when the writer ahead of them leaves, each get a token of
+/// their own, stamped at grant: above the writer's before them, below the writer's after
+/// them, and what `status` shows for each.
+#[test]
+fn readers_granted_together_get_tokens_of_their_own_in_grant_order() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("zk://{}/tokens", server.addr());
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            clients.push(distlock::Client::connect(&url).await.unwrap());
+        }
+        let first = clients[0].rwlock("rw").write().await.unwrap();
+        let mut readers = Vec::new();
+        for client in &clients[1..3] {
+            let client = client.clone();
+            readers.push(tokio::spawn(async move {
+                client.rwlock("rw").read().await.unwrap()
+            }));
+        }
+        let observer = zk::Client::connect(&server.addr().to_string())
+            .await
+            .unwrap();
+        let queued = async {
+            while observer.list_children("/tokens/rw").await.unwrap().len() < 3 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), queued)
+            .await
+            .unwrap();
+        let last = {
+            let client = clients[3].clone();
+            tokio::spawn(async move { client.rwlock("rw").write().await.unwrap() })
+        };
+        let queued = async {
+            while observer.list_children("/tokens/rw").await.unwrap().len() < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), queued)
+            .await
+            .unwrap();
+
+        let before = first.fencing_token();
+        first.release().await.unwrap();
+        let mut granted = Vec::new();
+        for reader in readers {
+            granted.push(
+                tokio::time::timeout(Duration::from_secs(5), reader)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        let tokens: Vec<u64> = granted.iter().map(|g| g.fencing_token()).collect();
+        assert_ne!(tokens[0], tokens[1], "each reader has a token of its own");
+        assert!(
+            tokens.iter().all(|t| *t > before),
+            "{tokens:?} after {before}"
+        );
+        let state = &clients[0].status(Some("rw")).await.unwrap()[0];
+        let mut shown: Vec<u64> = state.holders.iter().map(|h| h.fencing_token).collect();
+        let mut expected = tokens.clone();
+        shown.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(shown, expected, "status shows each reader's token");
+        for reader in granted {
+            reader.release().await.unwrap();
+        }
+        let after = tokio::time::timeout(Duration::from_secs(5), last)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(tokens.iter().all(|t| after.fencing_token() > *t));
+        after.release().await.unwrap();
+    });
+}

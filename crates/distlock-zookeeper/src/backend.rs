@@ -17,7 +17,7 @@ use crate::config::ZkConfig;
 use crate::error::zk_error;
 use crate::inspect;
 use crate::names;
-use crate::nodes::{self, Node};
+use crate::nodes::{self, Listing, Node};
 use crate::record::Record;
 use crate::request::{Blocker, Request, request_mut};
 use crate::semaphore;
@@ -110,18 +110,23 @@ impl ZkBackend {
         Ok(node)
     }
 
-    /// The children of the ticket's queue directory: those listed with its create, the
-    /// first time, else listed now.
-    pub(crate) async fn queue_children(&self, ticket: &mut Ticket) -> Result<Vec<String>> {
+    /// The ticket's queue directory: listed with its create, the first time; else listed
+    /// now, with the queue node stamped right behind when `stamped` (the stamp is returned).
+    pub(crate) async fn queue_listing(
+        &self,
+        ticket: &mut Ticket,
+        node: &Node,
+        stamped: bool,
+    ) -> Result<(Listing, Option<i64>)> {
+        let data = Record::of(&ticket.request);
         let request = request_mut(ticket)?;
         if let Some(listing) = request.listing.take() {
-            return Ok(listing);
+            return Ok((listing, None));
         }
         let live = self.sessions.current();
-        match live.client.list_children(&request.dir).await {
-            // The lock's node was deleted (by hand, or reaped): so was ours.
-            Err(zk::Error::NoNode) => Ok(Vec::new()),
-            other => other.map_err(zk_error("poll")),
+        match stamped {
+            true => nodes::list_and_stamp(&live, &request.dir, &node.path, &data).await,
+            false => Ok((nodes::list(&live, &request.dir).await?, None)),
         }
     }
 
@@ -174,7 +179,8 @@ impl ZkBackend {
     /// A lock's poll: granted when no contender ahead conflicts.
     async fn poll_lock(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let node = self.queue_node(ticket).await?;
-        let children = self.queue_children(ticket).await?;
+        let (listing, stamp) = self.queue_listing(ticket, &node, true).await?;
+        let children = listing.children;
         if semaphore::is_semaphore(&children) {
             return Err(Error::invalid(format!(
                 "`{}` is in use as a semaphore, not as a {}",
@@ -187,13 +193,24 @@ impl ZkBackend {
         let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
             return self.missing(ticket, &node).await;
         };
-        let live = self.sessions.current();
+        let exclusive = ticket.request.kind.is_exclusive();
+        let data = Record::of(&ticket.request);
         let request = request_mut(ticket)?;
         match names::blocker(&queue, index) {
             None => {
-                request.watch_grant(&self.sessions, live, node.path.clone());
+                // The fencing token: the zxid of a write made after the listing that decided
+                // the grant, so it is above every token granted before. An exclusive grant
+                // decided on the listing sent with its create, nothing having joined or left
+                // the queue since the create, keeps the create's zxid instead (every earlier
+                // grant had left, with a token below its deletion's zxid): no extra write.
+                let token = match stamp {
+                    Some(stamp) => stamp,
+                    None if exclusive && listing.pzxid == node.czxid => node.czxid,
+                    None => nodes::stamp(&self.sessions.current(), &node.path, &data).await?,
+                };
+                request.watch_grant(&self.sessions, node.session, node.path.clone());
                 Ok(PollOutcome::Granted {
-                    fencing_token: node.czxid.max(0) as u64,
+                    fencing_token: token_of(token)?,
                     session: Some(node.session),
                 })
             }
@@ -346,4 +363,15 @@ impl Backend for ZkBackend {
         let node = nodes::create_protected(&live, self.base(), &prefix, b"", &[]).await?;
         nodes::delete(&live, &node.path).await.map(drop)
     }
+}
+
+/// A zxid as a fencing token; a negative one (an invalid answer) is refused.
+pub(crate) fn token_of(zxid: i64) -> Result<u64> {
+    u64::try_from(zxid).map_err(|_| {
+        Error::new(
+            distlock_core::ErrorKind::Backend,
+            format!("ZooKeeper answered the invalid transaction id {zxid}"),
+        )
+        .with_backend("zookeeper")
+    })
 }

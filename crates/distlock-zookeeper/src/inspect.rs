@@ -96,11 +96,11 @@ async fn lock(client: &zk::Client, dir: &str, name: String) -> Result<Option<Loc
             Err(zk::Error::NoNode) => continue,
             other => other.map_err(zk_error("inspect"))?,
         };
-        state.last_fencing_token = state.last_fencing_token.max(stat.czxid.max(0) as u64);
+        state.last_fencing_token = state.last_fencing_token.max(stat.mzxid.max(0) as u64);
         match names::blocker(&queue, index) {
             None => state
                 .holders
-                .push(Record::holder(contender, &data, stat.czxid)),
+                .push(Record::holder(contender, &data, stat.mzxid)),
             Some(_) => state.waiters.push(Record::waiter(contender, &data)),
         }
     }
@@ -143,11 +143,11 @@ async fn semaphore(client: &zk::Client, dir: &str, name: String) -> Result<Optio
             Err(zk::Error::NoNode) => continue,
             other => other.map_err(zk_error("inspect"))?,
         };
-        state.last_fencing_token = state.last_fencing_token.max(stat.czxid.max(0) as u64);
+        state.last_fencing_token = state.last_fencing_token.max(stat.mzxid.max(0) as u64);
         match groups.iter_mut().find(|(r, _)| *r == request) {
             Some((_, holder)) => {
                 holder.permits += 1;
-                holder.fencing_token = holder.fencing_token.max(stat.czxid.max(0) as u64);
+                holder.fencing_token = holder.fencing_token.max(stat.mzxid.max(0) as u64);
             }
             None => {
                 let lease = names::Contender {
@@ -155,7 +155,7 @@ async fn semaphore(client: &zk::Client, dir: &str, name: String) -> Result<Optio
                     seq: 0,
                     role: names::Role::Shared,
                 };
-                groups.push((request, Record::holder(&lease, &data, stat.czxid)));
+                groups.push((request, Record::holder(&lease, &data, stat.mzxid)));
             }
         }
     }

@@ -77,6 +77,25 @@ pub(crate) async fn create_protected(
     .temporary())
 }
 
+/// A directory's children, and the transaction that last changed them (`pzxid`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Listing {
+    pub(crate) children: Vec<String>,
+    pub(crate) pzxid: i64,
+}
+
+/// Lists `dir`'s children; none if it does not exist.
+pub(crate) async fn list(live: &Live, dir: &str) -> Result<Listing> {
+    match live.client.get_children(dir).await {
+        Ok((children, stat)) => Ok(Listing {
+            children,
+            pzxid: stat.pzxid,
+        }),
+        Err(zk::Error::NoNode) => Ok(Listing::default()),
+        Err(err) => Err(zk_error("poll")(err)),
+    }
+}
+
 /// [`create_protected`], with `dir`'s children listed in the same round trip: the list is
 /// sent right behind the create, and ZooKeeper answers a session's requests in order, so it
 /// includes the new node. The listing is `None` when the first create did not simply
@@ -86,10 +105,10 @@ pub(crate) async fn create_and_list(
     dir: &str,
     prefix: &str,
     data: &[u8],
-) -> Result<(Node, Option<Vec<String>>)> {
+) -> Result<(Node, Option<Listing>)> {
     let options = zk::CreateMode::EphemeralSequential.with_acls(live.acls);
     let created = live.client.create(prefix, data, &options);
-    let listed = live.client.list_children(dir);
+    let listed = list(live, dir);
     let (created, listed) = tokio::join!(created, listed);
     match created {
         Ok((stat, seq)) => Ok((
@@ -109,6 +128,32 @@ pub(crate) async fn create_and_list(
         Err(zk::Error::NoNode) => Ok((create_protected(live, dir, prefix, data, &[]).await?, None)),
         Err(err) => Err(zk_error("create")(err)),
     }
+}
+
+/// Lists `dir`'s children and, right behind in the same round trip, stamps the node at
+/// `path` (see [`stamp`]): the stamp is the zxid of a write made after the listing, so it
+/// can be the fencing token of a grant the listing decides. `None` when the stamp failed.
+pub(crate) async fn list_and_stamp(
+    live: &Live,
+    dir: &str,
+    path: &str,
+    data: &[u8],
+) -> Result<(Listing, Option<i64>)> {
+    let listed = list(live, dir);
+    let stamped = live.client.set_data(path, data, None);
+    let (listed, stamped) = tokio::join!(listed, stamped);
+    Ok((listed?, stamped.ok().map(|stat| stat.mzxid)))
+}
+
+/// Writes `data` to the node at `path` again; the transaction's zxid (the node's new
+/// `mzxid`), greater than every zxid before it.
+pub(crate) async fn stamp(live: &Live, path: &str, data: &[u8]) -> Result<i64> {
+    let stat = live
+        .client
+        .set_data(path, data, None)
+        .await
+        .map_err(zk_error("grant"))?;
+    Ok(stat.mzxid)
 }
 
 /// Our node under `dir` whose path starts with `prefix`, if session `live` made one.

@@ -75,14 +75,14 @@ impl Record {
         }
     }
 
-    /// `contender` as a holder whose node was created in transaction `czxid`.
-    pub(crate) fn holder(contender: &Contender, data: &[u8], czxid: i64) -> HolderInfo {
+    /// `contender` as a holder whose grant's fencing token is `zxid` (its node's last write).
+    pub(crate) fn holder(contender: &Contender, data: &[u8], zxid: i64) -> HolderInfo {
         let (owner, kind, meta) = Record::read(contender, data);
         HolderInfo {
             owner,
             kind,
             permits: 1,
-            fencing_token: czxid.max(0) as u64,
+            fencing_token: zxid.max(0) as u64,
             remaining_ms: None,
             meta,
         }

@@ -9,8 +9,8 @@ use distlock_core::{Error, ErrorKind, LockKind, Result};
 use zookeeper_client as zk;
 
 use crate::names;
-use crate::nodes::Node;
-use crate::session::{Live, Sessions};
+use crate::nodes::{Listing, Node};
+use crate::session::Sessions;
 
 /// A request's state.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub(crate) struct Request {
     pub(crate) blocker: Option<Blocker>,
     /// The children of `dir` listed together with the create of its queue node, for the
     /// first poll.
-    pub(crate) listing: Option<Vec<String>>,
+    pub(crate) listing: Option<Listing>,
     /// Whether a create of its queue node may have been made without its answer (lost, or
     /// dropped halfway): the next one first looks for it by its prefix.
     pub(crate) unsure: bool,
@@ -88,36 +88,54 @@ impl Request {
             .is_some_and(|request| request.gone.load(Ordering::Acquire))
     }
 
-    /// Watches `path`, a node of this grant, until it is deleted (by its holder's release,
-    /// or by someone else: an operator, a forced release) or its session ends. A deletion
-    /// marks the grant gone and tells the core, which turns the guard `Lost` unless it was
-    /// released. The watch is set [`WATCH_AFTER`] after the grant, and only if the grant
-    /// still exists then, so a short hold costs the server nothing more; a node deleted in
-    /// the meantime is found gone when it is set.
-    pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, live: Live, path: String) {
+    /// Watches `path`, a node of this grant made in session `session`, until it is deleted
+    /// (by its holder's release, or by someone else: an operator, a forced release) or the
+    /// session ends. A deletion marks the grant gone and tells the core, which turns the
+    /// guard `Lost` unless it was released. The watch is set [`WATCH_AFTER`] after the
+    /// grant, and only if the grant still exists then, so a short hold costs the server
+    /// nothing more; a node deleted in the meantime is found gone when it is set. It is set
+    /// again after any other event (a change of the node's data) and after a failure to set
+    /// it, as long as the session and the grant last.
+    pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, session: u64, path: String) {
         let (sessions, gone) = (Arc::downgrade(sessions), Arc::downgrade(&self.gone));
-        tokio::spawn(watch_node(sessions, live, path, gone));
+        tokio::spawn(watch_node(sessions, session, path, gone));
     }
 }
 
 /// How long after a grant the watch on its node is set.
 pub(crate) const WATCH_AFTER: Duration = Duration::from_millis(100);
 
-async fn watch_node(sessions: Weak<Sessions>, live: Live, path: String, gone: Weak<AtomicBool>) {
+/// How long a watch that could not be set waits before it is tried again.
+const WATCH_RETRY: Duration = Duration::from_millis(100);
+
+async fn watch_node(sessions: Weak<Sessions>, session: u64, path: String, gone: Weak<AtomicBool>) {
     tokio::time::sleep(WATCH_AFTER).await;
-    if gone.strong_count() == 0 {
-        // Released (the grant and its state are dropped).
-        return;
+    loop {
+        // Released (the grant and its state are dropped), or the backend is gone.
+        let Some(live) = sessions.upgrade().map(|s| s.current()) else {
+            return;
+        };
+        if gone.strong_count() == 0 || live.id != session {
+            // The end of the session loses the grant through the session channel.
+            return;
+        }
+        let watched = live.client.check_and_watch_stat(&path).await;
+        // The watch does not keep the session open: a session this client ends must close.
+        drop(live);
+        match watched {
+            Ok((None, _)) => break,
+            Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
+                zk::EventType::NodeDeleted => break,
+                zk::EventType::Session => return,
+                _ => {}
+            },
+            Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed) => {
+                return;
+            }
+            Err(_) => tokio::time::sleep(WATCH_RETRY).await,
+        }
     }
-    let watched = live.client.check_and_watch_stat(&path).await;
-    // The watch does not keep the session open: a session this client ends must close.
-    drop(live);
-    let deleted = match watched {
-        Ok((None, _)) => true,
-        Ok((Some(_), watcher)) => watcher.changed().await.event_type == zk::EventType::NodeDeleted,
-        Err(_) => false,
-    };
-    let Some(gone) = gone.upgrade().filter(|_| deleted) else {
+    let Some(gone) = gone.upgrade() else {
         return;
     };
     gone.store(true, Ordering::Release);

@@ -23,8 +23,8 @@ pub(crate) async fn poll(
     limit: u32,
 ) -> Result<PollOutcome> {
     let node = backend.queue_node(ticket).await?;
-    let children = backend.queue_children(ticket).await?;
-    let queue = names::queue(&children);
+    let (listing, _) = backend.queue_listing(ticket, &node, false).await?;
+    let queue = names::queue(&listing.children);
     let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
         return backend.missing(ticket, &node).await;
     };
@@ -46,35 +46,37 @@ pub(crate) async fn poll(
             nodes::create_protected(&live, &leases_dir, &prefix, &data, &request.leases).await?;
         request.leases.push(lease);
     }
-    let leases = live
-        .client
-        .list_children(&leases_dir)
-        .await
-        .map_err(zk_error("poll"))?;
-    if leases.len() > limit as usize {
+    let Some(last) = request.leases.last().cloned() else {
+        return Err(
+            Error::invalid("a semaphore request needs at least one permit")
+                .with_backend("zookeeper"),
+        );
+    };
+    // The last lease is stamped right behind the listing: if the listing grants, the stamp
+    // is a fencing token above every one granted before.
+    let (leases, stamp) = nodes::list_and_stamp(&live, &leases_dir, &last.path, &data).await?;
+    if leases.children.len() > limit as usize {
         request.blocker = Some(Blocker::Children {
             dir: leases_dir,
             limit,
         });
         return backend.pending(ticket).await;
     }
-    // Granted: the place in the queue is given up, as Curator releases its mutex.
-    nodes::delete(&live, &node.path).await?;
-    request.node = None;
-    let Some(last) = request
-        .leases
-        .iter()
-        .max_by_key(|lease| lease.czxid)
-        .cloned()
-    else {
-        return Err(
-            Error::invalid("a semaphore request needs at least one permit")
-                .with_backend("zookeeper"),
-        );
+    let token = match stamp {
+        Some(stamp) => stamp,
+        None => nodes::stamp(&live, &last.path, &data).await?,
     };
-    request.watch_grant(&backend.sessions, live, last.path.clone());
+    // Granted: the place in the queue is given up, as Curator releases its mutex. A failure
+    // here does not undo the grant; the place goes with the session at the latest.
+    if let Err(err) = nodes::delete(&live, &node.path).await {
+        tracing::warn!(error = %err, node = %node.path, "could not give up a semaphore's place in its queue");
+    }
+    request.node = None;
+    for lease in &request.leases {
+        request.watch_grant(&backend.sessions, lease.session, lease.path.clone());
+    }
     Ok(PollOutcome::Granted {
-        fencing_token: last.czxid.max(0) as u64,
+        fencing_token: crate::backend::token_of(token)?,
         session: Some(last.session),
     })
 }
