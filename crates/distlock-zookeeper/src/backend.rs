@@ -111,7 +111,9 @@ impl ZkBackend {
     }
 
     /// The ticket's queue directory: listed with its create, the first time; else listed
-    /// now, with the queue node stamped right behind when `stamped` (the stamp is returned).
+    /// now, with the queue node stamped right behind when `stamped` and the wait before
+    /// ended because the node it waited for went (the grant is likely; the stamp is
+    /// returned).
     pub(crate) async fn queue_listing(
         &self,
         ticket: &mut Ticket,
@@ -124,6 +126,7 @@ impl ZkBackend {
             return Ok((listing, None));
         }
         let live = self.sessions.current();
+        let stamped = stamped && std::mem::take(&mut request.likely);
         match stamped {
             true => nodes::list_and_stamp(&live, &request.dir, &node.path, &data).await,
             false => Ok((nodes::list(&live, &request.dir).await?, None)),
@@ -277,33 +280,17 @@ impl Backend for ZkBackend {
         let Some(blocker) = request.blocker.take().filter(|_| in_session) else {
             return Ok(());
         };
-        let watcher = match &blocker {
-            Blocker::Node(path) => match live.client.check_and_watch_stat(path).await {
-                Ok((None, _)) => return Ok(()),
-                Ok((Some(_), watcher)) => watcher,
-                Err(err) => return Err(zk_error("wait")(err)),
-            },
-            Blocker::Children { dir, limit } => {
-                match live.client.list_and_watch_children(dir).await {
-                    // Room already (a permit went back between the poll and this watch).
-                    Ok((children, _)) if children.len() <= *limit as usize => return Ok(()),
-                    Ok((_, watcher)) => watcher,
-                    Err(zk::Error::NoNode) => return Ok(()),
-                    Err(err) => return Err(zk_error("wait")(err)),
-                }
-            }
-        };
         // The watch does not keep the session open: a session this client ends must close.
         drop(live);
-        let changed = watcher.changed();
-        match backstop {
-            Some(limit) => {
-                let _ = tokio::time::timeout(limit, changed).await;
-            }
-            None => {
-                changed.await;
-            }
-        }
+        let waited = wait_for(&self.sessions, &blocker);
+        let freed = match backstop {
+            Some(limit) => tokio::time::timeout(limit, waited)
+                .await
+                .unwrap_or(Ok(false))?,
+            None => waited.await?,
+        };
+        // The next poll will likely grant: it stamps its node in the same round trip.
+        request.likely = freed;
         Ok(())
     }
 
@@ -374,4 +361,36 @@ pub(crate) fn token_of(zxid: i64) -> Result<u64> {
         )
         .with_backend("zookeeper")
     })
+}
+
+/// Waits until `blocker` lets its waiter go or its session ends: true when the node it
+/// waited for was deleted, or the leases left room. A change of the node's data (a waiter
+/// ahead stamping its node) sets the watch again instead of waking the waiter.
+async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
+    loop {
+        let live = sessions.current();
+        let watcher = match blocker {
+            Blocker::Node(path) => match live.client.check_and_watch_stat(path).await {
+                Ok((None, _)) => return Ok(true),
+                Ok((Some(_), watcher)) => watcher,
+                Err(err) => return Err(zk_error("wait")(err)),
+            },
+            Blocker::Children { dir, limit } => {
+                match live.client.list_and_watch_children(dir).await {
+                    // Room already (a permit went back between the poll and this watch).
+                    Ok((children, _)) if children.len() <= *limit as usize => return Ok(true),
+                    Ok((_, watcher)) => watcher,
+                    Err(zk::Error::NoNode) => return Ok(true),
+                    Err(err) => return Err(zk_error("wait")(err)),
+                }
+            }
+        };
+        // The watch does not keep the session open: a session this client ends must close.
+        drop(live);
+        match watcher.changed().await.event_type {
+            zk::EventType::NodeDataChanged => continue,
+            zk::EventType::Session => return Ok(false),
+            _ => return Ok(true),
+        }
+    }
 }

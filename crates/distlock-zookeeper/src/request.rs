@@ -29,6 +29,9 @@ pub(crate) struct Request {
     /// The children of `dir` listed together with the create of its queue node, for the
     /// first poll.
     pub(crate) listing: Option<Listing>,
+    /// Whether its last wait ended because what it waited for went: its next poll will
+    /// likely grant, and stamps its node in the same round trip.
+    pub(crate) likely: bool,
     /// Whether a create of its queue node may have been made without its answer (lost, or
     /// dropped halfway): the next one first looks for it by its prefix.
     pub(crate) unsure: bool,
@@ -60,6 +63,7 @@ impl Request {
             leases: Vec::new(),
             blocker: None,
             listing: None,
+            likely: false,
             unsure: false,
             gone: Arc::default(),
         }

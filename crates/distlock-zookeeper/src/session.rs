@@ -62,7 +62,7 @@ impl Sessions {
     /// Opens the first session (failing at once when no member answers) and starts keeping
     /// it.
     pub(crate) async fn open(config: ZkConfig) -> Result<Arc<Sessions>> {
-        let client = connect(&config, true).await?;
+        let client = connect_first(&config).await?;
         let now = Instant::now();
         let (sender, _) = watch::channel(Session {
             id: 1,
@@ -186,6 +186,25 @@ async fn reach(
     match config.tls_ca {
         Some(_) => connector.secure_connect(&config.hosts).await,
         None => connector.connect(&config.hosts).await,
+    }
+}
+
+/// How often the first session is tried, each time over every member, before the client
+/// gives up: a member that refused a connection once (busy starting, say) gets another
+/// chance, and a wrong address still fails within a second.
+const FIRST_TRIES: u32 = 3;
+
+/// Connects the first session (see [`FIRST_TRIES`]).
+async fn connect_first(config: &ZkConfig) -> Result<zk::Client> {
+    let mut tries = 1;
+    loop {
+        match connect(config, true).await {
+            Err(err) if err.kind() == ErrorKind::Unavailable && tries < FIRST_TRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            answer => return answer,
+        }
     }
 }
 
