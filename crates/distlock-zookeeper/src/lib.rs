@@ -10,7 +10,11 @@
 //!
 //! * a mutex: `_c_<uuid>-lock-<seq>` (Curator's `InterProcessMutex`);
 //! * a read-write lock: `_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>` (Curator's
-//!   `InterProcessReadWriteLock`).
+//!   `InterProcessReadWriteLock`);
+//! * a semaphore of N permits (Curator's `InterProcessSemaphoreV2`): a queue of
+//!   `locks/_c_<uuid>-lock-<seq>` contenders; at its head a request creates one
+//!   `leases/_c_<uuid>-lease-<seq>` node per permit and is granted once the leases number no
+//!   more than N. The names `locks` and `leases` under a semaphore's node are its own.
 //!
 //! kazoo's contenders (`<uuid>__lock__<seq>`, `<uuid>__rlock__<seq>`) count as contenders
 //! too, so a kazoo `Lock` on the same path (with `extra_lock_patterns` for Curator's names,
@@ -49,11 +53,19 @@
 //!
 //! # Fencing
 //!
-//! A grant's fencing token is the `czxid` of its node: the transaction id of its create,
-//! unique and increasing across the ensemble (a new leader's epoch makes it larger still).
-//! Grants follow node order for every kind — a node is granted only after every earlier
-//! node it conflicts with is gone, and readers granted together were created in order — so
-//! tokens strictly increase in grant order, readers included, and survive restarts.
+//! A grant's fencing token is a ZooKeeper transaction id (zxid): unique, increasing across
+//! the ensemble (a new leader's epoch makes it larger still), and durable. It is taken at
+//! grant, not at create: a poll that may grant (its wait ended because the node ahead went)
+//! writes its node again right behind the listing that decides, and the token is that
+//! write's zxid — above every token granted before, which was written before the listing,
+//! so tokens strictly increase in grant order for every kind, readers granted together
+//! included (a node's `czxid` would not: two readers waiting on one writer are granted at
+//! once, and the younger may be seen first). One exception costs nothing: an exclusive
+//! request granted on the listing sent with its create, with nothing joined or left the
+//! queue since (`pzxid == czxid`), keeps its create's zxid — every earlier grant left
+//! before it, with a token below its deletion. A waiter's watch on the node ahead ignores
+//! these writes. A semaphore stamps its last lease. `status` shows each holder's node's
+//! last write (`mzxid`), the same number.
 
 mod backend;
 mod config;
