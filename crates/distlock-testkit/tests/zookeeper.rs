@@ -351,3 +351,39 @@ fn readers_granted_together_get_tokens_of_their_own_in_grant_order() {
         after.release().await.unwrap();
     });
 }
+
+/// A release whose delete gets no answer (the link black-holed, the release given up after
+/// its operation timeout) is made again once the session answers: the node does not hold
+/// the lock for nobody while the session lives on.
+#[test]
+fn a_release_without_an_answer_is_made_again_once_the_link_is_back() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let proxy = distlock_testkit::FaultProxy::start(server.addr())
+            .await
+            .unwrap();
+        let through = format!("zk://{}/later?session_timeout=6s", proxy.addr());
+        let client = distlock::Client::connect(&through).await.unwrap();
+        let options = distlock::LockOptions::new().op_timeout(Duration::from_millis(200));
+        let guard = client.mutex("held").lock_with(&options).await.unwrap();
+
+        proxy.set(distlock_testkit::ProxyMode::BlackHole);
+        assert!(guard.release().await.is_err(), "the release got no answer");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proxy.set(distlock_testkit::ProxyMode::Pass);
+
+        let direct = distlock::Client::connect(&format!("zk://{}/later", server.addr()))
+            .await
+            .unwrap();
+        let next = direct
+            .mutex("held")
+            .lock_timeout(Duration::from_secs(5))
+            .await
+            .expect("the release is made again once the session answers");
+        next.release().await.unwrap();
+        assert_eq!(
+            client.status(Some("held")).await.unwrap()[0].holders.len(),
+            0
+        );
+    });
+}

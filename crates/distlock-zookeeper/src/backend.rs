@@ -21,7 +21,7 @@ use crate::nodes::{self, Listing, Node};
 use crate::record::Record;
 use crate::request::{Blocker, Request, request_mut};
 use crate::semaphore;
-use crate::session::Sessions;
+use crate::session::{Doomed, Live, Sessions};
 
 /// A distlock client's ZooKeeper backend: one session at a time (see the crate docs).
 ///
@@ -81,7 +81,7 @@ impl ZkBackend {
     /// node went with an expired session (or was deleted by hand while it waited) queues
     /// again with a new one, as does one whose first create failed.
     pub(crate) async fn queue_node(&self, ticket: &mut Ticket) -> Result<Node> {
-        let live = self.sessions.current();
+        let live = self.sessions.current()?;
         let kind = ticket.request.kind;
         let data = Record::of(&ticket.request);
         let request = request_mut(ticket)?;
@@ -125,7 +125,7 @@ impl ZkBackend {
         if let Some(listing) = request.listing.take() {
             return Ok((listing, None));
         }
-        let live = self.sessions.current();
+        let live = self.sessions.current()?;
         let stamped = stamped && std::mem::take(&mut request.likely);
         match stamped {
             true => nodes::list_and_stamp(&live, &request.dir, &node.path, &data).await,
@@ -137,7 +137,7 @@ impl ZkBackend {
     /// waited (it queues again, at the end), or not yet in a listing made before it (it
     /// stays). Either way the request polls again at once.
     pub(crate) async fn missing(&self, ticket: &mut Ticket, node: &Node) -> Result<PollOutcome> {
-        let live = self.sessions.current();
+        let live = self.sessions.current()?;
         let exists = live
             .client
             .check_stat(&node.path)
@@ -155,28 +155,57 @@ impl ZkBackend {
     /// Deletes every node of the ticket's request in the current session: the ones it
     /// knows, and any whose create's answer was lost.
     pub(crate) async fn withdraw(&self, ticket: &mut Ticket) -> Result<()> {
-        let live = self.sessions.current();
+        // With no session open, the nodes went (or go) with the one that ended.
+        let Some(live) = self.sessions.live() else {
+            return Ok(());
+        };
         let kind = ticket.request.kind;
         let Some(request) = ticket.state_mut::<Request>() else {
             return Ok(());
         };
         request.blocker = None;
+        let mut doomed = Vec::new();
         let leases = std::mem::take(&mut request.leases);
-        for lease in leases.iter().filter(|l| l.session == live.id) {
-            nodes::delete(&live, &lease.path).await?;
-        }
+        doomed.extend(
+            leases
+                .into_iter()
+                .filter(|l| l.session == live.id)
+                .map(|l| Doomed::Node(l.path)),
+        );
         if matches!(kind, LockKind::Semaphore { .. }) {
-            nodes::delete_with_prefix(&live, &request.leases_dir(), &request.lease_prefix())
-                .await?;
+            doomed.push(Doomed::Prefix {
+                dir: request.leases_dir(),
+                prefix: request.lease_prefix(),
+            });
         }
         match request.node.take() {
-            Some(node) if node.session == live.id => {
-                nodes::delete(&live, &node.path).await?;
-            }
+            Some(node) if node.session == live.id => doomed.push(Doomed::Node(node.path)),
             Some(_) => {}
-            None => nodes::delete_with_prefix(&live, &request.dir, &request.prefix(kind)).await?,
+            None => doomed.push(Doomed::Prefix {
+                dir: request.dir.clone(),
+                prefix: request.prefix(kind),
+            }),
+        }
+        for what in doomed {
+            self.delete_surely(&live, what).await?;
         }
         Ok(())
+    }
+
+    /// Deletes `what` now; if that gets no answer (or this call is dropped halfway), once
+    /// the session answers again, the error still being returned. True if a node was there.
+    pub(crate) async fn delete_surely(&self, live: &Live, what: Doomed) -> Result<bool> {
+        let note = self.sessions.delete_later(live.id, what.clone());
+        let deleted = match &what {
+            Doomed::Node(path) => nodes::delete(live, path).await,
+            Doomed::Prefix { dir, prefix } => nodes::delete_with_prefix(live, dir, prefix)
+                .await
+                .map(|()| true),
+        };
+        if !deleted.as_ref().is_err_and(Error::is_temporary) {
+            self.sessions.done(note);
+        }
+        deleted
     }
 
     /// A lock's poll: granted when no contender ahead conflicts.
@@ -209,7 +238,7 @@ impl ZkBackend {
                 let token = match stamp {
                     Some(stamp) => stamp,
                     None if exclusive && listing.pzxid == node.czxid => node.czxid,
-                    None => nodes::stamp(&self.sessions.current(), &node.path, &data).await?,
+                    None => nodes::stamp(&self.sessions.current()?, &node.path, &data).await?,
                 };
                 request.watch_grant(&self.sessions, node.session, node.path.clone());
                 Ok(PollOutcome::Granted {
@@ -272,7 +301,9 @@ impl Backend for ZkBackend {
     /// Watches the one node whose deletion may let the request go (no other waiter is
     /// woken by it), or a semaphore's leases, until it changes or the session ends.
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
-        let live = self.sessions.current();
+        let Some(live) = self.sessions.live() else {
+            return Ok(());
+        };
         let Some(request) = ticket.state_mut::<Request>() else {
             return Ok(());
         };
@@ -309,7 +340,9 @@ impl Backend for ZkBackend {
 
     /// Deletes the grant's node (a semaphore's lease nodes): not held if one was gone.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
-        let live = self.sessions.current();
+        let Some(live) = self.sessions.live() else {
+            return Ok(LeaseOutcome::NotHeld);
+        };
         let Some(request) = grant.state::<Request>() else {
             return Ok(LeaseOutcome::NotHeld);
         };
@@ -326,8 +359,19 @@ impl Backend for ZkBackend {
             return Ok(LeaseOutcome::NotHeld);
         }
         let mut all_there = true;
+        let mut failed = None;
         for node in held {
-            all_there &= nodes::delete(&live, &node.path).await?;
+            // Every lease is deleted, even after one failed.
+            match self
+                .delete_surely(&live, Doomed::Node(node.path.clone()))
+                .await
+            {
+                Ok(there) => all_there &= there,
+                Err(err) => failed = Some(err),
+            }
+        }
+        if let Some(err) = failed {
+            return Err(err);
         }
         Ok(match all_there {
             true => LeaseOutcome::Done,
@@ -336,7 +380,7 @@ impl Backend for ZkBackend {
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
-        let live = self.sessions.current();
+        let live = self.sessions.current()?;
         inspect::locks(&live.client, self.base(), name).await
     }
 
@@ -345,7 +389,7 @@ impl Backend for ZkBackend {
     }
 
     async fn floor_round(&self) -> Result<()> {
-        let live = self.sessions.current();
+        let live = self.sessions.current()?;
         let prefix = format!("{}/%floor-", self.base());
         let node = nodes::create_protected(&live, self.base(), &prefix, b"", &[]).await?;
         nodes::delete(&live, &node.path).await.map(drop)
@@ -368,7 +412,9 @@ pub(crate) fn token_of(zxid: i64) -> Result<u64> {
 /// ahead stamping its node) sets the watch again instead of waking the waiter.
 async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
     loop {
-        let live = sessions.current();
+        let Some(live) = sessions.live() else {
+            return Ok(false);
+        };
         let watcher = match blocker {
             Blocker::Node(path) => match live.client.check_and_watch_stat(path).await {
                 Ok((None, _)) => return Ok(true),

@@ -116,7 +116,7 @@ async fn watch_node(sessions: Weak<Sessions>, session: u64, path: String, gone: 
     tokio::time::sleep(WATCH_AFTER).await;
     loop {
         // Released (the grant and its state are dropped), or the backend is gone.
-        let Some(live) = sessions.upgrade().map(|s| s.current()) else {
+        let Some(live) = sessions.upgrade().and_then(|s| s.live()) else {
             return;
         };
         if gone.strong_count() == 0 || live.id != session {

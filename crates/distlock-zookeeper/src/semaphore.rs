@@ -14,7 +14,7 @@ use crate::names;
 use crate::nodes;
 use crate::record::Record;
 use crate::request::{Blocker, request_mut};
-use crate::session::Live;
+use crate::session::{Doomed, Live};
 
 /// A semaphore request's poll (see the module docs); `limit` permits in all.
 pub(crate) async fn poll(
@@ -28,7 +28,7 @@ pub(crate) async fn poll(
     let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
         return backend.missing(ticket, &node).await;
     };
-    let live = backend.sessions.current();
+    let live = backend.sessions.current()?;
     let permits = ticket.request.permits as usize;
     let data = Record::of(&ticket.request);
     let name = ticket.request.name.clone();
@@ -68,8 +68,11 @@ pub(crate) async fn poll(
     };
     // Granted: the place in the queue is given up, as Curator releases its mutex. A failure
     // here does not undo the grant; the place goes with the session at the latest.
-    if let Err(err) = nodes::delete(&live, &node.path).await {
-        tracing::warn!(error = %err, node = %node.path, "could not give up a semaphore's place in its queue");
+    if let Err(err) = backend
+        .delete_surely(&live, Doomed::Node(node.path.clone()))
+        .await
+    {
+        tracing::warn!(error = %err, node = %node.path, "a semaphore's place in its queue is given up later");
     }
     request.node = None;
     for lease in &request.leases {

@@ -42,10 +42,23 @@ fn acls_for(config: &ZkConfig) -> zk::Acls<'static> {
     }
 }
 
+/// A node to delete later: by its path, or every one under `dir` whose path starts with
+/// `prefix` (a request whose node's name was never learnt).
+#[derive(Debug, Clone)]
+pub(crate) enum Doomed {
+    Node(String),
+    Prefix { dir: String, prefix: String },
+}
+
 /// The sessions of one distlock client.
 pub(crate) struct Sessions {
     config: ZkConfig,
-    current: StdMutex<Live>,
+    /// The session requests are made in; none between an ended session and the next.
+    current: StdMutex<Option<Live>>,
+    /// Deletes not known to be done, made again once the session answers (as Curator's
+    /// guaranteed delete): each with the session it was meant for, under a number of its
+    /// own.
+    doomed: StdMutex<Vec<(u64, u64, Doomed)>>,
     sender: watch::Sender<Session>,
 }
 
@@ -77,19 +90,76 @@ impl Sessions {
         };
         let sessions = Arc::new(Sessions {
             config,
-            current: StdMutex::new(live.clone()),
+            current: StdMutex::new(Some(live.clone())),
+            doomed: StdMutex::default(),
             sender,
         });
         tokio::spawn(keep(Arc::downgrade(&sessions), live));
         Ok(sessions)
     }
 
-    /// The session requests are made in now.
-    pub(crate) fn current(&self) -> Live {
+    /// The session requests are made in now; an error between an ended session and the
+    /// next.
+    pub(crate) fn current(&self) -> Result<Live> {
+        self.live().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unavailable,
+                "the ZooKeeper session ended and a new one is not open yet",
+            )
+            .with_backend("zookeeper")
+            .temporary()
+        })
+    }
+
+    /// The session requests are made in now, if one is open.
+    pub(crate) fn live(&self) -> Option<Live> {
         self.current
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Notes `doomed` (of session `session`) as to be deleted, before the delete is sent:
+    /// a release or cancel whose delete gets no answer, or is dropped halfway, must not
+    /// leave a node holding a lock, or a place in its queue, for nobody while the session
+    /// lives. Returns the note's number, for [`Sessions::done`].
+    pub(crate) fn delete_later(&self, session: u64, doomed: Doomed) -> u64 {
+        static NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.doomed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((number, session, doomed));
+        number
+    }
+
+    /// Forgets note `number`: its delete was answered.
+    pub(crate) fn done(&self, number: u64) {
+        self.doomed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(n, _, _)| *n != number);
+    }
+
+    /// Makes the deletes noted for session `live` again; keeps those that still get no
+    /// answer, and forgets those of other (ended) sessions, whose nodes went with them.
+    async fn retry_deletes(&self, live: &Live) {
+        let doomed: Vec<(u64, u64, Doomed)> =
+            std::mem::take(&mut *self.doomed.lock().unwrap_or_else(|p| p.into_inner()));
+        for (number, session, what) in doomed.into_iter().filter(|(_, s, _)| *s == live.id) {
+            let done = match &what {
+                Doomed::Node(path) => crate::nodes::delete(live, path).await.map(drop),
+                Doomed::Prefix { dir, prefix } => {
+                    crate::nodes::delete_with_prefix(live, dir, prefix).await
+                }
+            };
+            if done.as_ref().is_err_and(Error::is_temporary) {
+                self.doomed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((number, session, what));
+            }
+        }
     }
 
     /// The session's state, as the core follows it.
@@ -100,7 +170,7 @@ impl Sessions {
     /// Ends the current session from a second connection to `hosts` that joins it and
     /// closes it (see `ZkBackend::close_session_from`); waits until the close is done.
     pub(crate) async fn close_from(&self, hosts: &str) -> Result<()> {
-        let live = self.current();
+        let live = self.current()?;
         let connector = connector(&self.config)?
             .with_session(live.client.session().clone())
             .with_fail_eagerly();
@@ -257,6 +327,11 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
             return;
         };
         this.set(live.id, SessionState::Expired);
+        // The ended session's client goes now (its last clones with the requests in flight),
+        // which closes the session: its nodes must not outlive the guards the core lost.
+        *this.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let ended = live.id;
+        drop(live);
         let config = this.config.clone();
         drop(this);
         tracing::warn!(hosts = %config.hosts, "the ZooKeeper session expired; every lock held in it is lost");
@@ -279,10 +354,10 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
         };
         live = Live {
             client,
-            id: live.id + 1,
+            id: ended + 1,
             acls: acls_for(&config),
         };
-        *this.current.lock().unwrap_or_else(|p| p.into_inner()) = live.clone();
+        *this.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(live.clone());
         this.set(
             live.id,
             SessionState::Connected {
@@ -345,9 +420,12 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
                 };
                 match answered {
                     // An answer after the deadline does not revive the session.
-                    Ok(Ok(_)) if Instant::now() < valid_until => this.set(live.id, SessionState::Connected {
-                        valid_until: distlock_core::backend::safe_deadline(sent, timeout),
-                    }),
+                    Ok(Ok(_)) if Instant::now() < valid_until => {
+                        this.set(live.id, SessionState::Connected {
+                            valid_until: distlock_core::backend::safe_deadline(sent, timeout),
+                        });
+                        this.retry_deletes(live).await;
+                    }
                     Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed)) => return,
                     _ => {}
                 }
