@@ -75,12 +75,13 @@ impl Sessions {
     /// Opens the first session (failing at once when no member answers) and starts keeping
     /// it.
     pub(crate) async fn open(config: ZkConfig) -> Result<Arc<Sessions>> {
+        // The session's validity counts from before it was asked for.
+        let asked = Instant::now();
         let client = connect_first(&config).await?;
-        let now = Instant::now();
         let (sender, _) = watch::channel(Session {
             id: 1,
             state: SessionState::Connected {
-                valid_until: distlock_core::backend::safe_deadline(now, client.session_timeout()),
+                valid_until: distlock_core::backend::safe_deadline(asked, client.session_timeout()),
             },
         });
         let live = Live {
@@ -336,9 +337,10 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
         drop(this);
         tracing::warn!(hosts = %config.hosts, "the ZooKeeper session expired; every lock held in it is lost");
         let mut backoff = Duration::from_millis(50);
-        let client = loop {
+        let (client, asked) = loop {
+            let asked = Instant::now();
             match connect(&config, false).await {
-                Ok(client) => break client,
+                Ok(client) => break (client, asked),
                 Err(err) => {
                     tracing::warn!(error = %err, "cannot open a new ZooKeeper session yet");
                     if sessions.strong_count() == 0 {
@@ -362,7 +364,7 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
             live.id,
             SessionState::Connected {
                 valid_until: distlock_core::backend::safe_deadline(
-                    Instant::now(),
+                    asked,
                     live.client.session_timeout(),
                 ),
             },
