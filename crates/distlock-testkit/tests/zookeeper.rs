@@ -387,3 +387,37 @@ fn a_release_without_an_answer_is_made_again_once_the_link_is_back() {
         );
     });
 }
+
+/// A client connected on one runtime serves on the next after the first ended: its
+/// session, heartbeats and watches do not live on the runtime that connected it. A guard
+/// taken on the second runtime stays held past the session timeout.
+#[test]
+fn a_client_outlives_the_runtime_that_connected_it() {
+    let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("zk://{}/runtimes?session_timeout=1s", server.addr());
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let client = first.block_on(async {
+        let client = distlock::Client::connect(&url).await.unwrap();
+        client
+            .mutex("x")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        client
+    });
+    drop(first);
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let guard = client.mutex("x").lock().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(
+            guard.health(),
+            Health::Held,
+            "held past the session timeout"
+        );
+        guard.release().await.unwrap();
+    });
+}

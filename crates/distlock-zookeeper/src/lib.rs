@@ -75,6 +75,7 @@ mod names;
 mod nodes;
 mod record;
 mod request;
+mod runtime;
 mod semaphore;
 mod session;
 

@@ -73,8 +73,13 @@ impl std::fmt::Debug for Sessions {
 
 impl Sessions {
     /// Opens the first session (failing at once when no member answers) and starts keeping
-    /// it.
+    /// it, on the sessions' own runtime.
     pub(crate) async fn open(config: ZkConfig) -> Result<Arc<Sessions>> {
+        crate::runtime::run(Sessions::start(config)).await
+    }
+
+    /// [`Sessions::open`], on the sessions' runtime (see [`crate::runtime`]).
+    async fn start(config: ZkConfig) -> Result<Arc<Sessions>> {
         // The session's validity counts from before it was asked for.
         let asked = Instant::now();
         let client = connect_first(&config).await?;
@@ -171,7 +176,10 @@ impl Sessions {
     /// Ends the current session from a second connection to `hosts` that joins it and
     /// closes it (see `ZkBackend::close_session_from`); waits until the close is done.
     pub(crate) async fn close_from(&self, hosts: &str) -> Result<()> {
-        let live = self.current()?;
+        // No session open: the last one ended already.
+        let Some(live) = self.live() else {
+            return Ok(());
+        };
         let connector = connector(&self.config)?
             .with_session(live.client.session().clone())
             .with_fail_eagerly();
@@ -179,12 +187,13 @@ impl Sessions {
             hosts: hosts.to_owned(),
             ..self.config.clone()
         };
-        let intruder = match reach(connector, &config).await {
-            Ok(intruder) => intruder,
-            // Ended already.
-            Err(zk::Error::SessionExpired) => return Ok(()),
-            Err(err) => return Err(zk_error("close")(err)),
-        };
+        let intruder =
+            match crate::runtime::run(async move { Ok(reach(connector, &config).await) }).await? {
+                Ok(intruder) => intruder,
+                // Ended already.
+                Err(zk::Error::SessionExpired) => return Ok(()),
+                Err(err) => return Err(zk_error("close")(err)),
+            };
         let mut state = intruder.state_watcher();
         drop(intruder);
         let closed = async { while !state.changed().await.is_terminated() {} };
