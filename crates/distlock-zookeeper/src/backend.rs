@@ -18,7 +18,6 @@ use crate::error::zk_error;
 use crate::inspect;
 use crate::names;
 use crate::nodes::{self, Listing, Node};
-use crate::record::Record;
 use crate::request::{Blocker, Request, request_mut};
 use crate::semaphore;
 use crate::session::{Doomed, Live, Sessions};
@@ -83,7 +82,6 @@ impl ZkBackend {
     pub(crate) async fn queue_node(&self, ticket: &mut Ticket) -> Result<Node> {
         let live = self.sessions.current()?;
         let kind = ticket.request.kind;
-        let data = Record::of(&ticket.request);
         let request = request_mut(ticket)?;
         if let Some(node) = request.node.as_ref().filter(|n| n.session == live.id) {
             return Ok(node.clone());
@@ -103,7 +101,8 @@ impl ZkBackend {
             }
         }
         request.unsure = true;
-        let (node, listing) = nodes::create_and_list(&live, &request.dir, &prefix, &data).await?;
+        let (node, listing) =
+            nodes::create_and_list(&live, &request.dir, &prefix, &request.data).await?;
         request.unsure = false;
         request.node = Some(node.clone());
         request.listing = listing;
@@ -120,7 +119,6 @@ impl ZkBackend {
         node: &Node,
         stamped: bool,
     ) -> Result<(Listing, Option<i64>)> {
-        let data = Record::of(&ticket.request);
         let request = request_mut(ticket)?;
         if let Some(listing) = request.listing.take() {
             return Ok((listing, None));
@@ -128,7 +126,7 @@ impl ZkBackend {
         let live = self.sessions.current()?;
         let stamped = stamped && std::mem::take(&mut request.likely);
         match stamped {
-            true => nodes::list_and_stamp(&live, &request.dir, &node.path, &data).await,
+            true => nodes::list_and_stamp(&live, &request.dir, &node.path, &request.data).await,
             false => Ok((nodes::list(&live, &request.dir).await?, None)),
         }
     }
@@ -226,7 +224,6 @@ impl ZkBackend {
             return self.missing(ticket, &node).await;
         };
         let exclusive = ticket.request.kind.is_exclusive();
-        let data = Record::of(&ticket.request);
         let request = request_mut(ticket)?;
         match names::blocker(&queue, index) {
             None => {
@@ -238,7 +235,9 @@ impl ZkBackend {
                 let token = match stamp {
                     Some(stamp) => stamp,
                     None if exclusive && listing.pzxid == node.czxid => node.czxid,
-                    None => nodes::stamp(&self.sessions.current()?, &node.path, &data).await?,
+                    None => {
+                        nodes::stamp(&self.sessions.current()?, &node.path, &request.data).await?
+                    }
                 };
                 request.watch_grant(&self.sessions, node.session, node.path.clone());
                 Ok(PollOutcome::Granted {
@@ -285,7 +284,7 @@ impl Backend for ZkBackend {
     /// create is sent, so a cancel finds the node even if this call is dropped halfway.
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
         let lock = names::lock_path(self.base(), &ticket.request.name);
-        ticket.set_state(Request::new(lock, ticket.request.kind));
+        ticket.set_state(Request::new(lock, &ticket.request));
         self.queue_node(ticket).await.map(drop)
     }
 

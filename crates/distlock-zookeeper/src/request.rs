@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use distlock_core::backend::{Grant, Ticket};
+use distlock_core::backend::{Grant, LockRequest, Ticket};
+
+use crate::record::Record;
 use distlock_core::{Error, ErrorKind, LockKind, Result};
 use zookeeper_client as zk;
 
@@ -20,6 +22,9 @@ pub(crate) struct Request {
     pub(crate) uuid: String,
     /// Where its queue node goes: the lock's node, or a semaphore's `locks` child.
     pub(crate) dir: String,
+    /// What its nodes hold: the request's record, written once for all its creates and
+    /// stamps.
+    pub(crate) data: Vec<u8>,
     /// Its queue node, once created.
     pub(crate) node: Option<Node>,
     /// A semaphore's lease nodes, one per permit, once created.
@@ -50,15 +55,16 @@ pub(crate) enum Blocker {
 }
 
 impl Request {
-    /// A request for `kind` on the lock whose node is `lock`.
-    pub(crate) fn new(lock: String, kind: LockKind) -> Request {
-        let dir = match kind {
+    /// State for `request`, on the lock whose node is `lock`.
+    pub(crate) fn new(lock: String, request: &LockRequest) -> Request {
+        let dir = match request.kind {
             LockKind::Semaphore { .. } => format!("{lock}/locks"),
             _ => lock,
         };
         Request {
             uuid: uuid::Uuid::new_v4().to_string(),
             dir,
+            data: Record::of(request),
             node: None,
             leases: Vec::new(),
             blocker: None,

@@ -30,7 +30,6 @@ pub(crate) async fn poll(
     };
     let live = backend.sessions.current()?;
     let permits = ticket.request.permits as usize;
-    let data = Record::of(&ticket.request);
     let name = ticket.request.name.clone();
     let request = request_mut(ticket)?;
     if let Some(ahead) = index.checked_sub(1).map(|i| &queue[i]) {
@@ -43,7 +42,8 @@ pub(crate) async fn poll(
     }
     while request.leases.len() < permits {
         let lease =
-            nodes::create_protected(&live, &leases_dir, &prefix, &data, &request.leases).await?;
+            nodes::create_protected(&live, &leases_dir, &prefix, &request.data, &request.leases)
+                .await?;
         request.leases.push(lease);
     }
     let Some(last) = request.leases.last().cloned() else {
@@ -54,7 +54,8 @@ pub(crate) async fn poll(
     };
     // The last lease is stamped right behind the listing: if the listing grants, the stamp
     // is a fencing token above every one granted before.
-    let (leases, stamp) = nodes::list_and_stamp(&live, &leases_dir, &last.path, &data).await?;
+    let (leases, stamp) =
+        nodes::list_and_stamp(&live, &leases_dir, &last.path, &request.data).await?;
     if leases.children.len() > limit as usize {
         request.blocker = Some(Blocker::Children {
             dir: leases_dir,
@@ -64,7 +65,7 @@ pub(crate) async fn poll(
     }
     let token = match stamp {
         Some(stamp) => stamp,
-        None => nodes::stamp(&live, &last.path, &data).await?,
+        None => nodes::stamp(&live, &last.path, &request.data).await?,
     };
     // Granted: the place in the queue is given up, as Curator releases its mutex. A failure
     // here does not undo the grant; the place goes with the session at the latest.
