@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::server::{LaunchError, Ready, Server, ServerSpec, free_port};
+use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
 
 /// A fresh `redis-server` on a free loopback port in a temporary directory, keeping
 /// nothing on disk.
@@ -71,8 +71,12 @@ impl TestCertificates {
     /// ```
     pub fn make(dir: &Path) -> Result<TestCertificates, LaunchError> {
         let path = |name: &str| dir.join(name).display().to_string();
-        std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1\n")
-            .map_err(|e| failed(format!("cannot write the certificate extension file: {e}")))?;
+        std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1\n").map_err(|e| {
+            failed(
+                format!("cannot write the certificate extension file: {e}"),
+                "",
+            )
+        })?;
         let steps: [Vec<String>; 3] = [
             [
                 "req",
@@ -131,11 +135,14 @@ impl TestCertificates {
                         hint: format!("apt-get install openssl ({e})"),
                     })?;
             if !out.status.success() {
-                return Err(failed(format!(
-                    "openssl {} failed: {}",
-                    args[0],
-                    String::from_utf8_lossy(&out.stderr)
-                )));
+                return Err(failed(
+                    format!(
+                        "openssl {} failed: {}",
+                        args[0],
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                    "",
+                ));
             }
         }
         Ok(TestCertificates {
@@ -151,13 +158,6 @@ fn redis_cli_program() -> Result<PathBuf, LaunchError> {
         program: "redis-cli".into(),
         hint: "apt-get install redis-tools".into(),
     })
-}
-
-fn failed(reason: String) -> LaunchError {
-    LaunchError::Failed {
-        reason,
-        log_tail: String::new(),
-    }
 }
 
 /// A `redis-server` that speaks only TLS, with `certs`, on a free loopback port.
@@ -436,9 +436,7 @@ pub fn redis_cluster(primaries: usize, replicas: usize) -> Result<RedisCluster, 
     // 10000, which nobody checked was free.
     let nodes = (0..primaries * (1 + replicas))
         .map(|_| {
-            let bus = free_port()
-                .map_err(|e| failed(format!("no free port: {e}")))?
-                .to_string();
+            let bus = spare_port()?.to_string();
             let with_bus: Vec<&str> = settings
                 .iter()
                 .copied()
@@ -457,13 +455,16 @@ pub fn redis_cluster(primaries: usize, replicas: usize) -> Result<RedisCluster, 
     let made = Command::new(redis_cli_program()?)
         .args(&create)
         .output()
-        .map_err(|e| failed(format!("cannot run redis-cli: {e}")))?;
+        .map_err(|e| failed(format!("cannot run redis-cli: {e}"), ""))?;
     if !made.status.success() {
-        return Err(failed(format!(
-            "redis-cli --cluster create failed: {}{}",
-            String::from_utf8_lossy(&made.stdout),
-            String::from_utf8_lossy(&made.stderr)
-        )));
+        return Err(failed(
+            format!(
+                "redis-cli --cluster create failed: {}{}",
+                String::from_utf8_lossy(&made.stdout),
+                String::from_utf8_lossy(&made.stderr)
+            ),
+            "",
+        ));
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     for node in &nodes {
@@ -478,7 +479,10 @@ pub fn redis_cluster(primaries: usize, replicas: usize) -> Result<RedisCluster, 
                 break;
             }
             if std::time::Instant::now() > deadline {
-                return Err(failed(format!("the cluster never became healthy: {info}")));
+                return Err(failed(
+                    format!("the cluster never became healthy: {info}"),
+                    "",
+                ));
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -492,6 +496,6 @@ fn redis_cli(node: &Server, args: &[&str]) -> Result<String, LaunchError> {
         .args(["-h", "127.0.0.1", "-p", &node.addr().port().to_string()])
         .args(args)
         .output()
-        .map_err(|e| failed(format!("cannot run redis-cli: {e}")))?;
+        .map_err(|e| failed(format!("cannot run redis-cli: {e}"), ""))?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

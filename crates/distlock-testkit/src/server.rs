@@ -307,7 +307,7 @@ impl Server {
         let mut server = Server {
             spec,
             program,
-            port: free_port().map_err(|e| failed(format!("no free port: {e}"), ""))?,
+            port: spare_port()?,
             dir,
             child: None,
             identity,
@@ -575,7 +575,8 @@ impl Drop for Server {
     }
 }
 
-fn failed(reason: String, log: &str) -> LaunchError {
+/// A launch failure for `reason`, with the end of the server's `log` (empty if none).
+pub(crate) fn failed(reason: String, log: &str) -> LaunchError {
     LaunchError::Failed {
         reason,
         log_tail: tail_lines(log, 40),
@@ -585,6 +586,11 @@ fn failed(reason: String, log: &str) -> LaunchError {
 fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A free loopback port for a launch (a peer or bus port a server needs besides its own).
+pub(crate) fn spare_port() -> Result<u16, LaunchError> {
+    free_port().map_err(|e| failed(format!("no free port: {e}"), ""))
 }
 
 /// `pid` and every process descended from it (a server that forks a process per

@@ -12,7 +12,7 @@ use distlock::zookeeper::ZkBackend;
 use crate::conformance::{SessionFaults, Target};
 use crate::launchers::TestCertificates;
 use crate::proxy::{FaultProxy, ProxyMode};
-use crate::server::{LaunchError, Ready, Server, ServerSpec};
+use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
 
 /// Where Debian installs ZooKeeper's jar (most of its dependencies are named in its
 /// manifest; not Netty's codec, which its Netty connection factory needs) and a logger for
@@ -87,16 +87,11 @@ pub fn zookeeper_tls_server(
 ) -> Result<(Server, std::net::SocketAddr), LaunchError> {
     require_installed()?;
     let read = |path: &std::path::Path| {
-        std::fs::read_to_string(path).map_err(|e| LaunchError::Failed {
-            reason: format!("cannot read {}: {e}", path.display()),
-            log_tail: String::new(),
-        })
+        std::fs::read_to_string(path)
+            .map_err(|e| failed(format!("cannot read {}: {e}", path.display()), ""))
     };
     let key_store = format!("{}{}", read(&certs.key)?, read(&certs.cert)?);
-    let secure = crate::server::free_port().map_err(|e| LaunchError::Failed {
-        reason: format!("no free port: {e}"),
-        log_tail: String::new(),
-    })?;
+    let secure = spare_port()?;
     let settings = format!(
         "secureClientPort={secure}\nsecureClientPortAddress=127.0.0.1\n\
          ssl.keyStore.location={{dir}}/keystore.pem\nssl.keyStore.type=PEM\n\
@@ -206,15 +201,13 @@ fn four_letter_word(member: &Server, word: &str) -> String {
 /// ```
 pub fn zookeeper_ensemble(size: usize) -> Result<ZkEnsemble, LaunchError> {
     require_installed()?;
-    let port = || {
-        crate::server::free_port().map_err(|e| LaunchError::Failed {
-            reason: format!("no free port: {e}"),
-            log_tail: String::new(),
-        })
-    };
     let mut peers = String::new();
     for id in 1..=size {
-        peers.push_str(&format!("server.{id}=127.0.0.1:{}:{}\n", port()?, port()?));
+        peers.push_str(&format!(
+            "server.{id}=127.0.0.1:{}:{}\n",
+            spare_port()?,
+            spare_port()?
+        ));
     }
     let settings = format!("initLimit=50\nsyncLimit=20\n4lw.commands.whitelist=*\n{peers}");
     let mut members = Vec::new();
