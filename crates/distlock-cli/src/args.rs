@@ -23,8 +23,9 @@ pub enum Command {
     ///
     /// Exit codes: the command's own; 75 if the lock is busy (--no-wait) or the wait timed
     /// out; 76 if the lock was lost while the command ran (it is then stopped with SIGTERM,
-    /// then SIGKILL); 126/127 if the command cannot be run; 64 bad input; 69 backend
-    /// unavailable; 70 other errors.
+    /// then SIGKILL); 130/143/129 if SIGINT/SIGTERM/SIGHUP came while it waited (its
+    /// request is withdrawn first); 126/127 if the command cannot be run; 64 bad input; 69
+    /// backend unavailable; 70 other errors.
     Run(RunArgs),
     /// Show holders, fencing tokens, remaining TTLs and waiters.
     Status(StatusArgs),

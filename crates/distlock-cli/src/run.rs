@@ -22,7 +22,19 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     let acquired = if args.no_wait {
         mutex.try_lock().await
     } else {
-        mutex.lock_with(&options).await.map(Some)
+        match until_signalled(mutex.lock_with(&options)).await {
+            Ok(acquired) => acquired.map(Some),
+            Err(number) => {
+                // The wait was given up: its request is withdrawn in the background, and
+                // waited for, so the next holder is not kept waiting for it to expire.
+                if !client.settle(SETTLE).await {
+                    eprintln!(
+                        "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
+                    );
+                }
+                return Ok(128u8.saturating_add(number as u8));
+            }
+        }
     };
     let guard = match acquired {
         Ok(Some(guard)) => guard,
@@ -47,6 +59,31 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         Err(err) => eprintln!("distlock: warning: release failed (the lease will expire): {err}"),
     }
     Ok(code)
+}
+
+/// How long a run interrupted while it waits waits for its request to be withdrawn.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Runs `wait` until it ends or SIGINT, SIGTERM or SIGHUP arrives (what a terminal, a
+/// supervisor or a closed session sends): `Err` with the signal's number then, `wait`
+/// dropped. Without signal listeners, just `wait`.
+async fn until_signalled<T>(
+    wait: impl std::future::Future<Output = T>,
+) -> std::result::Result<T, libc::c_int> {
+    let listeners = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    );
+    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = listeners else {
+        return Ok(wait.await);
+    };
+    tokio::select! {
+        done = wait => Ok(done),
+        Some(()) = interrupt.recv() => Err(libc::SIGINT),
+        Some(()) = terminate.recv() => Err(libc::SIGTERM),
+        Some(()) = hangup.recv() => Err(libc::SIGHUP),
+    }
 }
 
 /// Runs the command in its own process group and waits for it, forwarding signals and

@@ -14,6 +14,7 @@ use tracing::Instrument;
 use crate::backend::{
     Backend, Capabilities, Liveness, LockKind, LockRequest, PollOutcome, Session, Ticket,
 };
+use crate::cleanups::Cleanups;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
@@ -147,7 +148,7 @@ async fn acquire_inner(
             wait: waits,
             meta: HolderMeta::this_process(),
         };
-        match wait_for_grant(backend, request, &plan, options).await? {
+        match wait_for_grant(backend, &client.inner().cleanups, request, &plan, options).await? {
             Granted::Yes(granted) => {
                 return Ok(Some(grant(client, granted, &plan, options)));
             }
@@ -183,6 +184,7 @@ struct GrantedTicket {
 /// deadline passes. The ticket is cancelled on every way out but a grant.
 async fn wait_for_grant(
     backend: &Arc<dyn Backend>,
+    cleanups: &Arc<Cleanups>,
     request: LockRequest,
     plan: &Plan,
     options: &LockOptions,
@@ -202,7 +204,7 @@ async fn wait_for_grant(
             .temporary(),
         }
     };
-    let mut pending = PendingTicket::new(backend.clone(), Ticket::new(request));
+    let mut pending = PendingTicket::new(backend.clone(), Ticket::new(request), cleanups.clone());
     match bounded(plan.calls_until, backend.enqueue(pending.ticket_mut())).await {
         Some(Ok(())) => {}
         Some(Err(err)) => return Err(err),
@@ -426,12 +428,14 @@ fn check_capabilities(
 struct PendingTicket {
     backend: Arc<dyn Backend>,
     ticket: Option<Ticket>,
+    cleanups: Arc<Cleanups>,
 }
 
 impl PendingTicket {
-    fn new(backend: Arc<dyn Backend>, ticket: Ticket) -> Self {
+    fn new(backend: Arc<dyn Backend>, ticket: Ticket, cleanups: Arc<Cleanups>) -> Self {
         PendingTicket {
             backend,
+            cleanups,
             ticket: Some(ticket),
         }
     }
@@ -477,7 +481,9 @@ impl Drop for PendingTicket {
             return;
         };
         let backend = self.backend.clone();
+        let cleanup = self.cleanups.start();
         runtime.spawn(async move {
+            let _cleanup = cleanup;
             match tokio::time::timeout(BACKGROUND_CANCEL, backend.cancel(&mut ticket)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => {

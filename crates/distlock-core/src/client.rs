@@ -3,8 +3,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::time::Duration;
 
 use crate::backend::{Backend, LockKind, LockState};
+use crate::cleanups::Cleanups;
 use crate::error::Result;
 use crate::lease::LeaseCore;
 use crate::name::validate_name;
@@ -24,6 +26,8 @@ pub(crate) struct ClientInner {
     pub(crate) defaults: LockOptions,
     pub(crate) renewals: Renewals,
     pub(crate) watchdog: Watchdog,
+    /// The clean-ups running in the background.
+    pub(crate) cleanups: Arc<Cleanups>,
     reentrant: StdMutex<HashMap<ReentrantKey, Weak<LeaseCore>>>,
 }
 
@@ -150,6 +154,7 @@ impl Client {
                 backend,
                 id: random_id(),
                 defaults,
+                cleanups: Arc::default(),
                 reentrant: StdMutex::new(HashMap::new()),
             }),
         }
@@ -255,6 +260,29 @@ impl Client {
     /// ```
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
+    }
+
+    /// Waits, at most `within`, for the clean-ups this client runs in the background: the
+    /// cancel of an acquire that was dropped while it waited, the release of a guard that
+    /// was dropped. A program about to exit (on Ctrl-C, say) calls it after dropping what it
+    /// waited for, so it leaves no queue entry or grant behind to delay the next holder
+    /// until it expires. True if none is left running.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// let client = distlock_core::Client::connect("memory://settle").await?;
+    /// let held = client.mutex("a").lock().await?;
+    /// // Give up a wait halfway, as on Ctrl-C: its cancel runs in the background.
+    /// let _ = tokio::time::timeout(Duration::from_millis(10), client.mutex("a").lock()).await;
+    /// assert!(client.settle(Duration::from_secs(1)).await);
+    /// assert_eq!(client.status(Some("a")).await?[0].waiters.len(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(&self, within: Duration) -> bool {
+        self.inner.cleanups.settle(within).await
     }
 
     /// The state of lock `name`, or of every lock with holders or waiters.

@@ -498,7 +498,9 @@ impl LeaseCore {
             return;
         };
         let core = Arc::clone(self);
+        let cleanup = core.client.cleanups.start();
         runtime.spawn(async move {
+            let _cleanup = cleanup;
             let release = core.client.backend.release(&core.handle);
             match tokio::time::timeout(core.plan.op_timeout, release).await {
                 Ok(Ok(_)) => core.mark_released(),

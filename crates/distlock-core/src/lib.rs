@@ -37,6 +37,7 @@
 mod acquire;
 mod admission;
 pub mod backend;
+mod cleanups;
 mod client;
 mod error;
 mod guard;

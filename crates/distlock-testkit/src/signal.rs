@@ -11,6 +11,10 @@ pub enum Signal {
     Continue,
     /// SIGTERM: please exit.
     Terminate,
+    /// SIGINT: Ctrl-C in a terminal.
+    Interrupt,
+    /// SIGHUP: the terminal closed.
+    Hangup,
 }
 
 /// Sends `signal` to process `pid`; a process that is already gone is not an error.
@@ -28,6 +32,8 @@ pub fn send(pid: u32, signal: Signal) {
         Signal::Stop => libc::SIGSTOP,
         Signal::Continue => libc::SIGCONT,
         Signal::Terminate => libc::SIGTERM,
+        Signal::Interrupt => libc::SIGINT,
+        Signal::Hangup => libc::SIGHUP,
     };
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return;

@@ -1,0 +1,51 @@
+//! Clean-ups a client runs in the background — a dropped acquire's cancel, a dropped
+//! guard's release — counted, so a program about to exit can wait for them
+//! ([`Client::settle`](crate::Client::settle)) instead of leaving a queue entry or a grant
+//! behind until it expires.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+/// The background clean-ups of one client still running.
+#[derive(Debug, Default)]
+pub(crate) struct Cleanups {
+    running: AtomicUsize,
+    idle: Notify,
+}
+
+impl Cleanups {
+    /// Counts a clean-up from now until the returned guard is dropped (at its end, or when
+    /// its task is dropped with its runtime).
+    pub(crate) fn start(self: &Arc<Self>) -> Cleanup {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        Cleanup(self.clone())
+    }
+
+    /// Waits until no clean-up runs, at most `within`; true if none does.
+    pub(crate) async fn settle(&self, within: Duration) -> bool {
+        let idle = async {
+            loop {
+                let notified = self.idle.notified();
+                if self.running.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(within, idle).await.is_ok()
+    }
+}
+
+/// One running clean-up; dropping it ends it.
+pub(crate) struct Cleanup(Arc<Cleanups>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
