@@ -286,10 +286,12 @@ impl LeaseCore {
         self.holds.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
+    /// Marks the grant `Lost`: it is not safe from now on, whatever deadline it had.
     pub(crate) fn mark_lost(&self, why: &str) {
+        let status = self.status();
         let was = self.status.send_replace(Status {
             health: Health::Lost,
-            ..self.status()
+            safe_until: status.safe_until.min(Instant::now()),
         });
         if was.health != Health::Lost {
             telemetry::lost(self.scheme());

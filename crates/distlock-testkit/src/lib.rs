@@ -17,6 +17,7 @@
 
 mod child;
 pub mod conformance;
+mod etcd;
 mod launchers;
 mod proxy;
 mod server;
@@ -25,6 +26,7 @@ mod zookeeper;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::{SessionFaults, Target, memory_session_target};
+pub use etcd::{EtcdCluster, etcd_cluster, etcd_server, etcd_target, etcd_tls_server};
 pub use launchers::{
     DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_url,
     postgres_server, postgres_url, redis_cluster, redis_server, redis_server_with,

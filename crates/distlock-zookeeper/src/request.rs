@@ -108,7 +108,7 @@ impl Request {
     /// it, as long as the session and the grant last.
     pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, session: u64, path: String) {
         let (sessions, gone) = (Arc::downgrade(sessions), Arc::downgrade(&self.gone));
-        crate::runtime::spawn(watch_node(sessions, session, path, gone));
+        crate::runtime::SESSIONS.spawn(watch_node(sessions, session, path, gone));
     }
 }
 

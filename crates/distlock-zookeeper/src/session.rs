@@ -75,7 +75,7 @@ impl Sessions {
     /// Opens the first session (failing at once when no member answers) and starts keeping
     /// it, on the sessions' own runtime.
     pub(crate) async fn open(config: ZkConfig) -> Result<Arc<Sessions>> {
-        crate::runtime::run(Sessions::start(config)).await
+        crate::runtime::SESSIONS.run(Sessions::start(config)).await
     }
 
     /// [`Sessions::open`], on the sessions' runtime (see [`crate::runtime`]).
@@ -187,13 +187,15 @@ impl Sessions {
             hosts: hosts.to_owned(),
             ..self.config.clone()
         };
-        let intruder =
-            match crate::runtime::run(async move { Ok(reach(connector, &config).await) }).await? {
-                Ok(intruder) => intruder,
-                // Ended already.
-                Err(zk::Error::SessionExpired) => return Ok(()),
-                Err(err) => return Err(zk_error("close")(err)),
-            };
+        let intruder = match crate::runtime::SESSIONS
+            .run(async move { Ok(reach(connector, &config).await) })
+            .await?
+        {
+            Ok(intruder) => intruder,
+            // Ended already.
+            Err(zk::Error::SessionExpired) => return Ok(()),
+            Err(err) => return Err(zk_error("close")(err)),
+        };
         let mut state = intruder.state_watcher();
         drop(intruder);
         let closed = async { while !state.changed().await.is_terminated() {} };

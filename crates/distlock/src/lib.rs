@@ -39,6 +39,7 @@
 //! * `redis` (default): the `redis://`, `rediss://`, `redis+cluster://` and `redlock://`
 //!   backends.
 //! * `zookeeper` (default): the `zk://` backend.
+//! * `etcd` (default): the `etcd://` backend.
 
 use std::ops::Deref;
 use std::sync::Once;
@@ -52,6 +53,9 @@ pub use distlock_core::{
     redact_url, validate_name,
 };
 
+/// The etcd backend (`etcd://`).
+#[cfg(feature = "etcd")]
+pub use distlock_etcd as etcd;
 /// The Redis backend (`redis://`).
 #[cfg(feature = "redis")]
 pub use distlock_redis as redis;
@@ -79,6 +83,8 @@ pub fn install_backends() {
         distlock_sql::install();
         #[cfg(feature = "zookeeper")]
         distlock_zookeeper::install();
+        #[cfg(feature = "etcd")]
+        distlock_etcd::install();
     });
 }
 

@@ -56,6 +56,7 @@
 
 mod info;
 mod request;
+mod runtime;
 mod session;
 mod ticket;
 
@@ -73,6 +74,7 @@ pub use crate::wakers::LocalWakers;
 pub use async_trait::async_trait;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use request::{LockKind, LockRequest};
+pub use runtime::SideRuntime;
 pub use session::{Liveness, Session, SessionState};
 pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
 

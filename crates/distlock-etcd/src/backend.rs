@@ -1,0 +1,355 @@
+//! The etcd backend: each request is a contender key on the session's lease under its
+//! lock's prefix, granted when no contender created before it conflicts, waiting on the
+//! one key whose deletion can let it go.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_core::backend::{
+    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session, Ticket,
+    async_trait,
+};
+use distlock_core::{Error, ErrorKind, Result};
+use tokio::sync::watch;
+
+use crate::config::EtcdConfig;
+use crate::error::etcd_error;
+use crate::inspect;
+use crate::queue::{self, Turn};
+use crate::request::{Key, Request, request_mut};
+use crate::session::{Live, Sessions};
+use crate::txns::{self, Listing};
+use crate::watch::{Deletion, deleted};
+
+/// A distlock client's etcd backend: one session lease at a time (see the crate docs).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> distlock_core::Result<()> {
+/// use std::sync::Arc;
+/// use distlock_etcd::{EtcdBackend, EtcdConfig};
+///
+/// let url = distlock_core::parse_lock_url("etcd://127.0.0.1:2379/locks")?;
+/// let backend = EtcdBackend::open(EtcdConfig::from_url(&url)?).await?;
+/// let client = distlock_core::Client::with_backend(Arc::new(backend));
+/// let guard = client.mutex("orders/42").lock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct EtcdBackend {
+    pub(crate) sessions: Arc<Sessions>,
+}
+
+impl EtcdBackend {
+    /// Connects, grants the first session lease (an unreachable cluster fails at once) and
+    /// keeps it alive.
+    ///
+    /// # Examples
+    ///
+    /// See [`EtcdBackend`].
+    pub async fn open(config: EtcdConfig) -> Result<Self> {
+        Ok(EtcdBackend {
+            sessions: Sessions::open(config).await?,
+        })
+    }
+
+    /// The id of the lease the current session's keys live on, if one is granted: what
+    /// `etcdctl lease timetolive` takes (in hex, as in the keys' names), or what a test
+    /// revokes to end the session from outside.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn demo(backend: &distlock_etcd::EtcdBackend) {
+    /// if let Some(lease) = backend.lease() {
+    ///     println!("keys live on lease {lease:x}");
+    /// }
+    /// # }
+    /// ```
+    pub fn lease(&self) -> Option<i64> {
+        self.sessions.live().map(|live| live.lease)
+    }
+
+    fn config(&self) -> &EtcdConfig {
+        self.sessions.config()
+    }
+
+    /// The prefix of lock `name`'s contender keys.
+    fn pfx(&self, name: &str) -> String {
+        format!("{}/{name}/", self.config().prefix)
+    }
+
+    /// The ticket's key in session `live`: the one it has, or a new one (a request whose
+    /// key went with an ended session queues again in the new one).
+    fn key_in(&self, live: &Live, request: &mut Request) -> Key {
+        if let Some(key) = request.key.as_ref().filter(|k| k.session == live.id) {
+            return key.clone();
+        }
+        let key = Key {
+            name: self.sessions.take_key(live, &request.pfx),
+            session: live.id,
+            created: 0,
+        };
+        request.key = Some(key.clone());
+        key
+    }
+
+    /// The listing a poll decides on: queueing the key if it is not queued yet, else a read
+    /// (with the key stamped first when `stamp`). True with it if the transaction wrote the
+    /// key, so its revision is new. `None` when the key is gone: deleted by someone else
+    /// while it waited, it queues again, at the end.
+    async fn listing(
+        &self,
+        live: &Live,
+        request: &mut Request,
+        stamp: bool,
+    ) -> Result<Option<(Key, Listing, bool)>> {
+        let key = self.key_in(live, request);
+        if key.created == 0 {
+            let queued = txns::queue(live, &key.name, &request.value, &request.pfx).await?;
+            if !queued.fresh && queued.lease != live.lease {
+                return Err(Error::new(
+                    ErrorKind::Backend,
+                    format!(
+                        "the contender key {} is on lease {:x}, not on this client's {:x}: another client wrote it",
+                        key.name, queued.lease, live.lease
+                    ),
+                )
+                .with_backend("etcd"));
+            }
+            let key = Key {
+                created: queued.created,
+                ..key
+            };
+            request.key = Some(key.clone());
+            return Ok(Some((key, queued.listing, queued.fresh)));
+        }
+        let stamp = stamp.then_some(request.value.as_slice());
+        match txns::list(live, &key.name, key.created, &request.pfx, stamp).await? {
+            Some(listing) => Ok(Some((key, listing, stamp.is_some()))),
+            None => {
+                if let Some(key) = request.key.as_mut() {
+                    key.created = 0;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// A request's poll: granted when its turn came. The fencing token is the revision of
+    /// a write of its key made no earlier than the listing that decided: its create, or a
+    /// stamp. So it is above every token handed out before, whatever their kinds.
+    async fn poll_request(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        let live = self.sessions.current()?;
+        let (name, kind, permits) = (
+            ticket.request.name.clone(),
+            ticket.request.kind,
+            ticket.request.permits,
+        );
+        let request = request_mut(ticket)?;
+        request.blocker = None;
+        let mut stamp = std::mem::take(&mut request.likely);
+        // Twice at most: a grant decided on a listing without a write of ours is decided
+        // again on a stamped one.
+        loop {
+            let Some((key, listing, written)) = self.listing(&live, request, stamp).await? else {
+                return Ok(PollOutcome::Pending {
+                    retry_within: Some(Duration::ZERO),
+                });
+            };
+            let queue = queue::contenders(&request.pfx, &listing.kvs);
+            queue::same_use(&queue, &name, kind)?;
+            let Some(index) = queue
+                .iter()
+                .position(|c| c.key == key.name && c.created == key.created)
+            else {
+                // Not in a listing made with or after its create: it is gone.
+                if let Some(key) = request.key.as_mut() {
+                    key.created = 0;
+                }
+                return Ok(PollOutcome::Pending {
+                    retry_within: Some(Duration::ZERO),
+                });
+            };
+            let (target, prefix) = match queue::turn(&queue, index, kind, permits) {
+                Turn::Go if written => {
+                    request.watch_grant(&self.sessions, &key, listing.revision);
+                    return Ok(PollOutcome::Granted {
+                        fencing_token: listing.revision.max(0) as u64,
+                        session: Some(live.id),
+                    });
+                }
+                Turn::Go => {
+                    stamp = true;
+                    continue;
+                }
+                Turn::WaitFor(ahead) => (ahead, false),
+                Turn::WaitForAny => (request.pfx.clone(), true),
+            };
+            request.blocker = Some(Deletion {
+                key: target,
+                prefix,
+                after: listing.revision,
+            });
+            return self.pending(ticket).await;
+        }
+    }
+
+    /// A request that must wait: a waiting one keeps its key; one that does not wait
+    /// leaves nothing behind.
+    async fn pending(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        if !ticket.request.wait {
+            self.withdraw(ticket).await?;
+        }
+        Ok(PollOutcome::Pending { retry_within: None })
+    }
+
+    /// Deletes the ticket's key, if it has one in the current session.
+    async fn withdraw(&self, ticket: &mut Ticket) -> Result<()> {
+        let Some(request) = ticket.state_mut::<Request>() else {
+            return Ok(());
+        };
+        request.blocker = None;
+        let Some(key) = request.key.take() else {
+            return Ok(());
+        };
+        match self.sessions.live() {
+            Some(live) if live.id == key.session => self.delete_surely(&live, &key).await.map(drop),
+            // Its lease ended, and took the key with it.
+            _ => {
+                self.sessions.give_back(key.session, &key.name);
+                Ok(())
+            }
+        }
+    }
+
+    /// Deletes `key` now; if that gets no answer (or this call is dropped halfway), once
+    /// the session answers again, the error still being returned. True if it was there.
+    async fn delete_surely(&self, live: &Live, key: &Key) -> Result<bool> {
+        let note = self.sessions.delete_later(live.id, &key.name);
+        let deleted = txns::delete(live, &key.name, key.created).await;
+        if !deleted.as_ref().is_err_and(Error::is_temporary) {
+            self.sessions.done(note);
+        }
+        deleted
+    }
+}
+
+#[async_trait]
+impl Backend for EtcdBackend {
+    fn scheme(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            liveness: Liveness::Session,
+            waiter_refresh: None,
+            ..Capabilities::full(true)
+        }
+    }
+
+    fn session(&self) -> Option<watch::Receiver<Session>> {
+        Some(self.sessions.subscribe())
+    }
+
+    /// Prepares the request's state. Its first poll queues its key and lists the lock's
+    /// contenders in one transaction; the key's name is in the ticket before that is sent,
+    /// so a cancel deletes the key even if the poll is dropped halfway.
+    async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
+        let pfx = self.pfx(&ticket.request.name);
+        ticket.set_state(Request::new(pfx, &ticket.request));
+        Ok(())
+    }
+
+    /// Lists the contenders (queueing the key first, the first time) and grants the request
+    /// when its turn came.
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        self.poll_request(ticket).await
+    }
+
+    /// Watches the one key whose deletion may let the request go (no other waiter is woken
+    /// by it), or a semaphore's keys, until a deletion or the end of the session.
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
+        let Some(live) = self.sessions.live() else {
+            return Ok(());
+        };
+        let Some(request) = ticket.state_mut::<Request>() else {
+            return Ok(());
+        };
+        let in_session = request.key.as_ref().is_some_and(|k| k.session == live.id);
+        let Some(blocker) = request.blocker.take().filter(|_| in_session) else {
+            return Ok(());
+        };
+        let mut states = self.sessions.subscribe();
+        let session = live.id;
+        let waited = async {
+            tokio::select! {
+                _ = states.wait_for(|s| s.id != session || s.valid_until().is_none()) => Ok(false),
+                freed = deleted(&live.client, &blocker) => freed,
+            }
+        };
+        let freed = match backstop {
+            Some(limit) => tokio::time::timeout(limit, waited)
+                .await
+                .unwrap_or(Ok(false))?,
+            None => waited.await?,
+        };
+        // The next poll will likely grant: it stamps its key in the same transaction.
+        request.likely = freed;
+        Ok(())
+    }
+
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
+        self.withdraw(ticket).await
+    }
+
+    fn grant_lost(&self, grant: &Grant) -> bool {
+        Request::lost(grant)
+    }
+
+    /// Never asked: grants live by the session.
+    async fn renew_many(&self, grants: &[Grant], _ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        Ok(vec![LeaseOutcome::Done; grants.len()])
+    }
+
+    /// Deletes the grant's key, if it is still the one granted.
+    async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
+        let Some(key) = grant.state::<Request>().and_then(|r| r.key.as_ref()) else {
+            return Ok(LeaseOutcome::NotHeld);
+        };
+        // A session past its validity is being ended, and its keys with it.
+        let live = self
+            .sessions
+            .live()
+            .filter(|live| live.id == key.session && self.sessions.is_valid(live.id));
+        let Some(live) = live else {
+            return Ok(LeaseOutcome::NotHeld);
+        };
+        Ok(match self.delete_surely(&live, key).await? {
+            true => LeaseOutcome::Done,
+            false => LeaseOutcome::NotHeld,
+        })
+    }
+
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        inspect::locks(self.sessions.client(), &self.config().prefix, name).await
+    }
+
+    fn floor_op(&self) -> &'static str {
+        "put"
+    }
+
+    async fn floor_round(&self) -> Result<()> {
+        let live = self.sessions.current()?;
+        let key = format!("{}/%floor", self.config().prefix);
+        let options = etcd_client::PutOptions::new().with_lease(live.lease);
+        live.client
+            .kv_client()
+            .put(key, "", Some(options))
+            .await
+            .map(drop)
+            .map_err(etcd_error("put"))
+    }
+}

@@ -1,0 +1,53 @@
+//! etcd's errors as distlock errors.
+
+use distlock_core::{Error, ErrorKind};
+use tonic::Code;
+
+/// Whether `err` says the session's lease is gone on the server (expired or revoked).
+pub(crate) fn lease_gone(err: &etcd_client::Error) -> bool {
+    matches!(err, etcd_client::Error::GRpcStatus(status) if status.message().contains("requested lease not found"))
+}
+
+/// Turns an etcd error of `operation` into a distlock error: a lost connection, a member
+/// without a leader or a lost lease is temporary (`Unavailable`); refused credentials or
+/// permissions are `InvalidInput`; the rest is the server's answer (`Backend`).
+pub(crate) fn etcd_error(operation: &'static str) -> impl Fn(etcd_client::Error) -> Error {
+    move |err| {
+        let kind = match &err {
+            etcd_client::Error::GRpcStatus(status) => match status.code() {
+                Code::Unauthenticated | Code::PermissionDenied => ErrorKind::InvalidInput,
+                Code::Unavailable
+                | Code::DeadlineExceeded
+                | Code::Cancelled
+                | Code::Aborted
+                | Code::ResourceExhausted
+                | Code::Unknown => ErrorKind::Unavailable,
+                _ if lease_gone(&err) => ErrorKind::Unavailable,
+                _ => ErrorKind::Backend,
+            },
+            etcd_client::Error::TransportError(_)
+            | etcd_client::Error::IoError(_)
+            | etcd_client::Error::WatchError(_)
+            | etcd_client::Error::LeaseKeepAliveError(_) => ErrorKind::Unavailable,
+            _ => ErrorKind::Backend,
+        };
+        let message = match (&kind, &err) {
+            (ErrorKind::InvalidInput, etcd_client::Error::GRpcStatus(status)) => format!(
+                "etcd refused the {operation}: {} (check the URL's user and password, and that the user's role may read and write the lock's prefix)",
+                status.message()
+            ),
+            (_, etcd_client::Error::GRpcStatus(status)) => {
+                format!("etcd {operation} failed: {}", status.message())
+            }
+            _ => format!("etcd {operation} failed"),
+        };
+        let out = Error::new(kind, message)
+            .with_backend("etcd")
+            .with_operation(operation)
+            .with_source(err);
+        match kind {
+            ErrorKind::Unavailable => out.temporary(),
+            _ => out,
+        }
+    }
+}

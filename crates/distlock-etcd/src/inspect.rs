@@ -1,0 +1,94 @@
+//! `distlock status` on etcd: holders and waiters read from the contender keys, those of
+//! etcd's own mutex (`etcdctl lock`) too.
+
+use std::collections::BTreeMap;
+
+use distlock_core::Result;
+use distlock_core::backend::{HolderInfo, LockState, WaiterInfo};
+use etcd_client::{Client, GetOptions, KeyValue};
+
+use crate::error::etcd_error;
+use crate::queue;
+
+/// The most keys one `status` of every lock reads.
+const MAX_KEYS: i64 = 100_000;
+
+/// The state of lock `name`, or of every lock under `prefix` with contenders.
+pub(crate) async fn locks(
+    client: &Client,
+    prefix: &str,
+    name: Option<&str>,
+) -> Result<Vec<LockState>> {
+    let root = format!("{prefix}/");
+    let range = match name {
+        Some(name) => format!("{root}{name}/"),
+        None => root.clone(),
+    };
+    let mut answer = client
+        .kv_client()
+        .get(
+            range.as_str(),
+            Some(GetOptions::new().with_prefix().with_limit(MAX_KEYS)),
+        )
+        .await
+        .map_err(etcd_error("inspect"))?;
+    let kvs = answer.take_kvs();
+    if let Some(name) = name {
+        return Ok(vec![state(name, &range, &kvs)]);
+    }
+    let mut by_lock: BTreeMap<String, Vec<KeyValue>> = BTreeMap::new();
+    for kv in kvs {
+        let lock = std::str::from_utf8(kv.key())
+            .ok()
+            .and_then(|key| key.strip_prefix(&root))
+            .and_then(|rest| rest.rsplit_once('/'))
+            .map(|(lock, _)| lock.to_owned());
+        if let Some(lock) = lock {
+            by_lock.entry(lock).or_default().push(kv);
+        }
+    }
+    Ok(by_lock
+        .iter()
+        .map(|(lock, kvs)| state(lock, &format!("{root}{lock}/"), kvs))
+        .filter(|state| !state.holders.is_empty() || !state.waiters.is_empty())
+        .collect())
+}
+
+/// The state of lock `name`, whose contender keys start with `pfx`, from its keys `kvs`.
+/// A holder's fencing token is its key's last write: its create, or the stamp made when it
+/// was granted after waiting.
+fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
+    let queue = queue::contenders(pfx, kvs);
+    let holding = queue::holders(&queue);
+    let mut state = LockState {
+        name: name.to_owned(),
+        last_fencing_token: 0,
+        holders: Vec::new(),
+        waiters: Vec::new(),
+    };
+    for (contender, holds) in queue.into_iter().zip(holding) {
+        let claim = contender.claim;
+        match holds {
+            true => {
+                let token = contender.modified.max(0) as u64;
+                state.last_fencing_token = state.last_fencing_token.max(token);
+                state.holders.push(HolderInfo {
+                    owner: claim.owner,
+                    kind: claim.kind,
+                    permits: claim.permits,
+                    fencing_token: token,
+                    remaining_ms: None,
+                    meta: claim.meta,
+                });
+            }
+            false => state.waiters.push(WaiterInfo {
+                owner: claim.owner,
+                kind: claim.kind,
+                permits: claim.permits,
+                fair: true,
+                meta: claim.meta,
+            }),
+        }
+    }
+    state
+}

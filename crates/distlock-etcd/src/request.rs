@@ -1,0 +1,139 @@
+//! What a request's ticket (and, once granted, its grant) remembers of its key.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use distlock_core::backend::{Grant, LockRequest, Ticket};
+use distlock_core::{Error, ErrorKind, Result};
+
+use crate::record::Record;
+use crate::session::Sessions;
+use crate::watch::{Deletion, deleted};
+
+/// A request's state.
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// The prefix of its lock's contender keys: `<prefix>/<name>/`.
+    pub(crate) pfx: String,
+    /// What its key holds: the request's record, encoded once.
+    pub(crate) value: Vec<u8>,
+    /// Its contender key, once taken.
+    pub(crate) key: Option<Key>,
+    /// What it waits for.
+    pub(crate) blocker: Option<Deletion>,
+    /// Whether its last wait ended because what it waited for went: its next poll will
+    /// likely grant, and stamps its key in the same transaction.
+    pub(crate) likely: bool,
+    /// Set, once granted, when its key is deleted (by anyone).
+    pub(crate) gone: Arc<AtomicBool>,
+}
+
+/// A request's contender key.
+#[derive(Debug, Clone)]
+pub(crate) struct Key {
+    pub(crate) name: String,
+    /// The session (and lease) it lives on.
+    pub(crate) session: u64,
+    /// Its create revision; 0 until a transaction that made it was answered.
+    pub(crate) created: i64,
+}
+
+impl Request {
+    /// State for `request`, on the lock whose contender keys start with `pfx`.
+    pub(crate) fn new(pfx: String, request: &LockRequest) -> Request {
+        Request {
+            pfx,
+            value: Record::of(request),
+            key: None,
+            blocker: None,
+            likely: false,
+            gone: Arc::default(),
+        }
+    }
+
+    /// Whether the grant's key was deleted while its session lived.
+    pub(crate) fn lost(grant: &Grant) -> bool {
+        grant
+            .state::<Request>()
+            .is_some_and(|request| request.gone.load(Ordering::Acquire))
+    }
+
+    /// Watches `key`, this grant's key, from revision `granted` on, until it is deleted (by
+    /// its holder's release, or by someone else: an operator, `etcdctl del`) or its session
+    /// ends. A deletion marks the grant gone and tells the core, which turns the guard
+    /// `Lost` unless it was released. The watch is set [`WATCH_AFTER`] after the grant,
+    /// and only if the grant is still held then, so a short hold costs the server nothing
+    /// more; a deletion in the meantime is still seen, the watch starting at the grant's
+    /// revision.
+    pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, key: &Key, granted: i64) {
+        let what = Deletion {
+            key: key.name.clone(),
+            prefix: false,
+            after: granted,
+        };
+        let (sessions, gone) = (Arc::downgrade(sessions), Arc::downgrade(&self.gone));
+        crate::runtime::SESSIONS.spawn(watch_key(sessions, key.session, what, gone));
+    }
+}
+
+/// How long after a grant the watch on its key is set.
+pub(crate) const WATCH_AFTER: Duration = Duration::from_millis(100);
+
+/// How long a watch that failed waits before it is set again.
+const WATCH_RETRY: Duration = Duration::from_millis(100);
+
+async fn watch_key(
+    sessions: Weak<Sessions>,
+    session: u64,
+    mut what: Deletion,
+    gone: Weak<AtomicBool>,
+) {
+    tokio::time::sleep(WATCH_AFTER).await;
+    loop {
+        let Some(this) = sessions.upgrade() else {
+            return;
+        };
+        // Released (the grant and its state are dropped), or the session ended, which
+        // loses the grant through the session channel.
+        if gone.strong_count() == 0 || this.live().is_none_or(|live| live.id != session) {
+            return;
+        }
+        let client = this.client().clone();
+        let mut states = this.subscribe();
+        drop(this);
+        let ended = states.wait_for(|s| s.id != session || s.valid_until().is_none());
+        let watched = tokio::select! {
+            _ = ended => return,
+            watched = deleted(&client, &what) => watched,
+        };
+        match watched {
+            Ok(true) => break,
+            // A compacted start revision: is the key still there? Watch on from now.
+            Ok(false) => match client.kv_client().get(what.key.as_str(), None).await {
+                Ok(answer) if answer.kvs().is_empty() => break,
+                Ok(answer) => what.after = answer.header().map_or(what.after, |h| h.revision()),
+                Err(_) => tokio::time::sleep(WATCH_RETRY).await,
+            },
+            Err(_) => tokio::time::sleep(WATCH_RETRY).await,
+        }
+    }
+    let Some(gone) = gone.upgrade() else {
+        return;
+    };
+    gone.store(true, Ordering::Release);
+    if let Some(sessions) = sessions.upgrade() {
+        sessions.announce_loss();
+    }
+}
+
+/// The backend state of `ticket`, which `enqueue` made.
+pub(crate) fn request_mut(ticket: &mut Ticket) -> Result<&mut Request> {
+    ticket.state_mut::<Request>().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Backend,
+            "an etcd ticket was polled before it was enqueued",
+        )
+        .with_backend("etcd")
+    })
+}

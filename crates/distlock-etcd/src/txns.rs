@@ -1,0 +1,146 @@
+//! The transactions a request makes: queue its key, list its lock's contenders (stamping
+//! its key when it may be granted), delete its key.
+
+use distlock_core::Result;
+use etcd_client::{
+    Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
+};
+
+use crate::error::etcd_error;
+use crate::session::Live;
+
+/// A lock's contender keys as one revision of the store saw them.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    /// The revision of the store the listing was read at (after the transaction's own
+    /// write, if it made one).
+    pub(crate) revision: i64,
+    pub(crate) kvs: Vec<KeyValue>,
+}
+
+/// What queueing a key found.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    /// Whether this transaction created the key (else it was there: an earlier create
+    /// whose answer was lost).
+    pub(crate) fresh: bool,
+    /// The key's create revision.
+    pub(crate) created: i64,
+    /// The lease the key lives on.
+    pub(crate) lease: i64,
+    pub(crate) listing: Listing,
+}
+
+/// The range read of every key under `pfx`.
+fn range(pfx: &str) -> TxnOp {
+    TxnOp::get(pfx, Some(GetOptions::new().with_prefix()))
+}
+
+/// The gets of a transaction's answer, in order, and its revision.
+fn answers(answer: etcd_client::TxnResponse) -> (i64, Vec<Vec<KeyValue>>) {
+    let revision = answer.header().map_or(0, |h| h.revision());
+    let gets = answer
+        .op_responses()
+        .into_iter()
+        .filter_map(|op| match op {
+            TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
+            _ => None,
+        })
+        .collect();
+    (revision, gets)
+}
+
+/// Creates `key` with `value` on the session's lease unless it exists (etcd's mutex: `If
+/// CreateRevision(key) = 0 Then Put Else Get`), and lists the contenders under `pfx` in the
+/// same transaction.
+pub(crate) async fn queue(live: &Live, key: &str, value: &[u8], pfx: &str) -> Result<Queued> {
+    let txn = Txn::new()
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then([
+            TxnOp::put(key, value, Some(PutOptions::new().with_lease(live.lease))),
+            range(pfx),
+        ])
+        .or_else([TxnOp::get(key, None), range(pfx)]);
+    let answer = live
+        .client
+        .kv_client()
+        .txn(txn)
+        .await
+        .map_err(etcd_error("enqueue"))?;
+    let fresh = answer.succeeded();
+    let (revision, mut gets) = answers(answer);
+    let kvs = gets.pop().unwrap_or_default();
+    let (created, lease) = match fresh {
+        true => (revision, live.lease),
+        false => gets
+            .pop()
+            .and_then(|own| own.into_iter().next())
+            .map_or((0, 0), |kv| (kv.create_revision(), kv.lease())),
+    };
+    Ok(Queued {
+        fresh,
+        created,
+        lease,
+        listing: Listing { revision, kvs },
+    })
+}
+
+/// Lists the contenders under `pfx` if `key` still exists as created at `created`; with
+/// `stamp`, writes `key` again first (on the session's lease), so the listing's revision
+/// is a new one, above every fencing token handed out before. `None` if the key is gone.
+pub(crate) async fn list(
+    live: &Live,
+    key: &str,
+    created: i64,
+    pfx: &str,
+    stamp: Option<&[u8]>,
+) -> Result<Option<Listing>> {
+    let mut ops = Vec::with_capacity(2);
+    if let Some(value) = stamp {
+        ops.push(TxnOp::put(
+            key,
+            value,
+            Some(PutOptions::new().with_lease(live.lease)),
+        ));
+    }
+    ops.push(range(pfx));
+    let txn = Txn::new()
+        .when([Compare::create_revision(key, CompareOp::Equal, created)])
+        .and_then(ops);
+    let answer = live
+        .client
+        .kv_client()
+        .txn(txn)
+        .await
+        .map_err(etcd_error("poll"))?;
+    if !answer.succeeded() {
+        return Ok(None);
+    }
+    let (revision, mut gets) = answers(answer);
+    Ok(Some(Listing {
+        revision,
+        kvs: gets.pop().unwrap_or_default(),
+    }))
+}
+
+/// Deletes `key` if it is still the one created at `created` (any, with `created` 0): true
+/// if it was there.
+pub(crate) async fn delete(live: &Live, key: &str, created: i64) -> Result<bool> {
+    let txn = match created {
+        0 => Txn::new().and_then([TxnOp::delete(key, None)]),
+        created => Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, created)])
+            .and_then([TxnOp::delete(key, None)]),
+    };
+    let answer = live
+        .client
+        .kv_client()
+        .txn(txn)
+        .await
+        .map_err(etcd_error("delete"))?;
+    let deleted = answer
+        .op_responses()
+        .into_iter()
+        .any(|op| matches!(op, TxnOpResponse::Delete(delete) if delete.deleted() > 0));
+    Ok(answer.succeeded() && deleted)
+}

@@ -1,0 +1,301 @@
+//! etcd for tests: members from Debian's `etcd-server` package, alone, over TLS or as a
+//! cluster, and a lock target whose clients' sessions can be cut off and expired.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock::Client;
+use distlock::backend::Backend;
+use distlock::etcd::EtcdBackend;
+
+use crate::conformance::{SessionFaults, Target};
+use crate::launchers::TestCertificates;
+use crate::proxy::{FaultProxy, ProxyMode};
+use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
+
+/// What an etcd member logs (with the `zap` logger) once it serves clients, over TLS or
+/// not.
+const READY: &str = "serving client traffic";
+
+/// One member's command line: `name` in `cluster` (`name=http://127.0.0.1:port,…`), peers
+/// on `peer_port`, clients on the launch's port over `client_scheme`, a 50 ms heartbeat and
+/// a 500 ms election timeout (so leases from 1 s up are granted as asked, and a lost
+/// leader is replaced within a second), its data in the launch's directory, written without
+/// waiting for the disk; `extra` adds to them.
+fn member(
+    name: &str,
+    peer_port: u16,
+    cluster: &str,
+    client_scheme: &str,
+    extra: &[&str],
+) -> ServerSpec {
+    let client_url = format!("{client_scheme}://127.0.0.1:{{port}}");
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    let args = [
+        "--name",
+        name,
+        "--data-dir",
+        "{dir}/data",
+        "--listen-client-urls",
+        &client_url,
+        "--advertise-client-urls",
+        &client_url,
+        "--listen-peer-urls",
+        &peer_url,
+        "--initial-advertise-peer-urls",
+        &peer_url,
+        "--initial-cluster",
+        cluster,
+        "--initial-cluster-token",
+        "distlock-tests",
+        "--heartbeat-interval",
+        "50",
+        "--election-timeout",
+        "500",
+        "--logger",
+        "zap",
+    ];
+    ServerSpec::new("etcd", args.iter().chain(extra).copied())
+        .ready(Ready::LogLine(READY.into()))
+        .install_hint("apt-get install etcd-server")
+}
+
+/// A fresh single-member etcd (Debian's `etcd-server`) on a free loopback port, its data in
+/// a temporary directory.
+///
+/// # Examples
+///
+/// ```no_run
+/// let etcd = distlock_testkit::etcd_server()?;
+/// let url = format!("etcd://{}/locks", etcd.addr());
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn etcd_server() -> Result<Server, LaunchError> {
+    let peer = spare_port()?;
+    Server::start(member(
+        "solo",
+        peer,
+        &format!("solo=http://127.0.0.1:{peer}"),
+        "http",
+        &[],
+    ))
+}
+
+/// A single-member etcd (as [`etcd_server`]) that serves clients only over TLS, with
+/// `certs`' server certificate.
+///
+/// # Examples
+///
+/// ```no_run
+/// let dir = tempfile::tempdir().unwrap();
+/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
+/// let etcd = distlock_testkit::etcd_tls_server(&certs)?;
+/// let url = format!("etcds://{}/locks?tls_ca={}", etcd.addr(), certs.ca.display());
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn etcd_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
+    let peer = spare_port()?;
+    let cert = certs.cert.display().to_string();
+    let key = certs.key.display().to_string();
+    Server::start(member(
+        "secure",
+        peer,
+        &format!("secure=http://127.0.0.1:{peer}"),
+        "https",
+        &["--cert-file", &cert, "--key-file", &key],
+    ))
+}
+
+/// An etcd cluster for tests: its members, each a [`Server`] that can be killed, paused
+/// and restarted.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    /// The members, in the order they were named (`m1`, `m2`, …).
+    pub members: Vec<Server>,
+}
+
+impl EtcdCluster {
+    /// The members' client addresses, `host:port` separated by commas, for an `etcd://`
+    /// URL.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let cluster = distlock_testkit::etcd_cluster(3)?;
+    /// let url = format!("etcd://{}/locks?session_ttl=2s", cluster.hosts());
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn hosts(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| m.addr().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The index of the member that leads now, as `etcdctl endpoint status` reports it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let cluster = distlock_testkit::etcd_cluster(3)?;
+    /// let leader = cluster.leader();
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn leader(&self) -> Option<usize> {
+        self.members.iter().position(|member| {
+            etcdctl(
+                &member.addr().to_string(),
+                &["endpoint", "status", "-w", "json"],
+            )
+            .and_then(|out| serde_json::from_str::<serde_json::Value>(&out).ok())
+            .and_then(|status| {
+                let status = &status[0]["Status"];
+                Some(status["leader"].as_u64()? == status["header"]["member_id"].as_u64()?)
+            })
+            .unwrap_or(false)
+        })
+    }
+}
+
+/// Runs Debian's `etcdctl` (API v3) against `endpoints` with `args`: its output, if it
+/// succeeded.
+pub(crate) fn etcdctl(endpoints: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([
+            "--endpoints",
+            endpoints,
+            "--dial-timeout",
+            "2s",
+            "--command-timeout",
+            "5s",
+        ])
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// An etcd cluster of `size` members on free loopback ports, started together, returned
+/// once every member serves clients.
+///
+/// # Examples
+///
+/// ```no_run
+/// let cluster = distlock_testkit::etcd_cluster(3)?;
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn etcd_cluster(size: usize) -> Result<EtcdCluster, LaunchError> {
+    let peers = (1..=size)
+        .map(|id| Ok((format!("m{id}"), spare_port()?)))
+        .collect::<Result<Vec<_>, LaunchError>>()?;
+    let cluster = peers
+        .iter()
+        .map(|(name, port)| format!("{name}=http://127.0.0.1:{port}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Members start in the background: each one is ready only once a quorum formed.
+    let launches: Vec<_> = peers
+        .iter()
+        .map(|(name, port)| {
+            let spec = member(name, *port, &cluster, "http", &[]);
+            std::thread::spawn(move || Server::start(spec))
+        })
+        .collect();
+    let mut members = Vec::new();
+    for launch in launches {
+        let started = launch
+            .join()
+            .map_err(|_| failed("an etcd member's launch panicked".into(), ""))?;
+        members.push(started?);
+    }
+    Ok(EtcdCluster { members })
+}
+
+/// An etcd target: a fresh member behind a fault proxy, clients with 2 s session leases
+/// under the prefix `distlock-tests`. Its session faults cut the proxy (every client of the
+/// target loses contact) and expire one client's session (revoking its lease from a direct
+/// connection while the proxy is cut).
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let target = distlock_testkit::etcd_target().await;
+/// let client = target.client().await;
+/// # });
+/// ```
+pub async fn etcd_target() -> Target {
+    let etcd = etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = Arc::new(
+        FaultProxy::start(etcd.addr())
+            .await
+            .expect("a fault proxy starts"),
+    );
+    let url = format!("etcd://{}/distlock-tests?session_ttl=2s", proxy.addr());
+    let faults_proxy = proxy.clone();
+    let server = etcd.addr().to_string();
+    Target::new(url)
+        .with_session_faults(move |client: &Client| {
+            let backend = client.backend().clone();
+            let etcd: &dyn Any = backend.as_ref();
+            etcd.downcast_ref::<EtcdBackend>()?;
+            Some(Box::new(EtcdFaults {
+                proxy: faults_proxy.clone(),
+                server: server.clone(),
+                backend,
+            }) as Box<dyn SessionFaults>)
+        })
+        .keep(proxy)
+        .keep(etcd)
+}
+
+/// The session faults of one client of an [`etcd_target`].
+struct EtcdFaults {
+    proxy: Arc<FaultProxy>,
+    /// The member's own address, behind the proxy.
+    server: String,
+    backend: Arc<dyn Backend>,
+}
+
+#[distlock::backend::async_trait]
+impl SessionFaults for EtcdFaults {
+    async fn suspend(&self) {
+        self.proxy.set(ProxyMode::Cut);
+    }
+
+    async fn resume(&self) {
+        self.proxy.set(ProxyMode::Pass);
+    }
+
+    /// Revokes the session's lease with `etcdctl` while the client cannot reach the
+    /// member, then lets it reach the member again and waits (at most 10 s) until it has
+    /// noticed.
+    async fn expire(&self) {
+        let backend: &dyn Any = self.backend.as_ref();
+        let etcd = backend
+            .downcast_ref::<EtcdBackend>()
+            .expect("an etcd backend");
+        let mut session = self.backend.session().expect("a session backend");
+        let ended = session.borrow().id;
+        let lease = etcd.lease().expect("a session lease");
+        self.proxy.set(ProxyMode::Cut);
+        let server = self.server.clone();
+        let revoked = tokio::task::spawn_blocking(move || {
+            etcdctl(&server, &["lease", "revoke", &format!("{lease:x}")])
+        })
+        .await
+        .expect("etcdctl runs");
+        self.proxy.set(ProxyMode::Pass);
+        revoked.expect("etcdctl revokes the session's lease");
+        let noticed = session.wait_for(|s| s.id != ended || !s.is_alive());
+        tokio::time::timeout(Duration::from_secs(10), noticed)
+            .await
+            .expect("the client notices the end of its session within 10 s")
+            .expect("the session channel stays open");
+    }
+}
