@@ -54,6 +54,22 @@ impl Guard {
         }
     }
 
+    /// The backend's handle of this grant, for a backend's resource-side helpers (etcd's
+    /// "this guard still holds" transaction condition reads its key from it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let guard = client.mutex("a").lock().await?;
+    /// assert_eq!(guard.grant().name, "a");
+    /// # Ok(()) }
+    /// ```
+    pub fn grant(&self) -> &crate::backend::Grant {
+        &self.lease.handle
+    }
+
     /// The lock's name.
     ///
     /// # Examples

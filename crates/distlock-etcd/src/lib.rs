@@ -67,6 +67,11 @@
 //! granted together included. `status` shows each holder's key's last write, the same
 //! number.
 //!
+//! A write to etcd itself under an etcd lock is fenced by etcd: put [`still_holds`] in the
+//! condition of the write's transaction, and a holder that lost its grant (its session
+//! expired while it was paused, say) has its write refused. The `etcd_client` crate is
+//! re-exported for such transactions.
+//!
 //! # Sharing a lock with `etcdctl lock`
 //!
 //! With `etcd://h:2379/locks`, a distlock mutex on `orders` and
@@ -78,6 +83,7 @@
 mod backend;
 mod config;
 mod error;
+mod fenced;
 mod inspect;
 mod queue;
 mod record;
@@ -94,6 +100,8 @@ use distlock_core::{Result, Url};
 
 pub use backend::EtcdBackend;
 pub use config::{DEFAULT_PREFIX, DEFAULT_SESSION_TTL, EtcdConfig};
+pub use etcd_client;
+pub use fenced::still_holds;
 
 /// Registers the `etcd://` and `etcds://` connector with the core's URL registry.
 ///

@@ -272,15 +272,21 @@ impl SessionFaults for EtcdFaults {
         self.proxy.set(ProxyMode::Pass);
     }
 
-    /// Revokes the session's lease with `etcdctl` while the client cannot reach the
-    /// member, then lets it reach the member again and waits (at most 10 s) until it has
-    /// noticed.
+    /// Waits for the client's live session (one that ended may still be granting the next
+    /// lease), revokes its lease with `etcdctl` while the client cannot reach the member,
+    /// then lets it reach the member again and waits (at most 10 s) until it has noticed.
     async fn expire(&self) {
         let backend: &dyn Any = self.backend.as_ref();
         let etcd = backend
             .downcast_ref::<EtcdBackend>()
             .expect("an etcd backend");
         let mut session = self.backend.session().expect("a session backend");
+        // A client whose last session ended may still be granting the next one's lease.
+        let granted = session.wait_for(|s| s.is_alive());
+        tokio::time::timeout(Duration::from_secs(10), granted)
+            .await
+            .expect("the client has a live session within 10 s")
+            .expect("the session channel stays open");
         let ended = session.borrow().id;
         let lease = etcd.lease().expect("a session lease");
         self.proxy.set(ProxyMode::Cut);
