@@ -127,6 +127,50 @@ pub fn parse_lock_url(url: &str) -> Result<Url> {
     Ok(parsed)
 }
 
+/// The `user:password` of a lock URL, percent-decoded (`None` when it has neither), for
+/// backends that send them apart from the URL. The error says what is wrong, never the
+/// password.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::backend::url_credentials;
+/// let url = distlock_core::parse_lock_url("zk://app:p%40ss@h:1/base")?;
+/// assert_eq!(url_credentials(&url), Ok(Some(("app".into(), "p@ss".into()))));
+/// let url = distlock_core::parse_lock_url("zk://h:1/base")?;
+/// assert_eq!(url_credentials(&url), Ok(None));
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn url_credentials(url: &Url) -> std::result::Result<Option<(String, String)>, &'static str> {
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .map(|t| t.into_owned())
+            .map_err(|_| "the credentials are not UTF-8")
+    };
+    match (url.username(), url.password()) {
+        ("", None) => Ok(None),
+        (user, password) => Ok(Some((decode(user)?, decode(password.unwrap_or(""))?))),
+    }
+}
+
+/// The path of a lock URL, percent-decoded.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::backend::url_path;
+/// let url = distlock_core::parse_lock_url("etcd://h:1/locks/%C3%A9t%C3%A9")?;
+/// assert_eq!(url_path(&url), Ok("/locks/été".to_owned()));
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn url_path(url: &Url) -> std::result::Result<String, &'static str> {
+    percent_encoding::percent_decode_str(url.path())
+        .decode_utf8()
+        .map(|path| path.into_owned())
+        .map_err(|_| "the path is not UTF-8")
+}
+
 pub(crate) async fn connect(url: &str) -> Result<Arc<dyn Backend>> {
     let parsed = parse_lock_url(url)?;
     let connector = {

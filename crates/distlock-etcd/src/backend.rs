@@ -68,7 +68,7 @@ impl EtcdBackend {
     /// # }
     /// ```
     pub fn lease(&self) -> Option<i64> {
-        self.sessions.live().map(|live| live.lease)
+        self.sessions.slot.live().map(|live| live.lease)
     }
 
     fn config(&self) -> &EtcdConfig {
@@ -141,7 +141,7 @@ impl EtcdBackend {
     /// a write of its key made no earlier than the listing that decided: its create, or a
     /// stamp. So it is above every token handed out before, whatever their kinds.
     async fn poll_request(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
-        let live = self.sessions.current()?;
+        let live = self.sessions.slot.current()?;
         let (name, kind, permits) = (
             ticket.request.name.clone(),
             ticket.request.kind,
@@ -214,7 +214,7 @@ impl EtcdBackend {
         let Some(key) = request.key.take() else {
             return Ok(());
         };
-        match self.sessions.live() {
+        match self.sessions.slot.live() {
             Some(live) if live.id == key.session => self.delete_surely(&live, &key).await.map(drop),
             // Its lease ended, and took the key with it.
             _ => {
@@ -227,7 +227,7 @@ impl EtcdBackend {
     /// Deletes `key` now; if that gets no answer (or this call is dropped halfway), once
     /// the session answers again, the error still being returned. True if it was there.
     async fn delete_surely(&self, live: &Live, key: &Key) -> Result<bool> {
-        let note = self.sessions.delete_later(live.id, &key.name);
+        let note = self.sessions.pending.note(live.id, key.name.clone());
         let deleted = txns::delete(live, &key.name, key.created).await;
         if !deleted.as_ref().is_err_and(Error::is_temporary) {
             self.sessions.done(note);
@@ -251,7 +251,7 @@ impl Backend for EtcdBackend {
     }
 
     fn session(&self) -> Option<watch::Receiver<Session>> {
-        Some(self.sessions.subscribe())
+        Some(self.sessions.slot.subscribe())
     }
 
     /// Prepares the request's state. Its first poll queues its key and lists the lock's
@@ -272,7 +272,7 @@ impl Backend for EtcdBackend {
     /// Watches the one key whose deletion may let the request go (no other waiter is woken
     /// by it), or a semaphore's keys, until a deletion or the end of the session.
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
-        let Some(live) = self.sessions.live() else {
+        let Some(live) = self.sessions.slot.live() else {
             return Ok(());
         };
         let Some(request) = ticket.state_mut::<Request>() else {
@@ -282,7 +282,7 @@ impl Backend for EtcdBackend {
         let Some(blocker) = request.blocker.take().filter(|_| in_session) else {
             return Ok(());
         };
-        let mut states = self.sessions.subscribe();
+        let mut states = self.sessions.slot.subscribe();
         let session = live.id;
         let waited = async {
             tokio::select! {
@@ -322,8 +322,9 @@ impl Backend for EtcdBackend {
         // A session past its validity is being ended, and its keys with it.
         let live = self
             .sessions
+            .slot
             .live()
-            .filter(|live| live.id == key.session && self.sessions.is_valid(live.id));
+            .filter(|live| live.id == key.session && self.sessions.slot.is_valid(live.id));
         let Some(live) = live else {
             return Ok(LeaseOutcome::NotHeld);
         };
@@ -342,7 +343,7 @@ impl Backend for EtcdBackend {
     }
 
     async fn floor_round(&self) -> Result<()> {
-        let live = self.sessions.current()?;
+        let live = self.sessions.slot.current()?;
         let key = format!("{}/%floor", self.config().prefix);
         let options = etcd_client::PutOptions::new().with_lease(live.lease);
         live.client

@@ -146,26 +146,14 @@ impl EtcdConfig {
                 member => Ok(format!("{scheme}://{member}:2379")),
             })
             .collect::<Result<Vec<_>>>()?;
-        let path = percent_encoding::percent_decode_str(url.path())
-            .decode_utf8()
-            .map_err(|_| refuse("the prefix is not UTF-8".into()))?;
+        let path = distlock_core::backend::url_path(url).map_err(|why| refuse(why.into()))?;
         let path = path.strip_prefix('/').unwrap_or(&path);
         let prefix = match path.trim_end_matches('/') {
             "" => DEFAULT_PREFIX.to_owned(),
             prefix => prefix.to_owned(),
         };
-        let credentials = match (url.username(), url.password()) {
-            ("", None) => None,
-            (user, password) => {
-                let decode = |text: &str| {
-                    percent_encoding::percent_decode_str(text)
-                        .decode_utf8()
-                        .map(|t| t.into_owned())
-                        .map_err(|_| refuse("the credentials are not UTF-8".into()))
-                };
-                Some((decode(user)?, decode(password.unwrap_or(""))?))
-            }
-        };
+        let credentials =
+            distlock_core::backend::url_credentials(url).map_err(|why| refuse(why.into()))?;
         Ok(EtcdConfig {
             endpoints,
             prefix,

@@ -67,7 +67,7 @@ fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
         waiters: Vec::new(),
     };
     for (contender, holds) in queue.into_iter().zip(holding) {
-        let claim = contender.claim;
+        let claim = contender.record;
         match holds {
             true => {
                 let token = contender.modified.max(0) as u64;

@@ -4,7 +4,9 @@
 use distlock_core::{Error, LockKind, Result};
 use etcd_client::KeyValue;
 
-use crate::record::{Claim, Record};
+use distlock_core::backend::HolderRecord;
+
+use crate::record::claim;
 
 /// One contender key of a lock.
 #[derive(Debug, Clone)]
@@ -12,7 +14,7 @@ pub(crate) struct Contender {
     pub(crate) key: String,
     pub(crate) created: i64,
     pub(crate) modified: i64,
-    pub(crate) claim: Claim,
+    pub(crate) record: HolderRecord,
 }
 
 /// The contenders of the lock whose keys start with `pfx`, from a range read of `pfx`, in
@@ -31,7 +33,7 @@ pub(crate) fn contenders(pfx: &str, kvs: &[KeyValue]) -> Vec<Contender> {
                 key: key.to_owned(),
                 created: kv.create_revision(),
                 modified: kv.mod_revision(),
-                claim: Record::read(key, kv.value(), kv.lease()),
+                record: claim(key, kv.value(), kv.lease()),
             })
         })
         .collect();
@@ -55,13 +57,13 @@ pub(crate) fn turn(queue: &[Contender], index: usize, kind: LockKind, permits: u
     let ahead = &queue[..index];
     match kind {
         LockKind::Semaphore { limit } => {
-            let taken: u64 = ahead.iter().map(|c| u64::from(c.claim.permits)).sum();
+            let taken: u64 = ahead.iter().map(|c| u64::from(c.record.permits)).sum();
             match taken + u64::from(permits) <= u64::from(limit) {
                 true => Turn::Go,
                 false => Turn::WaitForAny,
             }
         }
-        LockKind::Read => match ahead.iter().rev().find(|c| c.claim.kind.is_exclusive()) {
+        LockKind::Read => match ahead.iter().rev().find(|c| c.record.kind.is_exclusive()) {
             None => Turn::Go,
             Some(writer) => Turn::WaitFor(writer.key.clone()),
         },
@@ -76,8 +78,8 @@ pub(crate) fn turn(queue: &[Contender], index: usize, kind: LockKind, permits: u
 pub(crate) fn holders(queue: &[Contender]) -> Vec<bool> {
     (0..queue.len())
         .map(|i| {
-            let claim = &queue[i].claim;
-            turn(queue, i, claim.kind, claim.permits) == Turn::Go
+            let record = &queue[i].record;
+            turn(queue, i, record.kind, record.permits) == Turn::Go
         })
         .collect()
 }
@@ -85,7 +87,7 @@ pub(crate) fn holders(queue: &[Contender]) -> Vec<bool> {
 /// Refuses a request of `kind` on lock `name` whose queue holds contenders of another use:
 /// a semaphore beside locks, or a semaphore of another size.
 pub(crate) fn same_use(queue: &[Contender], name: &str, kind: LockKind) -> Result<()> {
-    let other = queue.iter().find(|c| match (kind, c.claim.kind) {
+    let other = queue.iter().find(|c| match (kind, c.record.kind) {
         (LockKind::Semaphore { limit }, LockKind::Semaphore { limit: theirs }) => limit != theirs,
         (LockKind::Semaphore { .. }, _) | (_, LockKind::Semaphore { .. }) => true,
         _ => false,
@@ -93,7 +95,7 @@ pub(crate) fn same_use(queue: &[Contender], name: &str, kind: LockKind) -> Resul
     match other {
         None => Ok(()),
         Some(other) => {
-            let theirs = match other.claim.kind {
+            let theirs = match other.record.kind {
                 LockKind::Semaphore { limit } => format!("a semaphore of {limit} permits"),
                 _ => "a lock".to_owned(),
             };
@@ -119,12 +121,11 @@ mod tests {
             key: format!("p/{n}"),
             created: n,
             modified: n,
-            claim: Claim {
+            record: HolderRecord {
                 owner: n.to_string(),
                 kind,
                 permits,
                 meta: HolderMeta::this_process(),
-                ours: true,
             },
         }
     }

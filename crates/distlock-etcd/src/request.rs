@@ -1,13 +1,11 @@
 //! What a request's ticket (and, once granted, its grant) remembers of its key.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use distlock_core::backend::{Grant, LockRequest, Ticket};
+use distlock_core::backend::{Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket};
 use distlock_core::{Error, ErrorKind, Result};
 
-use crate::record::Record;
 use crate::session::Sessions;
 use crate::watch::{Deletion, deleted};
 
@@ -26,7 +24,7 @@ pub(crate) struct Request {
     /// likely grant, and stamps its key in the same transaction.
     pub(crate) likely: bool,
     /// Set, once granted, when its key is deleted (by anyone).
-    pub(crate) gone: Arc<AtomicBool>,
+    pub(crate) gone: LossFlag,
 }
 
 /// A request's contender key.
@@ -44,11 +42,11 @@ impl Request {
     pub(crate) fn new(pfx: String, request: &LockRequest) -> Request {
         Request {
             pfx,
-            value: Record::of(request),
+            value: HolderRecord::encode(request),
             key: None,
             blocker: None,
             likely: false,
-            gone: Arc::default(),
+            gone: LossFlag::default(),
         }
     }
 
@@ -56,7 +54,7 @@ impl Request {
     pub(crate) fn lost(grant: &Grant) -> bool {
         grant
             .state::<Request>()
-            .is_some_and(|request| request.gone.load(Ordering::Acquire))
+            .is_some_and(|request| request.gone.is_lost())
     }
 
     /// Watches `key`, this grant's key, from revision `granted` on, until it is deleted (by
@@ -72,7 +70,7 @@ impl Request {
             prefix: false,
             after: granted,
         };
-        let (sessions, gone) = (Arc::downgrade(sessions), Arc::downgrade(&self.gone));
+        let (sessions, gone) = (Arc::downgrade(sessions), self.gone.watch());
         crate::runtime::SESSIONS.spawn(watch_key(sessions, key.session, what, gone));
     }
 }
@@ -83,12 +81,7 @@ pub(crate) const WATCH_AFTER: Duration = Duration::from_millis(100);
 /// How long a watch that failed waits before it is set again.
 const WATCH_RETRY: Duration = Duration::from_millis(100);
 
-async fn watch_key(
-    sessions: Weak<Sessions>,
-    session: u64,
-    mut what: Deletion,
-    gone: Weak<AtomicBool>,
-) {
+async fn watch_key(sessions: Weak<Sessions>, session: u64, mut what: Deletion, gone: LossWatch) {
     tokio::time::sleep(WATCH_AFTER).await;
     loop {
         let Some(this) = sessions.upgrade() else {
@@ -96,11 +89,11 @@ async fn watch_key(
         };
         // Released (the grant and its state are dropped), or the session ended, which
         // loses the grant through the session channel.
-        if gone.strong_count() == 0 || this.live().is_none_or(|live| live.id != session) {
+        if !gone.is_held() || this.slot.live().is_none_or(|live| live.id != session) {
             return;
         }
         let client = this.client().clone();
-        let mut states = this.subscribe();
+        let mut states = this.slot.subscribe();
         drop(this);
         let ended = states.wait_for(|s| s.id != session || s.valid_until().is_none());
         let watched = tokio::select! {
@@ -118,12 +111,8 @@ async fn watch_key(
             Err(_) => tokio::time::sleep(WATCH_RETRY).await,
         }
     }
-    let Some(gone) = gone.upgrade() else {
-        return;
-    };
-    gone.store(true, Ordering::Release);
     if let Some(sessions) = sessions.upgrade() {
-        sessions.announce_loss();
+        gone.report(&sessions.slot);
     }
 }
 

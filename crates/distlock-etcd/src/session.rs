@@ -11,15 +11,13 @@
 //! turned `Lost`. An answer saying the lease is gone ends it at once. Either way a new
 //! lease serves later requests.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
-use distlock_core::backend::{Session, SessionState, safe_deadline};
+use distlock_core::backend::{PendingDeletes, SessionSlot, SessionState, safe_deadline};
 use distlock_core::{Error, ErrorKind, Result};
 use etcd_client::{Client, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper};
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::EtcdConfig;
@@ -42,34 +40,24 @@ impl std::fmt::Debug for Live {
     }
 }
 
-/// A contender key to delete once the session answers again: its session, and its note's
-/// number.
-#[derive(Debug)]
-struct Doomed {
-    number: u64,
-    session: u64,
-    key: String,
-}
-
 /// The sessions of one distlock client.
 pub(crate) struct Sessions {
     config: EtcdConfig,
     client: Client,
-    /// The session requests are made in; none between an ended session and the next.
-    current: StdMutex<Option<Live>>,
+    /// The session requests are made in, and its state as the core follows it.
+    pub(crate) slot: SessionSlot<Live>,
     /// The contender keys requests of this client have taken, with their sessions: each
     /// request has a key of its own, even several for one name.
     keys: StdMutex<HashSet<(u64, String)>>,
-    /// Deletes not known to be done, made again once the session answers.
-    doomed: StdMutex<Vec<Doomed>>,
-    sender: watch::Sender<Session>,
+    /// Deletes of keys not known to be done, made again once the session answers.
+    pub(crate) pending: PendingDeletes<String>,
 }
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
             .field("config", &self.config)
-            .field("session", &*self.sender.borrow())
+            .field("session", &*self.slot.subscribe().borrow())
             .finish()
     }
 }
@@ -98,12 +86,6 @@ impl Sessions {
                 answer => break answer?,
             }
         };
-        let (sender, _) = watch::channel(Session {
-            id: 1,
-            state: SessionState::Connected {
-                valid_until: safe_deadline(asked, ttl),
-            },
-        });
         let live = Live {
             client: client.clone(),
             lease,
@@ -112,31 +94,12 @@ impl Sessions {
         let sessions = Arc::new(Sessions {
             config,
             client,
-            current: StdMutex::new(Some(live.clone())),
+            slot: SessionSlot::new("etcd", 1, live.clone(), safe_deadline(asked, ttl)),
             keys: StdMutex::default(),
-            doomed: StdMutex::default(),
-            sender,
+            pending: PendingDeletes::default(),
         });
         tokio::spawn(keep(Arc::downgrade(&sessions), live, ttl));
         Ok(sessions)
-    }
-
-    /// The session requests are made in now; an error between an ended session and the
-    /// next.
-    pub(crate) fn current(&self) -> Result<Live> {
-        self.live().ok_or_else(|| {
-            Error::new(
-                ErrorKind::Unavailable,
-                "the etcd session's lease ended and a new one is not granted yet",
-            )
-            .with_backend("etcd")
-            .temporary()
-        })
-    }
-
-    /// The session requests are made in now, if one is open.
-    pub(crate) fn live(&self) -> Option<Live> {
-        locked(&self.current).clone()
     }
 
     /// The client every session speaks through.
@@ -169,89 +132,37 @@ impl Sessions {
         locked(&self.keys).remove(&(session, key.to_owned()));
     }
 
-    /// Notes `key` (of session `session`) as to be deleted, before the delete is sent: a
-    /// release or cancel whose delete gets no answer, or is dropped halfway, must not leave
-    /// a key holding a lock, or a place in its queue, for nobody while the lease lives.
-    /// Returns the note's number, for [`Sessions::done`].
-    pub(crate) fn delete_later(&self, session: u64, key: &str) -> u64 {
-        static NUMBERS: AtomicU64 = AtomicU64::new(0);
-        let number = NUMBERS.fetch_add(1, Ordering::Relaxed);
-        locked(&self.doomed).push(Doomed {
-            number,
-            session,
-            key: key.to_owned(),
-        });
-        number
-    }
-
-    /// Forgets note `number`: its delete was answered, and its key is given back.
+    /// Forgets pending delete `number`: its delete was answered, and its key is given
+    /// back.
     pub(crate) fn done(&self, number: u64) {
-        let mut doomed = locked(&self.doomed);
-        if let Some(at) = doomed.iter().position(|d| d.number == number) {
-            let note = doomed.swap_remove(at);
-            self.give_back(note.session, &note.key);
+        if let Some((session, key)) = self.pending.done(number) {
+            self.give_back(session, &key);
         }
     }
 
-    /// Makes the deletes noted for session `live` again; keeps those that still get no
+    /// Makes the deletes pending in session `live` again; keeps those that still get no
     /// answer.
     async fn retry_deletes(&self, live: &Live) {
-        let doomed: Vec<Doomed> = std::mem::take(&mut *locked(&self.doomed));
-        for note in doomed {
-            if note.session != live.id {
-                continue;
-            }
-            let deleted = live
+        for note in self.pending.take(live.id) {
+            match live
                 .client
                 .kv_client()
-                .delete(note.key.as_str(), None)
-                .await;
-            match deleted {
-                Ok(_) => self.give_back(note.session, &note.key),
-                Err(_) => locked(&self.doomed).push(note),
+                .delete(note.what.as_str(), None)
+                .await
+            {
+                Ok(_) => self.give_back(note.session, &note.what),
+                Err(_) => self.pending.keep(note),
             }
         }
-    }
-
-    /// The session's state, as the core follows it.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<Session> {
-        self.sender.subscribe()
-    }
-
-    /// Tells the core that a grant of the session may be gone though the session lives:
-    /// it then asks [`grant_lost`](distlock_core::backend::Backend::grant_lost) of each.
-    pub(crate) fn announce_loss(&self) {
-        self.sender.send_modify(|_| {});
-    }
-
-    fn set(&self, id: u64, state: SessionState) {
-        self.sender.send_if_modified(|session| {
-            let changed = session.id != id || session.state != state;
-            *session = Session { id, state };
-            changed
-        });
-    }
-
-    /// The last deadline reported for session `id`, if it is not over.
-    pub(crate) fn valid_until(&self, id: u64) -> Option<Instant> {
-        let session = *self.sender.borrow();
-        (session.id == id).then(|| session.valid_until()).flatten()
-    }
-
-    /// Whether session `id` is the current one and surely valid now.
-    pub(crate) fn is_valid(&self, id: u64) -> bool {
-        self.valid_until(id)
-            .is_some_and(|until| Instant::now() < until)
     }
 
     /// Ends the session `ended` here: no request is made in it any more, its keys are
     /// forgotten, and its lease is revoked in the background (if the cluster answers; else
     /// etcd expires it, having heard nothing from it).
     fn end(&self, ended: &Live) {
-        self.set(ended.id, SessionState::Expired);
-        *locked(&self.current) = None;
+        self.slot.end(ended.id);
         locked(&self.keys).retain(|(session, _)| *session != ended.id);
-        locked(&self.doomed).retain(|note| note.session != ended.id);
+        self.pending.forget(ended.id);
         let (mut lease_client, lease) = (ended.client.lease_client(), ended.lease);
         let bound = self.config.session_ttl;
         tokio::spawn(async move {
@@ -391,95 +302,177 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live, mut ttl: Duration) {
             lease,
             id: ended + 1,
         };
-        *locked(&this.current) = Some(live.clone());
-        this.set(
-            live.id,
-            SessionState::Connected {
-                valid_until: safe_deadline(asked, ttl),
-            },
-        );
+        this.slot
+            .open(live.id, live.clone(), safe_deadline(asked, ttl));
     }
 }
 
-/// The answer to one keep-alive: the lease's TTL from then, or `None` when the lease is
-/// gone.
-async fn beat(
-    live: &Live,
-    stream: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>,
-    ttl: Duration,
-) -> std::result::Result<Option<Duration>, etcd_client::Error> {
-    let Some((keeper, answers)) = stream else {
-        // A new stream sends its first keep-alive itself.
-        return match live.client.lease_client().keep_alive(live.lease).await {
-            Ok(opened) => {
-                *stream = Some(opened);
-                Ok(Some(ttl))
-            }
+/// One keep-alive stream of a lease: its sending half, its answers, and the sending times
+/// of the keep-alives not yet answered. Answers come in the order of the keep-alives, so
+/// each is paired with the oldest unanswered one: a late answer never counts for a later
+/// keep-alive.
+struct Stream {
+    keeper: LeaseKeeper,
+    answers: LeaseKeepAliveStream,
+    unanswered: VecDeque<Instant>,
+}
+
+/// What one answer on a keep-alive stream says.
+enum Answer {
+    /// The lease lives for this TTL from the keep-alive sent at `sent`.
+    Alive { sent: Instant, ttl: Duration },
+    /// The lease is gone.
+    Gone,
+}
+
+impl Stream {
+    /// Opens a stream for `live`'s lease; it sends its first keep-alive itself (answered
+    /// before this returns): `None` when the lease is gone.
+    async fn open(live: &Live) -> std::result::Result<Option<Stream>, etcd_client::Error> {
+        match live.client.lease_client().keep_alive(live.lease).await {
+            Ok((keeper, answers)) => Ok(Some(Stream {
+                keeper,
+                answers,
+                unanswered: VecDeque::new(),
+            })),
             Err(etcd_client::Error::LeaseKeepAliveError(why)) if why.contains("not found") => {
                 Ok(None)
             }
             Err(err) if lease_gone(&err) => Ok(None),
             Err(err) => Err(err),
-        };
-    };
-    keeper.keep_alive().await?;
-    match answers.message().await? {
-        Some(answer) if answer.ttl() > 0 => Ok(Some(Duration::from_secs(answer.ttl() as u64))),
-        Some(_) => Ok(None),
-        None => Err(etcd_client::Error::LeaseKeepAliveError(
-            "the keep-alive stream ended".into(),
-        )),
+        }
+    }
+
+    async fn send(&mut self) -> std::result::Result<(), etcd_client::Error> {
+        self.unanswered.push_back(Instant::now());
+        self.keeper.keep_alive().await
+    }
+
+    /// The next answer, paired with its keep-alive; an error when the stream broke.
+    async fn answer(&mut self) -> std::result::Result<Answer, etcd_client::Error> {
+        let answer = self.answers.message().await?.ok_or_else(|| {
+            etcd_client::Error::LeaseKeepAliveError("the keep-alive stream ended".into())
+        })?;
+        let sent = self.unanswered.pop_front().ok_or_else(|| {
+            etcd_client::Error::LeaseKeepAliveError("an answer to no keep-alive".into())
+        })?;
+        Ok(match answer.ttl() {
+            ttl if ttl > 0 => Answer::Alive {
+                sent,
+                ttl: Duration::from_secs(ttl as u64),
+            },
+            _ => Answer::Gone,
+        })
+    }
+
+    /// When the oldest unanswered keep-alive was sent.
+    fn waiting_since(&self) -> Option<Instant> {
+        self.unanswered.front().copied()
     }
 }
 
 /// Follows session `live` until its lease is gone, its deadline passed without an answer,
-/// or the backend is dropped: a keep-alive every quarter of the TTL moves its deadline on;
-/// one unanswered within that quarter suspends it.
+/// or the backend is dropped. A keep-alive goes every quarter of the TTL on one stream;
+/// each answer moves the deadline on to its keep-alive's sending plus the TTL. A
+/// keep-alive left unanswered for a quarter of the TTL suspends the session; a stream
+/// that breaks is opened again at the next beat.
 async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
     let period = ttl / 4;
-    let mut stream = None;
-    let mut suspended_since = None;
+    let mut stream: Option<Stream> = None;
+    // When the last stream broke (or could not be opened), while there is none.
+    let mut broken: Option<Instant> = None;
+    let mut suspended_since: Option<Instant> = None;
     let mut next_beat = Instant::now() + period;
     loop {
         let Some(this) = sessions.upgrade() else {
             return;
         };
-        let Some(valid_until) = this.valid_until(live.id) else {
+        let Some(valid_until) = this.slot.valid_until(live.id) else {
             return;
         };
-        if Instant::now() >= valid_until {
+        let now = Instant::now();
+        if now >= valid_until {
             tracing::warn!(
                 members = %this.config.members(),
                 "no keep-alive answered by etcd within the session's validity; ending the session, whose locks are lost"
             );
             return;
         }
+        // Since when contact is in doubt, and from when that suspends the session: a
+        // keep-alive unanswered for a quarter of the TTL, or a broken stream at once.
+        let doubt = match &stream {
+            Some(open) => open.waiting_since().map(|since| (since, since + period)),
+            None => broken.map(|since| (since, since)),
+        };
+        if let Some((since, _)) = doubt.filter(|(_, from)| now >= *from) {
+            let since = *suspended_since.get_or_insert(since);
+            this.slot
+                .set(live.id, SessionState::Suspended { since, valid_until });
+        }
         drop(this);
+        let wake = doubt
+            .map(|(_, from)| from)
+            .filter(|from| *from > now)
+            .map_or(next_beat, |from| from.min(next_beat));
+        let answered = async {
+            match stream.as_mut() {
+                Some(stream) => stream.answer().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            () = tokio::time::sleep_until(valid_until) => {}
-            () = tokio::time::sleep_until(next_beat) => {
-                next_beat = Instant::now() + period;
+            () = tokio::time::sleep_until(valid_until.min(wake)) => {}
+            answer = answered => match answer {
+                Ok(Answer::Gone) => return,
+                // An answer after the deadline does not revive the session.
+                Ok(Answer::Alive { sent, ttl }) if Instant::now() < valid_until => {
+                    let Some(this) = sessions.upgrade() else {
+                        return;
+                    };
+                    suspended_since = None;
+                    this.slot.set(live.id, SessionState::Connected {
+                        valid_until: safe_deadline(sent, ttl),
+                    });
+                    this.retry_deletes(live).await;
+                }
+                Ok(Answer::Alive { .. }) => {}
+                // Opened again at the next beat.
+                Err(_) => {
+                    broken = stream.take().and_then(|s| s.waiting_since()).or(Some(Instant::now()));
+                }
+            },
+        }
+        if Instant::now() < next_beat {
+            continue;
+        }
+        next_beat = Instant::now() + period;
+        match stream.as_mut() {
+            Some(open) => {
+                if open.send().await.is_err() {
+                    broken = open.waiting_since();
+                    stream = None;
+                }
+            }
+            None => {
                 let sent = Instant::now();
-                let answered = tokio::time::timeout(period, beat(live, &mut stream, ttl)).await;
-                let Some(this) = sessions.upgrade() else {
-                    return;
-                };
-                match answered {
+                match tokio::time::timeout(period, Stream::open(live)).await {
                     Ok(Ok(None)) => return,
-                    // An answer after the deadline does not revive the session.
-                    Ok(Ok(Some(ttl))) if Instant::now() < valid_until => {
+                    Ok(Ok(Some(opened))) if Instant::now() < valid_until => {
+                        stream = Some(opened);
+                        broken = None;
+                        let Some(this) = sessions.upgrade() else {
+                            return;
+                        };
                         suspended_since = None;
-                        this.set(live.id, SessionState::Connected {
-                            valid_until: safe_deadline(sent, ttl),
-                        });
-                        this.retry_deletes(live).await;
+                        this.slot.set(
+                            live.id,
+                            SessionState::Connected {
+                                valid_until: safe_deadline(sent, ttl),
+                            },
+                        );
                     }
                     _ => {
-                        // The next keep-alive goes on a new stream: an answer late on this
-                        // one must not be taken for the next keep-alive's.
-                        stream = None;
-                        let since = *suspended_since.get_or_insert(sent);
-                        this.set(live.id, SessionState::Suspended { since, valid_until });
+                        broken.get_or_insert(sent);
                     }
                 }
             }

@@ -80,7 +80,7 @@ impl ZkBackend {
     /// node went with an expired session (or was deleted by hand while it waited) queues
     /// again with a new one, as does one whose first create failed.
     pub(crate) async fn queue_node(&self, ticket: &mut Ticket) -> Result<Node> {
-        let live = self.sessions.current()?;
+        let live = self.sessions.slot.current()?;
         let kind = ticket.request.kind;
         let request = request_mut(ticket)?;
         if let Some(node) = request.node.as_ref().filter(|n| n.session == live.id) {
@@ -123,7 +123,7 @@ impl ZkBackend {
         if let Some(listing) = request.listing.take() {
             return Ok((listing, None));
         }
-        let live = self.sessions.current()?;
+        let live = self.sessions.slot.current()?;
         let stamped = stamped && std::mem::take(&mut request.likely);
         match stamped {
             true => nodes::list_and_stamp(&live, &request.dir, &node.path, &request.data).await,
@@ -135,7 +135,7 @@ impl ZkBackend {
     /// waited (it queues again, at the end), or not yet in a listing made before it (it
     /// stays). Either way the request polls again at once.
     pub(crate) async fn missing(&self, ticket: &mut Ticket, node: &Node) -> Result<PollOutcome> {
-        let live = self.sessions.current()?;
+        let live = self.sessions.slot.current()?;
         let exists = live
             .client
             .check_stat(&node.path)
@@ -154,7 +154,7 @@ impl ZkBackend {
     /// knows, and any whose create's answer was lost.
     pub(crate) async fn withdraw(&self, ticket: &mut Ticket) -> Result<()> {
         // With no session open, the nodes went (or go) with the one that ended.
-        let Some(live) = self.sessions.live() else {
+        let Some(live) = self.sessions.slot.live() else {
             return Ok(());
         };
         let kind = ticket.request.kind;
@@ -193,7 +193,7 @@ impl ZkBackend {
     /// Deletes `what` now; if that gets no answer (or this call is dropped halfway), once
     /// the session answers again, the error still being returned. True if a node was there.
     pub(crate) async fn delete_surely(&self, live: &Live, what: Doomed) -> Result<bool> {
-        let note = self.sessions.delete_later(live.id, what.clone());
+        let note = self.sessions.pending.note(live.id, what.clone());
         let deleted = match &what {
             Doomed::Node(path) => nodes::delete(live, path).await,
             Doomed::Prefix { dir, prefix } => nodes::delete_with_prefix(live, dir, prefix)
@@ -201,7 +201,7 @@ impl ZkBackend {
                 .map(|()| true),
         };
         if !deleted.as_ref().is_err_and(Error::is_temporary) {
-            self.sessions.done(note);
+            self.sessions.pending.done(note);
         }
         deleted
     }
@@ -236,7 +236,8 @@ impl ZkBackend {
                     Some(stamp) => stamp,
                     None if exclusive && listing.pzxid == node.czxid => node.czxid,
                     None => {
-                        nodes::stamp(&self.sessions.current()?, &node.path, &request.data).await?
+                        nodes::stamp(&self.sessions.slot.current()?, &node.path, &request.data)
+                            .await?
                     }
                 };
                 request.watch_grant(&self.sessions, node.session, node.path.clone());
@@ -277,7 +278,7 @@ impl Backend for ZkBackend {
     }
 
     fn session(&self) -> Option<watch::Receiver<Session>> {
-        Some(self.sessions.subscribe())
+        Some(self.sessions.slot.subscribe())
     }
 
     /// Creates the request's queue node. Its unique prefix is in the ticket before the
@@ -300,7 +301,7 @@ impl Backend for ZkBackend {
     /// Watches the one node whose deletion may let the request go (no other waiter is
     /// woken by it), or a semaphore's leases, until it changes or the session ends.
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
-        let Some(live) = self.sessions.live() else {
+        let Some(live) = self.sessions.slot.live() else {
             return Ok(());
         };
         let Some(request) = ticket.state_mut::<Request>() else {
@@ -339,7 +340,7 @@ impl Backend for ZkBackend {
 
     /// Deletes the grant's node (a semaphore's lease nodes): not held if one was gone.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
-        let Some(live) = self.sessions.live() else {
+        let Some(live) = self.sessions.slot.live() else {
             return Ok(LeaseOutcome::NotHeld);
         };
         let Some(request) = grant.state::<Request>() else {
@@ -350,10 +351,7 @@ impl Backend for ZkBackend {
             _ => request.node.iter().collect(),
         };
         // A session past its validity is being ended, and its nodes with it.
-        let valid = self
-            .sessions
-            .valid_until(live.id)
-            .is_some_and(|until| tokio::time::Instant::now() < until);
+        let valid = self.sessions.slot.is_valid(live.id);
         if !valid || held.is_empty() || held.iter().any(|n| n.session != live.id) {
             return Ok(LeaseOutcome::NotHeld);
         }
@@ -379,7 +377,7 @@ impl Backend for ZkBackend {
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
-        let live = self.sessions.current()?;
+        let live = self.sessions.slot.current()?;
         inspect::locks(&live.client, self.base(), name).await
     }
 
@@ -388,7 +386,7 @@ impl Backend for ZkBackend {
     }
 
     async fn floor_round(&self) -> Result<()> {
-        let live = self.sessions.current()?;
+        let live = self.sessions.slot.current()?;
         let prefix = format!("{}/%floor-", self.base());
         let node = nodes::create_protected(&live, self.base(), &prefix, b"", &[]).await?;
         nodes::delete(&live, &node.path).await.map(drop)
@@ -411,7 +409,7 @@ pub(crate) fn token_of(zxid: i64) -> Result<u64> {
 /// ahead stamping its node) sets the watch again instead of waking the waiter.
 async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
     loop {
-        let Some(live) = sessions.live() else {
+        let Some(live) = sessions.slot.live() else {
             return Ok(false);
         };
         let watcher = match blocker {

@@ -134,9 +134,7 @@ impl ZkConfig {
                 "zks:// needs tls_ca, the PEM file of the servers' certificate authority".into(),
             ));
         }
-        let base = percent_encoding::percent_decode_str(url.path())
-            .decode_utf8()
-            .map_err(|_| refuse("the base path is not UTF-8".into()))?;
+        let base = distlock_core::backend::url_path(url).map_err(|why| refuse(why.into()))?;
         let base = match base.trim_end_matches('/') {
             "" => DEFAULT_BASE.to_owned(),
             path => path.to_owned(),
@@ -155,22 +153,9 @@ impl ZkConfig {
                 "the base path is under /zookeeper, which the server keeps for itself and clients cannot store locks in".into(),
             ));
         }
-        let digest = match (url.username(), url.password()) {
-            ("", None) => None,
-            (user, password) => {
-                let decode = |text: &str| {
-                    percent_encoding::percent_decode_str(text)
-                        .decode_utf8()
-                        .map(|t| t.into_owned())
-                        .map_err(|_| refuse("the credentials are not UTF-8".into()))
-                };
-                Some(format!(
-                    "{}:{}",
-                    decode(user)?,
-                    decode(password.unwrap_or(""))?
-                ))
-            }
-        };
+        let digest = distlock_core::backend::url_credentials(url)
+            .map_err(|why| refuse(why.into()))?
+            .map(|(user, password)| format!("{user}:{password}"));
         Ok(ZkConfig {
             hosts,
             base,

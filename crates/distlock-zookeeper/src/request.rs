@@ -1,12 +1,9 @@
 //! What a request's ticket (and, once granted, its grant) remembers of its nodes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use distlock_core::backend::{Grant, LockRequest, Ticket};
-
-use crate::record::Record;
+use distlock_core::backend::{Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket};
 use distlock_core::{Error, ErrorKind, LockKind, Result};
 use zookeeper_client as zk;
 
@@ -41,7 +38,7 @@ pub(crate) struct Request {
     /// dropped halfway): the next one first looks for it by its prefix.
     pub(crate) unsure: bool,
     /// Set, once granted, when a node of the grant is deleted (by anyone).
-    pub(crate) gone: Arc<AtomicBool>,
+    pub(crate) gone: LossFlag,
 }
 
 /// What a waiting request waits for.
@@ -64,14 +61,14 @@ impl Request {
         Request {
             uuid: uuid::Uuid::new_v4().to_string(),
             dir,
-            data: Record::of(request),
+            data: HolderRecord::encode(request),
             node: None,
             leases: Vec::new(),
             blocker: None,
             listing: None,
             likely: false,
             unsure: false,
-            gone: Arc::default(),
+            gone: LossFlag::default(),
         }
     }
 
@@ -95,7 +92,7 @@ impl Request {
     pub(crate) fn lost(grant: &Grant) -> bool {
         grant
             .state::<Request>()
-            .is_some_and(|request| request.gone.load(Ordering::Acquire))
+            .is_some_and(|request| request.gone.is_lost())
     }
 
     /// Watches `path`, a node of this grant made in session `session`, until it is deleted
@@ -107,7 +104,7 @@ impl Request {
     /// again after any other event (a change of the node's data) and after a failure to set
     /// it, as long as the session and the grant last.
     pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, session: u64, path: String) {
-        let (sessions, gone) = (Arc::downgrade(sessions), Arc::downgrade(&self.gone));
+        let (sessions, gone) = (Arc::downgrade(sessions), self.gone.watch());
         crate::runtime::SESSIONS.spawn(watch_node(sessions, session, path, gone));
     }
 }
@@ -118,14 +115,14 @@ pub(crate) const WATCH_AFTER: Duration = Duration::from_millis(100);
 /// How long a watch that could not be set waits before it is tried again.
 const WATCH_RETRY: Duration = Duration::from_millis(100);
 
-async fn watch_node(sessions: Weak<Sessions>, session: u64, path: String, gone: Weak<AtomicBool>) {
+async fn watch_node(sessions: Weak<Sessions>, session: u64, path: String, gone: LossWatch) {
     tokio::time::sleep(WATCH_AFTER).await;
     loop {
         // Released (the grant and its state are dropped), or the backend is gone.
-        let Some(live) = sessions.upgrade().and_then(|s| s.live()) else {
+        let Some(live) = sessions.upgrade().and_then(|s| s.slot.live()) else {
             return;
         };
-        if gone.strong_count() == 0 || live.id != session {
+        if !gone.is_held() || live.id != session {
             // The end of the session loses the grant through the session channel.
             return;
         }
@@ -145,12 +142,8 @@ async fn watch_node(sessions: Weak<Sessions>, session: u64, path: String, gone: 
             Err(_) => tokio::time::sleep(WATCH_RETRY).await,
         }
     }
-    let Some(gone) = gone.upgrade() else {
-        return;
-    };
-    gone.store(true, Ordering::Release);
     if let Some(sessions) = sessions.upgrade() {
-        sessions.announce_loss();
+        gone.report(&sessions.slot);
     }
 }
 

@@ -28,7 +28,7 @@ pub(crate) async fn poll(
     let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
         return backend.missing(ticket, &node).await;
     };
-    let live = backend.sessions.current()?;
+    let live = backend.sessions.slot.current()?;
     let permits = ticket.request.permits as usize;
     let name = ticket.request.name.clone();
     let request = request_mut(ticket)?;

@@ -12,12 +12,11 @@
 //! session; if the server does expire it, every guard turns `Lost` at once and a new
 //! session serves later requests.
 
-use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use distlock_core::backend::{Session, SessionState};
+use distlock_core::backend::{PendingDeletes, SessionSlot, SessionState, safe_deadline};
 use distlock_core::{Error, ErrorKind, Result};
-use tokio::sync::watch;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -53,20 +52,18 @@ pub(crate) enum Doomed {
 /// The sessions of one distlock client.
 pub(crate) struct Sessions {
     config: ZkConfig,
-    /// The session requests are made in; none between an ended session and the next.
-    current: StdMutex<Option<Live>>,
+    /// The session requests are made in, and its state as the core follows it.
+    pub(crate) slot: SessionSlot<Live>,
     /// Deletes not known to be done, made again once the session answers (as Curator's
-    /// guaranteed delete): each with the session it was meant for, under a number of its
-    /// own.
-    doomed: StdMutex<Vec<(u64, u64, Doomed)>>,
-    sender: watch::Sender<Session>,
+    /// guaranteed delete).
+    pub(crate) pending: PendingDeletes<Doomed>,
 }
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
             .field("config", &self.config)
-            .field("session", &*self.sender.borrow())
+            .field("session", &*self.slot.subscribe().borrow())
             .finish()
     }
 }
@@ -83,12 +80,7 @@ impl Sessions {
         // The session's validity counts from before it was asked for.
         let asked = Instant::now();
         let client = connect_first(&config).await?;
-        let (sender, _) = watch::channel(Session {
-            id: 1,
-            state: SessionState::Connected {
-                valid_until: distlock_core::backend::safe_deadline(asked, client.session_timeout()),
-            },
-        });
+        let valid_until = safe_deadline(asked, client.session_timeout());
         let live = Live {
             client,
             id: 1,
@@ -96,88 +88,34 @@ impl Sessions {
         };
         let sessions = Arc::new(Sessions {
             config,
-            current: StdMutex::new(Some(live.clone())),
-            doomed: StdMutex::default(),
-            sender,
+            slot: SessionSlot::new("ZooKeeper", 1, live.clone(), valid_until),
+            pending: PendingDeletes::default(),
         });
         tokio::spawn(keep(Arc::downgrade(&sessions), live));
         Ok(sessions)
     }
 
-    /// The session requests are made in now; an error between an ended session and the
-    /// next.
-    pub(crate) fn current(&self) -> Result<Live> {
-        self.live().ok_or_else(|| {
-            Error::new(
-                ErrorKind::Unavailable,
-                "the ZooKeeper session ended and a new one is not open yet",
-            )
-            .with_backend("zookeeper")
-            .temporary()
-        })
-    }
-
-    /// The session requests are made in now, if one is open.
-    pub(crate) fn live(&self) -> Option<Live> {
-        self.current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// Notes `doomed` (of session `session`) as to be deleted, before the delete is sent:
-    /// a release or cancel whose delete gets no answer, or is dropped halfway, must not
-    /// leave a node holding a lock, or a place in its queue, for nobody while the session
-    /// lives. Returns the note's number, for [`Sessions::done`].
-    pub(crate) fn delete_later(&self, session: u64, doomed: Doomed) -> u64 {
-        static NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let number = NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.doomed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((number, session, doomed));
-        number
-    }
-
-    /// Forgets note `number`: its delete was answered.
-    pub(crate) fn done(&self, number: u64) {
-        self.doomed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|(n, _, _)| *n != number);
-    }
-
-    /// Makes the deletes noted for session `live` again; keeps those that still get no
-    /// answer, and forgets those of other (ended) sessions, whose nodes went with them.
+    /// Makes the deletes pending in session `live` again; keeps those that still get no
+    /// answer.
     async fn retry_deletes(&self, live: &Live) {
-        let doomed: Vec<(u64, u64, Doomed)> =
-            std::mem::take(&mut *self.doomed.lock().unwrap_or_else(|p| p.into_inner()));
-        for (number, session, what) in doomed.into_iter().filter(|(_, s, _)| *s == live.id) {
-            let done = match &what {
+        for note in self.pending.take(live.id) {
+            let done = match &note.what {
                 Doomed::Node(path) => crate::nodes::delete(live, path).await.map(drop),
                 Doomed::Prefix { dir, prefix } => {
                     crate::nodes::delete_with_prefix(live, dir, prefix).await
                 }
             };
             if done.as_ref().is_err_and(Error::is_temporary) {
-                self.doomed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((number, session, what));
+                self.pending.keep(note);
             }
         }
-    }
-
-    /// The session's state, as the core follows it.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<Session> {
-        self.sender.subscribe()
     }
 
     /// Ends the current session from a second connection to `hosts` that joins it and
     /// closes it (see `ZkBackend::close_session_from`); waits until the close is done.
     pub(crate) async fn close_from(&self, hosts: &str) -> Result<()> {
         // No session open: the last one ended already.
-        let Some(live) = self.live() else {
+        let Some(live) = self.slot.live() else {
             return Ok(());
         };
         let connector = connector(&self.config)?
@@ -212,26 +150,6 @@ impl Sessions {
     /// The configuration sessions are opened with.
     pub(crate) fn config(&self) -> &ZkConfig {
         &self.config
-    }
-
-    /// Tells the core that a grant of the session may be gone though the session lives:
-    /// it then asks [`grant_lost`](distlock_core::backend::Backend::grant_lost) of each.
-    pub(crate) fn announce_loss(&self) {
-        self.sender.send_modify(|_| {});
-    }
-
-    fn set(&self, id: u64, state: SessionState) {
-        self.sender.send_if_modified(|session| {
-            let changed = session.id != id || session.state != state;
-            *session = Session { id, state };
-            changed
-        });
-    }
-
-    /// The last deadline reported for session `id`, if it is not expired.
-    pub(crate) fn valid_until(&self, id: u64) -> Option<Instant> {
-        let session = *self.sender.borrow();
-        (session.id == id).then(|| session.valid_until()).flatten()
     }
 }
 
@@ -338,10 +256,10 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
         let Some(this) = sessions.upgrade() else {
             return;
         };
-        this.set(live.id, SessionState::Expired);
         // The ended session's client goes now (its last clones with the requests in flight),
         // which closes the session: its nodes must not outlive the guards the core lost.
-        *this.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        drop(this.slot.end(live.id));
+        this.pending.forget(live.id);
         let ended = live.id;
         drop(live);
         let config = this.config.clone();
@@ -370,16 +288,8 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
             id: ended + 1,
             acls: acls_for(&config),
         };
-        *this.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(live.clone());
-        this.set(
-            live.id,
-            SessionState::Connected {
-                valid_until: distlock_core::backend::safe_deadline(
-                    asked,
-                    live.client.session_timeout(),
-                ),
-            },
-        );
+        let valid_until = safe_deadline(asked, live.client.session_timeout());
+        this.slot.open(live.id, live.clone(), valid_until);
     }
 }
 
@@ -398,7 +308,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
         let Some(this) = sessions.upgrade() else {
             return;
         };
-        let Some(valid_until) = this.valid_until(live.id) else {
+        let Some(valid_until) = this.slot.valid_until(live.id) else {
             return;
         };
         if Instant::now() >= valid_until {
@@ -413,7 +323,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
             state = states.changed() => match state {
                 zk::SessionState::Disconnected => {
                     if let Some(this) = sessions.upgrade() {
-                        this.set(live.id, SessionState::Suspended { since: Instant::now(), valid_until });
+                        this.slot.set(live.id, SessionState::Suspended { since: Instant::now(), valid_until });
                     }
                 }
                 zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
@@ -434,8 +344,8 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
                 match answered {
                     // An answer after the deadline does not revive the session.
                     Ok(Ok(_)) if Instant::now() < valid_until => {
-                        this.set(live.id, SessionState::Connected {
-                            valid_until: distlock_core::backend::safe_deadline(sent, timeout),
+                        this.slot.set(live.id, SessionState::Connected {
+                            valid_until: safe_deadline(sent, timeout),
                         });
                         this.retry_deletes(live).await;
                     }

@@ -55,9 +55,11 @@
 //! ZooKeeper `czxid`, an etcd create revision) must still hand them out in grant order.
 
 mod info;
+mod record;
 mod request;
 mod runtime;
 mod session;
+mod sessions;
 mod ticket;
 
 use std::any::Any;
@@ -68,14 +70,16 @@ use tokio::sync::watch;
 
 pub use crate::admission::{Claim, Queued, STARVATION, admit};
 pub use crate::lease::safe_deadline;
-pub use crate::registry::{Connector, register};
+pub use crate::registry::{Connector, register, url_credentials, url_path};
 pub use crate::renewals::BATCH;
 pub use crate::wakers::LocalWakers;
 pub use async_trait::async_trait;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
+pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;
 pub use session::{Liveness, Session, SessionState};
+pub use sessions::{LossFlag, LossWatch, Pending, PendingDeletes, SessionSlot};
 pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
 
 use crate::error::{Error, ErrorKind, Result};

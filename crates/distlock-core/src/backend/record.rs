@@ -1,0 +1,94 @@
+//! The holder record a queue-based backend stores with each request (a ZooKeeper node's
+//! data, an etcd key's value): who asks, for what, from where, so `distlock status` can
+//! show it. Written once per request, as compact JSON.
+
+use serde::{Deserialize, Serialize};
+
+use super::request::{LockKind, LockRequest};
+use crate::owner::HolderMeta;
+
+/// A request's record, as stored.
+///
+/// # Examples
+///
+/// ```
+/// # use std::time::Duration;
+/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// use distlock_core::backend::{HolderRecord, LockRequest};
+/// # let request = LockRequest { name: "n".into(), kind: LockKind::Semaphore { limit: 3 },
+/// #   permits: 2, owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1),
+/// #   fair: false, wait: true, meta: HolderMeta::this_process() };
+/// let stored = HolderRecord::encode(&request);
+/// let record = HolderRecord::decode(&stored).expect("our own record");
+/// assert_eq!(record.kind, LockKind::Semaphore { limit: 3 });
+/// assert_eq!(record.permits, 2);
+/// assert!(HolderRecord::decode(b"").is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderRecord {
+    /// The owner.
+    pub owner: String,
+    /// What is asked for.
+    pub kind: LockKind,
+    /// How many permits (1 for locks).
+    pub permits: u32,
+    /// Host, process and when the request was made.
+    pub meta: HolderMeta,
+}
+
+/// The stored form: short field names, since it travels with every request.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    o: String,
+    k: String,
+    #[serde(default)]
+    l: u32,
+    #[serde(default = "one")]
+    n: u32,
+    h: String,
+    p: u32,
+    a: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl HolderRecord {
+    /// The stored record of `request`.
+    ///
+    /// # Examples
+    ///
+    /// See [`HolderRecord`].
+    pub fn encode(request: &LockRequest) -> Vec<u8> {
+        serde_json::to_vec(&Stored {
+            o: request.owner.as_str().to_owned(),
+            k: request.kind.as_str().to_owned(),
+            l: request.kind.limit(),
+            n: request.permits,
+            h: request.meta.host.clone(),
+            p: request.meta.pid,
+            a: request.meta.acquired_at_unix_ms,
+        })
+        .unwrap_or_default()
+    }
+
+    /// The record in `stored`, if it is one of ours (another client's data is not).
+    ///
+    /// # Examples
+    ///
+    /// See [`HolderRecord`].
+    pub fn decode(stored: &[u8]) -> Option<HolderRecord> {
+        let stored: Stored = serde_json::from_slice(stored).ok()?;
+        Some(HolderRecord {
+            kind: LockKind::parse(&stored.k, stored.l)?,
+            owner: stored.o,
+            permits: stored.n.max(1),
+            meta: HolderMeta {
+                host: stored.h,
+                pid: stored.p,
+                acquired_at_unix_ms: stored.a,
+            },
+        })
+    }
+}

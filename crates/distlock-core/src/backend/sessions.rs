@@ -1,0 +1,360 @@
+//! What a session backend (ZooKeeper, etcd) keeps of its sessions, the same for each: the
+//! one session requests are made in and its state as the core follows it
+//! ([`SessionSlot`]), the deletes to make again once the session answers
+//! ([`PendingDeletes`]), and whether the store deleted one grant while its session lived
+//! ([`LossFlag`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::session::{Session, SessionState};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The poison-proof lock of a mutex.
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The session a client's requests are made in (`L`, the backend's handle of it: a
+/// connection, a lease), none between an ended session and the next, and the channel on
+/// which the core follows its state ([`Backend::session`](super::Backend::session)). The
+/// open session is always the one last reported on the channel.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::backend::SessionSlot;
+/// let now = tokio::time::Instant::now();
+/// let slot = SessionSlot::new("example", 1, "lease 7", now + std::time::Duration::from_secs(10));
+/// assert_eq!(slot.live(), Some("lease 7"));
+/// assert!(slot.is_valid(1));
+/// assert_eq!(slot.end(1), Some("lease 7"));
+/// assert!(slot.current().is_err());
+/// slot.open(2, "lease 8", now + std::time::Duration::from_secs(10));
+/// assert_eq!(slot.subscribe().borrow().id, 2);
+/// ```
+#[derive(Debug)]
+pub struct SessionSlot<L> {
+    backend: &'static str,
+    current: Mutex<Option<L>>,
+    sender: watch::Sender<Session>,
+}
+
+impl<L: Clone> SessionSlot<L> {
+    /// A slot holding session `id` (`live`), connected and valid until `valid_until`;
+    /// `backend` names the backend in errors.
+    ///
+    /// # Examples
+    ///
+    /// See [`SessionSlot`].
+    pub fn new(backend: &'static str, id: u64, live: L, valid_until: Instant) -> Self {
+        let (sender, _) = watch::channel(Session {
+            id,
+            state: SessionState::Connected { valid_until },
+        });
+        SessionSlot {
+            backend,
+            current: Mutex::new(Some(live)),
+            sender,
+        }
+    }
+
+    /// The session requests are made in now, if one is open.
+    ///
+    /// # Examples
+    ///
+    /// See [`SessionSlot`].
+    pub fn live(&self) -> Option<L> {
+        locked(&self.current).clone()
+    }
+
+    /// The session requests are made in now; a temporary `Unavailable` error between an
+    /// ended session and the next.
+    ///
+    /// # Examples
+    ///
+    /// See [`SessionSlot`].
+    pub fn current(&self) -> Result<L> {
+        self.live().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the {} session ended and a new one is not open yet",
+                    self.backend
+                ),
+            )
+            .with_backend(self.backend)
+            .temporary()
+        })
+    }
+
+    /// Opens session `id` (`live`), connected and valid until `valid_until`: later
+    /// requests are made in it.
+    ///
+    /// # Examples
+    ///
+    /// See [`SessionSlot`].
+    pub fn open(&self, id: u64, live: L, valid_until: Instant) {
+        *locked(&self.current) = Some(live);
+        self.set(id, SessionState::Connected { valid_until });
+    }
+
+    /// Ends session `id`: reported expired (every grant of it turns `Lost`), and no request
+    /// is made in it any more. Returns its handle if it was the current one, so the caller
+    /// can close it.
+    ///
+    /// # Examples
+    ///
+    /// See [`SessionSlot`].
+    pub fn end(&self, id: u64) -> Option<L> {
+        let mut current = locked(&self.current);
+        let open = self.sender.borrow().id == id;
+        self.set(id, SessionState::Expired);
+        match open {
+            true => current.take(),
+            false => None,
+        }
+    }
+
+    /// Reports session `id` in `state` (sent only if it changed).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::backend::{SessionSlot, SessionState};
+    /// let now = tokio::time::Instant::now();
+    /// let slot = SessionSlot::new("example", 1, (), now);
+    /// slot.set(1, SessionState::Suspended { since: now, valid_until: now });
+    /// assert!(matches!(slot.subscribe().borrow().state, SessionState::Suspended { .. }));
+    /// ```
+    pub fn set(&self, id: u64, state: SessionState) {
+        self.sender.send_if_modified(|session| {
+            let changed = session.id != id || session.state != state;
+            *session = Session { id, state };
+            changed
+        });
+    }
+
+    /// The session's state, as the core follows it.
+    ///
+    /// # Examples
+    ///
+    /// See [`SessionSlot`].
+    pub fn subscribe(&self) -> watch::Receiver<Session> {
+        self.sender.subscribe()
+    }
+
+    /// The last deadline reported for session `id`, if it is the one reported and not
+    /// expired.
+    ///
+    /// # Examples
+    ///
+    /// See [`SessionSlot::is_valid`].
+    pub fn valid_until(&self, id: u64) -> Option<Instant> {
+        let session = *self.sender.borrow();
+        (session.id == id).then(|| session.valid_until()).flatten()
+    }
+
+    /// Whether session `id` is the one reported and surely valid now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::backend::SessionSlot;
+    /// let now = tokio::time::Instant::now();
+    /// let slot = SessionSlot::new("example", 1, (), now);
+    /// assert!(!slot.is_valid(1), "its deadline is now");
+    /// assert_eq!(slot.valid_until(2), None);
+    /// ```
+    pub fn is_valid(&self, id: u64) -> bool {
+        self.valid_until(id)
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Tells the core that a grant of the session may be gone though the session lives:
+    /// it then asks [`grant_lost`](super::Backend::grant_lost) of each grant.
+    ///
+    /// # Examples
+    ///
+    /// See [`LossFlag`].
+    pub fn announce_loss(&self) {
+        self.sender.send_modify(|_| {});
+    }
+}
+
+/// Deletes a backend sent without knowing they were done (no answer, or the call dropped
+/// halfway), to make again once the session answers, as Curator's guaranteed delete: a
+/// release or cancel must not leave a node or key holding a lock, or a place in its queue,
+/// for nobody while the session lives. `T` says what to delete.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::backend::PendingDeletes;
+/// let pending = PendingDeletes::default();
+/// let first = pending.note(1, "/locks/a/n1");
+/// let second = pending.note(1, "/locks/a/n2");
+/// assert_eq!(pending.done(first), Some((1, "/locks/a/n1")));
+/// let retry = pending.take(1);
+/// assert_eq!(retry.len(), 1);
+/// pending.keep(retry.into_iter().next().unwrap());
+/// pending.forget(1);
+/// assert!(pending.take(1).is_empty());
+/// # let _ = second;
+/// ```
+#[derive(Debug)]
+pub struct PendingDeletes<T> {
+    notes: Mutex<Vec<Pending<T>>>,
+}
+
+/// One delete to make: its number, its session, and what it deletes.
+#[derive(Debug)]
+pub struct Pending<T> {
+    /// The note's number.
+    pub number: u64,
+    /// The session it was made in (deletes of an ended session went with it).
+    pub session: u64,
+    /// What to delete.
+    pub what: T,
+}
+
+impl<T> Default for PendingDeletes<T> {
+    fn default() -> Self {
+        PendingDeletes {
+            notes: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<T> PendingDeletes<T> {
+    /// Notes `what` (of session `session`) as to be deleted, before the delete is sent;
+    /// returns the note's number, for [`PendingDeletes::done`].
+    ///
+    /// # Examples
+    ///
+    /// See [`PendingDeletes`].
+    pub fn note(&self, session: u64, what: T) -> u64 {
+        static NUMBERS: AtomicU64 = AtomicU64::new(0);
+        let number = NUMBERS.fetch_add(1, Ordering::Relaxed);
+        locked(&self.notes).push(Pending {
+            number,
+            session,
+            what,
+        });
+        number
+    }
+
+    /// Forgets note `number`, whose delete was answered; its session and what it deleted.
+    ///
+    /// # Examples
+    ///
+    /// See [`PendingDeletes`].
+    pub fn done(&self, number: u64) -> Option<(u64, T)> {
+        let mut notes = locked(&self.notes);
+        let at = notes.iter().position(|note| note.number == number)?;
+        let note = notes.swap_remove(at);
+        Some((note.session, note.what))
+    }
+
+    /// Takes the notes of session `session`, to make their deletes again (give back with
+    /// [`PendingDeletes::keep`] those still unanswered); notes of other sessions are
+    /// dropped, their deletes done by the end of those sessions.
+    ///
+    /// # Examples
+    ///
+    /// See [`PendingDeletes`].
+    pub fn take(&self, session: u64) -> Vec<Pending<T>> {
+        let notes = std::mem::take(&mut *locked(&self.notes));
+        notes.into_iter().filter(|n| n.session == session).collect()
+    }
+
+    /// Gives back a note whose delete still got no answer.
+    ///
+    /// # Examples
+    ///
+    /// See [`PendingDeletes`].
+    pub fn keep(&self, note: Pending<T>) {
+        locked(&self.notes).push(note);
+    }
+
+    /// Drops the notes of session `session`, which ended (its deletes done by its end).
+    ///
+    /// # Examples
+    ///
+    /// See [`PendingDeletes`].
+    pub fn forget(&self, session: u64) {
+        locked(&self.notes).retain(|note| note.session != session);
+    }
+}
+
+/// Whether the store deleted one grant while its session lived (an operator removed its
+/// ZooKeeper node or etcd key), as the backend's watch on the grant saw it. The grant keeps
+/// the flag (answering [`grant_lost`](super::Backend::grant_lost) with
+/// [`LossFlag::is_lost`]); the watch keeps a [`LossWatch`], which tells whether the grant
+/// is still held at all.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::backend::{LossFlag, SessionSlot};
+/// let slot = SessionSlot::new("example", 1, (), tokio::time::Instant::now());
+/// let flag = LossFlag::default();
+/// let watch = flag.watch();
+/// assert!(watch.is_held());
+/// watch.report(&slot);
+/// assert!(flag.is_lost());
+/// drop(flag);
+/// assert!(!watch.is_held(), "released");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct LossFlag(Arc<AtomicBool>);
+
+/// The watch's side of a [`LossFlag`].
+#[derive(Debug, Clone)]
+pub struct LossWatch(Weak<AtomicBool>);
+
+impl LossFlag {
+    /// Whether the grant was deleted while its session lived.
+    ///
+    /// # Examples
+    ///
+    /// See [`LossFlag`].
+    pub fn is_lost(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// The side the backend's watch on the grant keeps.
+    ///
+    /// # Examples
+    ///
+    /// See [`LossFlag`].
+    pub fn watch(&self) -> LossWatch {
+        LossWatch(Arc::downgrade(&self.0))
+    }
+}
+
+impl LossWatch {
+    /// Whether the grant is still held (its flag was not dropped with it).
+    ///
+    /// # Examples
+    ///
+    /// See [`LossFlag`].
+    pub fn is_held(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// The grant was deleted: marks it so and tells the core, through `slot`, to look.
+    ///
+    /// # Examples
+    ///
+    /// See [`LossFlag`].
+    pub fn report<L: Clone>(&self, slot: &SessionSlot<L>) {
+        if let Some(flag) = self.0.upgrade() {
+            flag.store(true, Ordering::Release);
+            slot.announce_loss();
+        }
+    }
+}
