@@ -32,3 +32,24 @@ fn run_status_demo_and_bench_work_on_etcd() {
     assert!(report["contended"]["transfers_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap() > 0.0);
 }
+
+/// Ctrl-C (and SIGTERM, SIGHUP) while `distlock run` waits: it withdraws its request before
+/// it exits, so no key keeps the next holder waiting for the session's lease to expire.
+#[test]
+fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
+    let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("etcd://{}/cli", etcd.addr());
+    let state = tempfile::tempdir().unwrap();
+    guarded::interrupted_waits_leave_no_queue_entry(&url, state.path());
+}
+
+/// `distlock run` frozen (SIGSTOP) past its lease's TTL: etcd expires the lease, another run
+/// takes the lock with a greater token, and when the first resumes it stops its command and
+/// exits with the lost code.
+#[test]
+fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
+    let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("etcd://{}/cli?session_ttl=1s", etcd.addr());
+    let state = tempfile::tempdir().unwrap();
+    guarded::a_frozen_run_stops_its_command_on_resume(&url, state.path());
+}

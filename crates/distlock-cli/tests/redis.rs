@@ -57,3 +57,23 @@ fn run_status_demo_and_bench_work_on_redis() {
             > 0.0
     );
 }
+
+/// Ctrl-C (and SIGTERM, SIGHUP) while `distlock run` waits: it withdraws its request before
+/// it exits, so no queue entry is left behind.
+#[test]
+fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    guarded::interrupted_waits_leave_no_queue_entry(&url, state.path());
+}
+
+/// `distlock run` frozen (SIGSTOP) past its 1 s lease: another run takes the lock with a
+/// greater token, and when the first resumes it stops its command and exits lost.
+#[test]
+fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    guarded::a_frozen_run_stops_its_command_on_resume(&url, state.path());
+}

@@ -243,8 +243,15 @@ async fn wait_for_grant(
             }
             Ok(PollOutcome::Pending { retry_within }) => retry_within,
             Err(err) if err.is_temporary() && plan.waits => {
+                // The store is out of reach (a lost connection, a session being replaced):
+                // nothing will wake this request, so it waits here before asking again.
                 telemetry::retry(backend.scheme(), &err);
-                Some(MAX_BACKOFF)
+                let left = plan
+                    .deadline
+                    .map_or(MAX_BACKOFF, |d| d.saturating_duration_since(Instant::now()));
+                tokio::time::sleep(backoff(round).min(left)).await;
+                round = round.saturating_add(1);
+                continue;
             }
             Err(err) => {
                 pending.cancel_within(CANCEL_GRACE).await;
@@ -341,6 +348,15 @@ fn grant(client: &Client, granted: GrantedTicket, plan: &Plan, options: &LockOpt
     Guard::new(lease)
 }
 
+/// The pause before the `round`th retry: growing by half from [`FIRST_BACKOFF`] up to
+/// [`MAX_BACKOFF`], jittered down by up to half so waiters do not retry in step.
+fn backoff(round: u32) -> Duration {
+    FIRST_BACKOFF
+        .mul_f64(1.5f64.powi(round.min(20) as i32))
+        .min(MAX_BACKOFF)
+        .mul_f64(rand::rng().random_range(0.5..=1.0))
+}
+
 /// How long to wait before polling again (`None`: until woken).
 ///
 /// Push backends wait for their wake-up, bounded by the holders' remaining lease (plus a
@@ -354,12 +370,7 @@ fn next_backstop(
     retry_within: Option<Duration>,
     left: Option<Duration>,
 ) -> Option<Duration> {
-    let backoff = (!caps.push_wakeups).then(|| {
-        let grown = FIRST_BACKOFF.mul_f64(1.5f64.powi(round.min(20) as i32));
-        grown
-            .min(MAX_BACKOFF)
-            .mul_f64(rand::rng().random_range(0.5..=1.0))
-    });
+    let backoff = (!caps.push_wakeups).then(|| backoff(round));
     [
         retry_within.map(|d| d.saturating_add(Duration::from_millis(1))),
         caps.waiter_refresh,

@@ -17,7 +17,7 @@ use crate::error::etcd_error;
 use crate::inspect;
 use crate::queue::{self, Turn};
 use crate::request::{Key, Request, request_mut};
-use crate::session::{Live, Sessions};
+use crate::session::{Doomed, Live, Sessions};
 use crate::txns::{self, Listing};
 use crate::watch::{Deletion, deleted};
 
@@ -159,19 +159,23 @@ impl EtcdBackend {
                 });
             };
             let queue = queue::contenders(&request.pfx, &listing.kvs);
-            queue::same_use(&queue, &name, kind)?;
+            // The listing's transaction checked the key exists: it is in the listing.
             let Some(index) = queue
                 .iter()
                 .position(|c| c.key == key.name && c.created == key.created)
             else {
-                // Not in a listing made with or after its create: it is gone.
-                if let Some(key) = request.key.as_mut() {
-                    key.created = 0;
-                }
-                return Ok(PollOutcome::Pending {
-                    retry_within: Some(Duration::ZERO),
-                });
+                return Err(Error::new(
+                    ErrorKind::Backend,
+                    format!(
+                        "etcd listed {} without the key {} it had just checked",
+                        request.pfx, key.name
+                    ),
+                )
+                .with_backend("etcd"));
             };
+            // Only those ahead decide: a request of another use behind this one is refused
+            // on its own poll, and does not knock this one out.
+            queue::same_use(&queue[..index], &name, kind)?;
             let (target, prefix) = match queue::turn(&queue, index, kind, permits) {
                 Turn::Go if written => {
                     request.watch_grant(&self.sessions, &key, listing.revision);
@@ -217,20 +221,24 @@ impl EtcdBackend {
         match self.sessions.slot.live() {
             Some(live) if live.id == key.session => self.delete_surely(&live, &key).await.map(drop),
             // Its lease ended, and took the key with it.
-            _ => {
-                self.sessions.give_back(key.session, &key.name);
-                Ok(())
-            }
+            _ => Ok(()),
         }
     }
 
     /// Deletes `key` now; if that gets no answer (or this call is dropped halfway), once
-    /// the session answers again, the error still being returned. True if it was there.
+    /// the session answers again, the error still being returned. True if it was there. A
+    /// key whose create was never answered (`created` 0) is deleted again for a TTL after,
+    /// in case that create is applied late.
     async fn delete_surely(&self, live: &Live, key: &Key) -> Result<bool> {
-        let note = self.sessions.pending.note(live.id, key.name.clone());
+        let doomed = Doomed {
+            key: key.name.clone(),
+            linger_until: (key.created == 0)
+                .then(|| tokio::time::Instant::now() + self.config().session_ttl),
+        };
+        let note = self.sessions.pending.note(live.id, doomed);
         let deleted = txns::delete(live, &key.name, key.created).await;
-        if !deleted.as_ref().is_err_and(Error::is_temporary) {
-            self.sessions.done(note);
+        if key.created != 0 && !deleted.as_ref().is_err_and(Error::is_temporary) {
+            self.sessions.pending.done(note);
         }
         deleted
     }
@@ -316,7 +324,12 @@ impl Backend for EtcdBackend {
 
     /// Deletes the grant's key, if it is still the one granted.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
-        let Some(key) = grant.state::<Request>().and_then(|r| r.key.as_ref()) else {
+        let Some(request) = grant.state::<Request>() else {
+            return Ok(LeaseOutcome::NotHeld);
+        };
+        // The deletion below is this release's, not a loss to report.
+        request.gone.releasing();
+        let Some(key) = request.key.as_ref() else {
             return Ok(LeaseOutcome::NotHeld);
         };
         // A session past its validity is being ended, and its keys with it.

@@ -142,6 +142,10 @@ impl EtcdConfig {
             .split(',')
             .map(|member| match member.trim() {
                 "" => Err(refuse("the list of members has an empty entry".into())),
+                // A bracketed IPv6 address has colons of its own; a port follows `]:`.
+                member if member.starts_with('[') && !member.contains("]:") => {
+                    Ok(format!("{scheme}://{member}:2379"))
+                }
                 member if member.contains(':') => Ok(format!("{scheme}://{member}")),
                 member => Ok(format!("{scheme}://{member}:2379")),
             })
@@ -229,5 +233,9 @@ mod tests {
         assert_eq!(config.endpoints, ["https://a:1", "https://b:2"]);
         assert_eq!(config.members(), "a:1,b:2");
         assert_eq!(parse("etcd://a/x").unwrap().endpoints, ["http://a:2379"]);
+        assert_eq!(
+            parse("etcd://[::1],[::1]:2380,h/x").unwrap().endpoints,
+            ["http://[::1]:2379", "http://[::1]:2380", "http://h:2379"]
+        );
     }
 }

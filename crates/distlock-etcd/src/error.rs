@@ -8,6 +8,15 @@ pub(crate) fn lease_gone(err: &etcd_client::Error) -> bool {
     matches!(err, etcd_client::Error::GRpcStatus(status) if status.message().contains("requested lease not found"))
 }
 
+/// What etcd says when it refuses a request for its credentials.
+const AUTH_REFUSALS: [&str; 5] = [
+    "authentication failed",
+    "user name is empty",
+    "user name not found",
+    "invalid auth token",
+    "authentication is not enabled",
+];
+
 /// Turns an etcd error of `operation` into a distlock error: a lost connection, a member
 /// without a leader or a lost lease is temporary (`Unavailable`); refused credentials or
 /// permissions are `InvalidInput`; the rest is the server's answer (`Backend`).
@@ -16,6 +25,13 @@ pub(crate) fn etcd_error(operation: &'static str) -> impl Fn(etcd_client::Error)
         let kind = match &err {
             etcd_client::Error::GRpcStatus(status) => match status.code() {
                 Code::Unauthenticated | Code::PermissionDenied => ErrorKind::InvalidInput,
+                // etcd's answers to credentials it refuses, to none where it wants some,
+                // and to some where it has auth off.
+                Code::InvalidArgument | Code::FailedPrecondition
+                    if AUTH_REFUSALS.iter().any(|m| status.message().contains(m)) =>
+                {
+                    ErrorKind::InvalidInput
+                }
                 Code::Unavailable
                 | Code::DeadlineExceeded
                 | Code::Cancelled
@@ -39,7 +55,7 @@ pub(crate) fn etcd_error(operation: &'static str) -> impl Fn(etcd_client::Error)
             (_, etcd_client::Error::GRpcStatus(status)) => {
                 format!("etcd {operation} failed: {}", status.message())
             }
-            _ => format!("etcd {operation} failed"),
+            _ => format!("etcd {operation} failed: {err}"),
         };
         let out = Error::new(kind, message)
             .with_backend("etcd")

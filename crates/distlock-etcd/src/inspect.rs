@@ -10,8 +10,12 @@ use etcd_client::{Client, GetOptions, KeyValue};
 use crate::error::etcd_error;
 use crate::queue;
 
-/// The most keys one `status` of every lock reads.
+/// The most keys one `status` reads.
 const MAX_KEYS: i64 = 100_000;
+
+/// The largest answer a `status` takes (etcd's default limit of a request is 1.5 MiB; a
+/// range of many keys is larger).
+const MAX_ANSWER: usize = 256 << 20;
 
 /// The state of lock `name`, or of every lock under `prefix` with contenders.
 pub(crate) async fn locks(
@@ -26,12 +30,20 @@ pub(crate) async fn locks(
     };
     let mut answer = client
         .kv_client()
+        .max_decoding_message_size(MAX_ANSWER)
         .get(
             range.as_str(),
             Some(GetOptions::new().with_prefix().with_limit(MAX_KEYS)),
         )
         .await
         .map_err(etcd_error("inspect"))?;
+    if answer.more() {
+        // A part of a queue could show a waiter as a holder: say so instead.
+        return Err(distlock_core::Error::invalid(format!(
+            "more than {MAX_KEYS} keys under {range}: ask for the status of one lock"
+        ))
+        .with_backend("etcd"));
+    }
     let kvs = answer.take_kvs();
     if let Some(name) = name {
         return Ok(vec![state(name, &range, &kvs)]);
@@ -56,7 +68,8 @@ pub(crate) async fn locks(
 
 /// The state of lock `name`, whose contender keys start with `pfx`, from its keys `kvs`.
 /// A holder's fencing token is its key's last write: its create, or the stamp made when it
-/// was granted after waiting.
+/// was granted after waiting. A contender whose turn came but which has not polled since
+/// shows as a holder with its key's earlier write.
 fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
     let queue = queue::contenders(pfx, kvs);
     let holding = queue::holders(&queue);

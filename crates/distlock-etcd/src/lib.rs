@@ -7,8 +7,11 @@
 //! contender key under it, on the client's session lease, as etcd's `concurrency.Mutex`
 //! does (the mutex `etcdctl lock` and Go services use): `<prefix>/orders/42/<lease id in
 //! lowercase hex>`, written with `If CreateRevision(key) = 0 Then Put Else Get`, so a
-//! create whose answer was lost is found, never made twice. A second request of the same
-//! client on the same lock at once gets a key of its own, `<lease hex>_<n>`. Contenders
+//! create whose answer was lost is found, never made twice. That is the key of a session's
+//! first request; later ones get `<lease hex>_<n>`, the n-th after it, so no key name is
+//! used twice in a session and a late delete of an old request's key never removes a
+//! newer one. A key whose create was never answered is deleted again for a TTL after its
+//! request went, in case etcd applies that create late. Contenders
 //! queue in the order of their create revisions, so `etcdctl lock <prefix>/orders/42` and
 //! a distlock mutex on `orders/42` exclude each other, both ways.
 //!
@@ -65,7 +68,7 @@
 //! key written again) in the transaction that lists the queue after its wait, or right
 //! after. So tokens strictly increase in grant order for every kind, readers and permits
 //! granted together included. `status` shows each holder's key's last write, the same
-//! number.
+//! number (a contender whose turn just came, not yet granted, shows an older one).
 //!
 //! A write to etcd itself under an etcd lock is fenced by etcd: put [`still_holds`] in the
 //! condition of the write's transaction, and a holder that lost its grant (its session

@@ -108,6 +108,12 @@ async fn watch_key(sessions: Weak<Sessions>, session: u64, mut what: Deletion, g
                 Ok(answer) => what.after = answer.header().map_or(what.after, |h| h.revision()),
                 Err(_) => tokio::time::sleep(WATCH_RETRY).await,
             },
+            // A watch this client may not set (no read permission): the grant goes
+            // unwatched rather than asked again forever.
+            Err(err) if !err.is_temporary() => {
+                tracing::warn!(key = %what.key, error = %err, "cannot watch a held lock's key; a deletion by someone else will not be noticed");
+                return;
+            }
             Err(_) => tokio::time::sleep(WATCH_RETRY).await,
         }
     }

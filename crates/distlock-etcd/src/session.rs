@@ -11,13 +11,13 @@
 //! turned `Lost`. An answer saying the lease is gone ends it at once. Either way a new
 //! lease serves later requests.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
 use distlock_core::backend::{PendingDeletes, SessionSlot, SessionState, safe_deadline};
 use distlock_core::{Error, ErrorKind, Result};
-use etcd_client::{Client, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper};
+use etcd_client::{Client, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, Txn, TxnOp};
 use tokio::time::Instant;
 
 use crate::config::EtcdConfig;
@@ -46,11 +46,35 @@ pub(crate) struct Sessions {
     client: Client,
     /// The session requests are made in, and its state as the core follows it.
     pub(crate) slot: SessionSlot<Live>,
-    /// The contender keys requests of this client have taken, with their sessions: each
-    /// request has a key of its own, even several for one name.
-    keys: StdMutex<HashSet<(u64, String)>>,
+    /// How many contender keys requests have taken in the session (its id, the count):
+    /// a key's name is never taken twice in a session, so a delete of an old request that
+    /// lands late can never remove a newer request's key.
+    taken: StdMutex<(u64, u64)>,
     /// Deletes of keys not known to be done, made again once the session answers.
-    pub(crate) pending: PendingDeletes<String>,
+    pub(crate) pending: PendingDeletes<Doomed>,
+}
+
+/// A contender key to delete once the session answers.
+#[derive(Debug, Clone)]
+pub(crate) struct Doomed {
+    pub(crate) key: String,
+    /// Until when the delete is made again even after it was answered: a key whose create
+    /// was sent without an answer may still be written by that create after a first delete
+    /// (etcd may apply a request after its caller gave up on it).
+    pub(crate) linger_until: Option<Instant>,
+}
+
+impl Drop for Sessions {
+    /// Revokes the current lease in the background, so the locks of a client dropped
+    /// without releasing them (a program that ends) are free at once, not a TTL later.
+    fn drop(&mut self) {
+        if let Some(live) = self.slot.live() {
+            let mut lease_client = live.client.lease_client();
+            crate::runtime::SESSIONS.spawn(async move {
+                let _ = tokio::time::timeout(CALL_BOUND, lease_client.revoke(live.lease)).await;
+            });
+        }
+    }
 }
 
 impl std::fmt::Debug for Sessions {
@@ -95,7 +119,7 @@ impl Sessions {
             config,
             client,
             slot: SessionSlot::new("etcd", 1, live.clone(), safe_deadline(asked, ttl)),
-            keys: StdMutex::default(),
+            taken: StdMutex::new((1, 0)),
             pending: PendingDeletes::default(),
         });
         tokio::spawn(keep(Arc::downgrade(&sessions), live, ttl));
@@ -113,45 +137,43 @@ impl Sessions {
     }
 
     /// A contender key of its own for a request on the lock whose keys start with `pfx`,
-    /// in session `live`: etcd's `<pfx><lease in hex>` for the first, `…_<n>` for more
-    /// requests of this client on the same lock at once. It stays taken until
-    /// [`Sessions::give_back`], once the key is known to be gone.
+    /// in session `live`: etcd's `<pfx><lease in hex>` for the session's first request,
+    /// `…_<n>` for the n-th after it. No name is taken twice in a session.
     pub(crate) fn take_key(&self, live: &Live, pfx: &str) -> String {
-        let mut keys = locked(&self.keys);
-        (0u32..)
-            .map(|n| match n {
-                0 => format!("{pfx}{:x}", live.lease),
-                n => format!("{pfx}{:x}_{n}", live.lease),
-            })
-            .find(|key| keys.insert((live.id, key.clone())))
-            .unwrap_or_else(|| unreachable!("some key number is free"))
-    }
-
-    /// Gives back a key taken in session `session`.
-    pub(crate) fn give_back(&self, session: u64, key: &str) {
-        locked(&self.keys).remove(&(session, key.to_owned()));
-    }
-
-    /// Forgets pending delete `number`: its delete was answered, and its key is given
-    /// back.
-    pub(crate) fn done(&self, number: u64) {
-        if let Some((session, key)) = self.pending.done(number) {
-            self.give_back(session, &key);
+        let mut taken = locked(&self.taken);
+        if taken.0 != live.id {
+            *taken = (live.id, 0);
+        }
+        let n = taken.1;
+        taken.1 += 1;
+        match n {
+            0 => format!("{pfx}{:x}", live.lease),
+            n => format!("{pfx}{:x}_{n}", live.lease),
         }
     }
 
-    /// Makes the deletes pending in session `live` again; keeps those that still get no
-    /// answer.
-    async fn retry_deletes(&self, live: &Live) {
-        for note in self.pending.take(live.id) {
-            match live
-                .client
-                .kv_client()
-                .delete(note.what.as_str(), None)
-                .await
-            {
-                Ok(_) => self.give_back(note.session, &note.what),
-                Err(_) => self.pending.keep(note),
+    /// Makes the deletes pending in session `live` again, in one transaction (a hundred at a
+    /// time) bounded by `within`; forgets those answered, unless they linger.
+    async fn retry_deletes(&self, live: &Live, within: Duration) {
+        let due = self.pending.due(live.id);
+        for batch in due.chunks(100) {
+            let deletes: Vec<TxnOp> = batch
+                .iter()
+                .map(|(_, doomed)| TxnOp::delete(doomed.key.as_str(), None))
+                .collect();
+            let answered = tokio::time::timeout(
+                within,
+                live.client.kv_client().txn(Txn::new().and_then(deletes)),
+            )
+            .await;
+            if !matches!(answered, Ok(Ok(_))) {
+                return;
+            }
+            let now = Instant::now();
+            for (number, doomed) in batch {
+                if doomed.linger_until.is_none_or(|until| now >= until) {
+                    self.pending.done(*number);
+                }
             }
         }
     }
@@ -161,28 +183,31 @@ impl Sessions {
     /// etcd expires it, having heard nothing from it).
     fn end(&self, ended: &Live) {
         self.slot.end(ended.id);
-        locked(&self.keys).retain(|(session, _)| *session != ended.id);
         self.pending.forget(ended.id);
         let (mut lease_client, lease) = (ended.client.lease_client(), ended.lease);
-        let bound = self.config.session_ttl;
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(bound, lease_client.revoke(lease)).await;
+            let _ = tokio::time::timeout(CALL_BOUND, lease_client.revoke(lease)).await;
         });
     }
 }
 
 /// How often the first lease is asked for before the client gives up: a member that
-/// refused once (busy starting, say) gets another chance, and a wrong address still fails
-/// within a second.
+/// refused once (busy starting, say) gets another chance. A refused connection fails
+/// within a second; an address that never answers within three connect timeouts.
 const FIRST_TRIES: u32 = 3;
+
+/// How long a connect, a lease grant or a revoke may take.
+const CALL_BOUND: Duration = Duration::from_secs(10);
 
 /// The client of `config`'s cluster: credentials, TLS, and requests that fail on a member
 /// without a leader (which could not keep a lease alive either).
 async fn connect(config: &EtcdConfig) -> Result<Client> {
     let mut options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
-        .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
-        .with_keep_alive_while_idle(true)
+        // etcd refuses pings more often than every 5 s (`--grpc-keepalive-min-time`) and
+        // closes a connection that sends them; the keep-alive stream's answers tell the
+        // session's health sooner anyway.
+        .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
         .with_require_leader(true);
     if let Some((user, password)) = &config.credentials {
         options = options
@@ -195,6 +220,13 @@ async fn connect(config: &EtcdConfig) -> Result<Client> {
         let pem = std::fs::read(ca).map_err(|e| {
             Error::invalid(format!("cannot read tls_ca {}: {e}", ca.display())).with_backend("etcd")
         })?;
+        if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+            return Err(Error::invalid(format!(
+                "tls_ca {} holds no PEM certificate",
+                ca.display()
+            ))
+            .with_backend("etcd"));
+        }
         options = options.with_tls(
             etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(pem)),
         );
@@ -203,7 +235,7 @@ async fn connect(config: &EtcdConfig) -> Result<Client> {
         Some(_) => " over TLS (is tls_ca the authority of the members' certificates?)",
         None => "",
     };
-    let bound = config.session_ttl + Duration::from_secs(5);
+    let bound = CALL_BOUND;
     let unreachable = || {
         Error::new(
             ErrorKind::Unavailable,
@@ -230,32 +262,29 @@ async fn connect(config: &EtcdConfig) -> Result<Client> {
 async fn grant(client: &Client, config: &EtcdConfig) -> Result<(i64, Duration, Instant)> {
     let asked = Instant::now();
     let ttl = config.session_ttl.as_secs() as i64;
-    let answer = tokio::time::timeout(
-        config.session_ttl + Duration::from_secs(5),
-        client.lease_client().grant(ttl, None),
-    )
-    .await
-    .map_err(|_| {
-        Error::new(
-            ErrorKind::Unavailable,
-            format!("no etcd member granted a lease at {}", config.members()),
-        )
-        .with_backend("etcd")
-        .temporary()
-    })?
-    .map_err(|err| {
-        let err = etcd_error("lease grant")(err);
-        match err.kind() {
-            ErrorKind::Unavailable => Error::new(
+    let answer = tokio::time::timeout(CALL_BOUND, client.lease_client().grant(ttl, None))
+        .await
+        .map_err(|_| {
+            Error::new(
                 ErrorKind::Unavailable,
-                format!("no etcd member answered at {}", config.members()),
+                format!("no etcd member granted a lease at {}", config.members()),
             )
             .with_backend("etcd")
             .temporary()
-            .with_source(err),
-            _ => err,
-        }
-    })?;
+        })?
+        .map_err(|err| {
+            let err = etcd_error("lease grant")(err);
+            match err.kind() {
+                ErrorKind::Unavailable => Error::new(
+                    ErrorKind::Unavailable,
+                    format!("no etcd member answered at {}", config.members()),
+                )
+                .with_backend("etcd")
+                .temporary()
+                .with_source(err),
+                _ => err,
+            }
+        })?;
     if !answer.error().is_empty() || answer.ttl() <= 0 {
         return Err(Error::new(
             ErrorKind::Backend,
@@ -433,7 +462,9 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
                     this.slot.set(live.id, SessionState::Connected {
                         valid_until: safe_deadline(sent, ttl),
                     });
-                    this.retry_deletes(live).await;
+                    // Apart from the keep-alives, which must go on meanwhile.
+                    let live = live.clone();
+                    tokio::spawn(async move { this.retry_deletes(&live, period).await });
                 }
                 Ok(Answer::Alive { .. }) => {}
                 // Opened again at the next beat.

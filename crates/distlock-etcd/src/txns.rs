@@ -36,6 +36,15 @@ fn range(pfx: &str) -> TxnOp {
     TxnOp::get(pfx, Some(GetOptions::new().with_prefix()))
 }
 
+/// The range read of the keys under `pfx` created no later than revision `created`: a
+/// request's own key and those ahead of it, which alone decide its turn.
+fn ahead(pfx: &str, created: i64) -> TxnOp {
+    let options = GetOptions::new()
+        .with_prefix()
+        .with_max_create_revision(created);
+    TxnOp::get(pfx, Some(options))
+}
+
 /// The gets of a transaction's answer, in order, and its revision.
 fn answers(answer: etcd_client::TxnResponse) -> (i64, Vec<Vec<KeyValue>>) {
     let revision = answer.header().map_or(0, |h| h.revision());
@@ -85,7 +94,8 @@ pub(crate) async fn queue(live: &Live, key: &str, value: &[u8], pfx: &str) -> Re
     })
 }
 
-/// Lists the contenders under `pfx` if `key` still exists as created at `created`; with
+/// Lists the contenders under `pfx` up to `key` (those ahead of it and itself) if `key`
+/// still exists as created at `created`; with
 /// `stamp`, writes `key` again first (on the session's lease), so the listing's revision
 /// is a new one, above every fencing token handed out before. `None` if the key is gone.
 pub(crate) async fn list(
@@ -103,7 +113,7 @@ pub(crate) async fn list(
             Some(PutOptions::new().with_lease(live.lease)),
         ));
     }
-    ops.push(range(pfx));
+    ops.push(ahead(pfx, created));
     let txn = Txn::new()
         .when([Compare::create_revision(key, CompareOp::Equal, created)])
         .and_then(ops);

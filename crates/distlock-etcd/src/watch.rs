@@ -18,7 +18,8 @@ pub(crate) struct Deletion {
 }
 
 /// Waits until `what` is deleted: true then; false when etcd ends the watch first (its
-/// start revision was compacted: the caller reads the state again).
+/// start revision was compacted: the caller reads the state again); an error when etcd ends
+/// it for another reason.
 pub(crate) async fn deleted(client: &Client, what: &Deletion) -> Result<bool> {
     let mut options = WatchOptions::new()
         .with_start_revision(what.after + 1)
@@ -40,14 +41,45 @@ pub(crate) async fn deleted(client: &Client, what: &Deletion) -> Result<bool> {
             );
         };
         if answer.canceled() {
-            return Ok(false);
+            return match answer.compact_revision() {
+                // Its start revision was compacted away: the caller reads the state anew.
+                compacted if compacted > 0 => Ok(false),
+                _ => Err(canceled(answer.cancel_reason())),
+            };
         }
-        if answer
-            .events()
-            .iter()
-            .any(|event| event.event_type() == EventType::Delete)
-        {
+        if answer.events().iter().any(|event| {
+            event.event_type() == EventType::Delete
+                && event.kv().is_some_and(|kv| concerns(what, kv.key()))
+        }) {
             return Ok(true);
         }
+    }
+}
+
+/// Whether the deletion of `key` concerns `what`: the key itself, or, for a prefix, a
+/// contender right under it (not a key of a deeper lock, `<prefix>x/…`).
+fn concerns(what: &Deletion, key: &[u8]) -> bool {
+    match what.prefix {
+        true => key
+            .strip_prefix(what.key.as_bytes())
+            .is_some_and(|own| !own.contains(&b'/')),
+        false => key == what.key.as_bytes(),
+    }
+}
+
+/// A watch etcd ended for another reason than compaction: refused permissions are the
+/// caller's to fix; anything else (a member that lost its leader) passes.
+fn canceled(reason: &str) -> Error {
+    match reason.contains("permission denied") {
+        true => Error::invalid(format!(
+            "etcd refused the watch: {reason} (the URL's user may not read the lock's prefix)"
+        ))
+        .with_backend("etcd"),
+        false => Error::new(
+            ErrorKind::Unavailable,
+            format!("etcd ended the watch: {reason}"),
+        )
+        .with_backend("etcd")
+        .temporary(),
     }
 }

@@ -161,7 +161,15 @@ impl EtcdCluster {
 
 /// Runs Debian's `etcdctl` (API v3) against `endpoints` with `args`: its output, if it
 /// succeeded.
-pub(crate) fn etcdctl(endpoints: &str, args: &[&str]) -> Option<String> {
+///
+/// # Examples
+///
+/// ```no_run
+/// let etcd = distlock_testkit::etcd_server()?;
+/// let keys = distlock_testkit::etcdctl(&etcd.addr().to_string(), &["get", "--prefix", "a/"]);
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn etcdctl(endpoints: &str, args: &[&str]) -> Option<String> {
     let out = std::process::Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
         .args([

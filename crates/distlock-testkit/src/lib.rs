@@ -20,19 +20,21 @@ pub mod conformance;
 mod etcd;
 mod launchers;
 mod proxy;
+mod scenarios;
 mod server;
 mod signal;
 mod zookeeper;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::{SessionFaults, Target, memory_session_target};
-pub use etcd::{EtcdCluster, etcd_cluster, etcd_server, etcd_target, etcd_tls_server};
+pub use etcd::{EtcdCluster, etcd_cluster, etcd_server, etcd_target, etcd_tls_server, etcdctl};
 pub use launchers::{
     DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_url,
     postgres_server, postgres_url, redis_cluster, redis_server, redis_server_with,
     redis_tls_server,
 };
 pub use proxy::{FaultProxy, ProxyMode};
+pub use scenarios::{a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
 pub use signal::{Signal, send};
 pub use zookeeper::{

@@ -13,16 +13,10 @@ use std::time::{Duration, Instant};
 use distlock::Health;
 use distlock::etcd::etcd_client::{self, Txn, TxnOp};
 
-/// Runs `etcdctl` against `endpoint` with `args`, returning its standard output.
+/// Runs `etcdctl` against `endpoint` with `args`, which must succeed: its output.
 fn etcdctl(endpoint: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", endpoint])
-        .args(args)
-        .output()
-        .expect("etcdctl runs (apt-get install etcd-client)");
-    assert!(out.status.success(), "etcdctl {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    distlock_testkit::etcdctl(endpoint, args)
+        .unwrap_or_else(|| panic!("etcdctl {args:?} failed (apt-get install etcd-client)"))
 }
 
 /// A holder whose key an operator deletes (`etcdctl del`) learns it through the watch on
@@ -75,8 +69,8 @@ fn a_paused_member_puts_the_guard_at_risk_then_lost() {
 }
 
 /// A client whose link goes silent (the proxy black-holes it): its guard goes `AtRisk`,
-/// then `Lost` — while its key still exists on the server, which expires the lease only
-/// later — and the next holder's token is greater.
+/// then `Lost` — before etcd expires the lease and deletes its key, as a watch from another
+/// client sees — and the next holder's token is greater.
 #[test]
 fn a_client_cut_off_is_lost_before_its_lease_expires_on_the_server() {
     distlock_testkit::block_on(async {
@@ -89,6 +83,27 @@ fn a_client_cut_off_is_lost_before_its_lease_expires_on_the_server() {
         let client = distlock::Client::connect(&through).await.unwrap();
         let guard = client.mutex("cut").lock().await.unwrap();
 
+        let observer = etcd_client::Client::connect([endpoint.as_str()], None)
+            .await
+            .unwrap();
+        let options = etcd_client::WatchOptions::new()
+            .with_prefix()
+            .with_filters([etcd_client::WatchFilterType::NoPut]);
+        let mut deletes = observer
+            .watch_client()
+            .watch("faults/cut/", Some(options))
+            .await
+            .unwrap();
+        assert!(deletes.message().await.unwrap().unwrap().created());
+        let deleted = tokio::spawn(async move {
+            loop {
+                let answer = deletes.message().await.unwrap().expect("the watch goes on");
+                if !answer.events().is_empty() {
+                    return Instant::now();
+                }
+            }
+        });
+
         proxy.set(distlock_testkit::ProxyMode::BlackHole);
         assert!(
             distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
@@ -97,25 +112,15 @@ fn a_client_cut_off_is_lost_before_its_lease_expires_on_the_server() {
         tokio::time::timeout(Duration::from_secs(3), guard.lost())
             .await
             .expect("the guard is lost within the lease's TTL");
-        let keys = etcdctl(
-            &endpoint,
-            &["get", "--prefix", "--keys-only", "faults/cut/"],
-        );
+        let lost_at = Instant::now();
+        let deleted_at = tokio::time::timeout(Duration::from_secs(10), deleted)
+            .await
+            .expect("etcd expires the lease")
+            .unwrap();
         assert!(
-            keys.lines().any(|l| !l.is_empty()),
-            "the guard was lost while its key still held the lock on the server"
+            lost_at <= deleted_at,
+            "the guard was lost before the key went"
         );
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !etcdctl(
-            &endpoint,
-            &["get", "--prefix", "--keys-only", "faults/cut/"],
-        )
-        .trim()
-        .is_empty()
-        {
-            assert!(Instant::now() < deadline, "etcd expires the lease");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
         let direct = format!("etcd://{endpoint}/faults");
         let _next =
             distlock_testkit::take_over(&direct, "cut", &guard, Duration::from_secs(5)).await;
@@ -170,5 +175,170 @@ fn a_stale_holders_guarded_write_is_refused() {
         let err = distlock::etcd::still_holds(&elsewhere).unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
         next.release().await.unwrap();
+    });
+}
+
+/// Names a user may pick — nested, doubled and trailing slashes, dots, `%`, unicode, the
+/// longest allowed — are each a lock of their own on etcd, and `status` gives them back.
+#[test]
+fn odd_names_are_locks_of_their_own_and_status_gives_them_back() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("etcd://{}/names", server.addr());
+        distlock_testkit::odd_names_are_locks_of_their_own(&url).await;
+    });
+}
+
+/// A member that hangs (SIGSTOP) mid-call: an acquire returns within its wait, a release
+/// within its operation timeout.
+#[test]
+fn a_hung_member_bounds_every_call_by_its_deadline() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("etcd://{}/hung?session_ttl=10s", server.addr());
+        distlock_testkit::a_hung_server_bounds_every_call(&url, &server).await;
+    });
+}
+
+/// Session TTLs etcd cannot have, and URLs that cannot work, are refused with the reason,
+/// never a panic; an address nobody answers at fails within seconds.
+#[test]
+fn bad_urls_are_refused_with_the_reason() {
+    distlock_testkit::block_on(async {
+        for ttl in ["300000000000y", "1ns", "0s", "-1s", "1500ms", "soon", ""] {
+            let url = format!("etcd://127.0.0.1:1/x?session_ttl={ttl}");
+            let err = distlock::Client::connect(&url).await.unwrap_err();
+            assert_eq!(
+                err.kind(),
+                distlock::ErrorKind::InvalidInput,
+                "{ttl}: {err}"
+            );
+            assert!(err.to_string().contains("session_ttl"), "{err}");
+        }
+        let port = distlock_testkit::free_port().unwrap();
+        let started = Instant::now();
+        let err = distlock::Client::connect(&format!("etcd://u:s3cret@127.0.0.1:{port}/x"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), distlock::ErrorKind::Unavailable, "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(!format!("{err} {err:?}").contains("s3cret"), "{err:?}");
+    });
+}
+
+/// `etcds://` reaches a TLS member when `tls_ca` is the authority of its certificate;
+/// another authority, a missing file and a file that is no certificate are refused with
+/// the reason, and nothing shows the password.
+#[test]
+fn tls_with_the_members_authority_works_and_another_is_refused() {
+    distlock_testkit::block_on(async {
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let certs = distlock_testkit::TestCertificates::make(dirs.0.path()).unwrap();
+        let stranger = distlock_testkit::TestCertificates::make(dirs.1.path()).unwrap();
+        let server = distlock_testkit::etcd_tls_server(&certs).unwrap_or_else(|e| panic!("{e}"));
+        let url = |ca: &std::path::Path| {
+            format!(
+                "etcds://app:s3cret@{}/tls?tls_ca={}",
+                server.addr(),
+                ca.display()
+            )
+        };
+        // Without auth enabled on the member, credentials are refused: connect without.
+        let plain = |ca: &std::path::Path| url(ca).replace("app:s3cret@", "");
+
+        let client = distlock::Client::connect(&plain(&certs.ca)).await.unwrap();
+        let guard = client.mutex("over-tls").lock().await.unwrap();
+        let shown = client.status(Some("over-tls")).await.unwrap();
+        assert_eq!(shown[0].holders.len(), 1);
+        guard.release().await.unwrap();
+
+        let err = distlock::Client::connect(&url(&stranger.ca))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), distlock::ErrorKind::Unavailable, "{err}");
+        assert!(err.to_string().contains("TLS"), "{err}");
+        let not_pem = dirs.0.path().join("san.cnf");
+        for ca in [
+            std::path::Path::new("/nonexistent/ca.pem"),
+            not_pem.as_path(),
+        ] {
+            let refused = distlock::Client::connect(&url(ca)).await.unwrap_err();
+            assert_eq!(
+                refused.kind(),
+                distlock::ErrorKind::InvalidInput,
+                "{refused}"
+            );
+            assert!(!format!("{refused} {refused:?}").contains("s3cret"));
+        }
+        assert!(!format!("{err} {err:?}").contains("s3cret"));
+    });
+}
+
+/// On an etcd with auth enabled: a user whose role may read and write the URL's prefix
+/// locks there; a wrong password, no credentials, and a prefix the role may not touch are
+/// each refused as bad input with a hint, and no output shows a password.
+#[test]
+fn credentials_are_checked_and_never_shown() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let hosts = server.addr().to_string();
+        let root = ["--user", "root:r00tpw"];
+        etcdctl(
+            &hosts,
+            &["user", "add", "root", "--new-user-password=r00tpw"],
+        );
+        etcdctl(&hosts, &["auth", "enable"]);
+        for args in [
+            &["role", "add", "locker"][..],
+            &[
+                "role",
+                "grant-permission",
+                "locker",
+                "--prefix=true",
+                "readwrite",
+                "app/",
+            ],
+            &["user", "add", "alice", "--new-user-password=al1cepw"],
+            &["user", "grant-role", "alice", "locker"],
+        ] {
+            etcdctl(&hosts, &[&root[..], args].concat());
+        }
+
+        let alice = distlock::Client::connect(&format!("etcd://alice:al1cepw@{hosts}/app"))
+            .await
+            .unwrap();
+        let guard = alice.mutex("jobs/x").lock().await.unwrap();
+        assert_eq!(
+            alice.status(Some("jobs/x")).await.unwrap()[0].holders.len(),
+            1
+        );
+        guard.release().await.unwrap();
+
+        let wrong = distlock::Client::connect(&format!("etcd://alice:wr0ng@{hosts}/app"))
+            .await
+            .unwrap_err();
+        assert_eq!(wrong.kind(), distlock::ErrorKind::InvalidInput, "{wrong}");
+        let outside = distlock::Client::connect(&format!("etcd://alice:al1cepw@{hosts}/other"))
+            .await
+            .unwrap();
+        let anonymous = distlock::Client::connect(&format!("etcd://{hosts}/app"))
+            .await
+            .unwrap();
+        let mut refused = vec![wrong];
+        for client in [&outside, &anonymous] {
+            let err = client.mutex("jobs/x").try_lock().await.unwrap_err();
+            assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
+            refused.push(err);
+        }
+        for err in refused {
+            let shown = format!("{err} {err:?}");
+            for secret in ["al1cepw", "wr0ng", "r00tpw"] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
+        }
     });
 }

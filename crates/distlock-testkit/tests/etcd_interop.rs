@@ -77,8 +77,8 @@ impl Drop for Etcdctl {
 }
 
 /// etcdctl processes and distlock tasks take turns on one lock: the non-atomic counter
-/// counts every turn (no update lost), nobody ever finds another inside, and both sides
-/// get turns.
+/// counts every turn (no update lost), nobody ever finds another inside, and the turns of
+/// the two sides interleave.
 #[test]
 fn etcdctl_lock_and_distlock_exclude_each_other() {
     distlock_testkit::block_on(async {
@@ -105,10 +105,19 @@ fn etcdctl_lock_and_distlock_exclude_each_other() {
                 }
             })
         };
+        // The distlock side starts once etcdctl has had a turn, and spreads its turns out,
+        // so the two sides contend rather than run one after the other.
+        let first = Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_to_string(dir.path().join("log")).is_ok_and(|l| l.contains("etcdctl"))
+        {
+            assert!(Instant::now() < first, "etcdctl takes the lock within 20 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let distlock_side = (0..2).map(|_| {
             let (client, dir) = (client.clone(), dir.path().to_owned());
             tokio::spawn(async move {
                 for _ in 0..DISTLOCK_TURNS / 2 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     let guard = client
                         .mutex("counter")
                         .lock_timeout(Duration::from_secs(30))
@@ -133,6 +142,9 @@ fn etcdctl_lock_and_distlock_exclude_each_other() {
             "someone found another inside"
         );
         let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+        let turns: Vec<&str> = log.lines().collect();
+        let switches = turns.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(switches >= 2, "the sides took turns in between: {turns:?}");
         assert_eq!(log.matches("etcdctl").count(), ETCDCTL_TURNS);
         assert_eq!(log.matches("distlock").count(), DISTLOCK_TURNS);
     });
@@ -175,7 +187,8 @@ fn status_shows_etcdctls_holder_and_etcdctl_waits_for_distlock() {
             .lock_timeout(Duration::from_secs(10))
             .await
             .unwrap();
-        assert!(holder.succeeds());
+        let held = tokio::task::spawn_blocking(move || holder.succeeds());
+        assert!(held.await.unwrap());
         assert!(
             waited.elapsed() >= Duration::from_secs(1),
             "distlock waited"

@@ -423,90 +423,24 @@ fn a_client_outlives_the_runtime_that_connected_it() {
 }
 
 /// Names a user may pick, stored as ZooKeeper paths or escaped: each is a lock of its own,
-/// held and released against the server, and `status` gives each name back as it was.
+/// and `status` gives each name back as it was.
 #[test]
 fn odd_names_are_locks_of_their_own_and_status_gives_them_back() {
     distlock_testkit::block_on(async {
         let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
-        let client = distlock::Client::connect(&format!("zk://{}/names", server.addr()))
-            .await
-            .unwrap();
-        let long = "n".repeat(distlock::MAX_NAME_LEN);
-        let names = [
-            "orders/42",
-            "a//b",
-            "/lead",
-            "trail/",
-            "..",
-            ".",
-            "50%",
-            "%41",
-            "A",
-            "日本/語",
-            "zookeeper",
-            "x/./y",
-            "sp ace",
-            long.as_str(),
-        ];
-        let mut guards = Vec::new();
-        for name in names {
-            let guard = client
-                .mutex(name)
-                .try_lock()
-                .await
-                .unwrap_or_else(|e| panic!("{name:?}: {e}"))
-                .unwrap_or_else(|| panic!("{name:?} is taken by another name"));
-            guards.push(guard);
-        }
-        let mut shown: Vec<String> = client
-            .status(None)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|state| state.name)
-            .collect();
-        let mut expected: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        shown.sort();
-        expected.sort();
-        assert_eq!(shown, expected);
-        for guard in guards {
-            guard.release().await.unwrap();
-        }
-        assert!(client.status(None).await.unwrap().is_empty());
+        let url = format!("zk://{}/names", server.addr());
+        distlock_testkit::odd_names_are_locks_of_their_own(&url).await;
     });
 }
 
-/// A server that hangs (SIGSTOP) mid-call: an acquire returns within its wait plus 100 ms,
-/// a release within its operation timeout, and neither panics nor hangs.
+/// A server that hangs (SIGSTOP) mid-call: an acquire returns within its wait, a release
+/// within its operation timeout.
 #[test]
 fn a_hung_server_bounds_every_call_by_its_deadline() {
     distlock_testkit::block_on(async {
         let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
         let url = format!("zk://{}/hung?session_timeout=10s", server.addr());
-        let client = distlock::Client::connect(&url).await.unwrap();
-        let options = distlock::LockOptions::new().op_timeout(Duration::from_millis(300));
-        let guard = client.mutex("held").lock_with(&options).await.unwrap();
-
-        server.pause();
-        let started = std::time::Instant::now();
-        let waited = client
-            .mutex("other")
-            .lock_timeout(Duration::from_millis(200))
-            .await;
-        assert!(waited.is_err(), "no grant from a hung server");
-        assert!(
-            started.elapsed() < Duration::from_millis(300),
-            "the acquire took {:?}",
-            started.elapsed()
-        );
-        let started = std::time::Instant::now();
-        assert!(guard.release().await.is_err(), "no answer, no release");
-        assert!(
-            started.elapsed() < Duration::from_millis(400),
-            "the release took {:?}",
-            started.elapsed()
-        );
-        server.resume();
+        distlock_testkit::a_hung_server_bounds_every_call(&url, &server).await;
     });
 }
 

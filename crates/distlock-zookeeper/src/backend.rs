@@ -281,12 +281,14 @@ impl Backend for ZkBackend {
         Some(self.sessions.slot.subscribe())
     }
 
-    /// Creates the request's queue node. Its unique prefix is in the ticket before the
-    /// create is sent, so a cancel finds the node even if this call is dropped halfway.
+    /// Prepares the request's state. Its first poll creates its queue node and lists the
+    /// queue in one round trip; the node's unique prefix is in the ticket before the create
+    /// is sent, so a cancel finds the node even if that poll is dropped halfway, and a poll
+    /// that finds the store out of reach is retried like any other.
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
         let lock = names::lock_path(self.base(), &ticket.request.name);
         ticket.set_state(Request::new(lock, &ticket.request));
-        self.queue_node(ticket).await.map(drop)
+        Ok(())
     }
 
     /// Lists the contenders and grants the request when none ahead conflicts (a semaphore:
@@ -346,6 +348,8 @@ impl Backend for ZkBackend {
         let Some(request) = grant.state::<Request>() else {
             return Ok(LeaseOutcome::NotHeld);
         };
+        // The deletion below is this release's, not a loss to report.
+        request.gone.releasing();
         let held = match grant.kind {
             LockKind::Semaphore { .. } => request.leases.iter().collect::<Vec<_>>(),
             _ => request.node.iter().collect(),

@@ -95,20 +95,23 @@ impl Sessions {
         Ok(sessions)
     }
 
-    /// Makes the deletes pending in session `live` again; keeps those that still get no
-    /// answer.
-    async fn retry_deletes(&self, live: &Live) {
-        for note in self.pending.take(live.id) {
-            let done = match &note.what {
-                Doomed::Node(path) => crate::nodes::delete(live, path).await.map(drop),
-                Doomed::Prefix { dir, prefix } => {
-                    crate::nodes::delete_with_prefix(live, dir, prefix).await
+    /// Makes the deletes pending in session `live` again, within `within`; forgets those
+    /// answered (a retry cut short loses nothing: its notes stay).
+    async fn retry_deletes(&self, live: &Live, within: Duration) {
+        let retried = async {
+            for (number, doomed) in self.pending.due(live.id) {
+                let done = match &doomed {
+                    Doomed::Node(path) => crate::nodes::delete(live, path).await.map(drop),
+                    Doomed::Prefix { dir, prefix } => {
+                        crate::nodes::delete_with_prefix(live, dir, prefix).await
+                    }
+                };
+                if !done.as_ref().is_err_and(Error::is_temporary) {
+                    self.pending.done(number);
                 }
-            };
-            if done.as_ref().is_err_and(Error::is_temporary) {
-                self.pending.keep(note);
             }
-        }
+        };
+        let _ = tokio::time::timeout(within, retried).await;
     }
 
     /// Ends the current session from a second connection to `hosts` that joins it and
@@ -347,7 +350,9 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
                         this.slot.set(live.id, SessionState::Connected {
                             valid_until: safe_deadline(sent, timeout),
                         });
-                        this.retry_deletes(live).await;
+                        // Apart from the heartbeats, which must go on meanwhile.
+                        let live = live.clone();
+                        tokio::spawn(async move { this.retry_deletes(&live, period).await });
                     }
                     Ok(Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed)) => return,
                     _ => {}

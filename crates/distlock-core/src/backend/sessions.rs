@@ -4,7 +4,7 @@
 //! ([`PendingDeletes`]), and whether the store deleted one grant while its session lived
 //! ([`LossFlag`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::sync::watch;
@@ -188,7 +188,8 @@ impl<L: Clone> SessionSlot<L> {
 /// Deletes a backend sent without knowing they were done (no answer, or the call dropped
 /// halfway), to make again once the session answers, as Curator's guaranteed delete: a
 /// release or cancel must not leave a node or key holding a lock, or a place in its queue,
-/// for nobody while the session lives. `T` says what to delete.
+/// for nobody while the session lives. `T` says what to delete. A note stays until
+/// [`PendingDeletes::done`] forgets it, so a retry dropped halfway loses nothing.
 ///
 /// # Examples
 ///
@@ -196,29 +197,17 @@ impl<L: Clone> SessionSlot<L> {
 /// use distlock_core::backend::PendingDeletes;
 /// let pending = PendingDeletes::default();
 /// let first = pending.note(1, "/locks/a/n1");
-/// let second = pending.note(1, "/locks/a/n2");
+/// pending.note(1, "/locks/a/n2");
+/// pending.note(2, "/locks/b/n1");
 /// assert_eq!(pending.done(first), Some((1, "/locks/a/n1")));
-/// let retry = pending.take(1);
-/// assert_eq!(retry.len(), 1);
-/// pending.keep(retry.into_iter().next().unwrap());
+/// assert_eq!(pending.due(1).len(), 1);
 /// pending.forget(1);
-/// assert!(pending.take(1).is_empty());
-/// # let _ = second;
+/// assert!(pending.due(1).is_empty());
+/// assert_eq!(pending.due(2).len(), 1);
 /// ```
 #[derive(Debug)]
 pub struct PendingDeletes<T> {
-    notes: Mutex<Vec<Pending<T>>>,
-}
-
-/// One delete to make: its number, its session, and what it deletes.
-#[derive(Debug)]
-pub struct Pending<T> {
-    /// The note's number.
-    pub number: u64,
-    /// The session it was made in (deletes of an ended session went with it).
-    pub session: u64,
-    /// What to delete.
-    pub what: T,
+    notes: Mutex<Vec<(u64, u64, T)>>,
 }
 
 impl<T> Default for PendingDeletes<T> {
@@ -229,7 +218,7 @@ impl<T> Default for PendingDeletes<T> {
     }
 }
 
-impl<T> PendingDeletes<T> {
+impl<T: Clone> PendingDeletes<T> {
     /// Notes `what` (of session `session`) as to be deleted, before the delete is sent;
     /// returns the note's number, for [`PendingDeletes::done`].
     ///
@@ -239,11 +228,7 @@ impl<T> PendingDeletes<T> {
     pub fn note(&self, session: u64, what: T) -> u64 {
         static NUMBERS: AtomicU64 = AtomicU64::new(0);
         let number = NUMBERS.fetch_add(1, Ordering::Relaxed);
-        locked(&self.notes).push(Pending {
-            number,
-            session,
-            what,
-        });
+        locked(&self.notes).push((number, session, what));
         number
     }
 
@@ -254,30 +239,22 @@ impl<T> PendingDeletes<T> {
     /// See [`PendingDeletes`].
     pub fn done(&self, number: u64) -> Option<(u64, T)> {
         let mut notes = locked(&self.notes);
-        let at = notes.iter().position(|note| note.number == number)?;
-        let note = notes.swap_remove(at);
-        Some((note.session, note.what))
+        let at = notes.iter().position(|(n, _, _)| *n == number)?;
+        let (_, session, what) = notes.swap_remove(at);
+        Some((session, what))
     }
 
-    /// Takes the notes of session `session`, to make their deletes again (give back with
-    /// [`PendingDeletes::keep`] those still unanswered); notes of other sessions are
-    /// dropped, their deletes done by the end of those sessions.
+    /// The deletes still to make in session `session`, with their notes' numbers.
     ///
     /// # Examples
     ///
     /// See [`PendingDeletes`].
-    pub fn take(&self, session: u64) -> Vec<Pending<T>> {
-        let notes = std::mem::take(&mut *locked(&self.notes));
-        notes.into_iter().filter(|n| n.session == session).collect()
-    }
-
-    /// Gives back a note whose delete still got no answer.
-    ///
-    /// # Examples
-    ///
-    /// See [`PendingDeletes`].
-    pub fn keep(&self, note: Pending<T>) {
-        locked(&self.notes).push(note);
+    pub fn due(&self, session: u64) -> Vec<(u64, T)> {
+        locked(&self.notes)
+            .iter()
+            .filter(|(_, s, _)| *s == session)
+            .map(|(number, _, what)| (*number, what.clone()))
+            .collect()
     }
 
     /// Drops the notes of session `session`, which ended (its deletes done by its end).
@@ -286,7 +263,7 @@ impl<T> PendingDeletes<T> {
     ///
     /// See [`PendingDeletes`].
     pub fn forget(&self, session: u64) {
-        locked(&self.notes).retain(|note| note.session != session);
+        locked(&self.notes).retain(|(_, s, _)| *s != session);
     }
 }
 
@@ -294,7 +271,8 @@ impl<T> PendingDeletes<T> {
 /// ZooKeeper node or etcd key), as the backend's watch on the grant saw it. The grant keeps
 /// the flag (answering [`grant_lost`](super::Backend::grant_lost) with
 /// [`LossFlag::is_lost`]); the watch keeps a [`LossWatch`], which tells whether the grant
-/// is still held at all.
+/// is still held at all. A release marks the flag first ([`LossFlag::releasing`]), so the
+/// deletion it makes is not reported as a loss.
 ///
 /// # Examples
 ///
@@ -306,24 +284,46 @@ impl<T> PendingDeletes<T> {
 /// assert!(watch.is_held());
 /// watch.report(&slot);
 /// assert!(flag.is_lost());
-/// drop(flag);
-/// assert!(!watch.is_held(), "released");
+///
+/// let released = LossFlag::default();
+/// let watch = released.watch();
+/// released.releasing();
+/// watch.report(&slot);
+/// assert!(!released.is_lost(), "its own release, not a loss");
+/// drop(released);
+/// assert!(!watch.is_held());
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct LossFlag(Arc<AtomicBool>);
+pub struct LossFlag(Arc<AtomicU8>);
 
 /// The watch's side of a [`LossFlag`].
 #[derive(Debug, Clone)]
-pub struct LossWatch(Weak<AtomicBool>);
+pub struct LossWatch(Weak<AtomicU8>);
+
+/// The states of a [`LossFlag`].
+const HELD: u8 = 0;
+const LOST: u8 = 1;
+const RELEASING: u8 = 2;
 
 impl LossFlag {
-    /// Whether the grant was deleted while its session lived.
+    /// Whether the grant was deleted while its session lived (and not by its release).
     ///
     /// # Examples
     ///
     /// See [`LossFlag`].
     pub fn is_lost(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.load(Ordering::Acquire) == LOST
+    }
+
+    /// The grant is being released: its deletion from now on is no loss.
+    ///
+    /// # Examples
+    ///
+    /// See [`LossFlag`].
+    pub fn releasing(&self) {
+        let _ = self
+            .0
+            .compare_exchange(HELD, RELEASING, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// The side the backend's watch on the grant keeps.
@@ -337,23 +337,31 @@ impl LossFlag {
 }
 
 impl LossWatch {
-    /// Whether the grant is still held (its flag was not dropped with it).
+    /// Whether the grant is still held: neither dropped nor being released.
     ///
     /// # Examples
     ///
     /// See [`LossFlag`].
     pub fn is_held(&self) -> bool {
-        self.0.strong_count() > 0
+        self.0
+            .upgrade()
+            .is_some_and(|flag| flag.load(Ordering::Acquire) == HELD)
     }
 
-    /// The grant was deleted: marks it so and tells the core, through `slot`, to look.
+    /// The grant was deleted: if it was held (not being released), marks it lost and tells
+    /// the core, through `slot`, to look.
     ///
     /// # Examples
     ///
     /// See [`LossFlag`].
     pub fn report<L: Clone>(&self, slot: &SessionSlot<L>) {
-        if let Some(flag) = self.0.upgrade() {
-            flag.store(true, Ordering::Release);
+        let Some(flag) = self.0.upgrade() else {
+            return;
+        };
+        if flag
+            .compare_exchange(HELD, LOST, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
             slot.announce_loss();
         }
     }

@@ -1,0 +1,113 @@
+//! Scenarios a new user runs into, the same on every backend with a server: odd lock names,
+//! and a server that hangs mid-call.
+
+use std::time::{Duration, Instant};
+
+use crate::server::Server;
+
+/// Names a user may pick — nested (`orders` and `orders/42`), doubled, leading and trailing
+/// slashes, dots, `%`, unicode, spaces, the longest allowed — are each a lock of their own,
+/// all held at once by one client against `url`, and `status` gives each name back as it
+/// was; once released, none is left.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::odd_names_are_locks_of_their_own("memory://names").await;
+/// # });
+/// ```
+pub async fn odd_names_are_locks_of_their_own(url: &str) {
+    let client = distlock::Client::connect(url).await.unwrap();
+    let other = distlock::Client::connect(url).await.unwrap();
+    let long = "n".repeat(distlock::MAX_NAME_LEN);
+    let names = [
+        "orders",
+        "orders/42",
+        "a//b",
+        "/lead",
+        "trail/",
+        "..",
+        ".",
+        "50%",
+        "%41",
+        "A",
+        "日本/語",
+        "zookeeper",
+        "x/./y",
+        "sp ace",
+        long.as_str(),
+    ];
+    let mut guards = Vec::new();
+    for name in names {
+        let guard = client
+            .mutex(name)
+            .try_lock()
+            .await
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"))
+            .unwrap_or_else(|| panic!("{name:?} is taken by another name"));
+        guards.push(guard);
+    }
+    for name in names {
+        let taken = other.mutex(name).try_lock().await.unwrap();
+        assert!(
+            taken.is_none(),
+            "{name:?} is held, and excludes another client"
+        );
+    }
+    let mut shown: Vec<String> = client
+        .status(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|state| state.name)
+        .collect();
+    let mut expected: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    shown.sort();
+    expected.sort();
+    assert_eq!(shown, expected);
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    assert!(client.status(None).await.unwrap().is_empty());
+}
+
+/// `server` hangs (SIGSTOP) while a client of `url` holds a lock: an acquire returns an
+/// error within its 200 ms wait (plus 100 ms), a release within its 300 ms operation
+/// timeout (plus 100 ms); neither panics nor hangs. The server runs again afterwards.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let server = distlock_testkit::etcd_server().unwrap();
+/// let url = format!("etcd://{}/hung", server.addr());
+/// distlock_testkit::a_hung_server_bounds_every_call(&url, &server).await;
+/// # });
+/// ```
+pub async fn a_hung_server_bounds_every_call(url: &str, server: &Server) {
+    let client = distlock::Client::connect(url).await.unwrap();
+    let options = distlock::LockOptions::new().op_timeout(Duration::from_millis(300));
+    let guard = client.mutex("held").lock_with(&options).await.unwrap();
+
+    server.pause();
+    let started = Instant::now();
+    let waited = client
+        .mutex("other")
+        .lock_timeout(Duration::from_millis(200))
+        .await;
+    assert!(waited.is_err(), "no grant from a hung server");
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "the acquire took {:?}",
+        started.elapsed()
+    );
+    let started = Instant::now();
+    assert!(guard.release().await.is_err(), "no answer, no release");
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "the release took {:?}",
+        started.elapsed()
+    );
+    server.resume();
+}
