@@ -249,6 +249,10 @@ async fn wait_for_grant(
                 let left = plan
                     .deadline
                     .map_or(MAX_BACKOFF, |d| d.saturating_duration_since(Instant::now()));
+                if left.is_zero() {
+                    pending.cancel_within(CANCEL_GRACE).await;
+                    return Err(timed_out());
+                }
                 tokio::time::sleep(backoff(round).min(left)).await;
                 round = round.saturating_add(1);
                 continue;

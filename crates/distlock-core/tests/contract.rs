@@ -192,8 +192,9 @@ async fn passwords_never_appear_in_errors() {
     }
 }
 
-/// A memory backend whose calls can be made to hang, or its next grant reported as made in
-/// a session that ended, and that counts enqueues and cancellations.
+/// A memory backend whose calls can be made to hang or fail as if the store were out of
+/// reach, or its next grant reported as made in a session that ended, and that counts
+/// enqueues, polls and cancellations.
 #[derive(Debug, Default)]
 struct Faulty {
     inner: MemoryBackend,
@@ -201,6 +202,8 @@ struct Faulty {
     hang_enqueue: AtomicBool,
     hang_poll: AtomicBool,
     hang_release: AtomicBool,
+    unreachable: AtomicBool,
+    polls: AtomicUsize,
     enqueued: AtomicUsize,
     cancelled: AtomicUsize,
 }
@@ -237,7 +240,13 @@ impl Backend for Faulty {
     }
 
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
         self.hang_if(&self.hang_poll).await;
+        if self.unreachable.load(Ordering::SeqCst) {
+            return Err(
+                distlock_core::Error::new(ErrorKind::Unavailable, "out of reach").temporary(),
+            );
+        }
         match self.inner.poll(ticket).await? {
             PollOutcome::Granted {
                 fencing_token,
@@ -252,7 +261,12 @@ impl Backend for Faulty {
         }
     }
 
+    /// Out of reach, there is nothing to watch: it returns at once, as a session backend
+    /// without a session does.
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
+        if self.unreachable.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         self.inner.wait_for_change(ticket, backstop).await
     }
 
@@ -308,6 +322,29 @@ async fn a_wait_deadline_bounds_a_backend_call_that_hangs() {
     let quick = LockOptions::new().op_timeout(Duration::from_millis(50));
     let err = client.mutex("hung").with_options(quick).try_lock().await;
     assert_eq!(err.unwrap_err().kind(), ErrorKind::Unavailable);
+}
+
+/// A store out of reach while a request waits: the waiter asks again after growing pauses,
+/// not in a tight loop, and gives up at its deadline.
+#[tokio::test]
+async fn a_waiter_backs_off_while_the_store_is_out_of_reach() {
+    let backend = Arc::new(Faulty::default());
+    let client = Client::with_backend(backend.clone());
+    backend.unreachable.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let err = client
+        .mutex("outage")
+        .lock_timeout(Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1300),
+        "{:?}",
+        started.elapsed()
+    );
+    let polls = backend.polls.load(Ordering::SeqCst);
+    assert!((2..=40).contains(&polls), "{polls} polls in a second");
 }
 
 #[tokio::test]
