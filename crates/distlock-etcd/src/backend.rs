@@ -238,7 +238,7 @@ impl EtcdBackend {
         let note = self.sessions.pending.note(live.id, doomed);
         let deleted = txns::delete(live, &key.name, key.created).await;
         if key.created != 0 && !deleted.as_ref().is_err_and(Error::is_temporary) {
-            self.sessions.pending.done(note);
+            note.done();
         }
         deleted
     }

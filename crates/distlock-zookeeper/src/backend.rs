@@ -201,7 +201,7 @@ impl ZkBackend {
                 .map(|()| true),
         };
         if !deleted.as_ref().is_err_and(Error::is_temporary) {
-            self.sessions.pending.done(note);
+            note.done();
         }
         deleted
     }

@@ -79,7 +79,7 @@ pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;
 pub use session::{Liveness, Session, SessionState};
-pub use sessions::{LossFlag, LossWatch, PendingDeletes, SessionSlot};
+pub use sessions::{Attempt, LossFlag, LossWatch, PendingDeletes, SessionSlot};
 pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
 
 use crate::error::{Error, ErrorKind, Result};

@@ -188,26 +188,51 @@ impl<L: Clone> SessionSlot<L> {
 /// Deletes a backend sent without knowing they were done (no answer, or the call dropped
 /// halfway), to make again once the session answers, as Curator's guaranteed delete: a
 /// release or cancel must not leave a node or key holding a lock, or a place in its queue,
-/// for nobody while the session lives. `T` says what to delete. A note stays until
-/// [`PendingDeletes::done`] forgets it, so a retry dropped halfway loses nothing.
+/// for nobody while the session lives. `T` says what to delete.
+///
+/// A delete is noted before it is sent ([`PendingDeletes::note`]); while that first
+/// attempt runs, the note is not due, so a retry never races the attempt (a release would
+/// find its own node already gone). It becomes due when the attempt fails or is dropped,
+/// and stays until [`PendingDeletes::done`] forgets it, so a retry cut short loses nothing.
 ///
 /// # Examples
 ///
 /// ```
 /// use distlock_core::backend::PendingDeletes;
 /// let pending = PendingDeletes::default();
-/// let first = pending.note(1, "/locks/a/n1");
-/// pending.note(1, "/locks/a/n2");
-/// pending.note(2, "/locks/b/n1");
-/// assert_eq!(pending.done(first), Some((1, "/locks/a/n1")));
-/// assert_eq!(pending.due(1).len(), 1);
-/// pending.forget(1);
-/// assert!(pending.due(1).is_empty());
-/// assert_eq!(pending.due(2).len(), 1);
+/// let answered = pending.note(1, "/locks/a/n1");
+/// assert!(pending.due(1).is_empty(), "not while its first attempt runs");
+/// answered.done();
+/// let unanswered = pending.note(1, "/locks/a/n2");
+/// drop(unanswered);
+/// let due = pending.due(1);
+/// assert_eq!(due.len(), 1);
+/// pending.done(due[0].0);
+/// pending.note(2, "/locks/b/n1").keep();
+/// pending.forget(2);
+/// assert!(pending.due(2).is_empty());
 /// ```
 #[derive(Debug)]
 pub struct PendingDeletes<T> {
-    notes: Mutex<Vec<(u64, u64, T)>>,
+    notes: Mutex<Vec<Note<T>>>,
+}
+
+#[derive(Debug)]
+struct Note<T> {
+    number: u64,
+    session: u64,
+    what: T,
+    /// Whether a retry should make it (its first attempt is over).
+    due: bool,
+}
+
+/// A delete noted before its first attempt: [`Attempt::done`] once answered; dropped (or
+/// [`Attempt::keep`]), it is due for a retry.
+#[derive(Debug)]
+#[must_use = "a noted delete is due for a retry unless marked done"]
+pub struct Attempt<'a, T> {
+    pending: &'a PendingDeletes<T>,
+    number: u64,
 }
 
 impl<T> Default for PendingDeletes<T> {
@@ -219,32 +244,36 @@ impl<T> Default for PendingDeletes<T> {
 }
 
 impl<T: Clone> PendingDeletes<T> {
-    /// Notes `what` (of session `session`) as to be deleted, before the delete is sent;
-    /// returns the note's number, for [`PendingDeletes::done`].
+    /// Notes `what` (of session `session`) as to be deleted, before the delete is sent.
     ///
     /// # Examples
     ///
     /// See [`PendingDeletes`].
-    pub fn note(&self, session: u64, what: T) -> u64 {
+    pub fn note(&self, session: u64, what: T) -> Attempt<'_, T> {
         static NUMBERS: AtomicU64 = AtomicU64::new(0);
         let number = NUMBERS.fetch_add(1, Ordering::Relaxed);
-        locked(&self.notes).push((number, session, what));
-        number
+        locked(&self.notes).push(Note {
+            number,
+            session,
+            what,
+            due: false,
+        });
+        Attempt {
+            pending: self,
+            number,
+        }
     }
 
-    /// Forgets note `number`, whose delete was answered; its session and what it deleted.
+    /// Forgets note `number`, whose delete was answered.
     ///
     /// # Examples
     ///
     /// See [`PendingDeletes`].
-    pub fn done(&self, number: u64) -> Option<(u64, T)> {
-        let mut notes = locked(&self.notes);
-        let at = notes.iter().position(|(n, _, _)| *n == number)?;
-        let (_, session, what) = notes.swap_remove(at);
-        Some((session, what))
+    pub fn done(&self, number: u64) {
+        locked(&self.notes).retain(|note| note.number != number);
     }
 
-    /// The deletes still to make in session `session`, with their notes' numbers.
+    /// The deletes due in session `session`, with their notes' numbers.
     ///
     /// # Examples
     ///
@@ -252,8 +281,8 @@ impl<T: Clone> PendingDeletes<T> {
     pub fn due(&self, session: u64) -> Vec<(u64, T)> {
         locked(&self.notes)
             .iter()
-            .filter(|(_, s, _)| *s == session)
-            .map(|(number, _, what)| (*number, what.clone()))
+            .filter(|note| note.session == session && note.due)
+            .map(|note| (note.number, note.what.clone()))
             .collect()
     }
 
@@ -263,7 +292,36 @@ impl<T: Clone> PendingDeletes<T> {
     ///
     /// See [`PendingDeletes`].
     pub fn forget(&self, session: u64) {
-        locked(&self.notes).retain(|(_, s, _)| *s != session);
+        locked(&self.notes).retain(|note| note.session != session);
+    }
+}
+
+impl<T> Attempt<'_, T> {
+    /// The delete was answered: forgets its note.
+    ///
+    /// # Examples
+    ///
+    /// See [`PendingDeletes`].
+    pub fn done(self) {
+        locked(&self.pending.notes).retain(|note| note.number != self.number);
+    }
+
+    /// The delete must be made again (it got no answer, or must linger): its note is due.
+    ///
+    /// # Examples
+    ///
+    /// See [`PendingDeletes`].
+    pub fn keep(self) {}
+}
+
+impl<T> Drop for Attempt<'_, T> {
+    fn drop(&mut self) {
+        if let Some(note) = locked(&self.pending.notes)
+            .iter_mut()
+            .find(|note| note.number == self.number)
+        {
+            note.due = true;
+        }
     }
 }
 
