@@ -60,6 +60,18 @@
 //! and turns `Lost` alone. Requests fail on a member without a leader, which could not keep
 //! a lease alive either.
 //!
+//! # Several members
+//!
+//! With several members in the URL, requests are spread over those that serve. Each member
+//! is asked for its status when the client connects and every second after, on a
+//! connection of its own: one that is down, hangs past 800 ms or knows no leader takes no
+//! requests until it serves again, so a member lost under a running client costs its
+//! calls at most a second of errors (which a waiting `lock` rides out), and a client can
+//! connect while one is down. When none serves, requests go to all of them and fail with
+//! the reason. A leader killed under a held lock leaves the guard `Held` (etcd's new leader
+//! keeps the leases, and the keep-alives go on through another member); a quorum lost turns
+//! it `AtRisk`, then `Lost` at the session deadline.
+//!
 //! # Fencing
 //!
 //! A grant's fencing token is an etcd revision: unique, increasing, durable. It is the
@@ -88,6 +100,7 @@ mod config;
 mod error;
 mod fenced;
 mod inspect;
+mod members;
 mod queue;
 mod record;
 mod request;

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::config::EtcdConfig;
 use crate::error::{etcd_error, lease_gone};
+use crate::members::Members;
 
 /// One session: the lease its keys live on, and its number for the core.
 #[derive(Clone)]
@@ -99,7 +100,7 @@ impl Sessions {
     }
 
     async fn start(config: EtcdConfig) -> Result<Arc<Sessions>> {
-        let client = connect(&config).await?;
+        let (client, members) = connect(&config).await?;
         let mut tries = 1;
         let (lease, ttl, asked) = loop {
             match grant(&client, &config).await {
@@ -123,6 +124,9 @@ impl Sessions {
             pending: PendingDeletes::default(),
         });
         tokio::spawn(keep(Arc::downgrade(&sessions), live, ttl));
+        if let Some(members) = members {
+            tokio::spawn(crate::members::follow(Arc::downgrade(&sessions), members));
+        }
         Ok(sessions)
     }
 
@@ -200,8 +204,9 @@ const FIRST_TRIES: u32 = 3;
 const CALL_BOUND: Duration = Duration::from_secs(10);
 
 /// The client of `config`'s cluster: credentials, TLS, and requests that fail on a member
-/// without a leader (which could not keep a lease alive either).
-async fn connect(config: &EtcdConfig) -> Result<Client> {
+/// without a leader (which could not keep a lease alive either), sent to the members that
+/// serve; with several members, the members it steers among.
+async fn connect(config: &EtcdConfig) -> Result<(Client, Option<Members>)> {
     let mut options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         // etcd refuses pings more often than every 5 s (`--grpc-keepalive-min-time`) and
@@ -209,11 +214,6 @@ async fn connect(config: &EtcdConfig) -> Result<Client> {
         // session's health sooner anyway.
         .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
         .with_require_leader(true);
-    if let Some((user, password)) = &config.credentials {
-        options = options
-            .with_user(user.clone(), password.clone())
-            .with_auto_token_refresh(true);
-    }
     if let Some(ca) = &config.tls_ca {
         // Several rustls providers are built in; use the one every distlock backend uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -231,6 +231,16 @@ async fn connect(config: &EtcdConfig) -> Result<Client> {
             etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(pem)),
         );
     }
+    let mut members = Members::of(config, &options).await?;
+    let endpoints = match members.as_mut() {
+        Some(members) => members.choose().await,
+        None => config.endpoints.clone(),
+    };
+    if let Some((user, password)) = &config.credentials {
+        options = options
+            .with_user(user.clone(), password.clone())
+            .with_auto_token_refresh(true);
+    }
     let over = match config.tls_ca {
         Some(_) => " over TLS (is tls_ca the authority of the members' certificates?)",
         None => "",
@@ -244,8 +254,8 @@ async fn connect(config: &EtcdConfig) -> Result<Client> {
         .with_backend("etcd")
         .temporary()
     };
-    match tokio::time::timeout(bound, Client::connect(&config.endpoints, Some(options))).await {
-        Ok(Ok(client)) => Ok(client),
+    match tokio::time::timeout(bound, Client::connect(&endpoints, Some(options))).await {
+        Ok(Ok(client)) => Ok((client, members)),
         Ok(Err(err)) => {
             let err = etcd_error("connect")(err);
             match err.kind() {

@@ -145,18 +145,52 @@ impl EtcdCluster {
     /// ```
     pub fn leader(&self) -> Option<usize> {
         self.members.iter().position(|member| {
-            etcdctl(
-                &member.addr().to_string(),
-                &["endpoint", "status", "-w", "json"],
-            )
-            .and_then(|out| serde_json::from_str::<serde_json::Value>(&out).ok())
-            .and_then(|status| {
-                let status = &status[0]["Status"];
-                Some(status["leader"].as_u64()? == status["header"]["member_id"].as_u64()?)
-            })
-            .unwrap_or(false)
+            member_status(member)
+                .and_then(|status| {
+                    Some(status["leader"].as_u64()? == status["header"]["member_id"].as_u64()?)
+                })
+                .unwrap_or(false)
         })
     }
+
+    /// Waits at most `within` until every running member reports a leader (a member cut
+    /// from its quorum reports none); true if they all did.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let cluster = distlock_testkit::etcd_cluster(3)?;
+    /// assert!(cluster.wait_serving(std::time::Duration::from_secs(10)));
+    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// ```
+    pub fn wait_serving(&self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let serving = self
+                .members
+                .iter()
+                .filter(|m| m.pid().is_some())
+                .all(|m| member_status(m).is_some_and(|s| s["leader"].as_u64() > Some(0)));
+            if serving {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// What `member` says of itself to `etcdctl endpoint status` (its `Status` object), if it
+/// answers.
+fn member_status(member: &Server) -> Option<serde_json::Value> {
+    let out = etcdctl(
+        &member.addr().to_string(),
+        &["endpoint", "status", "-w", "json"],
+    )?;
+    let mut statuses: serde_json::Value = serde_json::from_str(&out).ok()?;
+    Some(statuses[0]["Status"].take())
 }
 
 /// Runs Debian's `etcdctl` (API v3) against `endpoints` with `args`: its output, if it

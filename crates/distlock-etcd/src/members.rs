@@ -1,0 +1,150 @@
+//! Which members of a cluster a client's requests go to.
+//!
+//! The gRPC channel spreads requests over every member it was given, and keeps sending to a
+//! member that is down (each such request fails) or that lost its quorum (each fails, or
+//! waits for a leader). So with several members, each is asked for its status every
+//! second on a connection of its own: one that does not answer within the probe bound, or
+//! answers without knowing a leader, takes no requests until it answers with one again.
+//! When no member answers, requests go to all of them (and fail with the reason).
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use distlock_core::{Error, Result};
+use etcd_client::{Client, ConnectOptions};
+use tokio::task::JoinSet;
+
+use crate::config::EtcdConfig;
+use crate::session::Sessions;
+
+/// How often each member is asked for its status.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a member may take to answer a status probe.
+const PROBE_BOUND: Duration = Duration::from_millis(800);
+
+/// The members of a cluster of two or more, and which of them take requests.
+pub(crate) struct Members {
+    members: Vec<Member>,
+}
+
+/// One member: its endpoint, a client that speaks to it alone, and whether requests go to
+/// it.
+struct Member {
+    endpoint: String,
+    probe: Client,
+    in_use: bool,
+}
+
+impl Members {
+    /// The members of `config`, probed with `options` (its TLS, not its credentials: a
+    /// status needs none), or `None` when there is only one (it takes every request).
+    pub(crate) async fn of(
+        config: &EtcdConfig,
+        options: &ConnectOptions,
+    ) -> Result<Option<Members>> {
+        if config.endpoints.len() < 2 {
+            return Ok(None);
+        }
+        let options = options.clone().with_require_leader(false);
+        let mut members = Vec::new();
+        for endpoint in &config.endpoints {
+            // Makes no call: the connection is opened by the first probe.
+            let probe = Client::connect([endpoint], Some(options.clone()))
+                .await
+                .map_err(|err| {
+                    Error::invalid(format!("bad etcd endpoint {endpoint}: {err}"))
+                        .with_backend("etcd")
+                })?;
+            members.push(Member {
+                endpoint: endpoint.clone(),
+                probe,
+                in_use: false,
+            });
+        }
+        Ok(Some(Members { members }))
+    }
+
+    /// Probes every member at once and chooses the endpoints requests go to first.
+    pub(crate) async fn choose(&mut self) -> Vec<String> {
+        let serving = self.serving().await;
+        let none_serves = !serving.contains(&true);
+        for (member, serving) in self.members.iter_mut().zip(serving) {
+            member.in_use = serving || none_serves;
+        }
+        self.in_use()
+    }
+
+    /// The endpoints requests go to.
+    fn in_use(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| m.in_use)
+            .map(|m| m.endpoint.clone())
+            .collect()
+    }
+
+    /// Whether each member answers a status within the probe bound, knowing a leader.
+    async fn serving(&self) -> Vec<bool> {
+        let mut probes = JoinSet::new();
+        for (index, member) in self.members.iter().enumerate() {
+            let mut maintenance = member.probe.maintenance_client();
+            probes.spawn(async move {
+                let status = tokio::time::timeout(PROBE_BOUND, maintenance.status()).await;
+                (index, matches!(status, Ok(Ok(s)) if s.leader() != 0))
+            });
+        }
+        let mut serving = vec![false; self.members.len()];
+        while let Some(answer) = probes.join_next().await {
+            if let Ok((index, answered)) = answer {
+                serving[index] = answered;
+            }
+        }
+        serving
+    }
+
+    /// Probes every member and steers `client`'s requests to those that serve (to all when
+    /// none does).
+    async fn steer(&mut self, client: &Client) {
+        let serving = self.serving().await;
+        let none_serves = !serving.contains(&true);
+        for (member, serving) in self.members.iter_mut().zip(serving) {
+            let wanted = serving || none_serves;
+            if wanted == member.in_use {
+                continue;
+            }
+            let changed = match wanted {
+                true => client.add_endpoint(&member.endpoint).await,
+                false => client.remove_endpoint(&member.endpoint).await,
+            };
+            if changed.is_err() {
+                continue;
+            }
+            member.in_use = wanted;
+            let endpoint = &member.endpoint;
+            match (wanted, none_serves) {
+                (true, false) => {
+                    tracing::info!(member = %endpoint, "etcd member serves again; requests go to it")
+                }
+                (true, true) => {
+                    tracing::warn!(member = %endpoint, "no etcd member serves; requests go to every member")
+                }
+                (false, _) => {
+                    tracing::warn!(member = %endpoint, "etcd member does not serve (down, hung or without a leader); no requests go to it")
+                }
+            }
+        }
+    }
+}
+
+/// Steers the requests of `sessions`' client to the members that serve, every
+/// [`PROBE_EVERY`], until the client is dropped.
+pub(crate) async fn follow(sessions: Weak<Sessions>, mut members: Members) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let Some(client) = sessions.upgrade().map(|s| s.client().clone()) else {
+            return;
+        };
+        members.steer(&client).await;
+    }
+}

@@ -1,0 +1,124 @@
+//! etcd cluster faults under a held lock: the leader killed (the client's keep-alives move
+//! to another member, and no one else is granted the lock meanwhile), and the quorum lost
+//! (the guard goes `AtRisk`, then `Lost` before the lease could expire; once the quorum is
+//! back the next holder's token is greater).
+
+use std::time::{Duration, Instant};
+
+use distlock::Health;
+
+/// How long the tests give the cluster to elect a leader again.
+const ELECTION: Duration = Duration::from_secs(20);
+
+#[test]
+fn the_leader_killed_under_a_held_lock_gives_no_second_holder() {
+    distlock_testkit::block_on(async {
+        let mut cluster = distlock_testkit::etcd_cluster(3).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("etcd://{}/cluster?session_ttl=6s", cluster.hosts());
+        let holder = distlock::Client::connect(&url).await.unwrap();
+        let other = distlock::Client::connect(&url).await.unwrap();
+        let guard = holder.mutex("leader").lock().await.unwrap();
+        let token = guard.fencing_token();
+
+        let leader = cluster.leader().expect("the cluster has a leader");
+        cluster.members[leader].kill();
+        let deadline = Instant::now() + ELECTION;
+        let mut second_holders = 0;
+        let mut checks = 0;
+        // Whatever the guard reports, nobody else may hold the lock while it is not Lost;
+        // look for a while after the new leader serves, since the lease moves with it.
+        while Instant::now() < deadline {
+            checks += 1;
+            if let Ok(Some(intruder)) = other.mutex("leader").try_lock().await {
+                assert_eq!(
+                    guard.health(),
+                    Health::Lost,
+                    "a second holder (token {}) while the first was not told it lost the lock",
+                    intruder.fencing_token()
+                );
+                second_holders += 1;
+                intruder.release().await.unwrap();
+            }
+            if guard.health() == Health::Lost || checks >= 30 && cluster.wait_serving(Duration::ZERO)
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            cluster.wait_serving(Duration::ZERO),
+            "two members elect a leader within {ELECTION:?}"
+        );
+        // A 6 s lease outlives an election of a second or two: the guard is held again.
+        assert!(
+            distlock_testkit::wait_for_health(&guard, Health::Held, Duration::from_secs(5)).await,
+            "the guard is held again once a leader serves, not {:?}",
+            guard.health()
+        );
+        assert_eq!(second_holders, 0, "nobody else held the lock meanwhile");
+        // Within a probe or two, requests go only to the members that serve: every call
+        // answers, none fails on the dead member.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for _ in 0..20 {
+            assert!(
+                other.mutex("leader").try_lock().await.unwrap().is_none(),
+                "the holder's key outlived the election"
+            );
+        }
+        guard.release().await.unwrap();
+        let next = other
+            .mutex("leader")
+            .lock_timeout(Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(next.fencing_token() > token);
+        next.release().await.unwrap();
+
+        // A client that connects while a member is down speaks to the others only.
+        let late = distlock::Client::connect(&url).await.unwrap();
+        for _ in 0..20 {
+            let guard = late.mutex("late").try_lock().await.unwrap();
+            guard.expect("the lock is free").release().await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn the_quorum_lost_puts_the_guard_at_risk_then_lost() {
+    distlock_testkit::block_on(async {
+        let mut cluster = distlock_testkit::etcd_cluster(3).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("etcd://{}/cluster?session_ttl=3s", cluster.hosts());
+        let holder = distlock::Client::connect(&url).await.unwrap();
+        let guard = holder.mutex("quorum").lock().await.unwrap();
+
+        // What is left has no quorum: it answers no keep-alive, and expires no lease.
+        cluster.members[0].kill();
+        cluster.members[1].kill();
+        assert!(
+            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(4))
+                .await,
+            "a member without a quorum renews no lease: the guard is at risk, not {:?}",
+            guard.health()
+        );
+        tokio::time::timeout(Duration::from_secs(4), guard.lost())
+            .await
+            .expect("without a quorum the guard is lost within a lease of the last keep-alive");
+        assert!(
+            guard.safe_until() <= Instant::now(),
+            "a lost guard is no longer safe"
+        );
+
+        for member in &mut cluster.members[..2] {
+            member.restart().unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert!(cluster.wait_serving(ELECTION), "the quorum is back");
+        let other = distlock::Client::connect(&url).await.unwrap();
+        let next = other
+            .mutex("quorum")
+            .lock_timeout(Duration::from_secs(15))
+            .await
+            .unwrap();
+        assert!(next.fencing_token() > guard.fencing_token());
+        next.release().await.unwrap();
+    });
+}
