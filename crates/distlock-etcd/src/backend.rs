@@ -19,7 +19,7 @@ use crate::queue::{self, Turn};
 use crate::request::{Key, Request, request_mut};
 use crate::session::{Doomed, Live, Sessions};
 use crate::txns::{self, Listing};
-use crate::watch::{Deletion, deleted};
+use crate::watch::{Deletion, Stood, deleted};
 
 /// A distlock client's etcd backend: one session lease at a time (see the crate docs).
 ///
@@ -176,7 +176,7 @@ impl EtcdBackend {
             // Only those ahead decide: a request of another use behind this one is refused
             // on its own poll, and does not knock this one out.
             queue::same_use(&queue[..index], &name, kind)?;
-            let (target, prefix) = match queue::turn(&queue, index, kind, permits) {
+            let (target, stood) = match queue::turn(&queue, index, kind, permits) {
                 Turn::Go if written => {
                     request.watch_grant(&self.sessions, &key, listing.revision);
                     return Ok(PollOutcome::Granted {
@@ -188,13 +188,24 @@ impl EtcdBackend {
                     stamp = true;
                     continue;
                 }
-                Turn::WaitFor(ahead) => (ahead, false),
-                Turn::WaitForAny => (request.pfx.clone(), true),
+                Turn::WaitFor { key, created } => (key, Stood::Key { created }),
+                Turn::WaitForAny => {
+                    let count = listing
+                        .kvs
+                        .iter()
+                        .filter(|kv| kv.create_revision() < key.created)
+                        .count();
+                    let stood = Stood::Ahead {
+                        before: key.created,
+                        count,
+                    };
+                    (request.pfx.clone(), stood)
+                }
             };
             request.blocker = Some(Deletion {
                 key: target,
-                prefix,
                 after: listing.revision,
+                stood,
             });
             return self.pending(ticket).await;
         }

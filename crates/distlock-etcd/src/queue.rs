@@ -46,8 +46,8 @@ pub(crate) fn contenders(pfx: &str, kvs: &[KeyValue]) -> Vec<Contender> {
 pub(crate) enum Turn {
     /// It holds the lock.
     Go,
-    /// It waits for the deletion of this contender key.
-    WaitFor(String),
+    /// It waits for the deletion of this contender key, created at `created`.
+    WaitFor { key: String, created: i64 },
     /// It waits for any contender ahead of it to go (a semaphore's permits).
     WaitForAny,
 }
@@ -65,11 +65,17 @@ pub(crate) fn turn(queue: &[Contender], index: usize, kind: LockKind, permits: u
         }
         LockKind::Read => match ahead.iter().rev().find(|c| c.record.kind.is_exclusive()) {
             None => Turn::Go,
-            Some(writer) => Turn::WaitFor(writer.key.clone()),
+            Some(writer) => Turn::WaitFor {
+                key: writer.key.clone(),
+                created: writer.created,
+            },
         },
         LockKind::Mutex | LockKind::Write => match ahead.last() {
             None => Turn::Go,
-            Some(before) => Turn::WaitFor(before.key.clone()),
+            Some(before) => Turn::WaitFor {
+                key: before.key.clone(),
+                created: before.created,
+            },
         },
     }
 }
@@ -143,15 +149,24 @@ mod tests {
         assert_eq!(holders(&queue), [true, true, false, false, false, false]);
         assert_eq!(
             turn(&queue, 3, LockKind::Read, 1),
-            Turn::WaitFor("p/3".into())
+            Turn::WaitFor {
+                key: "p/3".into(),
+                created: 3
+            }
         );
         assert_eq!(
             turn(&queue, 5, LockKind::Read, 1),
-            Turn::WaitFor("p/5".into())
+            Turn::WaitFor {
+                key: "p/5".into(),
+                created: 5
+            }
         );
         assert_eq!(
             turn(&queue, 2, LockKind::Write, 1),
-            Turn::WaitFor("p/2".into())
+            Turn::WaitFor {
+                key: "p/2".into(),
+                created: 2
+            }
         );
     }
 

@@ -7,7 +7,7 @@ use distlock_core::backend::{Grant, HolderRecord, LockRequest, LossFlag, LossWat
 use distlock_core::{Error, ErrorKind, Result};
 
 use crate::session::Sessions;
-use crate::watch::{Deletion, deleted};
+use crate::watch::{Deletion, Stood, deleted};
 
 /// A request's state.
 #[derive(Debug)]
@@ -67,8 +67,10 @@ impl Request {
     pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, key: &Key, granted: i64) {
         let what = Deletion {
             key: key.name.clone(),
-            prefix: false,
             after: granted,
+            stood: Stood::Key {
+                created: key.created,
+            },
         };
         let (sessions, gone) = (Arc::downgrade(sessions), self.gone.watch());
         crate::runtime::SESSIONS.spawn(watch_key(sessions, key.session, what, gone));
@@ -102,7 +104,7 @@ async fn watch_key(sessions: Weak<Sessions>, session: u64, mut what: Deletion, g
         };
         match watched {
             Ok(true) => break,
-            // A compacted start revision: is the key still there? Watch on from now.
+            // A watch that fell behind compaction: is the key still there? Watch on.
             Ok(false) => match client.kv_client().get(what.key.as_str(), None).await {
                 Ok(answer) if answer.kvs().is_empty() => break,
                 Ok(answer) => what.after = answer.header().map_or(what.after, |h| h.revision()),

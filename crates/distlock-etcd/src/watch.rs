@@ -1,8 +1,16 @@
 //! Waiting on etcd: for the deletion of a key, or of any key under a prefix, after a
 //! revision — etcd's `waitDeletes`, one watch per waiter, no polling.
+//!
+//! A watch is set from the store's current revision, not from the listing's: etcd serves
+//! a watch that starts in the past from a loop that runs every 100 ms, so under
+//! contention (other writes between a waiter's listing and its watch) every wake-up would
+//! wait for that loop. What went between the listing and the watch's creation is read
+//! once the watch stands instead. (etcd 3.4 still serves a watch from that loop when a
+//! write lands between its reading of the current revision and the watch's registration;
+//! under heavy contention a few waits in a hundred take up to 100 ms longer.)
 
 use distlock_core::{Error, ErrorKind, Result};
-use etcd_client::{Client, EventType, WatchFilterType, WatchOptions};
+use etcd_client::{Client, EventType, GetOptions, WatchFilterType, WatchOptions};
 
 use crate::error::etcd_error;
 
@@ -10,21 +18,32 @@ use crate::error::etcd_error;
 /// wait.
 #[derive(Debug, Clone)]
 pub(crate) struct Deletion {
-    /// The key (or, with `prefix`, the prefix of the keys) whose deletion may let it go.
+    /// The key (or, for [`Stood::Ahead`], the prefix of the keys) whose deletion may let it
+    /// go.
     pub(crate) key: String,
-    pub(crate) prefix: bool,
     /// Deletions at or before this revision were in the listing already.
     pub(crate) after: i64,
+    /// What the listing showed there.
+    pub(crate) stood: Stood,
 }
 
-/// Waits until `what` is deleted: true then; false when etcd ends the watch first (its
-/// start revision was compacted: the caller reads the state again); an error when etcd ends
-/// it for another reason.
+/// What a waiter's listing showed of what it waits for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stood {
+    /// The key, as created at this revision (a key deleted and made again under the same
+    /// name, as etcd's mutex does for a session that locks twice, is another).
+    Key { created: i64 },
+    /// `count` keys under the prefix created before revision `before`: those ahead of the
+    /// waiter. None can be added, so fewer means one went.
+    Ahead { before: i64, count: usize },
+}
+
+/// Waits until `what` is deleted: true then; false when etcd ends the watch first (it fell
+/// so far behind that its next revision was compacted: the caller reads the state again);
+/// an error when etcd ends it for another reason.
 pub(crate) async fn deleted(client: &Client, what: &Deletion) -> Result<bool> {
-    let mut options = WatchOptions::new()
-        .with_start_revision(what.after + 1)
-        .with_filters([WatchFilterType::NoPut]);
-    if what.prefix {
+    let mut options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+    if matches!(what.stood, Stood::Ahead { .. }) {
         options = options.with_prefix();
     }
     let mut stream = client
@@ -42,10 +61,16 @@ pub(crate) async fn deleted(client: &Client, what: &Deletion) -> Result<bool> {
         };
         if answer.canceled() {
             return match answer.compact_revision() {
-                // Its start revision was compacted away: the caller reads the state anew.
+                // Its next revision was compacted away: the caller reads the state anew.
                 compacted if compacted > 0 => Ok(false),
                 _ => Err(canceled(answer.cancel_reason())),
             };
+        }
+        // The watch sees deletions from its creation on; one between the listing and then
+        // is read (no write since the listing, nothing to read).
+        let since = answer.header().map_or(i64::MAX, |h| h.revision());
+        if answer.created() && since > what.after && went_since_listing(client, what).await? {
+            return Ok(true);
         }
         if answer.events().iter().any(|event| {
             event.event_type() == EventType::Delete
@@ -56,14 +81,35 @@ pub(crate) async fn deleted(client: &Client, what: &Deletion) -> Result<bool> {
     }
 }
 
+/// Whether what `what`'s listing showed is gone now.
+async fn went_since_listing(client: &Client, what: &Deletion) -> Result<bool> {
+    let mut kv = client.kv_client();
+    let options = GetOptions::new().with_keys_only();
+    let options = match what.stood {
+        Stood::Key { .. } => options,
+        Stood::Ahead { before, .. } => options.with_prefix().with_max_create_revision(before - 1),
+    };
+    let now = kv
+        .get(what.key.as_str(), Some(options))
+        .await
+        .map_err(etcd_error("watch"))?;
+    Ok(match what.stood {
+        Stood::Key { created } => now
+            .kvs()
+            .first()
+            .is_none_or(|kv| kv.create_revision() != created),
+        Stood::Ahead { count, .. } => now.kvs().len() < count,
+    })
+}
+
 /// Whether the deletion of `key` concerns `what`: the key itself, or, for a prefix, a
 /// contender right under it (not a key of a deeper lock, `<prefix>x/…`).
 fn concerns(what: &Deletion, key: &[u8]) -> bool {
-    match what.prefix {
-        true => key
+    match what.stood {
+        Stood::Ahead { .. } => key
             .strip_prefix(what.key.as_bytes())
             .is_some_and(|own| !own.contains(&b'/')),
-        false => key == what.key.as_bytes(),
+        Stood::Key { .. } => key == what.key.as_bytes(),
     }
 }
 

@@ -39,7 +39,8 @@ fn the_leader_killed_under_a_held_lock_gives_no_second_holder() {
                 second_holders += 1;
                 intruder.release().await.unwrap();
             }
-            if guard.health() == Health::Lost || checks >= 30 && cluster.wait_serving(Duration::ZERO)
+            if guard.health() == Health::Lost
+                || checks >= 30 && cluster.wait_serving(Duration::ZERO)
             {
                 break;
             }
@@ -95,8 +96,7 @@ fn the_quorum_lost_puts_the_guard_at_risk_then_lost() {
         cluster.members[0].kill();
         cluster.members[1].kill();
         assert!(
-            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(4))
-                .await,
+            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(4)).await,
             "a member without a quorum renews no lease: the guard is at risk, not {:?}",
             guard.health()
         );
