@@ -33,6 +33,16 @@ pub enum Command {
     Demo(DemoArgs),
     /// Measure lock latency and throughput against the backend's own floor.
     Bench(BenchArgs),
+    /// Run a lock under faults, record every operation, and check the history: at most one
+    /// valid holder at a time, no lost update, no stale write accepted, tokens in grant
+    /// order, no lock left free while workers wait.
+    ///
+    /// Exit codes: 0 if the history is clean, 1 if the checker found a violation; 64 bad
+    /// input; 69 backend unavailable; 70 other errors.
+    Torture(TortureArgs),
+    /// (internal) One worker process of `distlock torture`; reads its task from stdin.
+    #[command(hide = true)]
+    TortureWorker,
     /// (internal) One worker process of `distlock demo`.
     #[command(hide = true)]
     DemoWorker(DemoWorkerArgs),
@@ -104,6 +114,55 @@ pub struct DemoArgs {
     /// Print one JSON object per strategy.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `distlock torture`.
+#[derive(Debug, Args)]
+pub struct TortureArgs {
+    /// Worker processes contending on one lock.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub workers: u32,
+    /// How long the workload runs.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Each lease's TTL.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+    /// How long each critical section lasts.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    pub hold: Duration,
+    /// The faults to inject, comma-separated: pause (a holder stopped past its TTL, then
+    /// resumed), kill (a holder killed, a new worker started in its place), or none.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "pause,kill")]
+    pub faults: Vec<FaultKind>,
+    /// How long to wait between faults.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub fault_every: Duration,
+    /// The seed of the fault schedule (default: random; the verdict prints it).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The longest the lock may sit free while a worker waits (default: twice the TTL
+    /// plus 2 s; a session backend needs its session timeout here).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub liveness: Option<Duration>,
+    /// Where to write the history, as JSON lines (default: a file in a temporary
+    /// directory, kept and named in the verdict).
+    #[arg(long)]
+    pub history: Option<std::path::PathBuf>,
+    /// Print the verdict as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A fault `distlock torture` injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultKind {
+    /// Stop the lock's holder (SIGSTOP) past its TTL, then resume it.
+    Pause,
+    /// Kill the lock's holder (SIGKILL) and start another worker.
+    Kill,
+    /// No faults.
+    None,
 }
 
 /// `distlock demo-worker`.

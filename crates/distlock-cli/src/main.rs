@@ -9,6 +9,7 @@ mod location;
 mod progress;
 mod run;
 mod status;
+mod torture;
 
 use std::process::ExitCode;
 
@@ -47,6 +48,8 @@ fn main() -> ExitCode {
             Command::DemoWorker(args) => demo::worker(args).await,
             Command::Bench(args) => bench::bench(&cli.url, args).await,
             Command::BenchWorker(args) => bench::worker(args).await,
+            Command::Torture(args) => torture::torture(&cli.url, args).await,
+            Command::TortureWorker => torture::worker().await,
         };
         outcome.unwrap_or_else(|err| {
             eprintln!("distlock: {err}");

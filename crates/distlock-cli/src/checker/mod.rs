@@ -1,0 +1,572 @@
+//! The checker: judges a torture run's [history](crate::history). It finds two workers
+//! holding the lock at once, counter updates lost between valid holders, stale writes the
+//! fenced resource accepted, fencing tokens out of grant order, writes that went through
+//! after their writer had lost the lock, and a lock left free while workers waited.
+//!
+//! ```
+//! use distlock_cli::checker::{Kind, Limits, check};
+//! use distlock_cli::history::parse;
+//! let history = parse(concat!(
+//!     r#"{"at":0,"worker":1,"ev":"granted","token":1,"safe_until":100}"#, "\n",
+//!     r#"{"at":50,"worker":2,"ev":"granted","token":2,"safe_until":150}"#,
+//! ))?;
+//! let verdict = check(&history, &Limits { liveness: 1_000 });
+//! assert_eq!(verdict.violations[0].kind, Kind::Overlap);
+//! # Ok::<(), String>(())
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::history::{Event, What};
+use timeline::{Hold, Timeline, Wait, subtract, union};
+
+#[cfg(test)]
+mod tests;
+mod timeline;
+
+/// The bounds a history is judged against.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::Limits;
+/// let limits = Limits { liveness: 2_000_000_000 }; // 2 s
+/// assert_eq!(limits.liveness, 2_000_000_000);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest time, in nanoseconds, the lock may sit free while a worker waits for
+    /// it (and the longest a worker may wait for it).
+    pub liveness: u64,
+}
+
+/// Judges `events`, sorted by time (as [`parse`](crate::history::parse) returns them).
+///
+/// A hold is one grant: from its `Granted` to its `Release`, its `Health` lost, its
+/// worker's kill or next `Acquire`, or the moment its validity (the last `safe_until`
+/// recorded) ran out, whichever comes first. An acquire left unanswered by a kill or the
+/// end may have left a lease for a TTL: the lock does not count as free under it, but
+/// its worker never acted under it, so it overlaps nothing. A paused worker's acquire
+/// does not wait while it is paused.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::{Limits, check};
+/// use distlock_cli::history::{Event, What};
+/// let events = [
+///     Event { at: 0, worker: 1, what: What::Acquire },
+///     Event { at: 5, worker: 1, what: What::Granted { token: 1, safe_until: 100 } },
+///     Event { at: 9, worker: 1, what: What::Release },
+/// ];
+/// let verdict = check(&events, &Limits { liveness: 1_000 });
+/// assert!(verdict.clean());
+/// assert_eq!(verdict.stats.acquisitions, 1);
+/// ```
+pub fn check(events: &[Event], limits: &Limits) -> Verdict {
+    let timeline = Timeline::new(events);
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+        stats: Stats::default(),
+    };
+    count_grants_and_faults(&timeline, &mut verdict);
+    check_overlaps(&timeline, &mut verdict);
+    check_counter(&timeline, &mut verdict);
+    check_resource(&timeline, &mut verdict);
+    check_tokens(&timeline, &mut verdict);
+    check_late_loss(&timeline, &mut verdict);
+    check_free_waits(&timeline, limits, &mut verdict);
+    check_starvation(&timeline, limits, &mut verdict);
+    verdict
+        .violations
+        .sort_by(|a, b| (a.kind, &a.events).cmp(&(b.kind, &b.events)));
+    verdict
+}
+
+/// A history's judgement: what was found wrong, and what happened.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::{Limits, check};
+/// let verdict = check(&[], &Limits { liveness: 1 });
+/// assert!(verdict.violations.is_empty());
+/// assert_eq!(verdict.stats.acquisitions, 0);
+/// ```
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// Everything found wrong, by kind, then by the events it names.
+    pub violations: Vec<Violation>,
+    /// What happened, counted and measured.
+    pub stats: Stats,
+}
+
+impl Verdict {
+    /// Whether nothing was found wrong.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_cli::checker::{Limits, check};
+    /// assert!(check(&[], &Limits { liveness: 1 }).clean());
+    /// ```
+    pub fn clean(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// One thing found wrong.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::{Kind, Limits, check};
+/// use distlock_cli::history::{Event, What};
+/// let events = [
+///     Event { at: 0, worker: 1, what: What::Write { token: 5, accepted: true } },
+///     Event { at: 1, worker: 2, what: What::Write { token: 4, accepted: true } },
+/// ];
+/// let violation = &check(&events, &Limits { liveness: 1 }).violations[0];
+/// assert_eq!(violation.kind, Kind::StaleWriteAccepted);
+/// assert_eq!(violation.events, [0, 1]);
+/// ```
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    /// What kind of thing went wrong.
+    pub kind: Kind,
+    /// What went wrong, in one line: worker ids, tokens, times in ms from the first event.
+    pub message: String,
+    /// The events involved: indexes into the history checked.
+    pub events: Vec<usize>,
+}
+
+/// What kind of thing went wrong.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::Kind;
+/// assert_eq!(serde_json::to_string(&Kind::StaleWriteAccepted)?, r#""stale-write-accepted""#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Two workers held the lock at once.
+    Overlap,
+    /// A valid holder's counter write overwrote another valid holder's write made after
+    /// its read: an update was lost.
+    LostUpdate,
+    /// The fenced resource accepted a write whose token was not above one it had accepted.
+    StaleWriteAccepted,
+    /// A grant's fencing token was not above the tokens granted before it.
+    TokenOrder,
+    /// The resource accepted a worker's write after a worker granted the lock later had
+    /// written: the first had lost the lock and wrote anyway.
+    LateLoss,
+    /// The lock sat free too long while a worker waited, or a worker waited too long.
+    Liveness,
+}
+
+/// What happened in a history, counted and measured.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::{Limits, check};
+/// use distlock_cli::history::{Event, What};
+/// let events = [
+///     Event { at: 0, worker: 1, what: What::CounterRead { value: 0 } },
+///     Event { at: 1, worker: 1, what: What::CounterWrite { value: 1 } },
+/// ];
+/// let stats = check(&events, &Limits { liveness: 1 }).stats;
+/// assert_eq!((stats.critical_sections, stats.counter_final), (1, 1));
+/// ```
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// `Granted` events.
+    pub acquisitions: u64,
+    /// Grants to another worker than the grant before.
+    pub transfers: u64,
+    /// Writes the fenced resource accepted.
+    pub writes_accepted: u64,
+    /// Writes the fenced resource refused.
+    pub stale_writes_refused: u64,
+    /// `CounterWrite` events.
+    pub critical_sections: u64,
+    /// The last value written to the counter (0 if none was).
+    pub counter_final: u64,
+    /// Critical sections whose update the counter lost: `critical_sections` minus
+    /// `counter_final`.
+    pub lost_updates: u64,
+    /// Counter writes made by a worker whose hold had ended: only fencing stops those.
+    pub stale_unfenced_writes: u64,
+    /// The longest the lock sat free while a worker waited, in nanoseconds.
+    pub longest_free_wait_ns: u64,
+    /// When that began (the history's clock, in nanoseconds).
+    pub longest_free_wait_at: u64,
+    /// Workers whose acquire waited longer than the liveness limit.
+    pub starved_workers: Vec<u32>,
+    /// `Granted` events of each worker.
+    pub grants_per_worker: BTreeMap<u32, u64>,
+    /// `Fault` events.
+    pub faults: u64,
+}
+
+/// A duration in ms.
+fn duration(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+fn count_grants_and_faults(timeline: &Timeline, verdict: &mut Verdict) {
+    let stats = &mut verdict.stats;
+    let mut previous_grantee = None;
+    for event in timeline.events {
+        match event.what {
+            What::Granted { .. } => {
+                stats.acquisitions += 1;
+                *stats.grants_per_worker.entry(event.worker).or_default() += 1;
+                if previous_grantee.is_some_and(|previous| previous != event.worker) {
+                    stats.transfers += 1;
+                }
+                previous_grantee = Some(event.worker);
+            }
+            What::Fault { .. } => stats.faults += 1,
+            _ => {}
+        }
+    }
+}
+
+/// (a) Holds of different workers overlapping: one violation per pair.
+fn check_overlaps(timeline: &Timeline, verdict: &mut Verdict) {
+    let mut holds: Vec<&Hold> = timeline
+        .holds
+        .iter()
+        .filter(|hold| !hold.span.is_empty())
+        .collect();
+    holds.sort_by_key(|hold| (hold.span.start, hold.grant));
+    for (position, earlier) in holds.iter().enumerate() {
+        let overlapping = holds[position + 1..]
+            .iter()
+            .take_while(|later| later.span.start < earlier.span.end);
+        for later in overlapping.filter(|later| later.worker != earlier.worker) {
+            verdict.violations.push(Violation {
+                kind: Kind::Overlap,
+                message: format!(
+                    "{} and {} held the lock at once from {} to {}",
+                    timeline.describe(earlier),
+                    timeline.describe(later),
+                    timeline.ms(later.span.start),
+                    timeline.ms(earlier.span.end.min(later.span.end)),
+                ),
+                events: vec![earlier.grant, later.grant],
+            });
+        }
+    }
+}
+
+/// (b) Each counter write against the other workers' writes since its read. A stale
+/// write (its writer's hold over, on either side) is no lost update of the lock's: only
+/// fencing would stop it.
+fn check_counter(timeline: &Timeline, verdict: &mut Verdict) {
+    let stats = &mut verdict.stats;
+    // Each worker's last read not yet written back; every valid holder's write so far.
+    let mut reads: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut held_writes: Vec<usize> = Vec::new();
+    for (index, event) in timeline.events.iter().enumerate() {
+        match event.what {
+            What::CounterRead { .. } => {
+                reads.insert(event.worker, index);
+            }
+            What::CounterWrite { value } => {
+                stats.critical_sections += 1;
+                stats.counter_final = value;
+                let read = reads.remove(&event.worker);
+                if timeline.unheld_counter_writes.binary_search(&index).is_ok() {
+                    stats.stale_unfenced_writes += 1;
+                    continue;
+                }
+                let lost =
+                    read.and_then(|read| lost_update(timeline, read, index, value, &held_writes));
+                verdict.violations.extend(lost);
+                held_writes.push(index);
+            }
+            _ => {}
+        }
+    }
+    stats.lost_updates = stats.critical_sections.saturating_sub(stats.counter_final);
+}
+
+/// The lost update if other workers' `held_writes` came between the counter's `read` and
+/// its `write` of `value` by the same worker.
+fn lost_update(
+    timeline: &Timeline,
+    read: usize,
+    write: usize,
+    value: u64,
+    held_writes: &[usize],
+) -> Option<Violation> {
+    let events = timeline.events;
+    let writer = &events[write];
+    let since_read = held_writes.partition_point(|&other| other < read);
+    let overwritten: Vec<usize> = held_writes[since_read..]
+        .iter()
+        .copied()
+        .filter(|&other| events[other].worker != writer.worker)
+        .collect();
+    if overwritten.is_empty() {
+        return None;
+    }
+    let others: Vec<String> = overwritten
+        .iter()
+        .map(|&other| {
+            let other = &events[other];
+            format!("worker {} at {}", other.worker, timeline.ms(other.at))
+        })
+        .collect();
+    Some(Violation {
+        kind: Kind::LostUpdate,
+        message: format!(
+            "worker {} read the counter at {} and wrote {value} at {}, but {} wrote it in \
+             between: an update was lost",
+            writer.worker,
+            timeline.ms(events[read].at),
+            timeline.ms(writer.at),
+            others.join(", "),
+        ),
+        events: [read]
+            .into_iter()
+            .chain(overwritten)
+            .chain([write])
+            .collect(),
+    })
+}
+
+/// (c) The fenced resource's verdicts: a write accepted with a token not above the
+/// highest accepted before is a stale write accepted.
+fn check_resource(timeline: &Timeline, verdict: &mut Verdict) {
+    let events = timeline.events;
+    let stats = &mut verdict.stats;
+    let mut highest_accepted: Option<(usize, u64)> = None;
+    for (index, event) in events.iter().enumerate() {
+        let What::Write { token, accepted } = event.what else {
+            continue;
+        };
+        if !accepted {
+            stats.stale_writes_refused += 1;
+            continue;
+        }
+        stats.writes_accepted += 1;
+        match highest_accepted {
+            Some((highest, highest_token)) if token <= highest_token => {
+                verdict.violations.push(Violation {
+                    kind: Kind::StaleWriteAccepted,
+                    message: format!(
+                        "the resource accepted worker {}'s write with token {token} at {} after \
+                         accepting token {highest_token} from worker {} at {}",
+                        event.worker,
+                        timeline.ms(event.at),
+                        events[highest].worker,
+                        timeline.ms(events[highest].at),
+                    ),
+                    events: vec![highest, index],
+                });
+            }
+            _ => highest_accepted = Some((index, token)),
+        }
+    }
+}
+
+/// (e) A write the resource accepted from a worker after it had accepted one from a
+/// worker granted the lock later (while the first still acted under its grant: until its
+/// `Release`, next `Acquire` or kill). A stale write that comes before the new holder's
+/// first write is ordered before it at the resource, which is all fencing promises.
+fn check_late_loss(timeline: &Timeline, verdict: &mut Verdict) {
+    let events = timeline.events;
+    // The grant each worker acts under; every accepted write with its writer's grant.
+    let mut acting_under: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut accepted_writes: Vec<(usize, Option<usize>)> = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        match &event.what {
+            What::Granted { .. } => {
+                acting_under.insert(event.worker, index);
+            }
+            What::Release | What::Acquire => {
+                acting_under.remove(&event.worker);
+            }
+            What::Fault { fault } if fault == "kill" => {
+                acting_under.remove(&event.worker);
+            }
+            &What::Write {
+                token,
+                accepted: true,
+            } => {
+                let grant = acting_under.get(&event.worker).copied();
+                accepted_writes.push((index, grant));
+                let Some(grant) = grant else {
+                    continue;
+                };
+                let since_grant = accepted_writes.partition_point(|&(write, _)| write < grant);
+                let newer = accepted_writes[since_grant..]
+                    .iter()
+                    .find_map(|&(write, of)| {
+                        of.filter(|&newer| newer > grant && events[write].worker != event.worker)
+                            .map(|newer| (write, newer))
+                    });
+                let Some((newer_write, newer_grant)) = newer else {
+                    continue;
+                };
+                verdict.violations.push(Violation {
+                    kind: Kind::LateLoss,
+                    message: format!(
+                        "worker {} granted at {} had its write with token {token} accepted at {}, \
+                         after worker {} granted at {} had written at {}: it had lost the lock",
+                        event.worker,
+                        timeline.ms(events[grant].at),
+                        timeline.ms(event.at),
+                        events[newer_grant].worker,
+                        timeline.ms(events[newer_grant].at),
+                        timeline.ms(events[newer_write].at),
+                    ),
+                    events: vec![grant, newer_grant, newer_write, index],
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// (d) Tokens strictly increasing in grant order, leaving out grants already invalid
+/// when recorded; skipped when every token is 0 (a scheme without tokens).
+fn check_tokens(timeline: &Timeline, verdict: &mut Verdict) {
+    let events = timeline.events;
+    let grants: Vec<(usize, u64, u64)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(index, event)| match event.what {
+            What::Granted { token, safe_until } => Some((index, token, safe_until)),
+            _ => None,
+        })
+        .collect();
+    if grants.iter().all(|&(_, token, _)| token == 0) {
+        return;
+    }
+    let mut highest: Option<(usize, u64)> = None;
+    for (index, token, safe_until) in grants {
+        let event = &events[index];
+        if safe_until <= event.at {
+            continue;
+        }
+        match highest {
+            Some((highest, highest_token)) if token <= highest_token => {
+                verdict.violations.push(Violation {
+                    kind: Kind::TokenOrder,
+                    message: format!(
+                        "worker {} was granted token {token} at {}, not above token \
+                         {highest_token} granted to worker {} at {}",
+                        event.worker,
+                        timeline.ms(event.at),
+                        events[highest].worker,
+                        timeline.ms(events[highest].at),
+                    ),
+                    events: vec![highest, index],
+                });
+            }
+            _ => highest = Some((index, token)),
+        }
+    }
+}
+
+/// (f) The lock free (no hold, no lease of an unknown acquire) while a worker waited (its
+/// pauses left out) longer than the limit.
+fn check_free_waits(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict) {
+    let held = union(
+        timeline
+            .holds
+            .iter()
+            .map(|hold| hold.span.clone())
+            .chain(timeline.unknown_leases.iter().cloned()),
+    );
+    let waited = union(
+        timeline
+            .waits
+            .iter()
+            .flat_map(|wait| wait.running.iter().cloned()),
+    );
+    let stats = &mut verdict.stats;
+    for gap in waited.into_iter().flat_map(|span| subtract(span, &held)) {
+        let length = gap.end - gap.start;
+        if length > stats.longest_free_wait_ns {
+            (stats.longest_free_wait_ns, stats.longest_free_wait_at) = (length, gap.start);
+        }
+        if length <= limits.liveness {
+            continue;
+        }
+        let ending_grant = timeline
+            .holds
+            .iter()
+            .find(|hold| hold.span.start == gap.end && !hold.span.is_empty());
+        let waits: Vec<&Wait> = timeline
+            .waits
+            .iter()
+            .filter(|wait| {
+                wait.running
+                    .iter()
+                    .any(|span| span.start < gap.end && gap.start < span.end)
+            })
+            .collect();
+        let mut waiters: Vec<String> = waits.iter().map(|wait| wait.worker.to_string()).collect();
+        waiters.dedup();
+        let mut involved: Vec<usize> = waits.iter().map(|wait| wait.acquire).collect();
+        involved.extend(ending_grant.map(|hold| hold.grant));
+        involved.sort_unstable();
+        verdict.violations.push(Violation {
+            kind: Kind::Liveness,
+            message: format!(
+                "the lock sat free for {} from {} to {} while worker{} {} waited (limit {})",
+                duration(length),
+                timeline.ms(gap.start),
+                timeline.ms(gap.end),
+                if waiters.len() == 1 { "" } else { "s" },
+                waiters.join(", "),
+                duration(limits.liveness),
+            ),
+            events: involved,
+        });
+    }
+}
+
+/// (f) Workers whose acquire waited (while they ran) longer than the limit.
+fn check_starvation(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict) {
+    let mut starved: BTreeMap<u32, Vec<&Wait>> = BTreeMap::new();
+    for wait in timeline
+        .waits
+        .iter()
+        .filter(|wait| wait.waited() > limits.liveness)
+    {
+        starved.entry(wait.worker).or_default().push(wait);
+    }
+    verdict.stats.starved_workers = starved.keys().copied().collect();
+    for (worker, waits) in starved {
+        let longest = waits
+            .iter()
+            .max_by_key(|wait| wait.waited())
+            .expect("a starved worker waited");
+        verdict.violations.push(Violation {
+            kind: Kind::Liveness,
+            message: format!(
+                "worker {worker} waited {} for the lock from its acquire at {} (limit {}){}",
+                duration(longest.waited()),
+                timeline.ms(timeline.events[longest.acquire].at),
+                duration(limits.liveness),
+                match waits.len() {
+                    1 => String::new(),
+                    n => format!("; {n} of its acquires waited over the limit"),
+                },
+            ),
+            events: waits.iter().map(|wait| wait.acquire).collect(),
+        });
+    }
+}

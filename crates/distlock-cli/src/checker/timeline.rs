@@ -1,0 +1,222 @@
+//! The history read worker by worker: who held the lock when, who waited when.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crate::history::{Event, What};
+
+/// The holds and waits of a history, worked out once for all checks.
+pub(super) struct Timeline<'a> {
+    pub(super) events: &'a [Event],
+    /// The first event's time: messages give times from it.
+    origin: u64,
+    /// Every grant's hold, in the order of their `Granted` events.
+    pub(super) holds: Vec<Hold>,
+    /// When an acquire its worker's kill or the end of the history left unanswered may
+    /// have held the lock: for a TTL from its `Acquire` (for ever if no `Start` gave the
+    /// TTL). Its worker never acted under it, so these keep the lock from counting as
+    /// free, and are no hold to overlap.
+    pub(super) unknown_leases: Vec<Range<u64>>,
+    /// Every acquire's wait, worker by worker.
+    pub(super) waits: Vec<Wait>,
+    /// `CounterWrite` events made while no hold of their worker was open, in order.
+    pub(super) unheld_counter_writes: Vec<usize>,
+}
+
+/// One grant of the lock to one worker.
+pub(super) struct Hold {
+    pub(super) worker: u32,
+    /// Its `Granted` event.
+    pub(super) grant: usize,
+    pub(super) token: u64,
+    /// When the worker held the lock (`end` is `u64::MAX` if nothing bounds it).
+    pub(super) span: Range<u64>,
+}
+
+/// One acquire waiting for its answer.
+pub(super) struct Wait {
+    pub(super) worker: u32,
+    pub(super) acquire: usize,
+    /// The stretches it waited while its worker ran (its worker's pauses left out).
+    pub(super) running: Vec<Range<u64>>,
+}
+
+impl Wait {
+    /// How long it waited while its worker ran.
+    pub(super) fn waited(&self) -> u64 {
+        self.running.iter().map(|span| span.end - span.start).sum()
+    }
+}
+
+impl<'a> Timeline<'a> {
+    pub(super) fn new(events: &'a [Event]) -> Timeline<'a> {
+        let ttl = events.iter().find_map(|event| match event.what {
+            What::Start { ttl, .. } => Some(ttl),
+            _ => None,
+        });
+        let mut events_of: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (index, event) in events.iter().enumerate() {
+            events_of.entry(event.worker).or_default().push(index);
+        }
+        let mut timeline = Timeline {
+            events,
+            origin: events.first().map_or(0, |event| event.at),
+            holds: Vec::new(),
+            unknown_leases: Vec::new(),
+            waits: Vec::new(),
+            unheld_counter_writes: Vec::new(),
+        };
+        for indexes in events_of.values() {
+            timeline.follow(indexes, ttl);
+        }
+        timeline.holds.sort_by_key(|hold| hold.grant);
+        timeline.unheld_counter_writes.sort_unstable();
+        timeline
+    }
+
+    /// Reads one worker's events (`indexes`, in order): its holds, its waits, its counter
+    /// writes made outside its holds.
+    fn follow(&mut self, indexes: &[usize], ttl: Option<u64>) {
+        let events = self.events;
+        let last = events.last().map_or(0, |event| event.at);
+        let lease = |acquire: usize| {
+            let start = events[acquire].at;
+            start..ttl.map_or(u64::MAX, |ttl| start.saturating_add(ttl))
+        };
+        let mut waiting = None;
+        let mut waits = Vec::new();
+        let mut paused_since = None;
+        let mut pauses = Vec::new();
+        let mut held = 0..0;
+        for (position, &index) in indexes.iter().enumerate() {
+            let event = &events[index];
+            match &event.what {
+                What::Acquire => waiting = Some(index),
+                &What::Granted { token, safe_until } => {
+                    waits.extend(waiting.take().map(|acquire| (acquire, event.at)));
+                    let hold = self.hold(index, token, safe_until, &indexes[position + 1..]);
+                    held = hold.span.clone();
+                    self.holds.push(hold);
+                }
+                What::AcquireFailed { .. } => {
+                    waits.extend(waiting.take().map(|acquire| (acquire, event.at)));
+                }
+                What::CounterWrite { .. } if !held.contains(&event.at) => {
+                    self.unheld_counter_writes.push(index);
+                }
+                What::Fault { fault } => match fault.as_str() {
+                    "pause" => paused_since = Some(event.at),
+                    "resume" => pauses.extend(paused_since.take().map(|since| since..event.at)),
+                    "kill" => {
+                        if let Some(acquire) = waiting.take() {
+                            self.unknown_leases.push(lease(acquire));
+                            waits.push((acquire, event.at));
+                        }
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        if let Some(acquire) = waiting {
+            self.unknown_leases.push(lease(acquire));
+            waits.push((acquire, last));
+        }
+        pauses.extend(paused_since.map(|since| since..u64::MAX));
+        for (acquire, answered) in waits {
+            self.waits.push(Wait {
+                worker: events[acquire].worker,
+                acquire,
+                running: subtract(events[acquire].at..answered, &pauses),
+            });
+        }
+    }
+
+    /// The hold the `Granted` event at `grant` starts, `later` being its worker's events
+    /// after it. It ends at its `Release`, its `Health` lost, its worker's kill or a new
+    /// `Acquire`, unless its validity (the last `safe_until` recorded) ran out before: a
+    /// hold nothing ended runs to its validity.
+    fn hold(&self, grant: usize, token: u64, safe_until: u64, later: &[usize]) -> Hold {
+        let start = self.events[grant].at;
+        let mut end = safe_until;
+        for event in later.iter().map(|&index| &self.events[index]) {
+            if event.at >= end {
+                break;
+            }
+            match &event.what {
+                What::Renewed { safe_until } => end = *safe_until,
+                What::Release | What::Acquire => {
+                    end = event.at;
+                    break;
+                }
+                What::Health { health } if health == "lost" => {
+                    end = event.at;
+                    break;
+                }
+                What::Fault { fault } if fault == "kill" => {
+                    end = event.at;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        Hold {
+            worker: self.events[grant].worker,
+            grant,
+            token,
+            span: start..end.max(start),
+        }
+    }
+
+    /// `at` in ms from the first event, or "the end" for an unbounded end.
+    pub(super) fn ms(&self, at: u64) -> String {
+        match at {
+            u64::MAX => "the end".to_string(),
+            at => format!("{:.3} ms", at.saturating_sub(self.origin) as f64 / 1e6),
+        }
+    }
+
+    /// Who held the lock in `hold`, and since when.
+    pub(super) fn describe(&self, hold: &Hold) -> String {
+        format!(
+            "worker {} (token {}, granted at {})",
+            hold.worker,
+            hold.token,
+            self.ms(hold.span.start)
+        )
+    }
+}
+
+/// The parts of `span` outside `holes` (sorted, disjoint spans).
+pub(super) fn subtract(span: Range<u64>, holes: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut parts = Vec::new();
+    let mut from = span.start;
+    let first = holes.partition_point(|hole| hole.end <= span.start);
+    for hole in holes[first..]
+        .iter()
+        .take_while(|hole| hole.start < span.end)
+    {
+        if hole.start > from {
+            parts.push(from..hole.start);
+        }
+        from = from.max(hole.end);
+    }
+    if from < span.end {
+        parts.push(from..span.end);
+    }
+    parts
+}
+
+/// The union of `spans`: sorted, disjoint, none empty, none touching another.
+pub(super) fn union(spans: impl Iterator<Item = Range<u64>>) -> Vec<Range<u64>> {
+    let mut spans: Vec<_> = spans.filter(|span| !span.is_empty()).collect();
+    spans.sort_by_key(|span| span.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(spans.len());
+    for span in spans {
+        match merged.last_mut() {
+            Some(last) if span.start <= last.end => last.end = last.end.max(span.end),
+            _ => merged.push(span),
+        }
+    }
+    merged
+}
