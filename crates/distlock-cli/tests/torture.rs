@@ -74,6 +74,15 @@ fn torture_refuses_memory_and_bad_urls() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("separate processes"));
     let out = distlock("nosuch://x", state.path(), &["torture", "--duration", "1s"]);
     assert_eq!(out.status.code(), Some(64));
+    let url = format!("sqlite://{}", state.path().join("locks.db").display());
+    for odd in [
+        ["--fault-every", "0s"],
+        ["--ttl", "1ms"],
+        ["--duration", "500000000years"],
+    ] {
+        let out = distlock(&url, state.path(), &["torture", odd[0], odd[1]]);
+        assert_eq!(out.status.code(), Some(64), "{odd:?}: {out:?}");
+    }
 }
 
 #[test]

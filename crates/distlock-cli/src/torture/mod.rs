@@ -20,9 +20,12 @@ use crate::location::lock_url;
 
 pub use worker::worker;
 
-/// How long workers get to stop after the run's end: a worker may be waiting for a lease
-/// that a paused or killed holder left behind.
+/// How long workers get to stop after the run's end, beyond a hold and two TTLs: a worker
+/// may be waiting for a lease that a paused or killed holder left behind.
 const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// The longest run, hold or TTL torture takes.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 /// Runs the workload under faults and prints the verdict: exit 0 if the history is
 /// clean, 1 if not.
@@ -33,10 +36,17 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
             "torture runs workers as separate processes, which share no memory:// lock; use a backend they share",
         ));
     }
-    if args.ttl < Duration::from_millis(100) || args.hold.is_zero() && args.hold >= args.ttl {
+    let at_least = Duration::from_millis(100);
+    if args.ttl < at_least || args.fault_every < at_least {
         return Err(Error::invalid(
-            "torture needs a TTL of 100 ms or more, and a hold shorter than it",
+            "torture needs a TTL and a fault interval of 100 ms or more",
         ));
+    }
+    if args.duration > MAX_DURATION || args.hold > MAX_DURATION || args.ttl > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "torture runs, holds and TTLs are at most {}",
+            humantime::format_duration(MAX_DURATION)
+        )));
     }
     // Refuse a bad URL or an unreachable backend before any worker starts.
     let client = Client::connect(&url).await?;
@@ -83,11 +93,13 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         if next >= until {
             break;
         }
-        tokio::time::sleep(Duration::from_nanos(next - monotonic_ns())).await;
+        tokio::time::sleep(Duration::from_nanos(next.saturating_sub(monotonic_ns()))).await;
         workers.inject(&args.faults, &mut rng, &recorder).await?;
     }
     tokio::time::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns()))).await;
-    workers.finish(STOP_GRACE).await?;
+    workers
+        .finish(STOP_GRACE + args.hold + args.ttl * 2)
+        .await?;
 
     let text = std::fs::read_to_string(&history)
         .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot read the history: {e}")))?;
