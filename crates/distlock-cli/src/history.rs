@@ -3,7 +3,13 @@
 //! (`CLOCK_MONOTONIC`, in nanoseconds), written as JSON lines.
 //!
 //! ```
-//! # use distlock_cli_torture_doc as _;
+//! use distlock_cli::history::{What, parse};
+//! let history = parse(concat!(
+//!     r#"{"at":20,"worker":1,"ev":"enter"}"#, "\n",
+//!     r#"{"at":10,"worker":1,"ev":"granted","token":3,"safe_until":900}"#,
+//! ))?;
+//! assert_eq!(history[0].what, What::Granted { token: 3, safe_until: 900 });
+//! # Ok::<(), String>(())
 //! ```
 
 use serde::{Deserialize, Serialize};

@@ -164,21 +164,12 @@ impl EtcdCluster {
     /// # Ok::<(), distlock_testkit::LaunchError>(())
     /// ```
     pub fn wait_serving(&self, within: Duration) -> bool {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            let serving = self
-                .members
+        crate::server::wait_until(within, || {
+            self.members
                 .iter()
                 .filter(|m| m.pid().is_some())
-                .all(|m| member_status(m).is_some_and(|s| s["leader"].as_u64() > Some(0)));
-            if serving {
-                return true;
-            }
-            if std::time::Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+                .all(|m| member_status(m).is_some_and(|s| s["leader"].as_u64() > Some(0)))
+        })
     }
 }
 

@@ -34,7 +34,9 @@ pub use launchers::{
     redis_tls_server,
 };
 pub use proxy::{FaultProxy, ProxyMode};
-pub use scenarios::{a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own};
+pub use scenarios::{
+    a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own, the_next_holder_outranks,
+};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
 pub use signal::{Signal, send};
 pub use zookeeper::{

@@ -665,3 +665,18 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
             .find(|candidate| candidate.is_file())
     })
 }
+
+/// Checks `done` every 100 ms for at most `within` (at least once): true as soon as it
+/// holds.
+pub(crate) fn wait_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

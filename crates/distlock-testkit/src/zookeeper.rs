@@ -155,21 +155,12 @@ impl ZkEnsemble {
     /// # Ok::<(), distlock_testkit::LaunchError>(())
     /// ```
     pub fn wait_serving(&self, within: Duration) -> bool {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            let serving = self
-                .members
+        crate::server::wait_until(within, || {
+            self.members
                 .iter()
                 .filter(|m| m.pid().is_some())
-                .all(|m| four_letter_word(m, "srvr").contains("Mode: "));
-            if serving {
-                return true;
-            }
-            if std::time::Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+                .all(|m| four_letter_word(m, "srvr").contains("Mode: "))
+        })
     }
 }
 
