@@ -1,9 +1,10 @@
 //! What a request's ticket (and, once granted, its grant) remembers of its key.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
-use distlock_core::backend::{Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket};
+use distlock_core::backend::{
+    EntryWatch, Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket, watch_entry,
+};
 use distlock_core::{Error, ErrorKind, Result};
 
 use crate::session::Sessions;
@@ -60,10 +61,9 @@ impl Request {
     /// Watches `key`, this grant's key, from revision `granted` on, until it is deleted (by
     /// its holder's release, or by someone else: an operator, `etcdctl del`) or its session
     /// ends. A deletion marks the grant gone and tells the core, which turns the guard
-    /// `Lost` unless it was released. The watch is set [`WATCH_AFTER`] after the grant,
-    /// and only if the grant is still held then, so a short hold costs the server nothing
-    /// more; a deletion in the meantime is still seen, the watch starting at the grant's
-    /// revision.
+    /// `Lost` unless it was released. The watch is set shortly after the grant, and only
+    /// if the grant is still held then, so a short hold costs the server nothing more; a
+    /// deletion in the meantime is still seen, the watch starting at the grant's revision.
     pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, key: &Key, granted: i64) {
         let what = Deletion {
             key: key.name.clone(),
@@ -77,50 +77,51 @@ impl Request {
     }
 }
 
-/// How long after a grant the watch on its key is set.
-pub(crate) const WATCH_AFTER: Duration = Duration::from_millis(100);
-
-/// How long a watch that failed waits before it is set again.
-const WATCH_RETRY: Duration = Duration::from_millis(100);
-
-async fn watch_key(sessions: Weak<Sessions>, session: u64, mut what: Deletion, gone: LossWatch) {
-    tokio::time::sleep(WATCH_AFTER).await;
-    loop {
-        let Some(this) = sessions.upgrade() else {
-            return;
-        };
-        // Released (the grant and its state are dropped), or the session ended, which
-        // loses the grant through the session channel.
-        if !gone.is_held() || this.slot.live().is_none_or(|live| live.id != session) {
-            return;
-        }
-        let client = this.client().clone();
-        let mut states = this.slot.subscribe();
-        drop(this);
-        let ended = states.wait_for(|s| s.id != session || s.valid_until().is_none());
-        let watched = tokio::select! {
-            _ = ended => return,
-            watched = deleted(&client, &what) => watched,
-        };
-        match watched {
-            Ok(true) => break,
-            // A watch that fell behind compaction: is the key still there? Watch on.
-            Ok(false) => match client.kv_client().get(what.key.as_str(), None).await {
-                Ok(answer) if answer.kvs().is_empty() => break,
-                Ok(answer) => what.after = answer.header().map_or(what.after, |h| h.revision()),
-                Err(_) => tokio::time::sleep(WATCH_RETRY).await,
-            },
-            // A watch this client may not set (no read permission): the grant goes
-            // unwatched rather than asked again forever.
-            Err(err) if !err.is_temporary() => {
-                tracing::warn!(key = %what.key, error = %err, "cannot watch a held lock's key; a deletion by someone else will not be noticed");
-                return;
-            }
-            Err(_) => tokio::time::sleep(WATCH_RETRY).await,
-        }
-    }
-    if let Some(sessions) = sessions.upgrade() {
+/// Watches `what`, a grant's key in `session`, until it is deleted (a loss to report),
+/// the grant is released, or the session ends (which loses the grant through the session
+/// channel).
+async fn watch_key(sessions: Weak<Sessions>, session: u64, what: Deletion, gone: LossWatch) {
+    let watched = sessions.clone();
+    let deleted = watch_entry(gone.clone(), move || {
+        watch_once(watched.clone(), session, what.clone())
+    })
+    .await;
+    if let Some(sessions) = sessions.upgrade().filter(|_| deleted) {
         gone.report(&sessions.slot);
+    }
+}
+
+/// One watch on `what`, a grant's key in `session`: what it saw.
+async fn watch_once(sessions: Weak<Sessions>, session: u64, what: Deletion) -> EntryWatch {
+    let Some(this) = sessions.upgrade() else {
+        return EntryWatch::Over;
+    };
+    if this.slot.live().is_none_or(|live| live.id != session) {
+        return EntryWatch::Over;
+    }
+    let client = this.client().clone();
+    let mut states = this.slot.subscribe();
+    drop(this);
+    let ended = states.wait_for(|s| s.id != session || s.valid_until().is_none());
+    let watched = tokio::select! {
+        _ = ended => return EntryWatch::Over,
+        watched = deleted(&client, &what) => watched,
+    };
+    match watched {
+        Ok(true) => EntryWatch::Deleted,
+        // A watch that fell behind compaction: is the key still there? Watch on.
+        Ok(false) => match client.kv_client().get(what.key.as_str(), None).await {
+            Ok(answer) if answer.kvs().is_empty() => EntryWatch::Deleted,
+            Ok(_) => EntryWatch::Again,
+            Err(_) => EntryWatch::Failed,
+        },
+        // A watch this client may not set (no read permission): the grant goes unwatched
+        // rather than asked again forever.
+        Err(err) if !err.is_temporary() => {
+            tracing::warn!(key = %what.key, error = %err, "cannot watch a held lock's key; a deletion by someone else will not be noticed");
+            EntryWatch::Over
+        }
+        Err(_) => EntryWatch::Failed,
     }
 }
 

@@ -15,7 +15,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
-use distlock_core::backend::{PendingDeletes, SessionSlot, SessionState, safe_deadline};
+use distlock_core::backend::{
+    PendingDeletes, SessionSlot, SessionState, safe_deadline, until_done,
+};
 use distlock_core::{Error, ErrorKind, Result};
 use etcd_client::{Client, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, Txn, TxnOp};
 use tokio::time::Instant;
@@ -318,19 +320,13 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live, mut ttl: Duration) {
         drop(this);
         tracing::warn!(members = %config.members(), "the etcd session's lease ended; every lock held in it is lost");
         let ended = live.id;
-        let mut backoff = Duration::from_millis(50);
-        let (lease, granted, asked) = loop {
-            match grant(&client, &config).await {
-                Ok(answer) => break answer,
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot grant a new etcd session lease yet");
-                    if sessions.strong_count() == 0 {
-                        return;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                }
-            }
+        let granted = until_done(
+            "grant a new etcd session lease",
+            || sessions.strong_count() > 0,
+            || grant(&client, &config),
+        );
+        let Some((lease, granted, asked)) = granted.await else {
+            return;
         };
         let Some(this) = sessions.upgrade() else {
             return;

@@ -1,9 +1,10 @@
 //! What a request's ticket (and, once granted, its grant) remembers of its nodes.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
-use distlock_core::backend::{Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket};
+use distlock_core::backend::{
+    EntryWatch, Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket, watch_entry,
+};
 use distlock_core::{Error, ErrorKind, LockKind, Result};
 use zookeeper_client as zk;
 
@@ -98,8 +99,8 @@ impl Request {
     /// Watches `path`, a node of this grant made in session `session`, until it is deleted
     /// (by its holder's release, or by someone else: an operator, a forced release) or the
     /// session ends. A deletion marks the grant gone and tells the core, which turns the
-    /// guard `Lost` unless it was released. The watch is set [`WATCH_AFTER`] after the
-    /// grant, and only if the grant still exists then, so a short hold costs the server
+    /// guard `Lost` unless it was released. The watch is set shortly after the grant,
+    /// and only if the grant still exists then, so a short hold costs the server
     /// nothing more; a node deleted in the meantime is found gone when it is set. It is set
     /// again after any other event (a change of the node's data) and after a failure to set
     /// it, as long as the session and the grant last.
@@ -109,41 +110,42 @@ impl Request {
     }
 }
 
-/// How long after a grant the watch on its node is set.
-pub(crate) const WATCH_AFTER: Duration = Duration::from_millis(100);
-
-/// How long a watch that could not be set waits before it is tried again.
-const WATCH_RETRY: Duration = Duration::from_millis(100);
-
+/// Watches `path`, a grant's node in `session`, until it is deleted (a loss to report),
+/// the grant is released, or the session ends (which loses the grant through the session
+/// channel).
 async fn watch_node(sessions: Weak<Sessions>, session: u64, path: String, gone: LossWatch) {
-    tokio::time::sleep(WATCH_AFTER).await;
-    loop {
-        // Released (the grant and its state are dropped), or the backend is gone.
-        let Some(live) = sessions.upgrade().and_then(|s| s.slot.live()) else {
-            return;
-        };
-        if !gone.is_held() || live.id != session {
-            // The end of the session loses the grant through the session channel.
-            return;
-        }
-        let watched = live.client.check_and_watch_stat(&path).await;
-        // The watch does not keep the session open: a session this client ends must close.
-        drop(live);
-        match watched {
-            Ok((None, _)) => break,
-            Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
-                zk::EventType::NodeDeleted => break,
-                zk::EventType::Session => return,
-                _ => {}
-            },
-            Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed) => {
-                return;
-            }
-            Err(_) => tokio::time::sleep(WATCH_RETRY).await,
-        }
-    }
-    if let Some(sessions) = sessions.upgrade() {
+    let watched = sessions.clone();
+    let deleted = watch_entry(gone.clone(), move || {
+        watch_once(watched.clone(), session, path.clone())
+    })
+    .await;
+    if let Some(sessions) = sessions.upgrade().filter(|_| deleted) {
         gone.report(&sessions.slot);
+    }
+}
+
+/// One watch on `path`, a grant's node in `session`: what it saw.
+async fn watch_once(sessions: Weak<Sessions>, session: u64, path: String) -> EntryWatch {
+    let Some(live) = sessions.upgrade().and_then(|s| s.slot.live()) else {
+        return EntryWatch::Over;
+    };
+    if live.id != session {
+        return EntryWatch::Over;
+    }
+    let watched = live.client.check_and_watch_stat(&path).await;
+    // The watch does not keep the session open: a session this client ends must close.
+    drop(live);
+    match watched {
+        Ok((None, _)) => EntryWatch::Deleted,
+        Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
+            zk::EventType::NodeDeleted => EntryWatch::Deleted,
+            zk::EventType::Session => EntryWatch::Over,
+            _ => EntryWatch::Again,
+        },
+        Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed) => {
+            EntryWatch::Over
+        }
+        Err(_) => EntryWatch::Failed,
     }
 }
 

@@ -15,7 +15,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use distlock_core::backend::{PendingDeletes, SessionSlot, SessionState, safe_deadline};
+use distlock_core::backend::{
+    PendingDeletes, SessionSlot, SessionState, safe_deadline, until_done,
+};
 use distlock_core::{Error, ErrorKind, Result};
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -268,20 +270,16 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live) {
         let config = this.config.clone();
         drop(this);
         tracing::warn!(hosts = %config.hosts, "the ZooKeeper session expired; every lock held in it is lost");
-        let mut backoff = Duration::from_millis(50);
-        let (client, asked) = loop {
-            let asked = Instant::now();
-            match connect(&config, false).await {
-                Ok(client) => break (client, asked),
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot open a new ZooKeeper session yet");
-                    if sessions.strong_count() == 0 {
-                        return;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                }
-            }
+        let opened = until_done(
+            "open a new ZooKeeper session",
+            || sessions.strong_count() > 0,
+            || async {
+                let asked = Instant::now();
+                Ok((connect(&config, false).await?, asked))
+            },
+        );
+        let Some((client, asked)) = opened.await else {
+            return;
         };
         let Some(this) = sessions.upgrade() else {
             return;

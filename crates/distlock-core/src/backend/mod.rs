@@ -55,6 +55,7 @@
 //! ZooKeeper `czxid`, an etcd create revision) must still hand them out in grant order.
 
 mod info;
+mod keeping;
 mod record;
 mod request;
 mod runtime;
@@ -75,6 +76,7 @@ pub use crate::renewals::BATCH;
 pub use crate::wakers::LocalWakers;
 pub use async_trait::async_trait;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
+pub use keeping::{EntryWatch, until_done, watch_entry};
 pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;
