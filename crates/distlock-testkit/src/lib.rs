@@ -22,6 +22,7 @@ mod launchers;
 mod proxy;
 mod scenarios;
 mod server;
+mod session_faults;
 mod signal;
 mod zookeeper;
 
@@ -34,10 +35,11 @@ pub use launchers::{
     redis_tls_server,
 };
 pub use proxy::{FaultProxy, ProxyMode};
-pub use scenarios::{
-    a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own, the_next_holder_outranks,
-};
+pub use scenarios::{a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own};
 pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
+pub use session_faults::{
+    a_cut_off_holder_is_lost_before_the_store_lets_go, a_holder_deleted_by_hand_turns_lost_alone,
+};
 pub use signal::{Signal, send};
 pub use zookeeper::{
     ZkEnsemble, zookeeper_ensemble, zookeeper_server, zookeeper_target, zookeeper_tls_server,
@@ -90,8 +92,8 @@ pub async fn wait_for_health(
     }
 }
 
-/// A new client on `url` takes over `name` from the lost guard `lost`: granted within
-/// `within`, with a greater fencing token. Returns the new guard.
+/// A new client on `url` takes over `name` from a lost guard whose token was `lost`:
+/// granted within `within`, with a greater fencing token. Returns the new guard.
 ///
 /// # Examples
 ///
@@ -101,13 +103,13 @@ pub async fn wait_for_health(
 /// let client = distlock::Client::connect("memory://take-over").await.unwrap();
 /// let once = distlock::LockOptions::new().ttl(Duration::from_millis(50)).auto_renew(false);
 /// let stale = client.mutex("a").lock_with(&once).await.unwrap();
-/// let next = distlock_testkit::take_over("memory://take-over", "a", &stale, Duration::from_secs(1)).await;
+/// let next = distlock_testkit::take_over("memory://take-over", "a", stale.fencing_token(), Duration::from_secs(1)).await;
 /// # });
 /// ```
 pub async fn take_over(
     url: &str,
     name: &str,
-    lost: &distlock::Guard,
+    lost: u64,
     within: std::time::Duration,
 ) -> distlock::Guard {
     let client = distlock::Client::connect(url).await.unwrap();
@@ -117,10 +119,9 @@ pub async fn take_over(
         .await
         .unwrap_or_else(|e| panic!("the lock `{name}` was not taken over within {within:?}: {e}"));
     assert!(
-        next.fencing_token() > lost.fencing_token(),
-        "the next holder's token {} is not greater than the lost one's {}",
+        next.fencing_token() > lost,
+        "the next holder's token {} is not greater than the lost one's {lost}",
         next.fencing_token(),
-        lost.fencing_token()
     );
     next
 }
@@ -156,7 +157,13 @@ pub async fn cut_session_is_freed_at_once(
     tokio::time::timeout(std::time::Duration::from_secs(3), guard.lost())
         .await
         .expect("a dead connection means Lost at the next renewal");
-    let next = take_over(direct, name, &guard, std::time::Duration::from_secs(3)).await;
+    let next = take_over(
+        direct,
+        name,
+        guard.fencing_token(),
+        std::time::Duration::from_secs(3),
+    )
+    .await;
     next.release().await.unwrap();
 }
 
@@ -287,7 +294,7 @@ pub async fn lose_to_a_paused_server(url: &str, server: &Server, name: &str) {
         "the old holder's validity ended before anyone else could be granted the lock"
     );
 
-    let next = take_over(url, name, &guard, Duration::from_secs(5)).await;
+    let next = take_over(url, name, guard.fencing_token(), Duration::from_secs(5)).await;
     assert_eq!(
         guard.release().await.unwrap_err().kind(),
         distlock::ErrorKind::NotHeld

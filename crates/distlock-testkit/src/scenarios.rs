@@ -1,5 +1,5 @@
 //! Scenarios a new user runs into, the same on every backend with a server: odd lock names,
-//! a server that hangs mid-call, and the lock taken again after a fault cost its holder.
+//! and a server that hangs mid-call.
 
 use std::time::{Duration, Instant};
 
@@ -110,31 +110,4 @@ pub async fn a_hung_server_bounds_every_call(url: &str, server: &Server) {
         started.elapsed()
     );
     server.resume();
-}
-
-/// After a fault that cost a holder its lock (its last token `lost`), a new client of
-/// `url` takes `name` within 15 s, with a greater token, and releases it.
-///
-/// # Examples
-///
-/// ```no_run
-/// # distlock_testkit::block_on(async {
-/// distlock_testkit::the_next_holder_outranks("zk://127.0.0.1:2181/x", "quorum", 7).await;
-/// # });
-/// ```
-pub async fn the_next_holder_outranks(url: &str, name: &str, lost: u64) {
-    let other = distlock::Client::connect(url)
-        .await
-        .expect("a new client connects");
-    let next = other
-        .mutex(name)
-        .lock_timeout(Duration::from_secs(15))
-        .await
-        .expect("the lock is free again within 15 s");
-    assert!(
-        next.fencing_token() > lost,
-        "the next holder's token {} is above the lost one's {lost}",
-        next.fencing_token()
-    );
-    next.release().await.expect("the next holder releases");
 }

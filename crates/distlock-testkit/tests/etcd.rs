@@ -10,7 +10,6 @@ distlock_testkit::process_suite!(target);
 
 use std::time::{Duration, Instant};
 
-use distlock::Health;
 use distlock::etcd::etcd_client::{self, Txn, TxnOp};
 
 /// Runs `etcdctl` against `endpoint` with `args`, which must succeed: its output.
@@ -28,32 +27,15 @@ fn a_holder_whose_key_is_deleted_by_hand_turns_lost_alone() {
         let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
         let endpoint = server.addr().to_string();
         let url = format!("etcd://{endpoint}/ops?session_ttl=2s");
-        let client = distlock::Client::connect(&url).await.unwrap();
-        let other = distlock::Client::connect(&url).await.unwrap();
-        let guard = client.mutex("held").lock().await.unwrap();
-        let bystander = client.mutex("kept").lock().await.unwrap();
-
-        let keys = etcdctl(&endpoint, &["get", "--prefix", "--keys-only", "ops/held/"]);
-        let key = keys
-            .lines()
-            .find(|l| !l.is_empty())
-            .expect("the holder's key");
-        etcdctl(&endpoint, &["del", key]);
-
-        tokio::time::timeout(Duration::from_secs(5), guard.lost())
-            .await
-            .expect("the holder learns its key was deleted");
-        assert_eq!(guard.health(), Health::Lost);
-        assert_eq!(bystander.health(), Health::Held, "the session lives on");
-        let next = other
-            .mutex("held")
-            .lock_timeout(Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert!(next.fencing_token() > guard.fencing_token());
-        assert!(guard.renew().await.is_err(), "once lost, always lost");
-        next.release().await.unwrap();
-        bystander.release().await.unwrap();
+        distlock_testkit::a_holder_deleted_by_hand_turns_lost_alone(&url, || async {
+            let keys = etcdctl(&endpoint, &["get", "--prefix", "--keys-only", "ops/held/"]);
+            let key = keys
+                .lines()
+                .find(|l| !l.is_empty())
+                .expect("the holder's key");
+            etcdctl(&endpoint, &["del", key]);
+        })
+        .await;
     });
 }
 
@@ -80,9 +62,9 @@ fn a_client_cut_off_is_lost_before_its_lease_expires_on_the_server() {
             .await
             .unwrap();
         let through = format!("etcd://{}/faults?session_ttl=2s", proxy.addr());
+        let direct = format!("etcd://{endpoint}/faults");
         let client = distlock::Client::connect(&through).await.unwrap();
         let guard = client.mutex("cut").lock().await.unwrap();
-
         let observer = etcd_client::Client::connect([endpoint.as_str()], None)
             .await
             .unwrap();
@@ -103,27 +85,10 @@ fn a_client_cut_off_is_lost_before_its_lease_expires_on_the_server() {
                 }
             }
         });
-
-        proxy.set(distlock_testkit::ProxyMode::BlackHole);
-        assert!(
-            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
-            "a silent link puts the guard at risk"
-        );
-        tokio::time::timeout(Duration::from_secs(3), guard.lost())
-            .await
-            .expect("the guard is lost within the lease's TTL");
-        let lost_at = Instant::now();
-        let deleted_at = tokio::time::timeout(Duration::from_secs(10), deleted)
-            .await
-            .expect("etcd expires the lease")
-            .unwrap();
-        assert!(
-            lost_at <= deleted_at,
-            "the guard was lost before the key went"
-        );
-        let direct = format!("etcd://{endpoint}/faults");
-        let _next =
-            distlock_testkit::take_over(&direct, "cut", &guard, Duration::from_secs(5)).await;
+        distlock_testkit::a_cut_off_holder_is_lost_before_the_store_lets_go(
+            &guard, &proxy, &direct, deleted,
+        )
+        .await;
     });
 }
 
@@ -159,8 +124,13 @@ fn a_stale_holders_guarded_write_is_refused() {
             .await
             .expect("the cut-off holder is lost");
         let direct = format!("etcd://{endpoint}/fenced");
-        let next =
-            distlock_testkit::take_over(&direct, "account", &guard, Duration::from_secs(8)).await;
+        let next = distlock_testkit::take_over(
+            &direct,
+            "account",
+            guard.fencing_token(),
+            Duration::from_secs(8),
+        )
+        .await;
         let stale_write = kv.txn(write("1", condition)).await.unwrap();
         assert!(
             !stale_write.succeeded(),

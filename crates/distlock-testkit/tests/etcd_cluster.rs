@@ -67,7 +67,9 @@ fn the_leader_killed_under_a_held_lock_gives_no_second_holder() {
             );
         }
         guard.release().await.unwrap();
-        distlock_testkit::the_next_holder_outranks(&url, "leader", token).await;
+        let next =
+            distlock_testkit::take_over(&url, "leader", token, Duration::from_secs(15)).await;
+        next.release().await.unwrap();
 
         // A client that connects while a member is down speaks to the others only.
         let late = distlock::Client::connect(&url).await.unwrap();
@@ -106,6 +108,13 @@ fn the_quorum_lost_puts_the_guard_at_risk_then_lost() {
             member.restart().unwrap_or_else(|e| panic!("{e}"));
         }
         assert!(cluster.wait_serving(ELECTION), "the quorum is back");
-        distlock_testkit::the_next_holder_outranks(&url, "quorum", guard.fencing_token()).await;
+        let next = distlock_testkit::take_over(
+            &url,
+            "quorum",
+            guard.fencing_token(),
+            Duration::from_secs(15),
+        )
+        .await;
+        next.release().await.unwrap();
     });
 }

@@ -93,7 +93,7 @@ fn a_client_cut_off_loses_its_lease_before_it_ends() {
         let _next = distlock_testkit::take_over(
             &lease_url(server.addr()),
             "cut",
-            &guard,
+            guard.fencing_token(),
             Duration::from_secs(4),
         )
         .await;

@@ -275,7 +275,7 @@ fn a_black_holed_client_goes_at_risk_then_lost_before_the_server_frees_the_lock(
         let _next = distlock_testkit::take_over(
             &session_url(server.addr()),
             "hole",
-            &guard,
+            guard.fencing_token(),
             Duration::from_secs(4),
         )
         .await;

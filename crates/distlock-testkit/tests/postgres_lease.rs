@@ -125,7 +125,7 @@ async fn link_failure_is_noticed_before_the_lease_ends(mode: distlock_testkit::P
     let _next = distlock_testkit::take_over(
         &lease_url(pg.addr()),
         "link",
-        &guard,
+        guard.fencing_token(),
         Duration::from_secs(3),
     )
     .await;

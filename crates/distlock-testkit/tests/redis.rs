@@ -100,7 +100,13 @@ async fn link_failure_is_noticed_before_the_server_ttl_ends(mode: distlock_testk
         state.holders[0].remaining_ms.is_some_and(|ms| ms > 0),
         "the guard was Lost before the server-side TTL ended"
     );
-    let _next = distlock_testkit::take_over(&direct, "link", &guard, Duration::from_secs(3)).await;
+    let _next = distlock_testkit::take_over(
+        &direct,
+        "link",
+        guard.fencing_token(),
+        Duration::from_secs(3),
+    )
+    .await;
 }
 
 #[test]

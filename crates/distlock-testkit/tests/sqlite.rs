@@ -99,7 +99,12 @@ fn failed_renewals_put_the_lease_at_risk_then_lose_it() {
         stall.stop().await;
         let err = guard.renew().await.unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::LockLost, "lost stays lost");
-        let _next =
-            distlock_testkit::take_over(&url, "outage", &guard, Duration::from_secs(3)).await;
+        let _next = distlock_testkit::take_over(
+            &url,
+            "outage",
+            guard.fencing_token(),
+            Duration::from_secs(3),
+        )
+        .await;
     });
 }

@@ -21,35 +21,18 @@ fn a_holder_whose_node_is_deleted_by_hand_turns_lost_alone() {
     distlock_testkit::block_on(async {
         let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
         let url = format!("zk://{}/ops?session_timeout=2s", server.addr());
-        let client = distlock::Client::connect(&url).await.unwrap();
-        let other = distlock::Client::connect(&url).await.unwrap();
-        let guard = client.mutex("held").lock().await.unwrap();
-        let bystander = client.mutex("kept").lock().await.unwrap();
-
-        let operator = zk::Client::connect(&server.addr().to_string())
-            .await
-            .unwrap();
-        let nodes = operator.list_children("/ops/held").await.unwrap();
-        assert_eq!(nodes.len(), 1, "{nodes:?}");
-        operator
-            .delete(&format!("/ops/held/{}", nodes[0]), None)
-            .await
-            .unwrap();
-
-        tokio::time::timeout(Duration::from_secs(5), guard.lost())
-            .await
-            .expect("the holder learns its node was deleted");
-        assert_eq!(guard.health(), Health::Lost);
-        assert_eq!(bystander.health(), Health::Held, "the session lives on");
-        let next = other
-            .mutex("held")
-            .lock_timeout(Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert!(next.fencing_token() > guard.fencing_token());
-        assert!(guard.renew().await.is_err(), "once lost, always lost");
-        next.release().await.unwrap();
-        bystander.release().await.unwrap();
+        distlock_testkit::a_holder_deleted_by_hand_turns_lost_alone(&url, || async {
+            let operator = zk::Client::connect(&server.addr().to_string())
+                .await
+                .unwrap();
+            let nodes = operator.list_children("/ops/held").await.unwrap();
+            assert_eq!(nodes.len(), 1, "{nodes:?}");
+            operator
+                .delete(&format!("/ops/held/{}", nodes[0]), None)
+                .await
+                .unwrap();
+        })
+        .await;
     });
 }
 
@@ -75,9 +58,9 @@ fn a_client_cut_off_is_lost_before_the_server_expires_its_session() {
             .await
             .unwrap();
         let through = format!("zk://{}/faults?session_timeout=1500ms", proxy.addr());
+        let direct = format!("zk://{}/faults", server.addr());
         let client = distlock::Client::connect(&through).await.unwrap();
         let guard = client.mutex("cut").lock().await.unwrap();
-
         let observer = zk::Client::connect(&server.addr().to_string())
             .await
             .unwrap();
@@ -89,30 +72,13 @@ fn a_client_cut_off_is_lost_before_the_server_expires_its_session() {
         assert!(stat.is_some());
         let deleted = tokio::spawn(async move {
             let event = watcher.changed().await;
-            (event.event_type, std::time::Instant::now())
+            assert_eq!(event.event_type, zk::EventType::NodeDeleted);
+            std::time::Instant::now()
         });
-
-        proxy.set(distlock_testkit::ProxyMode::BlackHole);
-        assert!(
-            distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
-            "a silent link puts the guard at risk"
-        );
-        tokio::time::timeout(Duration::from_secs(3), guard.lost())
-            .await
-            .expect("the guard is lost within the session timeout");
-        let lost_at = std::time::Instant::now();
-        let (event, deleted_at) = tokio::time::timeout(Duration::from_secs(10), deleted)
-            .await
-            .expect("the server expires the session")
-            .unwrap();
-        assert_eq!(event, zk::EventType::NodeDeleted);
-        assert!(
-            lost_at <= deleted_at,
-            "the guard was lost before the node went"
-        );
-        let direct = format!("zk://{}/faults", server.addr());
-        let _next =
-            distlock_testkit::take_over(&direct, "cut", &guard, Duration::from_secs(5)).await;
+        distlock_testkit::a_cut_off_holder_is_lost_before_the_store_lets_go(
+            &guard, &proxy, &direct, deleted,
+        )
+        .await;
     });
 }
 
