@@ -5,7 +5,8 @@
 //! waits for a leader). So with several members, each is asked for its status every
 //! second on a connection of its own: one that does not answer within the probe bound, or
 //! answers without knowing a leader, takes no requests until it answers with one again.
-//! When no member answers, requests go to all of them (and fail with the reason).
+//! When no member answers, requests go to all of them (and fail with the reason). That
+//! is one more connection and one status call a second per member for every client.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -67,21 +68,27 @@ impl Members {
 
     /// Probes every member at once and chooses the endpoints requests go to first.
     pub(crate) async fn choose(&mut self) -> Vec<String> {
-        let serving = self.serving().await;
-        let none_serves = !serving.contains(&true);
-        for (member, serving) in self.members.iter_mut().zip(serving) {
-            member.in_use = serving || none_serves;
-        }
-        self.in_use()
+        let (wanted, _) = self.wanted().await;
+        self.members
+            .iter_mut()
+            .zip(wanted)
+            .filter_map(|(member, wanted)| {
+                member.in_use = wanted;
+                wanted.then(|| member.endpoint.clone())
+            })
+            .collect()
     }
 
-    /// The endpoints requests go to.
-    fn in_use(&self) -> Vec<String> {
-        self.members
+    /// Whether requests should go to each member: to those that serve, or to all when
+    /// none does (the second answer).
+    async fn wanted(&self) -> (Vec<bool>, bool) {
+        let serving = self.serving().await;
+        let none_serves = !serving.contains(&true);
+        let wanted = serving
             .iter()
-            .filter(|m| m.in_use)
-            .map(|m| m.endpoint.clone())
-            .collect()
+            .map(|serving| *serving || none_serves)
+            .collect();
+        (wanted, none_serves)
     }
 
     /// Whether each member answers a status within the probe bound, knowing a leader.
@@ -106,10 +113,8 @@ impl Members {
     /// Probes every member and steers `client`'s requests to those that serve (to all when
     /// none does).
     async fn steer(&mut self, client: &Client) {
-        let serving = self.serving().await;
-        let none_serves = !serving.contains(&true);
-        for (member, serving) in self.members.iter_mut().zip(serving) {
-            let wanted = serving || none_serves;
+        let (wanted, none_serves) = self.wanted().await;
+        for (member, wanted) in self.members.iter_mut().zip(wanted) {
             if wanted == member.in_use {
                 continue;
             }

@@ -63,7 +63,8 @@ impl Request {
     /// ends. A deletion marks the grant gone and tells the core, which turns the guard
     /// `Lost` unless it was released. The watch is set shortly after the grant, and only
     /// if the grant is still held then, so a short hold costs the server nothing more; a
-    /// deletion in the meantime is still seen, the watch starting at the grant's revision.
+    /// deletion in the meantime is still seen, the key's create revision being read once
+    /// the watch stands.
     pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, key: &Key, granted: i64) {
         let what = Deletion {
             key: key.name.clone(),
