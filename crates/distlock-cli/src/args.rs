@@ -131,10 +131,15 @@ pub struct TortureArgs {
     /// How long each critical section lasts.
     #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
     pub hold: Duration,
-    /// The faults to inject, comma-separated: pause (a holder stopped past its TTL, then
-    /// resumed), kill (a holder killed, a new worker started in its place), or none.
+    /// The faults to inject, comma-separated, taking turns: pause (a holder stopped past
+    /// its TTL and its guard's validity, then resumed), kill (a holder killed, a new worker
+    /// started in its place), or none.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "pause,kill")]
     pub faults: Vec<FaultKind>,
+    /// The lock scheme the workers use: distlock, or a broken scheme as a negative control
+    /// the checker must catch.
+    #[arg(long, value_enum, default_value_t = Scheme::Distlock)]
+    pub scheme: Scheme,
     /// How long to wait between faults.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub fault_every: Duration,
@@ -142,16 +147,39 @@ pub struct TortureArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// The longest the lock may sit free while a worker waits (default: twice the TTL
-    /// plus 2 s; a session backend needs its session timeout here).
+    /// plus 2 s). A killed holder's lease counts as held until its guard's validity.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub liveness: Option<Duration>,
-    /// Where to write the history, as JSON lines (default: a file in a temporary
-    /// directory, kept and named in the verdict).
+    /// Where to write the history, as JSON lines (default: `history.jsonl` in the run's
+    /// directory, `torture/<id>` in the state directory, kept and named in the verdict).
     #[arg(long)]
     pub history: Option<std::path::PathBuf>,
     /// Print the verdict as one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A lock scheme `distlock torture` runs.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheme {
+    /// distlock's guard, renewed, checked before each unfenced write.
+    Distlock,
+    /// A lease taken once and never renewed, whose holder never looks at it again: a
+    /// critical section longer than the TTL overlaps the next holder's.
+    NoRenewal,
+}
+
+impl Scheme {
+    /// The scheme's name, as given on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Distlock => "distlock",
+            Scheme::NoRenewal => "no-renewal",
+        }
+    }
 }
 
 /// A fault `distlock torture` injects.

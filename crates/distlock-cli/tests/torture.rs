@@ -50,7 +50,73 @@ fn torture_is_clean(url: &str, extra: &[&str]) -> Value {
     );
     let lines = std::fs::read_to_string(history).unwrap();
     assert!(lines.contains("\"fault\":\"pause\"") && lines.contains("\"fault\":\"kill\""));
+    // A holder paused past its validity learned it lost the lock on resume: it abandoned
+    // its section, its late write was refused, its guard reported the loss or its release
+    // found the lock gone.
+    assert!(
+        [
+            "\"ev\":\"abandon\"",
+            "\"accepted\":false",
+            "\"health\":\"lost\"",
+            "\"outcome\":\"fail\""
+        ]
+        .iter()
+        .any(|sign| lines.contains(sign)),
+        "no pause cost a holder its lock: {stats}"
+    );
     verdict
+}
+
+/// The negative control: a lease taken once and never renewed, whose holder never looks
+/// at it again, with critical sections longer than the TTL. The checker must catch the
+/// overlapping holders (exit 1), naming them.
+#[test]
+fn torture_catches_a_lease_without_renewal() {
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", state.path().join("locks.db").display());
+    let out = distlock(
+        &url,
+        state.path(),
+        &[
+            "torture",
+            "--json",
+            "--scheme",
+            "no-renewal",
+            "--faults",
+            "none",
+            "--workers",
+            "3",
+            "--duration",
+            "3s",
+            "--ttl",
+            "300ms",
+            "--hold",
+            "800ms",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let verdict = json_lines(&stdout).pop().expect("a verdict");
+    assert_eq!(out.status.code(), Some(1), "{verdict:#}");
+    assert_eq!(verdict["clean"], false);
+    let kinds: Vec<&str> = verdict["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"overlap"), "{kinds:?}");
+    let overlap = verdict["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["kind"] == "overlap")
+        .unwrap();
+    assert!(
+        overlap["message"]
+            .as_str()
+            .unwrap()
+            .contains("held the lock at once")
+    );
 }
 
 #[test]
@@ -79,6 +145,7 @@ fn torture_refuses_memory_and_bad_urls() {
         ["--fault-every", "0s"],
         ["--ttl", "1ms"],
         ["--duration", "500000000years"],
+        ["--duration", "1ms"],
     ] {
         let out = distlock(&url, state.path(), &["torture", odd[0], odd[1]]);
         assert_eq!(out.status.code(), Some(64), "{odd:?}: {out:?}");
@@ -96,15 +163,16 @@ fn torture_on_postgres_in_both_modes_is_clean() {
 #[test]
 fn torture_on_etcd_is_clean() {
     let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
-    // A killed holder's key lives until its session lease (2 s) expires.
+    // A killed holder's key lives until its session lease (2 s) expires; a pause
+    // outlasts it.
     let url = format!("etcd://{}/torture?session_ttl=2s", etcd.addr());
-    torture_is_clean(&url, &["--liveness", "5s"]);
+    torture_is_clean(&url, &[]);
 }
 
 #[test]
 fn torture_on_zookeeper_is_clean() {
     let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
-    // A killed holder's node lives until its session (2 s) expires.
+    // A killed holder's node lives until its session (2 s) expires; a pause outlasts it.
     let url = format!("zk://{}/torture?session_timeout=2s", zk.addr());
-    torture_is_clean(&url, &["--liveness", "5s"]);
+    torture_is_clean(&url, &[]);
 }

@@ -38,7 +38,7 @@ mod timeline;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// The longest time, in nanoseconds, the lock may sit free while a worker waits for
-    /// it (and the longest a worker may wait for it).
+    /// it (a wait longer than that is counted among the starved).
     pub liveness: u64,
 }
 
@@ -78,7 +78,7 @@ pub fn check(events: &[Event], limits: &Limits) -> Verdict {
     check_tokens(&timeline, &mut verdict);
     check_late_loss(&timeline, &mut verdict);
     check_free_waits(&timeline, limits, &mut verdict);
-    check_starvation(&timeline, limits, &mut verdict);
+    count_starved(&timeline, limits, &mut verdict);
     verdict
         .violations
         .sort_by(|a, b| (a.kind, &a.events).cmp(&(b.kind, &b.events)));
@@ -479,15 +479,15 @@ fn check_tokens(timeline: &Timeline, verdict: &mut Verdict) {
     }
 }
 
-/// (f) The lock free (no hold, no lease of an unknown acquire) while a worker waited (its
-/// pauses left out) longer than the limit.
+/// (f) The lock free (no hold, no lease a dead worker may have left) while a worker waited
+/// (its pauses left out) longer than the limit.
 fn check_free_waits(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict) {
     let held = union(
         timeline
             .holds
             .iter()
             .map(|hold| hold.span.clone())
-            .chain(timeline.unknown_leases.iter().cloned()),
+            .chain(timeline.leases_left.iter().cloned()),
     );
     let waited = union(
         timeline
@@ -538,35 +538,17 @@ fn check_free_waits(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict)
     }
 }
 
-/// (f) Workers whose acquire waited (while they ran) longer than the limit.
-fn check_starvation(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict) {
-    let mut starved: BTreeMap<u32, Vec<&Wait>> = BTreeMap::new();
-    for wait in timeline
+/// (f) Workers whose acquire waited (while they ran) longer than the limit: a measure, not
+/// a violation (a correct lock under load, many workers or long holds, keeps some waiting
+/// long while it changes hands); the lock sitting free while they wait is the violation.
+fn count_starved(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict) {
+    let mut starved: Vec<u32> = timeline
         .waits
         .iter()
         .filter(|wait| wait.waited() > limits.liveness)
-    {
-        starved.entry(wait.worker).or_default().push(wait);
-    }
-    verdict.stats.starved_workers = starved.keys().copied().collect();
-    for (worker, waits) in starved {
-        let longest = waits
-            .iter()
-            .max_by_key(|wait| wait.waited())
-            .expect("a starved worker waited");
-        verdict.violations.push(Violation {
-            kind: Kind::Liveness,
-            message: format!(
-                "worker {worker} waited {} for the lock from its acquire at {} (limit {}){}",
-                duration(longest.waited()),
-                timeline.ms(timeline.events[longest.acquire].at),
-                duration(limits.liveness),
-                match waits.len() {
-                    1 => String::new(),
-                    n => format!("; {n} of its acquires waited over the limit"),
-                },
-            ),
-            events: waits.iter().map(|wait| wait.acquire).collect(),
-        });
-    }
+        .map(|wait| wait.worker)
+        .collect();
+    starved.sort_unstable();
+    starved.dedup();
+    verdict.stats.starved_workers = starved;
 }

@@ -350,7 +350,8 @@ fn an_unknown_acquire_keeps_the_lock_from_counting_free_for_a_ttl() {
     assert_eq!(kinds(&verdict), []);
     assert_eq!(verdict.stats.longest_free_wait_ns, 0);
 
-    // Its lease ran out at 101 ms; the lock was free until the grant at 250 ms.
+    // It may have been granted just before its kill at 5 ms: its lease (100 ms, the
+    // longest validity granted) ran out at 105 ms; the lock was free until 250 ms.
     let mut after = History::new();
     let acquire = after.add(1, 1, What::Acquire);
     let waiter = after.add(2, 2, What::Acquire);
@@ -358,11 +359,10 @@ fn an_unknown_acquire_keeps_the_lock_from_counting_free_for_a_ttl() {
     let grant = after.granted(250, 2, 1, 350);
     after.add(260, 2, What::Release);
     let verdict = after.check();
-    assert_eq!(kinds(&verdict), [Kind::Liveness, Kind::Liveness]);
-    assert_eq!(verdict.violations[0].events, [waiter]);
-    assert_eq!(verdict.violations[1].events, [waiter, grant]);
-    assert_eq!(verdict.stats.longest_free_wait_ns, 149 * MS);
-    assert_eq!(verdict.stats.longest_free_wait_at, T0 + 101 * MS);
+    assert_eq!(kinds(&verdict), [Kind::Liveness]);
+    assert_eq!(verdict.violations[0].events, [waiter, grant]);
+    assert_eq!(verdict.stats.longest_free_wait_ns, 145 * MS);
+    assert_eq!(verdict.stats.longest_free_wait_at, T0 + 105 * MS);
     assert_eq!(verdict.stats.starved_workers, [2]);
     assert!(
         !verdict
@@ -381,18 +381,14 @@ fn a_lock_free_while_a_worker_waits_is_a_liveness_failure() {
     let grant = history.granted(300, 2, 2, 400);
     history.add(310, 2, What::Release);
     let verdict = history.check();
-    assert_eq!(kinds(&verdict), [Kind::Liveness, Kind::Liveness]);
-    let (starved, gap) = (&verdict.violations[0], &verdict.violations[1]);
+    // A wait over the limit is counted; the lock free meanwhile is the violation.
+    assert_eq!(kinds(&verdict), [Kind::Liveness]);
+    let gap = &verdict.violations[0];
     assert_eq!(gap.events, [acquire, grant]);
     assert_eq!(
         gap.message,
         "the lock sat free for 290.000 ms from 10.000 ms to 300.000 ms while worker 2 waited \
          (limit 100.000 ms)"
-    );
-    assert_eq!(starved.events, [acquire]);
-    assert_eq!(
-        starved.message,
-        "worker 2 waited 295.000 ms for the lock from its acquire at 5.000 ms (limit 100.000 ms)"
     );
     assert_eq!(verdict.stats.longest_free_wait_ns, 290 * MS);
     assert_eq!(verdict.stats.longest_free_wait_at, T0 + 10 * MS);
@@ -415,17 +411,21 @@ fn a_paused_waiter_is_not_waiting() {
 }
 
 #[test]
-fn a_killed_holders_hold_ends_at_its_kill() {
+fn a_killed_holders_hold_ends_at_its_kill_and_its_lease_at_its_validity() {
+    // Its hold ends at the kill (a grant after it is no overlap), but the store may keep
+    // its lease until its validity at 200 ms: no free lock before then.
     let mut history = History::new();
     history.add(1, 1, What::Acquire);
-    history.granted(2, 1, 1, 1_000);
+    history.granted(2, 1, 1, 200);
     history.add(3, 2, What::Acquire);
     history.fault(20, 1, "kill");
     history.granted(30, 2, 2, 130);
     history.add(40, 2, What::Release);
+    history.add(41, 3, What::Acquire);
+    history.granted(250, 3, 3, 350);
     let verdict = history.check();
     assert_eq!(kinds(&verdict), []);
-    assert_eq!(verdict.stats.longest_free_wait_ns, 10 * MS);
-    assert_eq!(verdict.stats.longest_free_wait_at, T0 + 20 * MS);
+    assert_eq!(verdict.stats.longest_free_wait_ns, 50 * MS);
+    assert_eq!(verdict.stats.longest_free_wait_at, T0 + 200 * MS);
     assert_eq!(verdict.stats.faults, 1);
 }

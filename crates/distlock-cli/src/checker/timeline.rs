@@ -12,11 +12,13 @@ pub(super) struct Timeline<'a> {
     origin: u64,
     /// Every grant's hold, in the order of their `Granted` events.
     pub(super) holds: Vec<Hold>,
-    /// When an acquire its worker's kill or the end of the history left unanswered may
-    /// have held the lock: for a TTL from its `Acquire` (for ever if no `Start` gave the
-    /// TTL). Its worker never acted under it, so these keep the lock from counting as
-    /// free, and are no hold to overlap.
-    pub(super) unknown_leases: Vec<Range<u64>>,
+    /// When a dead worker's lease may still have held the lock in the store: a killed
+    /// holder's until its last recorded validity; an acquire its worker's kill (or the end
+    /// of the history) left unanswered from its `Acquire` to a lease after the kill (a
+    /// lease being the longest validity any grant was given, else the `Start`'s TTL). Its
+    /// worker acts no more, so these keep the lock from counting as free, and are no hold
+    /// to overlap.
+    pub(super) leases_left: Vec<Range<u64>>,
     /// Every acquire's wait, worker by worker.
     pub(super) waits: Vec<Wait>,
     /// `CounterWrite` events made while no hold of their worker was open, in order.
@@ -50,10 +52,20 @@ impl Wait {
 
 impl<'a> Timeline<'a> {
     pub(super) fn new(events: &'a [Event]) -> Timeline<'a> {
+        let granted_for = events
+            .iter()
+            .filter_map(|event| match event.what {
+                What::Granted { safe_until, .. } if safe_until != u64::MAX => {
+                    Some(safe_until.saturating_sub(event.at))
+                }
+                _ => None,
+            })
+            .max();
         let ttl = events.iter().find_map(|event| match event.what {
             What::Start { ttl, .. } => Some(ttl),
             _ => None,
         });
+        let lease = granted_for.or(ttl);
         let mut events_of: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (index, event) in events.iter().enumerate() {
             events_of.entry(event.worker).or_default().push(index);
@@ -62,12 +74,12 @@ impl<'a> Timeline<'a> {
             events,
             origin: events.first().map_or(0, |event| event.at),
             holds: Vec::new(),
-            unknown_leases: Vec::new(),
+            leases_left: Vec::new(),
             waits: Vec::new(),
             unheld_counter_writes: Vec::new(),
         };
         for indexes in events_of.values() {
-            timeline.follow(indexes, ttl);
+            timeline.follow(indexes, lease);
         }
         timeline.holds.sort_by_key(|hold| hold.grant);
         timeline.unheld_counter_writes.sort_unstable();
@@ -76,12 +88,11 @@ impl<'a> Timeline<'a> {
 
     /// Reads one worker's events (`indexes`, in order): its holds, its waits, its counter
     /// writes made outside its holds.
-    fn follow(&mut self, indexes: &[usize], ttl: Option<u64>) {
+    fn follow(&mut self, indexes: &[usize], lease: Option<u64>) {
         let events = self.events;
         let last = events.last().map_or(0, |event| event.at);
-        let lease = |acquire: usize| {
-            let start = events[acquire].at;
-            start..ttl.map_or(u64::MAX, |ttl| start.saturating_add(ttl))
+        let lease = |acquire: usize, ended: u64| {
+            events[acquire].at..lease.map_or(u64::MAX, |lease| ended.saturating_add(lease))
         };
         let mut waiting = None;
         let mut waits = Vec::new();
@@ -94,9 +105,11 @@ impl<'a> Timeline<'a> {
                 What::Acquire => waiting = Some(index),
                 &What::Granted { token, safe_until } => {
                     waits.extend(waiting.take().map(|acquire| (acquire, event.at)));
-                    let hold = self.hold(index, token, safe_until, &indexes[position + 1..]);
+                    let (hold, left) =
+                        self.hold(index, token, safe_until, &indexes[position + 1..]);
                     held = hold.span.clone();
                     self.holds.push(hold);
+                    self.leases_left.extend(left);
                 }
                 What::AcquireFailed { .. } => {
                     waits.extend(waiting.take().map(|acquire| (acquire, event.at)));
@@ -109,7 +122,7 @@ impl<'a> Timeline<'a> {
                     "resume" => pauses.extend(paused_since.take().map(|since| since..event.at)),
                     "kill" => {
                         if let Some(acquire) = waiting.take() {
-                            self.unknown_leases.push(lease(acquire));
+                            self.leases_left.push(lease(acquire, event.at));
                             waits.push((acquire, event.at));
                         }
                     }
@@ -119,7 +132,7 @@ impl<'a> Timeline<'a> {
             }
         }
         if let Some(acquire) = waiting {
-            self.unknown_leases.push(lease(acquire));
+            self.leases_left.push(lease(acquire, last));
             waits.push((acquire, last));
         }
         pauses.extend(paused_since.map(|since| since..u64::MAX));
@@ -135,10 +148,18 @@ impl<'a> Timeline<'a> {
     /// The hold the `Granted` event at `grant` starts, `later` being its worker's events
     /// after it. It ends at its `Release`, its `Health` lost, its worker's kill or a new
     /// `Acquire`, unless its validity (the last `safe_until` recorded) ran out before: a
-    /// hold nothing ended runs to its validity.
-    fn hold(&self, grant: usize, token: u64, safe_until: u64, later: &[usize]) -> Hold {
+    /// hold nothing ended runs to its validity. A holder killed within its validity may
+    /// leave its lease in the store until then: that span comes second.
+    fn hold(
+        &self,
+        grant: usize,
+        token: u64,
+        safe_until: u64,
+        later: &[usize],
+    ) -> (Hold, Option<Range<u64>>) {
         let start = self.events[grant].at;
         let mut end = safe_until;
+        let mut left = None;
         for event in later.iter().map(|&index| &self.events[index]) {
             if event.at >= end {
                 break;
@@ -154,18 +175,20 @@ impl<'a> Timeline<'a> {
                     break;
                 }
                 What::Fault { fault } if fault == "kill" => {
+                    left = Some(event.at..end);
                     end = event.at;
                     break;
                 }
                 _ => {}
             }
         }
-        Hold {
+        let hold = Hold {
             worker: self.events[grant].worker,
             grant,
             token,
             span: start..end.max(start),
-        }
+        };
+        (hold, left)
     }
 
     /// `at` in ms from the first event, or "the end" for an unbounded end.

@@ -1,15 +1,18 @@
 //! The workers as the coordinator runs them, and the faults it injects into them: a
 //! holder paused (SIGSTOP) past its TTL and resumed, a holder killed (SIGKILL) and
-//! replaced by a new worker. The schedule is drawn from a seed, so a run can be replayed.
+//! replaced by a new worker. The kinds asked for take turns; on which holder each lands,
+//! and how long a pause lasts beyond the holder's validity, is drawn from a seed. The
+//! timing of a run is its own, so a seed repeats the choices, not the run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use distlock::{Error, ErrorKind, Result};
-use distlock_cli::history::{Event, What};
+use distlock_cli::history::{Event, What, monotonic_ns};
+use rand::Rng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
@@ -20,13 +23,16 @@ use crate::args::FaultKind;
 /// The worker processes of a run.
 pub struct Workers {
     exe: PathBuf,
-    /// The task of every worker, its id and deadline to be filled in.
+    /// The task of every worker, its id to be filled in.
     template: Task,
     running: BTreeMap<u32, Child>,
     next_id: u32,
-    /// How far the history has been read, and who holds the lock by it.
-    read: usize,
-    holding: BTreeSet<u32>,
+    /// How many faults were injected: the kinds asked for take turns.
+    injected: usize,
+    /// How far the history has been read, and who holds the lock by it, valid until when
+    /// (on the shared clock).
+    read: u64,
+    holding: BTreeMap<u32, u64>,
 }
 
 impl Workers {
@@ -39,8 +45,9 @@ impl Workers {
             template,
             running: BTreeMap::new(),
             next_id: 1,
+            injected: 0,
             read: 0,
-            holding: BTreeSet::new(),
+            holding: BTreeMap::new(),
         };
         for _ in 0..count {
             workers.spawn().await?;
@@ -56,12 +63,24 @@ impl Workers {
             worker: id,
             ..self.template.clone()
         };
-        let mut child = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        command
             .arg("torture-worker")
             .env_remove("DISTLOCK_URL")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe. A worker dies with the coordinator (killed,
+        // interrupted, or ending on an error), stopped or not, instead of running on.
+        unsafe {
+            command.pre_exec(
+                || match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                },
+            );
+        }
+        let mut child = command
             .spawn()
             .map_err(|e| Error::invalid(format!("cannot start a torture worker: {e}")))?;
         let input = serde_json::to_vec(&task).expect("a task is plain data");
@@ -77,33 +96,44 @@ impl Workers {
         Ok(())
     }
 
-    /// Who holds the lock now, by the history written so far.
-    fn holders(&mut self) -> Vec<u32> {
-        let Ok(text) = std::fs::read_to_string(&self.template.history) else {
+    /// Who holds the lock now, by the history written since the last look, and until
+    /// when each is valid.
+    fn holders(&mut self) -> Vec<(u32, u64)> {
+        let mut fresh = Vec::new();
+        let read = std::fs::File::open(&self.template.history).and_then(|mut file| {
+            file.seek(SeekFrom::Start(self.read))?;
+            file.read_to_end(&mut fresh)
+        });
+        if read.is_err() {
             return Vec::new();
-        };
-        let fresh = text.get(self.read..).unwrap_or("");
+        }
         // Only whole lines: a line being written is read next time.
-        let whole = fresh.rfind('\n').map_or(0, |end| end + 1);
-        for line in fresh[..whole].lines() {
-            let Ok(event) = serde_json::from_str::<Event>(line) else {
+        let whole = fresh
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |end| end + 1);
+        for line in fresh[..whole].split(|b| *b == b'\n') {
+            let Ok(event) = serde_json::from_slice::<Event>(line) else {
                 continue;
             };
             match event.what {
-                What::Granted { .. } => {
-                    self.holding.insert(event.worker);
+                What::Granted { safe_until, .. } | What::Renewed { safe_until } => {
+                    self.holding.insert(event.worker, safe_until);
                 }
-                What::Release | What::Fault { .. } => {
+                What::Release => {
+                    self.holding.remove(&event.worker);
+                }
+                What::Fault { fault } if fault == "kill" => {
                     self.holding.remove(&event.worker);
                 }
                 _ => {}
             }
         }
-        self.read += whole;
+        self.read += whole as u64;
         self.holding
             .iter()
-            .copied()
-            .filter(|w| self.running.contains_key(w))
+            .map(|(w, until)| (*w, *until))
+            .filter(|(w, _)| self.running.contains_key(w))
             .collect()
     }
 
@@ -123,7 +153,8 @@ impl Workers {
         if kinds.is_empty() {
             return Ok(());
         }
-        let kind = kinds[rng.random_range(0..kinds.len())];
+        let kind = kinds[self.injected % kinds.len()];
+        self.injected += 1;
         let mut holders = self.holders();
         for _ in 0..50 {
             if !holders.is_empty() {
@@ -132,11 +163,13 @@ impl Workers {
             tokio::time::sleep(Duration::from_millis(20)).await;
             holders = self.holders();
         }
-        let candidates: Vec<u32> = match holders.is_empty() {
-            true => self.running.keys().copied().collect(),
+        let candidates: Vec<(u32, u64)> = match holders.is_empty() {
+            true => self.running.keys().map(|w| (*w, 0)).collect(),
             false => holders,
         };
-        let Some(&target) = candidates.get(rng.random_range(0..candidates.len().max(1))) else {
+        let Some(&(target, valid_until)) =
+            candidates.get(rng.random_range(0..candidates.len().max(1)))
+        else {
             return Ok(());
         };
         let Some(pid) = self.running.get(&target).and_then(|c| c.id()) else {
@@ -155,8 +188,16 @@ impl Workers {
                         fault: "pause".into(),
                     },
                 );
+                // Past its TTL, and past the validity its guard was given (a session
+                // backend's outlasts the TTL), but not past the run's end by more than a
+                // TTL.
                 let ttl = self.template.ttl;
-                tokio::time::sleep(ttl + ttl / 2 + Duration::from_millis(rng.random_range(0..200)))
+                let past_ttl = monotonic_ns() + (ttl + ttl / 2).as_nanos() as u64;
+                let past_validity = valid_until.saturating_add(300_000_000);
+                let latest = self.template.until + ttl.as_nanos() as u64;
+                let resume = past_ttl.max(past_validity).min(latest.max(past_ttl))
+                    + rng.random_range(0..200_000_000);
+                tokio::time::sleep(Duration::from_nanos(resume.saturating_sub(monotonic_ns())))
                     .await;
                 recorder.record(
                     target,
@@ -205,9 +246,4 @@ impl Workers {
             false => Err(Error::new(ErrorKind::Backend, failed.join("; "))),
         }
     }
-}
-
-/// A fault schedule's random source, from `seed`.
-pub fn schedule(seed: u64) -> StdRng {
-    StdRng::seed_from_u64(seed)
 }

@@ -10,13 +10,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock::{Client, Error, ErrorKind, Result};
+use distlock::{Error, ErrorKind, Result};
 use distlock_cli::checker::{Limits, Verdict, check};
 use distlock_cli::history::{What, monotonic_ns, parse};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use serde_json::json;
 
 use crate::args::TortureArgs;
-use crate::location::lock_url;
+use crate::location::{connect, state_dir};
 
 pub use worker::worker;
 
@@ -27,74 +29,63 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 /// The longest run, hold or TTL torture takes.
 const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
+/// How long workers get to connect before the run starts: they all start together.
+const STARTUP: Duration = Duration::from_secs(1);
+
 /// Runs the workload under faults and prints the verdict: exit 0 if the history is
 /// clean, 1 if not.
 pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
-    let url = lock_url(given)?;
-    if url.starts_with("memory:") {
-        return Err(Error::invalid(
-            "torture runs workers as separate processes, which share no memory:// lock; use a backend they share",
-        ));
-    }
-    let at_least = Duration::from_millis(100);
-    if args.ttl < at_least || args.fault_every < at_least {
-        return Err(Error::invalid(
-            "torture needs a TTL and a fault interval of 100 ms or more",
-        ));
-    }
-    if args.duration > MAX_DURATION || args.hold > MAX_DURATION || args.ttl > MAX_DURATION {
+    check_args(&args)?;
+    // Refuse a bad URL or an unreachable backend before any worker starts.
+    let (url, client) = connect(given).await?;
+    if !client.backend().capabilities().cross_process {
         return Err(Error::invalid(format!(
-            "torture runs, holds and TTLs are at most {}",
-            humantime::format_duration(MAX_DURATION)
+            "torture runs workers as separate processes, which share no {}:// lock; use a backend they share",
+            client.backend().scheme()
         )));
     }
-    // Refuse a bad URL or an unreachable backend before any worker starts.
-    let client = Client::connect(&url).await?;
-    let scheme = client.backend().scheme();
+    let backend = client.backend().scheme();
     drop(client);
 
-    let history = match &args.history {
-        Some(path) => path.clone(),
-        None => run_dir()?.join("history.jsonl"),
-    };
-    // A history of an earlier run would be judged with this one.
-    let _ = std::fs::remove_file(&history);
-    let counter = history.with_extension("counter");
-    let _ = std::fs::remove_file(&counter);
-    let recorder = Arc::new(record::Recorder::open(&history)?);
+    let dir = run_dir()?;
+    let history = args
+        .history
+        .clone()
+        .unwrap_or_else(|| dir.join("history.jsonl"));
+    let recorder = Arc::new(record::Recorder::create(&history)?);
     recorder.record(
         0,
         What::Start {
             ttl: args.ttl.as_nanos() as u64,
             workers: args.workers,
-            scheme: "distlock".into(),
-            backend: scheme.into(),
+            scheme: args.scheme.as_str().into(),
+            backend: backend.into(),
         },
     );
     let resource = resource::start(recorder.clone()).await?;
     let seed = args.seed.unwrap_or_else(rand::random);
-    let mut rng = faults::schedule(seed);
-    let started = monotonic_ns();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let started = monotonic_ns() + STARTUP.as_nanos() as u64;
     let until = started + args.duration.as_nanos() as u64;
     let template = worker::Task {
-        url: url.clone(),
-        name: format!("torture/{}-{started}", std::process::id()),
+        url,
+        name: format!("torture/{}", distlock::random_id()),
+        scheme: args.scheme,
         worker: 0,
         ttl: args.ttl,
         hold: args.hold,
+        start: started,
         until,
         history: history.clone(),
-        counter,
+        counter: dir.join("counter"),
         resource,
     };
     let mut workers = faults::Workers::start(template, args.workers).await?;
-    loop {
-        let next = monotonic_ns() + args.fault_every.as_nanos() as u64;
-        if next >= until {
-            break;
-        }
+    let mut next = started + args.fault_every.as_nanos() as u64;
+    while next < until {
         tokio::time::sleep(Duration::from_nanos(next.saturating_sub(monotonic_ns()))).await;
         workers.inject(&args.faults, &mut rng, &recorder).await?;
+        next = monotonic_ns() + args.fault_every.as_nanos() as u64;
     }
     tokio::time::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns()))).await;
     workers
@@ -113,17 +104,43 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
             liveness: liveness.as_nanos() as u64,
         },
     );
-    print_verdict(&args, &verdict, &history, seed, scheme);
+    if verdict.stats.acquisitions == 0 {
+        return Err(Error::new(
+            ErrorKind::Backend,
+            format!(
+                "no worker got the lock: nothing was tested (history: {})",
+                history.display()
+            ),
+        ));
+    }
+    print_verdict(&args, &verdict, &history, seed, backend);
     Ok(if verdict.clean() { 0 } else { 1 })
 }
 
-/// A fresh directory for a run's files, kept after it.
+/// Refuses arguments no run can be made of.
+fn check_args(args: &TortureArgs) -> Result<()> {
+    let at_least = Duration::from_millis(100);
+    if args.ttl < at_least || args.fault_every < at_least {
+        return Err(Error::invalid(
+            "torture needs a TTL and a fault interval of 100 ms or more",
+        ));
+    }
+    if args.duration < Duration::from_secs(1) {
+        return Err(Error::invalid("torture needs a run of 1 s or more"));
+    }
+    if args.duration > MAX_DURATION || args.hold > MAX_DURATION || args.ttl > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "torture runs, holds and TTLs are at most {}",
+            humantime::format_duration(MAX_DURATION)
+        )));
+    }
+    Ok(())
+}
+
+/// A fresh directory for a run's files (the counter, and the history unless one is
+/// named), kept after it: `torture/<id>` in the state directory.
 fn run_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!(
-        "distlock-torture-{}-{}",
-        std::process::id(),
-        monotonic_ns()
-    ));
+    let dir = state_dir()?.join("torture").join(distlock::random_id());
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::invalid(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir)

@@ -17,15 +17,25 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Opens (creating) the history file at `path` for appending.
+    /// Starts the history file at `path`, empty (a history of an earlier run would be
+    /// judged with this one); anything there but a regular file is refused.
+    pub fn create(path: &Path) -> Result<Recorder> {
+        if path.exists() && !path.is_file() {
+            return Err(Error::invalid(format!(
+                "the history {} is not a regular file",
+                path.display()
+            )));
+        }
+        File::create(path).map_err(|e| cannot_write(path, e))?;
+        Recorder::open(path)
+    }
+
+    /// Opens the history file at `path` for appending.
     pub fn open(path: &Path) -> Result<Recorder> {
         let file = File::options()
-            .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| {
-                Error::invalid(format!("cannot write the history {}: {e}", path.display()))
-            })?;
+            .map_err(|e| cannot_write(path, e))?;
         Ok(Recorder {
             file: Mutex::new(file),
         })
@@ -47,4 +57,11 @@ impl Recorder {
             std::process::exit(i32::from(crate::exit::SOFTWARE));
         }
     }
+}
+
+fn cannot_write(path: &Path, err: std::io::Error) -> Error {
+    Error::invalid(format!(
+        "cannot write the history {}: {err}",
+        path.display()
+    ))
 }

@@ -88,8 +88,9 @@ impl Writer {
         })
     }
 
-    /// Writes with `token` as `worker`: whether the resource accepted it.
-    pub async fn write(&mut self, worker: u32, token: u64) -> Result<bool> {
+    /// Writes with `token` as `worker`, and waits for the verdict (which the resource
+    /// records).
+    pub async fn write(&mut self, worker: u32, token: u64) -> Result<()> {
         let lost = |e: std::io::Error| {
             Error::new(ErrorKind::Backend, format!("lost the fenced resource: {e}"))
         };
@@ -98,7 +99,7 @@ impl Writer {
             .await
             .map_err(lost)?;
         match self.lines.next_line().await.map_err(lost)? {
-            Some(answer) => Ok(answer == "accepted"),
+            Some(_) => Ok(()),
             None => Err(Error::new(ErrorKind::Backend, "the fenced resource closed")),
         }
     }

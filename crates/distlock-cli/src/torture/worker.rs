@@ -13,17 +13,20 @@ use serde::{Deserialize, Serialize};
 
 use super::record::Recorder;
 use super::resource::Writer;
+use crate::args::Scheme;
 
 /// What a worker is to do, handed to it on its standard input (so no secret of the URL is
-/// on its command line).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// on its command line; for the same reason it has no `Debug`).
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Task {
     pub url: String,
     pub name: String,
+    pub scheme: Scheme,
     pub worker: u32,
     pub ttl: Duration,
     pub hold: Duration,
-    /// When to stop asking for the lock, on the shared clock.
+    /// When to start asking for the lock, and when to stop, on the shared clock.
+    pub start: u64,
     pub until: u64,
     pub history: PathBuf,
     pub counter: PathBuf,
@@ -42,10 +45,19 @@ pub async fn worker() -> Result<u8> {
     let mut resource = Writer::connect(task.resource).await?;
     let mutex = client.mutex(&task.name);
     let me = task.worker;
+    tokio::time::sleep(Duration::from_nanos(
+        task.start.saturating_sub(monotonic_ns()),
+    ))
+    .await;
+    // A broken scheme takes one lease and never looks at it again.
+    let renewed = task.scheme == Scheme::Distlock;
     while monotonic_ns() < task.until {
         let left = Duration::from_nanos(task.until.saturating_sub(monotonic_ns()));
         recorder.record(me, What::Acquire);
-        let options = LockOptions::new().ttl(task.ttl).wait(left);
+        let options = LockOptions::new()
+            .ttl(task.ttl)
+            .wait(left)
+            .auto_renew(renewed);
         let guard = match mutex.lock_with(&options).await {
             Ok(guard) => guard,
             Err(err) => {
@@ -55,23 +67,30 @@ pub async fn worker() -> Result<u8> {
                         error: err.to_string(),
                     },
                 );
-                if err.kind() != ErrorKind::Timeout {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                // A wait that timed out ends at the deadline; a store out of reach is
+                // asked again; anything else (refused credentials, say) ends the worker.
+                match err.kind() {
+                    ErrorKind::Timeout => {}
+                    _ if err.is_temporary() => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    _ => return Err(err),
                 }
                 continue;
             }
         };
         let token = guard.fencing_token();
-        recorder.record(
-            me,
-            What::Granted {
-                token,
-                safe_until: instant_ns(guard.safe_until()),
+        let safe_until = match renewed {
+            true => instant_ns(guard.safe_until()),
+            false => u64::MAX,
+        };
+        recorder.record(me, What::Granted { token, safe_until });
+        match renewed {
+            true => tokio::select! {
+                done = critical_section(&task, Some(&guard), token, &recorder, &mut resource) => done?,
+                never = watch(&guard, &recorder, me) => match never {},
             },
-        );
-        tokio::select! {
-            done = critical_section(&task, &guard, &recorder, &mut resource) => done?,
-            never = watch(&guard, &recorder, me) => match never {},
+            false => critical_section(&task, None, token, &recorder, &mut resource).await?,
         }
         recorder.record(me, What::Release);
         let outcome = match guard.release().await {
@@ -89,9 +108,10 @@ pub async fn worker() -> Result<u8> {
     Ok(0)
 }
 
-/// Whether the guard may still be acted under: not lost, and within its validity.
-fn valid(guard: &Guard) -> bool {
-    guard.health() != Health::Lost && Instant::now() < guard.safe_until()
+/// Whether the guard may still be acted under: not lost, and within its validity. A
+/// broken scheme (no guard to look at) always thinks so.
+fn valid(guard: Option<&Guard>) -> bool {
+    guard.is_none_or(|guard| guard.health() != Health::Lost && Instant::now() < guard.safe_until())
 }
 
 /// The critical section: a careful holder checks its guard before each unfenced write (a
@@ -99,7 +119,8 @@ fn valid(guard: &Guard) -> bool {
 /// for), and writes to the fenced resource with its token.
 async fn critical_section(
     task: &Task,
-    guard: &Guard,
+    guard: Option<&Guard>,
+    token: u64,
     recorder: &Recorder,
     resource: &mut Writer,
 ) -> Result<()> {
@@ -120,7 +141,7 @@ async fn critical_section(
     recorder.record(me, What::CounterWrite { value: value + 1 });
     tokio::time::sleep(task.hold / 2).await;
     // The resource records its verdict itself.
-    resource.write(me, guard.fencing_token()).await?;
+    resource.write(me, token).await?;
     recorder.record(me, What::Exit);
     Ok(())
 }
