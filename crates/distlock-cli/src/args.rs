@@ -2,15 +2,38 @@
 
 use std::time::Duration;
 
+use clap::error::ErrorKind as ParseErrorKind;
 use clap::{Args, Parser, Subcommand};
+
+use crate::exit;
+
+/// The exit code for a command line clap refused: 64 for a value that does not parse or
+/// is out of range (a bad duration, URL or number, as the README's table says), clap's own
+/// (0 for `--help` and `--version`, 2 for a syntax error) otherwise.
+pub fn parse_failure_code(err: &clap::Error) -> u8 {
+    match err.kind() {
+        ParseErrorKind::ValueValidation | ParseErrorKind::InvalidValue => exit::USAGE,
+        _ => u8::try_from(err.exit_code()).unwrap_or(exit::USAGE),
+    }
+}
 
 /// Distributed locks from the shell: guard a command, inspect locks, benchmark, demo.
 #[derive(Debug, Parser)]
-#[command(name = "distlock", version, about)]
+#[command(
+    name = "distlock",
+    version,
+    about,
+    after_help = "Environment:\n  \
+        DISTLOCK_URL  the lock URL when --url is not given (empty counts as unset)\n  \
+        DISTLOCK_LOG  what to log to stderr, as a tracing filter: `debug`, \
+        `distlock_redis=trace,warn`, … (default: `warn`)\n\n\
+        Exit codes: 64 for a bad value (URL, name, duration, number), 2 for other \
+        command-line errors; see each command's --help for the rest."
+)]
 pub struct Cli {
-    /// Lock backend URL (memory://, sqlite:///path/locks.db, …). Default: a SQLite file in
-    /// the user's state directory.
-    #[arg(long, global = true, env = "DISTLOCK_URL")]
+    /// Lock backend URL (memory://, sqlite:///path/locks.db, redis://…, zk://…, …). Default:
+    /// DISTLOCK_URL, else a SQLite file in the user's state directory.
+    #[arg(long, global = true)]
     pub url: Option<String>,
     #[command(subcommand)]
     pub command: Command,
@@ -43,10 +66,11 @@ pub enum Command {
     /// (internal) One worker process of `distlock torture`; reads its task from stdin.
     #[command(hide = true)]
     TortureWorker,
-    /// (internal) One worker process of `distlock demo`.
+    /// (internal) One worker process of `distlock demo`; reads its task from stdin.
     #[command(hide = true)]
-    DemoWorker(DemoWorkerArgs),
-    /// (internal) One client process of `distlock bench --processes`.
+    DemoWorker,
+    /// (internal) One client process of `distlock bench --processes`; reads its task from
+    /// stdin.
     #[command(hide = true)]
     BenchWorker(BenchWorkerArgs),
 }
@@ -193,21 +217,6 @@ pub enum FaultKind {
     None,
 }
 
-/// `distlock demo-worker`.
-#[derive(Debug, Args)]
-pub struct DemoWorkerArgs {
-    #[arg(long)]
-    pub lock_url: String,
-    #[arg(long)]
-    pub shop: String,
-    #[arg(long)]
-    pub strategy: String,
-    #[arg(long)]
-    pub buyers: u32,
-    #[arg(long)]
-    pub concurrency: u32,
-}
-
 /// `distlock bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -265,20 +274,9 @@ impl Runtime {
     }
 }
 
-/// `distlock bench-worker`.
+/// `distlock bench-worker`: its task comes on stdin; the runtime is chosen before it is read.
 #[derive(Debug, Args)]
 pub struct BenchWorkerArgs {
-    #[arg(long)]
-    pub lock_url: String,
-    #[arg(long)]
-    pub name: String,
-    #[arg(long)]
-    pub client: u32,
-    /// Unix time in ms when to start, so all workers start together.
-    #[arg(long)]
-    pub start_at_ms: u64,
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub duration: Duration,
     /// The async runtime to contend on, as the bench that started this worker.
     #[arg(long, value_enum, default_value_t = Runtime::MultiThread)]
     pub runtime: Runtime,

@@ -29,10 +29,18 @@ pub fn state_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The lock URL to use.
+/// The lock URL to use: `--url`, else `DISTLOCK_URL` (set and not empty), else the
+/// SQLite default.
 pub fn lock_url(given: &Option<String>) -> Result<String> {
-    match given {
-        Some(url) => Ok(url.clone()),
+    let from_env = match std::env::var("DISTLOCK_URL") {
+        Ok(url) => Some(url).filter(|url| !url.is_empty()),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(Error::invalid("DISTLOCK_URL is not valid UTF-8"));
+        }
+    };
+    match given.clone().or(from_env) {
+        Some(url) => Ok(url),
         None => Ok(format!(
             "sqlite://{}",
             state_dir()?.join("locks.db").display()

@@ -10,7 +10,9 @@ mod progress;
 mod run;
 mod status;
 mod torture;
+mod worker_task;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -18,9 +20,17 @@ use clap::Parser;
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // Printing help or a usage error to a closed stream changes nothing.
+            let _ = err.print();
+            return ExitCode::from(args::parse_failure_code(&err));
+        }
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             // sqlx warns of every statement over a second; here those are waits on purpose
             // (a busy SQLite file, the demo's row locks), so only its errors are shown.
@@ -45,9 +55,9 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(&cli.url, args).await,
             Command::Status(args) => status::status(&cli.url, args).await,
             Command::Demo(args) => demo::demo(&cli.url, args).await,
-            Command::DemoWorker(args) => demo::worker(args).await,
+            Command::DemoWorker => demo::worker().await,
             Command::Bench(args) => bench::bench(&cli.url, args).await,
-            Command::BenchWorker(args) => bench::worker(args).await,
+            Command::BenchWorker(_) => bench::worker().await,
             Command::Torture(args) => torture::torture(&cli.url, args).await,
             Command::TortureWorker => torture::worker().await,
         };

@@ -77,3 +77,36 @@ fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
     let state = tempfile::tempdir().unwrap();
     guarded::a_frozen_run_stops_its_command_on_resume(&url, state.path());
 }
+
+/// A server that answers and refuses what the URL asks is bad input (64), not an outage or
+/// an internal failure, and the password never shows.
+#[test]
+fn a_url_the_server_refuses_is_bad_input() {
+    let redis = distlock_testkit::redis_server_with(&["--requirepass", "s3cret"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    for (url, what) in [
+        (
+            format!("redis://:wrong-pw@{}/0", redis.addr()),
+            "a wrong password",
+        ),
+        (
+            format!("redis://:s3cret@{}/99", redis.addr()),
+            "a database index out of range",
+        ),
+    ] {
+        let out = distlock(&url, state.path(), &["status"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{what}: {stderr}");
+        assert!(
+            !stderr.contains("wrong-pw") && !stderr.contains("s3cret"),
+            "{stderr}"
+        );
+    }
+    let out = distlock(
+        &format!("redis://:s3cret@{}/0", redis.addr()),
+        state.path(),
+        &["status"],
+    );
+    ok(&out);
+}

@@ -227,3 +227,100 @@ fn durations_too_long_for_any_clock_are_no_limit_or_refused_never_a_crash() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than the minimum"));
 }
+
+/// Each row of the README's exit-code table that needs no server, as a user meets it.
+#[test]
+fn exit_codes_are_the_documented_ones() {
+    let state = tempfile::tempdir().unwrap();
+    let not_executable = state.path().join("script.txt");
+    std::fs::write(&not_executable, "echo hi\n").unwrap();
+    let not_executable = not_executable.display().to_string();
+    let directory = format!("sqlite://{}", state.path().display());
+    let cases: [(&[&str], i32, &str); 12] = [
+        (
+            &["run", "--name", "a", "--", "sh", "-c", "exit 7"],
+            7,
+            "the command's own",
+        ),
+        (
+            &["run", "--name", "a", "--", "sh", "-c", "kill -TERM $$"],
+            143,
+            "128 + the signal",
+        ),
+        (
+            &["run", "--name", "a", "--", &not_executable],
+            126,
+            "not executable",
+        ),
+        (
+            &["run", "--name", "a", "--", "/no/such/program"],
+            127,
+            "not found",
+        ),
+        (
+            &["run", "--name", "a", "--ttl", "abc", "--", "true"],
+            64,
+            "a bad duration",
+        ),
+        (
+            &["run", "--name", "a", "--wait=-1s", "--", "true"],
+            64,
+            "a negative duration",
+        ),
+        (
+            &["--url", "sqlite:///", "status"],
+            64,
+            "a SQLite URL naming no file",
+        ),
+        (
+            &["--url", &directory, "status"],
+            64,
+            "a SQLite URL naming a directory",
+        ),
+        (
+            &[
+                "demo",
+                "--shop",
+                "redis://127.0.0.1:1",
+                "--strategies",
+                "none",
+            ],
+            64,
+            "a shop URL of a scheme that holds no shop",
+        ),
+        (
+            &["--url", "redis://127.0.0.1:1", "status"],
+            69,
+            "nothing listening",
+        ),
+        (
+            &["run", "--name", "a", "--no-such-flag", "--", "true"],
+            2,
+            "a syntax error",
+        ),
+        (&["run", "--help"], 0, "help"),
+    ];
+    for (args, expected, what) in cases {
+        let out = output(distlock(state.path()).args(args));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "{what} ({args:?}): {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// `DISTLOCK_URL=` (set, but empty) is the same as not set: the SQLite default.
+#[test]
+fn an_empty_distlock_url_counts_as_unset() {
+    let state = tempfile::tempdir().unwrap();
+    let out = output(
+        distlock(state.path())
+            .env("DISTLOCK_URL", "")
+            .args(["run", "--name", "x", "--", "true"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(state.path().join("distlock/locks.db").is_file());
+}

@@ -89,10 +89,7 @@ impl Drop for RedisBackend {
 /// Maps a Redis error to a distlock error for `operation`.
 pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError) -> Error {
     move |err| {
-        let transient = err.is_io_error()
-            || err.is_timeout()
-            || err.is_connection_dropped()
-            || err.is_connection_refusal();
+        let transient = is_transient(&err);
         let kind = if transient {
             ErrorKind::Unavailable
         } else {
@@ -104,6 +101,27 @@ pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError)
             .with_source(err);
         if transient { out.temporary() } else { out }
     }
+}
+
+/// Whether an error is the link's (the server out of reach, slow, or gone), not an answer.
+fn is_transient(err: &redis::RedisError) -> bool {
+    err.is_io_error() || err.is_timeout() || err.is_connection_dropped() || err.is_connection_refusal()
+}
+
+/// A failed connect. A server that answers and refuses what the URL asks (a wrong
+/// password, a database index out of range, TLS to a plain port) makes the URL bad input;
+/// one out of reach is unavailable.
+pub(crate) fn connect_error(err: redis::RedisError) -> Error {
+    let busy = matches!(
+        err.code(),
+        Some("LOADING" | "BUSY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
+    );
+    if busy || is_transient(&err) {
+        return redis_error("connect")(err);
+    }
+    Error::invalid(format!("the redis server refused the connection: {err}"))
+        .with_backend("redis")
+        .with_operation("connect")
 }
 
 /// The message of a script's `INVALID …` refusal (a request that may never be granted).
@@ -257,7 +275,7 @@ impl RedisBackend {
                     let conn = client
                         .get_connection_manager()
                         .await
-                        .map_err(redis_error("connect"))?;
+                        .map_err(connect_error)?;
                     commands.push(Conn::Single(conn));
                 }
                 commands
@@ -281,7 +299,7 @@ impl RedisBackend {
                 let conn = client
                     .get_connection_manager_with_config(patient)
                     .await
-                    .map_err(redis_error("connect"))?;
+                    .map_err(connect_error)?;
                 Some(Acknowledged {
                     conn: Conn::Single(conn),
                     replicas,

@@ -10,7 +10,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use crate::backend::redis_error;
+use crate::backend::{connect_error, redis_error};
 
 /// Where a client's commands go.
 #[derive(Clone)]
@@ -85,16 +85,15 @@ pub(crate) fn single_client(url: &Url, tls_ca: Option<&Path>) -> Result<redis::C
 /// Checks that the server answers (a wrong password or an unreachable server fails here at
 /// once, where a reconnecting connection would keep trying); whether it is a cluster node.
 pub(crate) async fn probe(client: &redis::Client) -> Result<bool> {
-    let err = redis_error("connect");
     let mut probe = client
         .get_multiplexed_async_connection()
         .await
-        .map_err(&err)?;
+        .map_err(connect_error)?;
     let info: String = redis::cmd("INFO")
         .arg("cluster")
         .query_async(&mut probe)
         .await
-        .map_err(&err)?;
+        .map_err(connect_error)?;
     Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1"))
 }
 
@@ -118,11 +117,11 @@ pub(crate) async fn cluster(seeds: &[Url], tls_ca: Option<&Path>) -> Result<Conn
     let mut conn = client
         .get_async_connection()
         .await
-        .map_err(redis_error("connect"))?;
+        .map_err(connect_error)?;
     let _: String = redis::cmd("PING")
         .query_async(&mut conn)
         .await
-        .map_err(redis_error("connect"))?;
+        .map_err(connect_error)?;
     Ok(Conn::Cluster(conn))
 }
 

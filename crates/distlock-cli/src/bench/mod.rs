@@ -5,7 +5,6 @@ mod median;
 mod stats;
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use distlock::{Client, Error, ErrorKind, Result};
@@ -13,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::args::{BenchArgs, BenchWorkerArgs, Runtime};
+use crate::args::{BenchArgs, Runtime};
 use crate::location::lock_url;
 use crate::progress;
+use crate::worker_task;
 use stats::{Samples, ratio};
 
 /// One grant seen by a contending client.
@@ -412,22 +412,18 @@ async fn contend_in_processes(
         + 1500;
     let mut children = Vec::new();
     for client in 0..clients {
-        let child = tokio::process::Command::new(&exe)
+        let mut command = tokio::process::Command::new(&exe);
+        command
             .arg("bench-worker")
-            .args(["--lock-url", url, "--name", &name])
-            .args(["--client", &client.to_string()])
-            .args(["--start-at-ms", &start_at_ms.to_string()])
-            .args(["--runtime", runtime.as_str()])
-            .args([
-                "--duration",
-                &humantime::format_duration(duration).to_string(),
-            ])
-            .env_remove("DISTLOCK_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| Error::invalid(format!("cannot start a bench worker: {e}")))?;
+            .args(["--runtime", runtime.as_str()]);
+        let task = BenchTask {
+            lock_url: url.to_owned(),
+            name: name.clone(),
+            client,
+            start_at_ms,
+            duration,
+        };
+        let child = worker_task::start(command, &task, true).await?;
         children.push(child);
     }
     let limit = duration + Duration::from_secs(60);
@@ -460,11 +456,23 @@ async fn contend_in_processes(
 
 /// One client process of `bench --processes`: contends from `start_at_ms` for `duration`
 /// and prints its acquisitions as JSON.
-pub async fn worker(args: BenchWorkerArgs) -> Result<u8> {
-    on_worker(run_worker(args)).await
+pub async fn worker() -> Result<u8> {
+    on_worker(run_worker()).await
 }
 
-async fn run_worker(args: BenchWorkerArgs) -> Result<u8> {
+/// What a bench worker is to do (the URL may hold a password, so it has no `Debug`).
+#[derive(Serialize, Deserialize)]
+struct BenchTask {
+    lock_url: String,
+    name: String,
+    client: u32,
+    /// Unix time in ms when to start, so all workers start together.
+    start_at_ms: u64,
+    duration: Duration,
+}
+
+async fn run_worker() -> Result<u8> {
+    let args: BenchTask = worker_task::receive()?;
     let client = Client::connect(&args.lock_url).await?;
     let mutex = client.mutex(&args.name);
     let now_ms = SystemTime::now()

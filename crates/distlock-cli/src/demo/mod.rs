@@ -5,7 +5,6 @@
 mod shop;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,9 +12,10 @@ use distlock::{Client, Error, Result};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
-use crate::args::{DemoArgs, DemoWorkerArgs};
+use crate::args::DemoArgs;
 use crate::location::{lock_url, sqlite_file, state_dir};
 use crate::progress;
+use crate::worker_task;
 use distlock::sql::fenced::Dialect;
 use shop::{Sale, Shop, dialect_of};
 
@@ -147,7 +147,7 @@ fn print_report(report: &StrategyReport, json: bool) {
 /// database (without distlock's own URL parameters), or in `shop.db` beside the SQLite lock
 /// file, or in the state directory.
 fn default_shop(lock_url: &str) -> Result<String> {
-    if dialect_of(lock_url) != Dialect::Sqlite {
+    if matches!(dialect_of(lock_url), Ok(Dialect::Postgres | Dialect::MySql)) {
         let url = distlock::Url::parse(lock_url)
             .map_err(|e| Error::invalid(format!("bad lock URL: {e}")))?;
         let (_, url) = distlock::sql::Mode::split(&url)?;
@@ -172,18 +172,16 @@ async fn run_workers(
     let mut children = Vec::new();
     for worker in 0..args.workers {
         let buyers = args.buyers / args.workers + u32::from(worker < args.buyers % args.workers);
-        let child = tokio::process::Command::new(&exe)
-            .arg("demo-worker")
-            .args(["--lock-url", lock_url, "--strategy", strategy])
-            .args(["--shop", shop])
-            .args(["--buyers", &buyers.to_string()])
-            .args(["--concurrency", &args.concurrency.to_string()])
-            .env_remove("DISTLOCK_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| Error::invalid(format!("cannot start a demo worker: {e}")))?;
+        let mut command = tokio::process::Command::new(&exe);
+        command.arg("demo-worker");
+        let task = DemoTask {
+            lock_url: lock_url.to_owned(),
+            shop: shop.to_owned(),
+            strategy: strategy.to_owned(),
+            buyers,
+            concurrency: args.concurrency,
+        };
+        let child = worker_task::start(command, &task, true).await?;
         children.push(child);
     }
     let mut reports = Vec::new();
@@ -213,8 +211,20 @@ async fn run_workers(
     Ok(reports)
 }
 
-/// One worker process: `buyers` buyers, `concurrency` at a time, each buying once.
-pub async fn worker(args: DemoWorkerArgs) -> Result<u8> {
+/// What a demo worker is to do (secrets included, so it has no `Debug`).
+#[derive(Serialize, Deserialize)]
+struct DemoTask {
+    lock_url: String,
+    shop: String,
+    strategy: String,
+    buyers: u32,
+    concurrency: u32,
+}
+
+/// One worker process: `buyers` buyers, `concurrency` at a time, each buying once; its
+/// task comes on stdin.
+pub async fn worker() -> Result<u8> {
+    let args: DemoTask = worker_task::receive()?;
     let shop = Shop::open(&args.shop, args.concurrency).await?;
     let mutex = match args.strategy.as_str() {
         "lock" => Some(

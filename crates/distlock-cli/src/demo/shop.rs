@@ -38,11 +38,18 @@ fn shop_error(what: &'static str) -> impl Fn(sqlx::Error) -> Error {
 }
 
 /// Where a shop lives: a database URL (`postgres://`, `mysql://`) or a SQLite file path.
-pub fn dialect_of(location: &str) -> Dialect {
+/// A URL of another scheme (`redis://…`) cannot hold a shop: bad input, not a file name.
+pub fn dialect_of(location: &str) -> Result<Dialect> {
     match location.split_once("://").map(|(scheme, _)| scheme) {
-        Some("postgres" | "postgresql") => Dialect::Postgres,
-        Some("mysql" | "mariadb") => Dialect::MySql,
-        _ => Dialect::Sqlite,
+        Some("postgres" | "postgresql") => Ok(Dialect::Postgres),
+        Some("mysql" | "mariadb") => Ok(Dialect::MySql),
+        Some("sqlite") => Ok(Dialect::Sqlite),
+        Some(scheme) if !scheme.is_empty() && !scheme.contains('/') => {
+            Err(Error::invalid(format!(
+                "a shop lives in a SQLite file or a postgres:// or mysql:// database, not at a {scheme}:// URL"
+            )))
+        }
+        _ => Ok(Dialect::Sqlite),
     }
 }
 
@@ -50,7 +57,8 @@ pub fn dialect_of(location: &str) -> Dialect {
 fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
     match dialect {
         Dialect::Sqlite => {
-            let path = std::path::absolute(Path::new(location))
+            let file = location.strip_prefix("sqlite://").unwrap_or(location);
+            let path = std::path::absolute(Path::new(file))
                 .map_err(|e| Error::invalid(format!("bad shop path {location}: {e}")))?;
             let url = distlock::Url::from_file_path(&path)
                 .map_err(|()| Error::invalid(format!("bad shop path {}", path.display())))?;
@@ -65,7 +73,7 @@ impl Shop {
     /// Opens (creating the tables if needed) the shop at `location`.
     pub async fn open(location: &str, connections: u32) -> Result<Shop> {
         sqlx::any::install_default_drivers();
-        let dialect = dialect_of(location);
+        let dialect = dialect_of(location)?;
         let url = driver_url(location, dialect)?;
         let pool = AnyPoolOptions::new()
             .max_connections(connections.max(1))

@@ -13,12 +13,12 @@ use distlock::{Error, ErrorKind, Result};
 use distlock_cli::history::{Event, What, monotonic_ns};
 use rand::Rng;
 use rand::rngs::StdRng;
-use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
 use super::record::Recorder;
 use super::worker::Task;
 use crate::args::FaultKind;
+use crate::worker_task;
 
 /// The worker processes of a run.
 pub struct Workers {
@@ -64,12 +64,7 @@ impl Workers {
             ..self.template.clone()
         };
         let mut command = Command::new(&self.exe);
-        command
-            .arg("torture-worker")
-            .env_remove("DISTLOCK_URL")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true);
+        command.arg("torture-worker");
         // SAFETY: prctl is async-signal-safe. A worker dies with the coordinator (killed,
         // interrupted, or ending on an error), stopped or not, instead of running on.
         unsafe {
@@ -80,18 +75,7 @@ impl Workers {
                 },
             );
         }
-        let mut child = command
-            .spawn()
-            .map_err(|e| Error::invalid(format!("cannot start a torture worker: {e}")))?;
-        let input = serde_json::to_vec(&task).expect("a task is plain data");
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(&input).await.map_err(|e| {
-                Error::new(
-                    ErrorKind::Backend,
-                    format!("cannot hand a worker its task: {e}"),
-                )
-            })?;
-        }
+        let child = worker_task::start(command, &task, false).await?;
         self.running.insert(id, child);
         Ok(())
     }

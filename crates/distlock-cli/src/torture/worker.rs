@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::record::Recorder;
 use super::resource::Writer;
 use crate::args::Scheme;
+use crate::worker_task;
 
 /// What a worker is to do, handed to it on its standard input (so no secret of the URL is
 /// on its command line; for the same reason it has no `Debug`).
@@ -35,11 +36,7 @@ pub struct Task {
 
 /// Runs the task read from standard input.
 pub async fn worker() -> Result<u8> {
-    let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
-        .map_err(|e| Error::invalid(format!("cannot read the worker's task: {e}")))?;
-    let task: Task = serde_json::from_str(&input)
-        .map_err(|e| Error::invalid(format!("unreadable worker task: {e}")))?;
+    let task: Task = worker_task::receive()?;
     let recorder = Arc::new(Recorder::open(&task.history)?);
     let client = Client::connect(&task.url).await?;
     let mut resource = Writer::connect(task.resource).await?;

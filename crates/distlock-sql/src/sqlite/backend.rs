@@ -50,18 +50,24 @@ impl SqliteBackend {
     ///
     /// See [`SqliteBackend`].
     pub async fn open(config: SqliteConfig) -> Result<Self> {
+        let bad_path = |what: &str, path: &std::path::Path| {
+            Error::invalid(format!("{what}: {}", path.display()))
+                .with_backend("sqlite")
+                .with_operation("connect")
+        };
         if let Some(dir) = config.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.is_dir() {
-                return Err(Error::new(
-                    distlock_core::ErrorKind::InvalidInput,
-                    format!(
-                        "the directory of the lock database does not exist: {}",
-                        dir.display()
-                    ),
-                )
-                .with_backend("sqlite")
-                .with_operation("connect"));
+                return Err(bad_path(
+                    "the directory of the lock database does not exist",
+                    dir,
+                ));
             }
+        }
+        if config.path.is_dir() {
+            return Err(bad_path(
+                "the lock database must be a file, not a directory",
+                &config.path,
+            ));
         }
         let deadline = tokio::time::Instant::now() + config.busy_timeout;
         let mut pause = Duration::from_millis(5);
@@ -104,7 +110,18 @@ impl SqliteBackend {
             .acquire_timeout(config.busy_timeout + Duration::from_secs(5))
             .connect_with(options)
             .await
-            .map_err(db_error("connect"))?;
+            .map_err(|err| match &err {
+                // SQLITE_CANTOPEN: the path names nothing this user may open or create.
+                sqlx::Error::Database(db) if db.code().as_deref() == Some("14") => {
+                    Error::invalid(format!(
+                        "cannot open the lock database {}: {db}",
+                        config.path.display()
+                    ))
+                    .with_backend("sqlite")
+                    .with_operation("connect")
+                }
+                _ => db_error("connect")(err),
+            })?;
         store::prepare(&pool).await?;
         Ok(pool)
     }

@@ -1,0 +1,92 @@
+//! `distlock run`: hold a lock while a command runs.
+
+mod signals;
+mod supervise;
+mod terminal;
+
+use std::time::Duration;
+
+use distlock::{ErrorKind, LockOptions, Result};
+
+use crate::args::RunArgs;
+use crate::exit;
+use crate::location::connect;
+use signals::Caught;
+
+pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
+    let (_, client) = connect(url).await?;
+    let mut options = LockOptions::new().ttl(args.ttl);
+    if let Some(wait) = args.wait {
+        options = options.wait(wait);
+    }
+    let mutex = client.mutex(&args.name).with_options(options.clone());
+    // Caught from before the wait until the command ends: none is lost in between.
+    let mut caught = Caught::listen(&signals::forwarded());
+    let acquired = if args.no_wait {
+        mutex.try_lock().await
+    } else {
+        match until_signalled(mutex.lock_with(&options), &mut caught).await {
+            Ok(acquired) => acquired.map(Some),
+            Err(number) => {
+                // The wait was given up: its request is withdrawn in the background, and
+                // waited for, so the next holder is not kept waiting for it to expire.
+                if !client.settle(SETTLE).await {
+                    eprintln!(
+                        "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
+                    );
+                }
+                return Ok(128u8.saturating_add(number as u8));
+            }
+        }
+    };
+    let guard = match acquired {
+        Ok(Some(guard)) => guard,
+        Ok(None) => {
+            eprintln!("distlock: lock `{}` is busy", args.name);
+            return Ok(exit::BUSY);
+        }
+        Err(err) if err.kind() == ErrorKind::Timeout => {
+            eprintln!("distlock: {err}");
+            return Ok(exit::BUSY);
+        }
+        Err(err) => return Err(err),
+    };
+    let code = supervise::supervise(&args, &guard, &mut caught).await;
+    match guard.release().await {
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::NotHeld => {
+            if code != exit::LOST {
+                eprintln!("distlock: warning: the lock was already gone at release: {err}");
+            }
+        }
+        Err(err) => eprintln!("distlock: warning: release failed (the lease will expire): {err}"),
+    }
+    Ok(code)
+}
+
+/// How long a run interrupted while it waits waits for its request to be withdrawn.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Runs `wait` until it ends or a signal that would end distlock arrives (SIGINT from a
+/// terminal, SIGTERM from a supervisor, SIGHUP from a closed session, …): `Err` with the
+/// signal's number then, `wait` dropped. Ctrl-Z stops the waiting run as it would stop any
+/// job; other signals are let pass.
+async fn until_signalled<T>(
+    wait: impl std::future::Future<Output = T>,
+    caught: &mut Caught,
+) -> std::result::Result<T, libc::c_int> {
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            done = &mut wait => return Ok(done),
+            number = caught.next() => {
+                if signals::ends_a_wait(number) {
+                    return Err(number);
+                }
+                if number == libc::SIGTSTP {
+                    signals::stop_self();
+                }
+            }
+        }
+    }
+}

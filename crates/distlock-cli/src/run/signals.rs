@@ -1,0 +1,119 @@
+//! The signals `distlock run` catches. While it waits for the lock, one that would end it
+//! ends the wait instead (the request is withdrawn first); while the command runs, each is
+//! forwarded to the command's process group, so no signal a supervisor or a terminal sends
+//! kills distlock and leaves the command running without the lock.
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Every signal a supervisor forwards: each one whose default action would end distlock
+/// (hang-up, interrupt, quit, terminate, the user, timer, limit and real-time signals),
+/// and those a terminal or job control sends (window change, continue, stop from the
+/// keyboard). Left out: what cannot be caught (KILL, STOP), what the kernel raises for
+/// distlock's own faults (SEGV, BUS, FPE, ILL, TRAP, SYS, ABRT), child and background-terminal
+/// notices (CHLD, TTIN, TTOU), and PIPE, which Rust programs ignore.
+pub fn forwarded() -> Vec<libc::c_int> {
+    let mut numbers = vec![
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGTERM,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGPWR,
+        libc::SIGIO,
+        libc::SIGWINCH,
+        libc::SIGCONT,
+        libc::SIGTSTP,
+        libc::SIGURG,
+    ];
+    numbers.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    numbers
+}
+
+/// Whether a signal's default action ends the process (so a waiting run gives up on it).
+pub fn ends_a_wait(number: libc::c_int) -> bool {
+    !matches!(
+        number,
+        libc::SIGWINCH | libc::SIGCONT | libc::SIGTSTP | libc::SIGURG
+    )
+}
+
+/// Whether a stop by this signal is job control's (Ctrl-Z, a background read or write of
+/// the terminal), which stops a whole job, rather than a SIGSTOP sent to one process.
+pub fn is_job_control(number: libc::c_int) -> bool {
+    matches!(number, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
+}
+
+/// The caught signals, in the order they came. Signals that arrive between two reads wait
+/// in the queue, so one sent between the grant and the command's start is still forwarded.
+pub struct Caught {
+    received: mpsc::UnboundedReceiver<libc::c_int>,
+    listeners: Vec<JoinHandle<()>>,
+}
+
+impl Caught {
+    /// Starts catching `numbers`. A signal the runtime cannot catch keeps its default
+    /// action; the others are caught from the moment this returns.
+    pub fn listen(numbers: &[libc::c_int]) -> Caught {
+        let (send, received) = mpsc::unbounded_channel();
+        let listeners = numbers
+            .iter()
+            .filter_map(|&number| {
+                let mut stream = signal(SignalKind::from_raw(number)).ok()?;
+                let send = send.clone();
+                Some(tokio::spawn(async move {
+                    while stream.recv().await.is_some() {
+                        if send.send(number).is_err() {
+                            break;
+                        }
+                    }
+                }))
+            })
+            .collect();
+        Caught {
+            received,
+            listeners,
+        }
+    }
+
+    /// The next signal caught.
+    pub async fn next(&mut self) -> libc::c_int {
+        match self.received.recv().await {
+            Some(number) => number,
+            // Every listener holds a sender until it is aborted with this value.
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for Caught {
+    fn drop(&mut self) {
+        for listener in &self.listeners {
+            listener.abort();
+        }
+    }
+}
+
+/// Sends a signal to a process group.
+pub fn to_group(group: libc::pid_t, number: libc::c_int) {
+    // SAFETY: killpg(2) has no memory-safety preconditions.
+    unsafe {
+        libc::killpg(group, number);
+    }
+}
+
+/// Stops distlock itself, as job control stops a job: the shell sees it stopped, and its
+/// `fg` or `bg` continues it with SIGCONT.
+pub fn stop_self() {
+    // SAFETY: kill(2) has no memory-safety preconditions; SIGSTOP cannot be caught.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGSTOP);
+    }
+}

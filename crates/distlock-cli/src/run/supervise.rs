@@ -1,0 +1,189 @@
+//! Runs the command under a held lock: starts it in its own process group, forwards
+//! signals to it, hands it the terminal, stops with it when job control stops it, and stops
+//! it when the lease is lost.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::Duration;
+
+use distlock::Guard;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::Instant;
+
+use super::signals::{self, Caught};
+use super::terminal::Terminal;
+use crate::args::RunArgs;
+use crate::exit;
+
+/// How often the command is looked at even without a SIGCHLD (which the kernel may merge).
+const REAP_BACKSTOP: Duration = Duration::from_millis(500);
+
+/// Runs the command and waits for it. `caught` holds the signals caught since before the
+/// grant: each is forwarded once the command runs. Returns distlock's exit code.
+pub async fn supervise(args: &RunArgs, guard: &Guard, caught: &mut Caught) -> u8 {
+    let terminal = Terminal::foreground();
+    // Listen before the command starts, so its end is never missed.
+    let mut child_changed = match signal(SignalKind::child()) {
+        Ok(stream) => stream,
+        Err(err) => {
+            eprintln!("distlock: cannot watch the command: {err}");
+            return exit::SOFTWARE;
+        }
+    };
+    let group = match spawn(args, guard, terminal) {
+        Ok(pid) => pid,
+        Err(err) => {
+            eprintln!("distlock: cannot run `{}`: {err}", args.command[0]);
+            return match err.kind() {
+                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::NOT_EXECUTABLE,
+            };
+        }
+    };
+    if let Some(terminal) = terminal {
+        terminal.give_to(group);
+    }
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let mut lost_at: Option<Instant> = None;
+    let code = loop {
+        match look_at(group) {
+            State::Running => {}
+            State::Ended(code) => break code,
+            State::Stopped(by) if signals::is_job_control(by) => {
+                // Stopped by job control (Ctrl-Z, or a read of the terminal from the
+                // background): the run stops with it, so the shell sees the job stopped,
+                // and its SIGCONT, forwarded, continues both. The lease is not renewed
+                // while stopped.
+                if let Some(terminal) = terminal {
+                    terminal.take_back(group);
+                }
+                signals::stop_self();
+            }
+            // Stopped by SIGSTOP: whoever stopped it continues it.
+            State::Stopped(_) => {}
+            State::Gone(err) => {
+                eprintln!("distlock: lost track of the command: {err}");
+                break exit::SOFTWARE;
+            }
+        }
+        // A grace period past the clock's range is no limit.
+        let kill_at = lost_at.and_then(|at| at.checked_add(args.kill_grace));
+        tokio::select! {
+            _ = child_changed.recv() => {}
+            _ = tokio::time::sleep(REAP_BACKSTOP) => {}
+            _ = &mut lost, if lost_at.is_none() => {
+                eprintln!("distlock: lock `{}` was lost; stopping the command", args.name);
+                signals::to_group(group, libc::SIGTERM);
+                // A stopped command acts on SIGTERM only once continued.
+                signals::to_group(group, libc::SIGCONT);
+                lost_at = Some(Instant::now());
+            }
+            _ = sleep_until_opt(kill_at) => {
+                eprintln!("distlock: the command outlived the {:?} grace period; killing it", args.kill_grace);
+                signals::to_group(group, libc::SIGKILL);
+                lost_at = Some(Instant::now() + Duration::from_secs(3600));
+            }
+            number = caught.next() => {
+                if number == libc::SIGCONT {
+                    if let Some(terminal) = terminal {
+                        terminal.give_to(group);
+                    }
+                }
+                signals::to_group(group, number);
+            }
+        }
+    };
+    if let Some(terminal) = terminal {
+        terminal.take_back(group);
+    }
+    if lost_at.is_some() {
+        return exit::LOST;
+    }
+    code
+}
+
+/// Starts the command in a process group of its own (its pid), with the lock's name and
+/// fencing token in its environment. It gets SIGTERM from the kernel if distlock dies, even
+/// by SIGKILL, so it never runs on without the lock; with a terminal, its group is made the
+/// foreground group before it runs.
+fn spawn(
+    args: &RunArgs,
+    guard: &Guard,
+    terminal: Option<Terminal>,
+) -> std::io::Result<libc::pid_t> {
+    let mut command = Command::new(&args.command[0]);
+    command
+        .args(&args.command[1..])
+        .env("DISTLOCK_NAME", &args.name)
+        .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
+        .process_group(0);
+    // SAFETY: getpid is async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (prctl, getppid, getpid, tcgetpgrp, tcsetpgrp, signal), allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // distlock died before the death signal was armed: do not run unlocked.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if let Some(terminal) = terminal {
+                terminal.give_to(libc::getpid());
+                libc::signal(libc::SIGTTOU, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    Ok(child.id() as libc::pid_t)
+}
+
+/// What the command is doing.
+enum State {
+    Running,
+    /// Stopped by this signal.
+    Stopped(libc::c_int),
+    /// Ended, with distlock's exit code for it: its own, or 128 + the signal that ended it.
+    Ended(u8),
+    /// It cannot be waited for.
+    Gone(std::io::Error),
+}
+
+/// Looks at the command without waiting: reaps it if it ended, and reports a stop.
+fn look_at(pid: libc::pid_t) -> State {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes the status to a local integer.
+        let found = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::WUNTRACED) };
+        if found == 0 {
+            return State::Running;
+        }
+        if found < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return State::Gone(err);
+        }
+        return if libc::WIFEXITED(status) {
+            State::Ended(libc::WEXITSTATUS(status) as u8)
+        } else if libc::WIFSIGNALED(status) {
+            State::Ended(128u8.saturating_add(libc::WTERMSIG(status) as u8))
+        } else if libc::WIFSTOPPED(status) {
+            State::Stopped(libc::WSTOPSIG(status))
+        } else {
+            State::Running
+        };
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
