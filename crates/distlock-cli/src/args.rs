@@ -44,11 +44,16 @@ pub struct Cli {
 pub enum Command {
     /// Hold a lock while a command runs.
     ///
-    /// Exit codes: the command's own; 75 if the lock is busy (--no-wait) or the wait timed
-    /// out; 76 if the lock was lost while the command ran (it is then stopped with SIGTERM,
-    /// then SIGKILL); 130/143/129 if SIGINT/SIGTERM/SIGHUP came while it waited (its
-    /// request is withdrawn first); 126/127 if the command cannot be run; 64 bad input; 69
-    /// backend unavailable; 70 other errors.
+    /// The command runs in its own process group; every signal a supervisor forwards is
+    /// passed on to it, it gets SIGTERM if distlock dies, and in a terminal it is the
+    /// foreground job while it runs (Ctrl-Z stops both; the lease is not renewed then).
+    ///
+    /// Exit codes: the command's own (128+N if it died of signal N); 75 if the lock is busy
+    /// (--no-wait) or the wait timed out; 76 if the lock was lost while the command ran (it
+    /// is then stopped with SIGTERM, then SIGKILL); 128+N if signal N (130 Ctrl-C, 143
+    /// SIGTERM, 129 SIGHUP) came while it waited (its request is withdrawn first); 126/127
+    /// if the command cannot be run; 64 bad input (a bad value, or a URL the store refuses);
+    /// 2 a command-line syntax error; 69 backend unavailable; 70 other errors.
     Run(RunArgs),
     /// Show holders, fencing tokens, remaining TTLs and waiters.
     Status(StatusArgs),

@@ -110,3 +110,53 @@ fn a_url_the_server_refuses_is_bad_input() {
     );
     ok(&out);
 }
+
+/// The worker processes of `bench --processes` and `demo` get the lock URL on stdin: no
+/// command line (which `ps` shows every user) holds its password, even while they run.
+#[test]
+fn no_worker_command_line_holds_the_password() {
+    let redis = distlock_testkit::redis_server_with(&["--requirepass", "s3cret-pw"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://:s3cret-pw@{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    let shop = state.path().join("shop.db").display().to_string();
+    let runs: [&[&str]; 2] = [
+        &["bench", "--processes", "--clients", "3", "--duration", "1s"],
+        &[
+            "demo",
+            "--strategies",
+            "lock",
+            "--workers",
+            "3",
+            "--shop",
+            &shop,
+        ],
+    ];
+    for args in runs {
+        let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env("DISTLOCK_URL", &url)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut workers_seen = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while run.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+                let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                    continue;
+                };
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                assert!(!cmdline.contains("s3cret-pw"), "{cmdline}");
+                if cmdline.contains("-worker") && cmdline.contains("distlock") {
+                    workers_seen += 1;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(run.wait().unwrap().success(), "{args:?}");
+        assert!(workers_seen > 0, "{args:?}: saw the workers run");
+    }
+}

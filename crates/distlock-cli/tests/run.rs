@@ -324,3 +324,21 @@ fn an_empty_distlock_url_counts_as_unset() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(state.path().join("distlock/locks.db").is_file());
 }
+
+/// Logs carry no colour codes when stderr is not a terminal (a file, a pipe, a journal).
+#[test]
+fn logs_to_a_pipe_have_no_colour_codes() {
+    let state = tempfile::tempdir().unwrap();
+    let out = output(
+        distlock(state.path())
+            .env("DISTLOCK_LOG", "debug")
+            .args(["run", "--name", "x", "--", "true"]),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("DEBUG"),
+        "DISTLOCK_LOG=debug logs: {stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "no escape codes: {stderr:?}");
+}
