@@ -17,3 +17,12 @@ fn demo_status_and_bench_in_lease_mode() {
         "?mode=lease",
     );
 }
+
+#[test]
+fn a_wrong_url_fails_at_once_and_says_why() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    database::a_wrong_url_fails_at_once_and_says_why(
+        &distlock_testkit::mariadb_url(&db),
+        distlock_testkit::DATABASE_PASSWORD,
+    );
+}

@@ -17,3 +17,12 @@ fn demo_status_and_bench_in_lease_mode() {
         "?mode=lease",
     );
 }
+
+#[test]
+fn a_wrong_url_fails_at_once_and_says_why() {
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    database::a_wrong_url_fails_at_once_and_says_why(
+        &distlock_testkit::postgres_url(&pg),
+        distlock_testkit::DATABASE_PASSWORD,
+    );
+}

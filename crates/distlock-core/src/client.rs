@@ -122,6 +122,29 @@ impl Client {
         Ok(Client::with_backend(registry::connect(url).await?))
     }
 
+    /// [`connect`](Self::connect), with primitives that start from `defaults` instead of
+    /// [`LockOptions::default`] (a TTL, a wait deadline, fairness for every lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use distlock_core::{Client, LockOptions};
+    ///
+    /// let client =
+    ///     Client::connect_with_defaults("memory://", LockOptions::new().ttl(Duration::from_secs(5)))
+    ///         .await?;
+    /// let guard = client.mutex("reports").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with_defaults(url: &str, defaults: LockOptions) -> Result<Client> {
+        Ok(Client::with_defaults(
+            registry::connect(url).await?,
+            defaults,
+        ))
+    }
+
     /// A client over a backend built by hand.
     ///
     /// # Examples

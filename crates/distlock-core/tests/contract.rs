@@ -30,6 +30,27 @@ async fn durations_too_large_to_add_mean_no_limit() {
     assert_eq!(guard.health(), Health::Held);
     guard.renew().await.unwrap();
     guard.release().await.unwrap();
+    let both = client
+        .multi_lock(["huge-a", "huge-b"])
+        .lock_timeout(Duration::MAX)
+        .await
+        .unwrap();
+    both.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_multi_lock_naming_a_lock_twice_is_refused() {
+    let client = Client::connect("memory://").await.unwrap();
+    let twice = client.multi_lock(["orders/1", "orders/2", "orders/1"]);
+    let err = twice.lock().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("`orders/1` twice"), "{err}");
+    let err = twice.try_lock().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(
+        client.mutex("orders/2").try_lock().await.unwrap().is_some(),
+        "nothing was taken"
+    );
 }
 
 #[tokio::test]

@@ -105,7 +105,10 @@ pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError)
 
 /// Whether an error is the link's (the server out of reach, slow, or gone), not an answer.
 fn is_transient(err: &redis::RedisError) -> bool {
-    err.is_io_error() || err.is_timeout() || err.is_connection_dropped() || err.is_connection_refusal()
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
 }
 
 /// A failed connect. A server that answers and refuses what the URL asks (a wrong

@@ -114,10 +114,7 @@ pub(crate) async fn cluster(seeds: &[Url], tls_ca: Option<&Path>) -> Result<Conn
         builder = builder.certs(certificates(path)?);
     }
     let client = builder.build().map_err(bad_url(&seeds[0]))?;
-    let mut conn = client
-        .get_async_connection()
-        .await
-        .map_err(connect_error)?;
+    let mut conn = client.get_async_connection().await.map_err(connect_error)?;
     let _: String = redis::cmd("PING")
         .query_async(&mut conn)
         .await

@@ -38,7 +38,7 @@
 
 pub mod fenced;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use mode::{DEFAULT_POOL, Mode, pool_size};
+pub use mode::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, Mode, connect_timeout, pool_size};
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod lease_engine;
 pub mod lease_table;

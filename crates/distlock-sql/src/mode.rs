@@ -1,5 +1,8 @@
 //! How locks are held on a server database (PostgreSQL, MySQL/MariaDB), chosen by the
-//! URL's `mode` parameter, and how many pooled connections a client keeps (`pool`).
+//! URL's `mode` parameter, how many pooled connections a client keeps (`pool`), and how
+//! long a connection may take (`connect_timeout`).
+
+use std::time::Duration;
 
 use distlock_core::{Error, Result, Url};
 
@@ -57,7 +60,7 @@ impl Mode {
         };
         let passed: Vec<(String, String)> = url
             .query_pairs()
-            .filter(|(key, _)| key != "mode" && key != "pool")
+            .filter(|(key, _)| !matches!(key.as_ref(), "mode" | "pool" | "connect_timeout"))
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
         let mut driver = url.clone();
@@ -97,6 +100,39 @@ pub fn pool_size(url: &Url) -> Result<u32> {
             .ok_or_else(|| {
                 Error::invalid(format!(
                     "pool `{value}` is not a number of connections between 1 and 1024"
+                ))
+            }),
+    }
+}
+
+/// How long the first connection may take when the URL says nothing.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The URL's `connect_timeout` parameter: how long a connection to the server may take
+/// (default [`DEFAULT_CONNECT_TIMEOUT`], between 10 ms and an hour). A server that refuses
+/// the connection fails at once, whatever it is.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock_sql::connect_timeout;
+/// let url = |q: &str| distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap();
+/// assert_eq!(connect_timeout(&url(""))?, Duration::from_secs(5));
+/// assert_eq!(connect_timeout(&url("?connect_timeout=500ms"))?, Duration::from_millis(500));
+/// assert!(connect_timeout(&url("?connect_timeout=0s")).is_err());
+/// assert!(connect_timeout(&url("?connect_timeout=soon")).is_err());
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn connect_timeout(url: &Url) -> Result<Duration> {
+    match url.query_pairs().find(|(key, _)| key == "connect_timeout") {
+        None => Ok(DEFAULT_CONNECT_TIMEOUT),
+        Some((_, value)) => humantime::parse_duration(&value)
+            .ok()
+            .filter(|d| (Duration::from_millis(10)..=Duration::from_secs(3600)).contains(d))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "connect_timeout `{value}` is not a duration between 10ms and 1h"
                 ))
             }),
     }

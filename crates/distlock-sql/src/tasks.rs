@@ -46,6 +46,73 @@ pub(crate) fn db_error(
     }
 }
 
+/// Makes one connection, before a pool is built on the same options, so that a server
+/// that refuses it fails at once with its own reason (connection refused, a wrong password,
+/// no such database) instead of the pool's "timed out" after its acquire timeout. A refusal
+/// of the URL's credentials or database is bad input; no answer within `timeout` is
+/// unavailable.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) async fn first_connection<O>(
+    backend: &'static str,
+    options: &O,
+    timeout: std::time::Duration,
+) -> Result<()>
+where
+    O: sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sqlx::Connection;
+    let connection = match tokio::time::timeout(timeout, options.connect()).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(err)) => return Err(connect_error(backend, err)),
+        Err(_) => {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("{backend}: no connection within {timeout:?} (the URL's connect_timeout)"),
+            )
+            .with_backend(backend)
+            .with_operation("connect")
+            .temporary());
+        }
+    };
+    // The pool makes its own connections; closing this one politely is all that is left.
+    let _ = connection.close().await;
+    Ok(())
+}
+
+/// A failed connect: the server refusing the URL's credentials (SQLSTATE class 28) or
+/// database (PostgreSQL 3D000; MySQL 1049, or 1044 for one the user may not use) makes the
+/// URL bad input.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn connect_error(backend: &'static str, err: sqlx::Error) -> Error {
+    let refused = match &err {
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            code.starts_with("28") || code == "3D000" || refused_mysql_database(db.as_ref())
+        }
+        _ => false,
+    };
+    match refused {
+        true => Error::invalid(format!(
+            "the {backend} server refused the connection: {err}"
+        ))
+        .with_backend(backend)
+        .with_operation("connect"),
+        false => db_error(backend, "connect")(err),
+    }
+}
+
+#[cfg(feature = "mysql")]
+fn refused_mysql_database(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .is_some_and(|db| matches!(db.number(), 1044 | 1049))
+}
+
+#[cfg(not(feature = "mysql"))]
+fn refused_mysql_database(_: &dyn sqlx::error::DatabaseError) -> bool {
+    false
+}
+
 /// Whether each lease was renewed or released, as lease outcomes.
 pub(crate) fn outcomes(done: Vec<bool>) -> Vec<LeaseOutcome> {
     done.into_iter().map(outcome).collect()

@@ -133,6 +133,50 @@ impl Client {
         Client(distlock_core::Client::with_backend(backend))
     }
 
+    /// [`connect`](Self::connect), with every primitive starting from `defaults` instead of
+    /// [`LockOptions::default`]: the options a service wants for all its locks, set once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+    /// use std::time::Duration;
+    /// use distlock::{Client, LockOptions};
+    ///
+    /// let defaults = LockOptions::new().ttl(Duration::from_secs(10)).wait(Duration::from_secs(2));
+    /// let client = Client::connect_with_defaults("memory://", defaults).await?;
+    /// let guard = client.mutex("nightly-report").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with_defaults(url: &str, defaults: LockOptions) -> Result<Client> {
+        install_backends();
+        distlock_core::Client::connect_with_defaults(url, defaults)
+            .await
+            .map(Client)
+    }
+
+    /// A client over a backend built by hand, with every primitive starting from
+    /// `defaults`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use distlock::{Client, LockOptions, MemoryBackend};
+    ///
+    /// let client = Client::with_defaults(
+    ///     Arc::new(MemoryBackend::new()),
+    ///     LockOptions::new().ttl(Duration::from_secs(5)),
+    /// );
+    /// ```
+    pub fn with_defaults(
+        backend: std::sync::Arc<dyn backend::Backend>,
+        defaults: LockOptions,
+    ) -> Client {
+        install_backends();
+        Client(distlock_core::Client::with_defaults(backend, defaults))
+    }
+
     /// Wraps a core client (for example one built over a custom backend).
     ///
     /// # Examples

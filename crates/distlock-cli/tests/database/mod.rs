@@ -102,3 +102,42 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
     assert!(!reports[0]["url"].as_str().unwrap().contains(other_mode));
     assert!(reports[1]["url"].as_str().unwrap().contains(other_mode));
 }
+
+/// What a user with a wrong URL meets, given the working `url` of a server database
+/// (`scheme://user:password@host:port/db`): a wrong password and a database that does not
+/// exist are bad input (64), a port where nothing listens fails at once with the refusal
+/// (69, not the pool's "timed out" after 5 s), and no message holds the password.
+pub fn a_wrong_url_fails_at_once_and_says_why(url: &str, password: &str) {
+    let state = tempfile::tempdir().unwrap();
+    let port = distlock_testkit::free_port().unwrap();
+    let (head, rest) = url.rsplit_once('@').unwrap();
+    let (scheme, _) = url.split_once("://").unwrap();
+    let (_, database) = rest.split_once('/').unwrap();
+    let cases = [
+        (
+            head.replace(password, "not-the-password") + "@" + rest,
+            64,
+            "refused the connection",
+        ),
+        (
+            format!("{head}@{}", rest.replacen(database, "no_such_database", 1)),
+            64,
+            "no_such_database",
+        ),
+        (format!("{head}@127.0.0.1:{port}/{database}"), 69, "refused"),
+        (format!("{url}?connect_timeout=0s"), 64, "connect_timeout"),
+    ];
+    for (wrong, code, says) in cases {
+        let started = std::time::Instant::now();
+        let out = distlock(&wrong, state.path(), &["status"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{scheme}: {stderr}");
+        assert!(stderr.to_lowercase().contains(says), "{scheme}: {stderr}");
+        assert!(!stderr.contains(password), "{stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{scheme}: {wrong}: {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -27,17 +27,25 @@ use crate::options::LockOptions;
 pub struct MultiLock {
     client: Client,
     names: Vec<String>,
+    /// A name given twice: every acquire refuses it (taking it twice would deadlock, and
+    /// taking it once would hand back fewer guards than names).
+    repeated: Option<String>,
     options: LockOptions,
 }
 
 impl MultiLock {
     pub(crate) fn new(client: Client, mut names: Vec<String>) -> Self {
         names.sort();
+        let repeated = names
+            .windows(2)
+            .find(|w| w[0] == w[1])
+            .map(|w| w[0].clone());
         names.dedup();
         let options = client.inner().defaults.clone();
         MultiLock {
             client,
             names,
+            repeated,
             options,
         }
     }
@@ -64,7 +72,7 @@ impl MultiLock {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
     /// # let client = distlock_core::Client::connect("memory://").await?;
-    /// assert_eq!(client.multi_lock(["b", "a", "b"]).names(), ["a", "b"]);
+    /// assert_eq!(client.multi_lock(["b", "a"]).names(), ["a", "b"]);
     /// # Ok(()) }
     /// ```
     pub fn names(&self) -> &[String] {
@@ -162,7 +170,8 @@ impl MultiLock {
     /// ```
     pub async fn lock_with(&self, options: &LockOptions) -> Result<MultiGuard> {
         self.check()?;
-        let deadline = options.wait.map(|w| Instant::now() + w);
+        // A wait past the clock's range is no deadline.
+        let deadline = options.wait.and_then(|w| Instant::now().checked_add(w));
         let mut guards = Vec::with_capacity(self.names.len());
         for name in &self.names {
             let mut each = options.clone();
@@ -183,6 +192,11 @@ impl MultiLock {
     fn check(&self) -> Result<()> {
         if self.names.is_empty() {
             return Err(Error::invalid("a multi-lock needs at least one name"));
+        }
+        if let Some(name) = &self.repeated {
+            return Err(Error::invalid(format!(
+                "a multi-lock names `{name}` twice; give each name once"
+            )));
         }
         Ok(())
     }

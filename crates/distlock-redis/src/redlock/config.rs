@@ -22,6 +22,10 @@ use crate::config::RedisConfig;
 /// assert_eq!(config.masters.len(), 3);
 /// assert_eq!(config.quorum(), 2);
 /// assert!(!format!("{config:?}").contains("pw"));
+///
+/// let twice = distlock_core::parse_lock_url("redlock://a:1,b:2,A:1")?;
+/// let err = RedlockConfig::from_url(&twice).unwrap_err();
+/// assert!(err.to_string().contains("`A:1` twice"), "{err}");
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -75,6 +79,20 @@ impl RedlockConfig {
                 master_url(scheme, url, host, &passed).and_then(|u| RedisConfig::from_url(&u))
             })
             .collect::<Result<Vec<_>>>()?;
+        // The same master twice would count one server's answer twice toward the quorum.
+        let mut seen = std::collections::HashSet::new();
+        for (host, master) in hosts.iter().zip(&masters) {
+            let server = &master.server;
+            let place = (
+                server.host_str().map(str::to_ascii_lowercase),
+                server.port(),
+            );
+            if !seen.insert(place) {
+                return Err(Error::invalid(format!(
+                    "a RedLock lists the master `{host}` twice; its masters must be independent servers"
+                )));
+            }
+        }
         if masters.len() < 3 || masters.len() % 2 == 0 {
             return Err(Error::invalid(format!(
                 "a RedLock needs an odd number of independent masters, at least 3 (got {}: {})",

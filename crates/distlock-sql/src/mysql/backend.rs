@@ -17,7 +17,7 @@ use super::session::MysqlSessions;
 use super::store::{self, Wake};
 use crate::sessions::renew_split;
 use crate::split::Split;
-use crate::tasks::{SqlTicket, detached, outcome, poll_detached};
+use crate::tasks::{SqlTicket, detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one MySQL or MariaDB database.
 ///
@@ -86,9 +86,10 @@ impl MysqlBackend {
     ///
     /// See [`MysqlBackend`].
     pub async fn open(config: MysqlConfig) -> Result<Self> {
+        first_connection("mysql", &config.options, config.connect_timeout).await?;
         let pool = MySqlPoolOptions::new()
             .max_connections(config.pool)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(config.connect_timeout)
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     // Every change is serialised by its key's counter row; reading

@@ -30,6 +30,8 @@ pub struct MysqlConfig {
     /// The most pooled connections the client keeps (`?pool=`; session-mode locks hold
     /// connections of their own besides these).
     pub pool: u32,
+    /// How long a connection to the server may take (`?connect_timeout=`, default 5 s).
+    pub connect_timeout: std::time::Duration,
     /// The driver's connection options (credentials included).
     pub options: MySqlConnectOptions,
     /// The URL with its password replaced, for messages.
@@ -65,6 +67,7 @@ impl MysqlConfig {
         Ok(MysqlConfig {
             mode,
             pool: crate::pool_size(url)?,
+            connect_timeout: crate::connect_timeout(url)?,
             options,
             redacted,
         })

@@ -16,7 +16,7 @@ use super::sessions::PgSessions;
 use super::{db_error, store};
 use crate::sessions::renew_split;
 use crate::split::Split;
-use crate::tasks::{detached, outcome, poll_detached};
+use crate::tasks::{detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one PostgreSQL database.
 ///
@@ -67,10 +67,11 @@ impl PostgresBackend {
     ///
     /// See [`PostgresBackend`].
     pub async fn open(config: PostgresConfig) -> Result<Self> {
+        first_connection("postgres", &config.options, config.connect_timeout).await?;
         let pool = PgPoolOptions::new()
             // One more for the wake-up listener, which keeps a pooled connection for good.
             .max_connections(config.pool + 1)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(config.connect_timeout)
             .connect_with(config.options.clone())
             .await
             .map_err(db_error("connect"))?;

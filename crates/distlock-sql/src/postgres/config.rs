@@ -30,6 +30,8 @@ pub struct PostgresConfig {
     /// The most pooled connections the client keeps (`?pool=`; session-mode locks hold
     /// connections of their own besides these).
     pub pool: u32,
+    /// How long a connection to the server may take (`?connect_timeout=`, default 5 s).
+    pub connect_timeout: std::time::Duration,
     /// The driver's connection options (credentials included).
     pub options: PgConnectOptions,
     /// The URL with its password replaced, for messages.
@@ -61,6 +63,7 @@ impl PostgresConfig {
         Ok(PostgresConfig {
             mode,
             pool: crate::pool_size(url)?,
+            connect_timeout: crate::connect_timeout(url)?,
             options,
             redacted,
         })
