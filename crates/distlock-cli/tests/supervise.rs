@@ -242,10 +242,11 @@ impl InTerminal {
 #[test]
 fn in_a_terminal_the_command_reads_it_and_the_shell_gets_it_back() {
     let state = tempfile::tempdir().unwrap();
-    // The shell reads the terminal after distlock ends: it must be foreground again.
+    // A shell with job control, as a user's: distlock is a job of its own. The shell reads
+    // the terminal after distlock ends: it must be foreground again.
     let mut terminal = InTerminal::start(
         state.path(),
-        r#""$DISTLOCK" run --name tty -- sh -c 'echo ready; read line; echo "command read $line"'; read after; echo "shell read $after""#,
+        r#"set -m; "$DISTLOCK" run --name tty -- sh -c 'echo ready; read line; echo "command read $line"'; read after; echo "shell read $after""#,
     );
     terminal.expect("ready");
     terminal.type_keys(b"first\n");
@@ -278,10 +279,14 @@ fn ctrl_z_in_a_terminal_stops_distlock_with_its_command_and_both_continue() {
         Some('T'),
         "distlock stopped with its command, as a job does"
     );
-    // What a shell's `fg` sends the job; `script` stops itself when its command stops,
-    // and is continued too.
+    // `script` stops itself when its command stops; continued, it continues its command,
+    // as a shell's `fg` continues a job.
+    let script = terminal.script.0.id() as i32;
+    while state_of(script) != Some('T') && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill(script, libc::SIGCONT);
     kill(distlock, libc::SIGCONT);
-    kill(terminal.script.0.id() as i32, libc::SIGCONT);
     terminal.type_keys(b"later\n");
     terminal.expect("command read later");
     assert_eq!(terminal.finish(), Some(0));

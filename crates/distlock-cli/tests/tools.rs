@@ -149,8 +149,8 @@ fn bench_refuses_what_it_cannot_measure_with_a_usage_code() {
         ),
         (&["--duration", "1ns"][..], 64, "--duration must be"),
         (&["--processes", "--clients", "5000"][..], 64, "at most 256"),
-        (&["--clients", "0"][..], 2, "--clients"),
-        (&["--runtime", "fibers"][..], 2, "--runtime"),
+        (&["--clients", "0"][..], 64, "--clients"),
+        (&["--runtime", "fibers"][..], 64, "--runtime"),
     ] {
         let out = bench(extra);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -111,15 +111,17 @@ fn is_transient(err: &redis::RedisError) -> bool {
         || err.is_connection_refusal()
 }
 
-/// A failed connect. A server that answers and refuses what the URL asks (a wrong
-/// password, a database index out of range, TLS to a plain port) makes the URL bad input;
-/// one out of reach is unavailable.
+/// A failed connect. A server that refuses what the URL asks (a wrong or missing password,
+/// a user without the rights, a database index out of range) makes the URL bad input; any
+/// other failure is the server's or the link's, as for every other call.
 pub(crate) fn connect_error(err: redis::RedisError) -> Error {
-    let busy = matches!(
-        err.code(),
-        Some("LOADING" | "BUSY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
-    );
-    if busy || is_transient(&err) {
+    let refused = err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+        || err
+            .detail()
+            .is_some_and(|detail| detail.contains("DB index is out of range"))
+        || err.to_string().contains("DB index is out of range");
+    if !refused {
         return redis_error("connect")(err);
     }
     Error::invalid(format!("the redis server refused the connection: {err}"))

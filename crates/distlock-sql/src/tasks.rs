@@ -81,14 +81,17 @@ where
 }
 
 /// A failed connect: the server refusing the URL's credentials (SQLSTATE class 28) or
-/// database (PostgreSQL 3D000; MySQL 1049, or 1044 for one the user may not use) makes the
-/// URL bad input.
+/// database (PostgreSQL 3D000, or 42501 for one the user may not connect to; MySQL 1049,
+/// or 1044 for one the user may not use) makes the URL bad input.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 fn connect_error(backend: &'static str, err: sqlx::Error) -> Error {
     let refused = match &err {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
-            code.starts_with("28") || code == "3D000" || refused_mysql_database(db.as_ref())
+            code.starts_with("28")
+                || code == "3D000"
+                || code == "42501"
+                || refused_mysql_database(db.as_ref())
         }
         _ => false,
     };
@@ -108,7 +111,7 @@ fn refused_mysql_database(db: &dyn sqlx::error::DatabaseError) -> bool {
         .is_some_and(|db| matches!(db.number(), 1044 | 1049))
 }
 
-#[cfg(not(feature = "mysql"))]
+#[cfg(all(feature = "postgres", not(feature = "mysql")))]
 fn refused_mysql_database(_: &dyn sqlx::error::DatabaseError) -> bool {
     false
 }

@@ -22,21 +22,23 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     let mutex = client.mutex(&args.name).with_options(options.clone());
     // Caught from before the wait until the command ends: none is lost in between.
     let mut caught = Caught::listen(&signals::forwarded());
-    let acquired = if args.no_wait {
-        mutex.try_lock().await
-    } else {
-        match until_signalled(mutex.lock_with(&options), &mut caught).await {
-            Ok(acquired) => acquired.map(Some),
-            Err(number) => {
-                // The wait was given up: its request is withdrawn in the background, and
-                // waited for, so the next holder is not kept waiting for it to expire.
-                if !client.settle(SETTLE).await {
-                    eprintln!(
-                        "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
-                    );
-                }
-                return Ok(128u8.saturating_add(number as u8));
+    let attempt = async {
+        match args.no_wait {
+            true => mutex.try_lock().await,
+            false => mutex.lock_with(&options).await.map(Some),
+        }
+    };
+    let acquired = match until_signalled(attempt, &mut caught).await {
+        Ok(acquired) => acquired,
+        Err(number) => {
+            // The wait was given up: its request is withdrawn in the background, and
+            // waited for, so the next holder is not kept waiting for it to expire.
+            if !client.settle(SETTLE).await {
+                eprintln!(
+                    "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
+                );
             }
+            return Ok(128u8.saturating_add(number as u8));
         }
     };
     let guard = match acquired {

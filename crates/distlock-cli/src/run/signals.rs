@@ -33,7 +33,8 @@ pub fn forwarded() -> Vec<libc::c_int> {
         libc::SIGTSTP,
         libc::SIGURG,
     ];
-    numbers.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    // The runtime's signal table ends below SIGRTMAX, which keeps its default action.
+    numbers.extend(libc::SIGRTMIN()..libc::SIGRTMAX());
     numbers
 }
 
@@ -51,22 +52,33 @@ pub fn is_job_control(number: libc::c_int) -> bool {
     matches!(number, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
 }
 
-/// The caught signals, in the order they came. Signals that arrive between two reads wait
-/// in the queue, so one sent between the grant and the command's start is still forwarded.
+/// The caught signals. Those that arrive between two reads wait in the queue, so one sent
+/// between the grant and the command's start is still forwarded; repeats of one signal
+/// before it is read may be merged, and the order between different signals sent at once is
+/// not kept.
 pub struct Caught {
     received: mpsc::UnboundedReceiver<libc::c_int>,
     listeners: Vec<JoinHandle<()>>,
 }
 
 impl Caught {
-    /// Starts catching `numbers`. A signal the runtime cannot catch keeps its default
-    /// action; the others are caught from the moment this returns.
+    /// Starts catching `numbers`, but for those distlock was started ignoring (`nohup`
+    /// ignores SIGHUP; a shell's `&` without job control, SIGINT and SIGQUIT): they stay
+    /// ignored, for distlock and for the command. A signal the runtime cannot catch keeps
+    /// its default action. The others are caught from the moment this returns.
     pub fn listen(numbers: &[libc::c_int]) -> Caught {
         let (send, received) = mpsc::unbounded_channel();
         let listeners = numbers
             .iter()
+            .filter(|&&number| !ignored(number))
             .filter_map(|&number| {
-                let mut stream = signal(SignalKind::from_raw(number)).ok()?;
+                let mut stream = match signal(SignalKind::from_raw(number)) {
+                    Ok(stream) => stream,
+                    Err(err) => {
+                        tracing::debug!(signal = number, error = %err, "cannot catch a signal");
+                        return None;
+                    }
+                };
                 let send = send.clone();
                 Some(tokio::spawn(async move {
                     while stream.recv().await.is_some() {
@@ -98,6 +110,16 @@ impl Drop for Caught {
         for listener in &self.listeners {
             listener.abort();
         }
+    }
+}
+
+/// Whether the process ignores a signal (as it was started, before any is caught).
+fn ignored(number: libc::c_int) -> bool {
+    // SAFETY: sigaction with no new action only reads the current one into `current`.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(number, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
     }
 }
 

@@ -21,7 +21,7 @@ const REAP_BACKSTOP: Duration = Duration::from_millis(500);
 /// Runs the command and waits for it. `caught` holds the signals caught since before the
 /// grant: each is forwarded once the command runs. Returns distlock's exit code.
 pub async fn supervise(args: &RunArgs, guard: &Guard, caught: &mut Caught) -> u8 {
-    let terminal = Terminal::foreground();
+    let terminal = Terminal::of_this_job();
     // Listen before the command starts, so its end is never missed.
     let mut child_changed = match signal(SignalKind::child()) {
         Ok(stream) => stream,
@@ -33,6 +33,9 @@ pub async fn supervise(args: &RunArgs, guard: &Guard, caught: &mut Caught) -> u8
     let group = match spawn(args, guard, terminal) {
         Ok(pid) => pid,
         Err(err) => {
+            if let Some(terminal) = terminal {
+                terminal.reclaim();
+            }
             eprintln!("distlock: cannot run `{}`: {err}", args.command[0]);
             return match err.kind() {
                 std::io::ErrorKind::NotFound => exit::NOT_FOUND,
@@ -105,8 +108,9 @@ pub async fn supervise(args: &RunArgs, guard: &Guard, caught: &mut Caught) -> u8
 
 /// Starts the command in a process group of its own (its pid), with the lock's name and
 /// fencing token in its environment. It gets SIGTERM from the kernel if distlock dies, even
-/// by SIGKILL, so it never runs on without the lock; with a terminal, its group is made the
-/// foreground group before it runs.
+/// by SIGKILL, so it does not run on without the lock (unless it ignores SIGTERM, or is a
+/// set-user-ID program, for which the kernel drops the request); with a terminal, its group
+/// is made the foreground group before it runs.
 fn spawn(
     args: &RunArgs,
     guard: &Guard,
@@ -133,7 +137,7 @@ fn spawn(
             }
             if let Some(terminal) = terminal {
                 terminal.give_to(libc::getpid());
-                libc::signal(libc::SIGTTOU, libc::SIG_DFL);
+                terminal.restore_ttou();
             }
             Ok(())
         });

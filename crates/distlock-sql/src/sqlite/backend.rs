@@ -111,8 +111,14 @@ impl SqliteBackend {
             .connect_with(options)
             .await
             .map_err(|err| match &err {
-                // SQLITE_CANTOPEN: the path names nothing this user may open or create.
-                sqlx::Error::Database(db) if db.code().as_deref() == Some("14") => {
+                // SQLITE_CANTOPEN, or one of its extended codes: the path names nothing
+                // this user may open or create.
+                sqlx::Error::Database(db)
+                    if db
+                        .code()
+                        .and_then(|code| code.parse::<i32>().ok())
+                        .is_some_and(|code| code & 0xff == 14) =>
+                {
                     Error::invalid(format!(
                         "cannot open the lock database {}: {db}",
                         config.path.display()
