@@ -28,6 +28,19 @@ fn table(states: &[LockState]) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
+    // Columns as wide as their widest entry, so long tokens keep the rows aligned.
+    let holders = states.iter().flat_map(|state| &state.holders);
+    let kind_width = holders
+        .clone()
+        .map(|h| permits_label(h.kind.as_str(), h.permits).len())
+        .max()
+        .unwrap_or(0);
+    let token_width = holders
+        .clone()
+        .map(|h| h.fencing_token.to_string().len())
+        .max()
+        .unwrap_or(0);
+    let ttl_width = holders.map(|h| ttl_label(h).len()).max().unwrap_or(0);
     let mut out = String::new();
     for state in states {
         out.push_str(&format!(
@@ -40,33 +53,57 @@ fn table(states: &[LockState]) -> String {
             out.push_str("  free\n");
         }
         for h in &state.holders {
-            let held_for = Duration::from_millis(now_ms.saturating_sub(h.meta.acquired_at_unix_ms));
             out.push_str(&format!(
-                "  held: {:<9} token {:<6} ttl left {:<8} by {} (host {}, pid {}, for {})\n",
+                "  held: {:<kind_width$} token {:<token_width$} ttl left {:<ttl_width$} by {}{}\n",
                 permits_label(h.kind.as_str(), h.permits),
                 h.fencing_token,
-                h.remaining_ms.map_or_else(
-                    || "session".to_owned(),
-                    |ms| format!("{:.1}s", ms as f64 / 1000.0),
-                ),
+                ttl_label(h),
                 h.owner,
-                h.meta.host,
-                h.meta.pid,
-                humantime::format_duration(Duration::from_secs(held_for.as_secs())),
+                whereabouts(&h.meta, now_ms, true),
             ));
         }
         for w in &state.waiters {
             out.push_str(&format!(
-                "  wait: {:<9}{} by {} (host {}, pid {})\n",
+                "  wait: {:<kind_width$}{} by {}{}\n",
                 permits_label(w.kind.as_str(), w.permits),
                 if w.fair { " fair" } else { "" },
                 w.owner,
-                w.meta.host,
-                w.meta.pid,
+                whereabouts(&w.meta, now_ms, false),
             ));
         }
     }
     out
+}
+
+/// A holder's time left: its lease's, or `session` for a grant its client's session holds.
+fn ttl_label(holder: &distlock::HolderInfo) -> String {
+    holder.remaining_ms.map_or_else(
+        || "session".to_owned(),
+        |ms| format!("{:.1}s", ms as f64 / 1000.0),
+    )
+}
+
+/// ` (host h, pid p, for d)`: what the store knows of where a request comes from and, for a
+/// holder, since when. A foreign client's lock (another library's key) records none of it.
+fn whereabouts(meta: &distlock::HolderMeta, now_ms: u64, held: bool) -> String {
+    let mut parts = Vec::new();
+    if !meta.host.is_empty() {
+        parts.push(format!("host {}", meta.host));
+    }
+    if meta.pid != 0 {
+        parts.push(format!("pid {}", meta.pid));
+    }
+    if held && meta.acquired_at_unix_ms != 0 {
+        let held_for = Duration::from_millis(now_ms.saturating_sub(meta.acquired_at_unix_ms));
+        parts.push(format!(
+            "for {}",
+            humantime::format_duration(Duration::from_secs(held_for.as_secs()))
+        ));
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", parts.join(", ")),
+    }
 }
 
 fn permits_label(kind: &str, permits: u32) -> String {

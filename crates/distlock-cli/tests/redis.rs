@@ -160,3 +160,81 @@ fn no_worker_command_line_holds_the_password() {
         assert!(workers_seen > 0, "{args:?}: saw the workers run");
     }
 }
+
+/// The store gone while the command runs: `run` exits promptly after the command, with the
+/// command's code and a warning, instead of waiting for the release's operation timeout.
+#[test]
+fn a_store_gone_at_release_time_does_not_hold_up_the_exit() {
+    let mut redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    let (started, go) = (state.path().join("started"), state.path().join("go"));
+    let script = format!(
+        "touch {}; for i in $(seq 400); do [ -e {} ] && exit 0; sleep 0.05; done; exit 9",
+        started.display(),
+        go.display()
+    );
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state.path())
+        .env_remove("DISTLOCK_URL")
+        .args(["--url", &url, "run", "--name", "gone", "--ttl", "30s", "--"])
+        .args(["sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(started.exists(), "the command started");
+    redis.kill();
+    let ended = std::time::Instant::now();
+    std::fs::write(&go, "").unwrap();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the command's code: {stderr}");
+    assert!(
+        ended.elapsed() < std::time::Duration::from_millis(4500),
+        "run exited {:?} after the store went and the command ended: {stderr}",
+        ended.elapsed()
+    );
+    assert!(stderr.contains("warning"), "{stderr}");
+}
+
+/// A lock another client holds (a redis-py key: its bare token, with a TTL) shows as a
+/// foreign holder with its TTL, not with a host, pid and hold time it never recorded;
+/// tokens of any length keep the columns aligned.
+#[test]
+fn status_shows_a_foreign_holder_with_its_ttl() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    let set = std::process::Command::new("redis-cli")
+        .args([
+            "-p",
+            &redis.port().to_string(),
+            "SET",
+            "shared",
+            "py-token-1",
+            "PX",
+            "60000",
+        ])
+        .output()
+        .expect("redis-cli (redis-tools) runs");
+    assert!(set.status.success(), "{set:?}");
+    let table = ok(&distlock(&url, state.path(), &["status", "shared"]));
+    let held = table
+        .lines()
+        .find(|l| l.contains("held:"))
+        .unwrap_or_default();
+    assert!(
+        held.contains("foreign client (token py-token-1)"),
+        "{table}"
+    );
+    assert!(
+        held.contains("ttl left 5") || held.contains("ttl left 6"),
+        "{table}"
+    );
+    assert!(!held.contains("pid 0") && !held.contains("year"), "{table}");
+}

@@ -342,3 +342,30 @@ fn logs_to_a_pipe_have_no_colour_codes() {
     );
     assert!(!stderr.contains('\u{1b}'), "no escape codes: {stderr:?}");
 }
+
+/// A typo in a URL parameter (`min_replica` for `min_replicas`) is refused on every
+/// backend, naming the parameter and without the password, before any connection: it is
+/// never silently dropped.
+#[test]
+fn unknown_url_parameters_are_refused_on_every_backend() {
+    let state = tempfile::tempdir().unwrap();
+    let db = state.path().join("locks.db").display().to_string();
+    let urls = [
+        "redis://:pw-123@127.0.0.1:1/0?min_replica=1".to_owned(),
+        "redis+cluster://:pw-123@127.0.0.1:1?hosts=127.0.0.1:1&conections=2".to_owned(),
+        "redlock://:pw-123@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0?prefx=a".to_owned(),
+        "postgres://app:pw-123@127.0.0.1:1/app?min_pool=2".to_owned(),
+        "mysql://app:pw-123@127.0.0.1:1/app?ssl_mode=REQUIRED".to_owned(),
+        format!("sqlite://{db}?busy=1s"),
+        "zk://app:pw-123@127.0.0.1:1/base?session=1s".to_owned(),
+        "etcd://app:pw-123@127.0.0.1:1/base?ttl=1s".to_owned(),
+        "memory://?livenes=session".to_owned(),
+    ];
+    for url in urls {
+        let out = output(distlock(state.path()).args(["--url", &url, "status"]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{url}: {stderr}");
+        assert!(stderr.contains("unknown"), "{url}: {stderr}");
+        assert!(!stderr.contains("pw-123"), "{url}: {stderr}");
+    }
+}

@@ -51,6 +51,8 @@ pub struct RedisBackend {
     nodes: Option<(Url, Option<std::path::PathBuf>)>,
     acknowledged: Option<Acknowledged>,
     prefix: String,
+    /// How long a lock's fencing counter lives after it is seeded, in ms (`fence_ttl`).
+    fence_ttl_ms: u64,
     channel: String,
     wakers: Arc<LocalWakers>,
     listener: AbortHandle,
@@ -322,6 +324,7 @@ impl RedisBackend {
             nodes,
             acknowledged,
             prefix: config.prefix,
+            fence_ttl_ms: config.fence_ttl.as_millis() as u64,
             channel,
             wakers,
             listener,
@@ -464,7 +467,7 @@ impl RedisBackend {
     pub(crate) async fn restamp(&self, name: &str, token: &str, token_value: u64) -> Result<()> {
         let keys = self.keys(name)?;
         let mut stamp = Call::new(&SCRIPTS.restamp, keys, &[Key::Fence, Key::Lock]);
-        stamp.arg(token_value).arg(token);
+        stamp.arg(token_value).arg(token).arg(self.fence_ttl_ms);
         let _: u64 = self.invoke(name, "acquire", &stamp).await?;
         Ok(())
     }
@@ -690,7 +693,8 @@ impl Backend for RedisBackend {
             fast.arg(&request.token)
                 .arg(request.ttl.as_millis() as u64)
                 .arg(&record)
-                .arg(request.kind.as_str());
+                .arg(request.kind.as_str())
+                .arg(self.fence_ttl_ms);
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
             if fence > 0 {
                 return self.granted(ticket, fence).await;
@@ -713,7 +717,8 @@ impl Backend for RedisBackend {
             .arg(STARVATION.as_millis() as u64)
             .arg(&self.channel)
             .arg(request.permits)
-            .arg(request.kind.limit());
+            .arg(request.kind.limit())
+            .arg(self.fence_ttl_ms);
         let answer: Vec<i64> = self.invoke_on(conn, "acquire", &full).await?;
         match answer.as_slice() {
             [1, fence] => self.granted(ticket, *fence).await,

@@ -34,6 +34,34 @@ pub const DEFAULT_CONNECTIONS: usize = 2;
 /// ```
 pub const MAX_CONNECTIONS: usize = 16;
 
+/// The query parameters a `redis://` URL may carry; any other is refused, so a typo
+/// (`min_replica=1`) is not silently dropped.
+const KNOWN_PARAMETERS: &str = "prefix, connections, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol";
+
+/// How long a lock's fencing counter lives after it was seeded, unless the URL's
+/// `fence_ttl` says otherwise: a day.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock_redis::{DEFAULT_FENCE_TTL, RedisConfig};
+/// let parse = |q: &str| {
+///     let url = format!("redis://127.0.0.1:6379/0{q}");
+///     RedisConfig::from_url(&distlock_core::Url::parse(&url).unwrap())
+/// };
+/// assert_eq!(parse("")?.fence_ttl, DEFAULT_FENCE_TTL);
+/// assert_eq!(parse("?fence_ttl=1h")?.fence_ttl, Duration::from_secs(3600));
+/// assert!(parse("?fence_ttl=10ms").is_err());
+/// assert!(parse("?fence_ttl=forever").is_err());
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub const DEFAULT_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// The shortest `fence_ttl`.
+const MIN_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest `fence_ttl`: ten years.
+const MAX_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
 /// (or `rediss://` for TLS; `redis+cluster://h1:7000,h2:7001,…` or `rediss+cluster://` for
 /// a Redis Cluster, learnt from any of the nodes listed) with distlock's options in the
@@ -72,6 +100,11 @@ pub struct RedisConfig {
     /// How many multiplexed connections carry the commands to a single server
     /// (`connections`). A cluster uses the cluster client's connections instead.
     pub connections: usize,
+    /// How long a lock's fencing counter lives after it was seeded (`fence_ttl`, default a
+    /// day): a name locked once does not keep a key for ever. The next grant after seeds
+    /// the counter again from the server's clock in microseconds, above every token it
+    /// handed out before, as after a restart that lost it.
+    pub fence_ttl: std::time::Duration,
     /// The nodes to learn a Redis Cluster's layout from, for `redis+cluster://` (empty for
     /// a single server; a single server that says it is in a cluster is used as one).
     pub(crate) cluster_seeds: Vec<Url>,
@@ -86,6 +119,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("min_replicas", &self.min_replicas)
             .field("replica_timeout", &self.replica_timeout)
             .field("connections", &self.connections)
+            .field("fence_ttl", &self.fence_ttl)
             .field("cluster_nodes", &self.cluster_seeds.len())
             .finish()
     }
@@ -99,6 +133,10 @@ impl RedisConfig {
     /// ```
     /// let url = distlock_core::Url::parse("redis://127.0.0.1/0?prefix={bad").unwrap();
     /// assert!(distlock_redis::RedisConfig::from_url(&url).is_err());
+    /// let typo = distlock_core::Url::parse("redis://:pw@127.0.0.1/0?min_replica=1").unwrap();
+    /// let err = distlock_redis::RedisConfig::from_url(&typo).unwrap_err();
+    /// assert!(err.to_string().contains("unknown parameter `min_replica`"), "{err}");
+    /// assert!(err.to_string().contains("min_replicas"), "{err}");
     /// ```
     pub fn from_url(url: &Url) -> Result<Self> {
         if url.host_str().is_none_or(str::is_empty) {
@@ -122,6 +160,7 @@ impl RedisConfig {
         let mut min_replicas = 0;
         let mut replica_timeout = std::time::Duration::from_secs(1);
         let mut connections = DEFAULT_CONNECTIONS;
+        let mut fence_ttl = DEFAULT_FENCE_TTL;
         let mut passed = Vec::new();
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
@@ -134,6 +173,18 @@ impl RedisConfig {
                         .ok_or_else(|| {
                             Error::invalid(format!(
                                 "connections `{value}` is not a whole number from 1 to {MAX_CONNECTIONS}"
+                            ))
+                        })?;
+                }
+                "fence_ttl" => {
+                    fence_ttl = humantime::parse_duration(&value)
+                        .ok()
+                        .filter(|t| (MIN_FENCE_TTL..=MAX_FENCE_TTL).contains(t))
+                        .ok_or_else(|| {
+                            Error::invalid(format!(
+                                "fence_ttl `{value}` is not a duration from {} to {}",
+                                humantime::format_duration(MIN_FENCE_TTL),
+                                humantime::format_duration(MAX_FENCE_TTL)
                             ))
                         })?;
                 }
@@ -169,7 +220,13 @@ impl RedisConfig {
                         "tls_ca is for TLS connections: use a rediss:// URL",
                     ));
                 }
-                _ => passed.push((key.into_owned(), value.into_owned())),
+                // The Redis client's own parameter (RESP2 or RESP3).
+                "protocol" => passed.push((key.into_owned(), value.into_owned())),
+                other => {
+                    return Err(Error::invalid(format!(
+                        "unknown parameter `{other}` in a redis URL; known: {KNOWN_PARAMETERS}"
+                    )));
+                }
             }
         }
         if prefix.contains(['{', '}']) {
@@ -197,6 +254,7 @@ impl RedisConfig {
             min_replicas,
             replica_timeout,
             connections,
+            fence_ttl,
             cluster_seeds,
         })
     }

@@ -110,7 +110,7 @@ use distlock_core::backend::{Backend, Connector, async_trait};
 use distlock_core::{Result, Url};
 
 pub use backend::RedisBackend;
-pub use config::{DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
+pub use config::{DEFAULT_CONNECTIONS, DEFAULT_FENCE_TTL, MAX_CONNECTIONS, RedisConfig};
 pub use redlock::{RedlockBackend, RedlockConfig};
 
 /// Registers the `redis://`, `rediss://` and `redlock://` connectors with the core's URL registry.

@@ -137,3 +137,21 @@ pub fn connect_timeout(url: &Url) -> Result<Duration> {
             }),
     }
 }
+
+/// distlock's own parameters of a server database URL.
+const OWN_PARAMETERS: [&str; 3] = ["mode", "pool", "connect_timeout"];
+
+/// Refuses a query parameter that is neither distlock's nor one the driver reads (`driver`),
+/// so a typo is an error naming the valid ones, not an option silently dropped.
+pub(crate) fn check_parameters(url: &Url, backend: &str, driver: &[&str]) -> Result<()> {
+    for (key, _) in url.query_pairs() {
+        if !OWN_PARAMETERS.contains(&key.as_ref()) && !driver.contains(&key.as_ref()) {
+            return Err(Error::invalid(format!(
+                "unknown parameter `{key}` in a {backend} URL; known: {}, and the driver's {}",
+                OWN_PARAMETERS.join(", "),
+                driver.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}

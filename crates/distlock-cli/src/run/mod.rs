@@ -54,20 +54,30 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         Err(err) => return Err(err),
     };
     let code = supervise::supervise(&args, &guard, &mut caught).await;
-    match guard.release().await {
-        Ok(()) => {}
-        Err(err) if err.kind() == ErrorKind::NotHeld => {
+    match tokio::time::timeout(RELEASE_WITHIN, guard.release()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) if err.kind() == ErrorKind::NotHeld => {
             if code != exit::LOST {
                 eprintln!("distlock: warning: the lock was already gone at release: {err}");
             }
         }
-        Err(err) => eprintln!("distlock: warning: release failed (the lease will expire): {err}"),
+        Ok(Err(err)) => {
+            eprintln!("distlock: warning: release failed (the lease will expire): {err}")
+        }
+        Err(_) => eprintln!(
+            "distlock: warning: the lock store did not answer the release within {RELEASE_WITHIN:?}; the lease will expire"
+        ),
     }
     Ok(code)
 }
 
 /// How long a run interrupted while it waits waits for its request to be withdrawn.
 const SETTLE: Duration = Duration::from_secs(5);
+
+/// How long the release after the command may take. The command has ended, and a release
+/// that gets no answer only leaves the lease to expire, so a store that is gone does not
+/// keep the caller (a shell, a supervisor) waiting for the operation timeout.
+const RELEASE_WITHIN: Duration = Duration::from_secs(2);
 
 /// Runs `wait` until it ends or a signal that would end distlock arrives (SIGINT from a
 /// terminal, SIGTERM from a supervisor, SIGHUP from a closed session, …): `Err` with the

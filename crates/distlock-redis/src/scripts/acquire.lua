@@ -38,12 +38,13 @@ end
 
 -- Grants the request; `queued` says whether it has a place in the queue to give up.
 local function grant(queued)
-  -- Strictly increasing. A counter that starts afresh (first use, or a restart that lost
-  -- it) starts at the server's clock in microseconds, above every token granted before.
+  -- Strictly increasing. A counter that starts afresh (first use, a restart that lost it,
+  -- or the end of its lifetime, fence_ttl after it was seeded) starts at the server's clock
+  -- in microseconds, above every token granted before.
   local fence = redis.call('INCR', FENCE)
   if fence == 1 then
     fence = now() * 1000
-    redis.call('SET', FENCE, text(fence))
+    redis.call('SET', FENCE, text(fence), 'PX', ARGV[#ARGV])
   end
   if queued then
     redis.call('ZREM', QUEUE, token)

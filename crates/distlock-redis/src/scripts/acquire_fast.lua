@@ -1,6 +1,7 @@
 -- Decide a request, granting it if it may go now (the rules of distlock_core::admit).
 -- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
---       starvation_ms, wake channel, permits, limit (the fast-path script takes the first four)
+--       starvation_ms, wake channel, permits, limit, fence_ttl_ms (the fast-path script
+--       takes the first four and fence_ttl_ms: the last argument is always fence_ttl_ms)
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
 -- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
 -- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1}.
@@ -22,7 +23,7 @@ if (ARGV[4] == 'mutex' or ARGV[4] == 'write')
   if fence == 1 then
     local t = redis.call('TIME')
     fence = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1000
-    redis.call('SET', FENCE, string.format('%.0f', fence))
+    redis.call('SET', FENCE, string.format('%.0f', fence), 'PX', ARGV[#ARGV])
   end
   redis.call('SET', LOCK, string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', fence) .. '"}', 'PX', ttl)
   fast_fence = fence

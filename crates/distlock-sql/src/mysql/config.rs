@@ -21,6 +21,12 @@ pub use crate::Mode;
 /// let config = MysqlConfig::from_url(&url)?;
 /// assert_eq!(config.mode, Mode::Lease);
 /// assert!(!format!("{config:?}").contains("s3cret"));
+///
+/// // A parameter neither distlock nor the driver reads is refused, not dropped.
+/// let typo = distlock_core::Url::parse("mysql://app:s3cret@127.0.0.1:3306/app?ssl_mode=REQUIRED").unwrap();
+/// let err = MysqlConfig::from_url(&typo).unwrap_err();
+/// assert!(err.to_string().contains("unknown parameter `ssl_mode`"), "{err}");
+/// assert!(!err.to_string().contains("s3cret"));
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
 #[derive(Clone)]
@@ -48,6 +54,24 @@ impl std::fmt::Debug for MysqlConfig {
     }
 }
 
+/// The query parameters sqlx's MySQL driver reads.
+const DRIVER_PARAMETERS: [&str; 14] = [
+    "sslmode",
+    "ssl-mode",
+    "sslca",
+    "ssl-ca",
+    "charset",
+    "collation",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "socket",
+    "timezone",
+    "time-zone",
+];
+
 impl MysqlConfig {
     /// Parses a `mysql://` or `mariadb://` URL.
     ///
@@ -56,6 +80,7 @@ impl MysqlConfig {
     /// See [`MysqlConfig`].
     pub fn from_url(url: &Url) -> Result<Self> {
         let redacted = redact_url(url.as_str());
+        crate::mode::check_parameters(url, "mysql", &DRIVER_PARAMETERS)?;
         let (mode, mut driver_url) = Mode::split(url)?;
         if driver_url.scheme() == "mariadb" {
             driver_url = Url::parse(&driver_url.as_str().replacen("mariadb", "mysql", 1)).map_err(

@@ -21,6 +21,12 @@ use sqlx::postgres::PgConnectOptions;
 /// let config = PostgresConfig::from_url(&url)?;
 /// assert_eq!(config.mode, Mode::Lease);
 /// assert!(!format!("{config:?}").contains("s3cret"));
+///
+/// // A parameter neither distlock nor the driver reads is refused, not dropped.
+/// let typo = distlock_core::Url::parse("postgres://app:s3cret@127.0.0.1:5432/app?min_pool=1").unwrap();
+/// let err = PostgresConfig::from_url(&typo).unwrap_err();
+/// assert!(err.to_string().contains("unknown parameter `min_pool`"), "{err}");
+/// assert!(!err.to_string().contains("s3cret"));
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
 #[derive(Clone)]
@@ -48,6 +54,28 @@ impl std::fmt::Debug for PostgresConfig {
     }
 }
 
+/// The query parameters sqlx's PostgreSQL driver reads.
+const DRIVER_PARAMETERS: [&str; 18] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
 impl PostgresConfig {
     /// Parses a `postgres://` or `postgresql://` URL.
     ///
@@ -56,6 +84,7 @@ impl PostgresConfig {
     /// See [`PostgresConfig`].
     pub fn from_url(url: &Url) -> Result<Self> {
         let redacted = redact_url(url.as_str());
+        crate::mode::check_parameters(url, "postgres", &DRIVER_PARAMETERS)?;
         let (mode, driver_url) = Mode::split(url)?;
         let options = PgConnectOptions::from_str(driver_url.as_str()).map_err(|err| {
             Error::invalid(format!("not a usable PostgreSQL URL ({redacted}): {err}"))
