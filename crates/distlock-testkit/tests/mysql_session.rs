@@ -364,3 +364,43 @@ fn a_pool_of_one_connection_serves_every_kind() {
             .await;
     });
 }
+
+/// Tables an older distlock made with padded text keys are given byte keys when a client
+/// connects: `pad` and `pad ` become two locks, and a counter already there goes on.
+#[test]
+fn text_keys_of_an_older_schema_become_byte_keys() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let base = distlock_testkit::mariadb_url(&server);
+        let mut db = MySqlConnection::connect(&base).await.unwrap();
+        sqlx::query(
+            "CREATE TABLE distlock_fence (
+                 lock_key VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+                 value    BIGINT NOT NULL
+             ) ENGINE = InnoDB",
+        )
+        .execute(&mut db)
+        .await
+        .unwrap();
+        sqlx::query("INSERT INTO distlock_fence VALUES ('pad', 41)")
+            .execute(&mut db)
+            .await
+            .unwrap();
+        let client = distlock::Client::connect(&format!("{base}?mode=lease"))
+            .await
+            .unwrap();
+        let types: Vec<String> = sqlx::query_scalar(
+            "SELECT CAST(DATA_TYPE AS CHAR) FROM information_schema.COLUMNS
+             WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME = 'lock_key'",
+        )
+        .fetch_all(&mut db)
+        .await
+        .unwrap();
+        assert_eq!(types.len(), 6, "{types:?}");
+        assert!(types.iter().all(|t| t == "varbinary"), "{types:?}");
+        let pad = client.mutex("pad").try_lock().await.unwrap().unwrap();
+        assert!(pad.fencing_token() > 41, "the counter goes on");
+        let padded = client.mutex("pad ").try_lock().await.unwrap();
+        assert!(padded.is_some(), "`pad ` is a lock of its own");
+    });
+}

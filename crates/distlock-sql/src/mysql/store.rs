@@ -53,12 +53,25 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
         .fetch_one(&mut *conn)
         .await
         .map_err(&err)?;
-    if present < SCHEMA_TABLES.len() as i64 {
+    let padded = format!(
+        "SELECT TABLE_NAME FROM information_schema.COLUMNS
+         WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME = 'lock_key'
+           AND DATA_TYPE <> 'varbinary' AND TABLE_NAME IN ({marks})"
+    );
+    let outdated: Vec<String> = SCHEMA_TABLES
+        .iter()
+        .fold(sqlx::query_scalar(&padded), |query, table| {
+            query.bind(table)
+        })
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(&err)?;
+    if present < SCHEMA_TABLES.len() as i64 || !outdated.is_empty() {
         sqlx::query("SELECT GET_LOCK('distlock:schema', 60)")
             .execute(&mut *conn)
             .await
             .map_err(&err)?;
-        let created = create_tables(&mut conn).await;
+        let created = create_tables(&mut conn, &outdated).await;
         let _ = sqlx::query("SELECT RELEASE_LOCK('distlock:schema')")
             .execute(&mut *conn)
             .await;
@@ -74,8 +87,10 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
     Ok(())
 }
 
-/// Runs [`SCHEMA`]; the in-memory tables may grow to 256 MiB.
-async fn create_tables(conn: &mut MySqlConnection) -> sqlx::Result<()> {
+/// Runs [`SCHEMA`]; the in-memory tables may grow to 256 MiB. Tables an older distlock
+/// made with text keys (`outdated`), which pad and so merge `pad` and `pad `, get byte keys
+/// (no two of their rows can differ only where the new type tells them apart).
+async fn create_tables(conn: &mut MySqlConnection, outdated: &[String]) -> sqlx::Result<()> {
     conn.execute("SET SESSION max_heap_table_size = 268435456")
         .await?;
     let sql: Vec<&str> = SCHEMA
@@ -84,6 +99,15 @@ async fn create_tables(conn: &mut MySqlConnection) -> sqlx::Result<()> {
         .collect();
     for statement in sql.join("\n").split(';').filter(|s| !s.trim().is_empty()) {
         conn.execute(statement).await?;
+    }
+    for table in outdated
+        .iter()
+        .filter(|t| SCHEMA_TABLES.contains(&t.as_str()))
+    {
+        conn.execute(
+            format!("ALTER TABLE {table} MODIFY lock_key VARBINARY(256) NOT NULL").as_str(),
+        )
+        .await?;
     }
     Ok(())
 }

@@ -98,3 +98,45 @@ pub async fn bad_input_is_rejected(target: &Target) {
     let guard = mutex.try_lock().await.unwrap();
     assert!(guard.is_some(), "rejected requests left nothing held");
 }
+
+/// Names are compared byte for byte: names that differ only in a trailing space, in case
+/// or in an accent are distinct locks, each held at once by a client of its own, and
+/// `status` of each shows its own holder (a database collation that pads, folds case or
+/// strips accents would merge them).
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::names_differing_in_a_space_case_or_accent_are_distinct(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn names_differing_in_a_space_case_or_accent_are_distinct(target: &Target) {
+    let base = unique("names");
+    let pairs = [
+        (format!("{base}/pad"), format!("{base}/pad ")),
+        (format!("{base}/case"), format!("{base}/CASE")),
+        (format!("{base}/e"), format!("{base}/é")),
+    ];
+    for (one, other) in pairs {
+        let (a, b) = (target.client().await, target.client().await);
+        let first = a.mutex(&one).try_lock().await.unwrap();
+        let first = first.unwrap_or_else(|| panic!("`{one}` is free"));
+        let second = b.mutex(&other).try_lock().await.unwrap();
+        let second = second.unwrap_or_else(|| panic!("`{other}` is not `{one}`"));
+        for (name, token) in [
+            (&one, first.fencing_token()),
+            (&other, second.fencing_token()),
+        ] {
+            let states = a.status(Some(name)).await.unwrap();
+            let shown: Vec<u64> = states
+                .iter()
+                .filter(|s| &s.name == name)
+                .flat_map(|s| s.holders.iter().map(|h| h.fencing_token))
+                .collect();
+            assert_eq!(shown, [token], "status of `{name}`: {states:?}");
+        }
+        first.release().await.unwrap();
+        second.release().await.unwrap();
+    }
+}

@@ -302,6 +302,7 @@ macro_rules! conformance_suite {
             semaphore_never_exceeds_its_permits,
             status_shows_holders_and_waiters,
             bad_input_is_rejected,
+            names_differing_in_a_space_case_or_accent_are_distinct,
             max_hold_stops_renewal,
             multi_lock_is_all_or_nothing,
             multi_locks_in_any_order_do_not_deadlock,
