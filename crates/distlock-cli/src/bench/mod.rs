@@ -211,12 +211,16 @@ fn print_table(r: &serde_json::Value) {
             .as_f64()
             .unwrap_or(0.0)
     };
+    let runs = match r["runs"].as_u64() {
+        Some(1) => "one run".to_owned(),
+        Some(n) => format!("medians of {n} runs"),
+        None => "? runs".to_owned(),
+    };
     println!(
-        "backend {}  ({}), {} runtime, medians of {} runs of {} s per phase",
+        "backend {}  ({}), {} runtime, {runs} of {} s per phase",
         r["backend"].as_str().unwrap_or("?"),
         r["url"].as_str().unwrap_or("?"),
         r["runtime"].as_str().unwrap_or("?"),
-        r["runs"],
         r["duration_s"]
     );
     println!(
