@@ -94,3 +94,85 @@ fn distlock_and_redis_py_exclude_each_other_on_one_key() {
         "an update was lost: redis-py and distlock held the lock at once"
     );
 }
+
+/// redis-py's clients release without a word to distlock's waiters and retry every
+/// millisecond: a distlock waiter on the same key, polling a foreign holder's lock with a
+/// short backoff, still gets at least a third of a fair share, and nobody overlaps.
+#[test]
+fn distlock_gets_its_share_of_a_key_redis_py_clients_hammer() {
+    const SECONDS: u64 = 5;
+    const PY: usize = 2;
+    const OURS: usize = 1;
+    let python = python();
+    require_redis_py(&python);
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let inside = dir.path().join("inside");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/redis_py_contend.py");
+    let py: Vec<_> = (0..PY)
+        .map(|_| {
+            Command::new(&python)
+                .arg(&script)
+                .arg(redis.port().to_string())
+                .args(["hammered", &SECONDS.to_string()])
+                .arg(&inside)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ours: Vec<u64> = distlock_testkit::block_on(async {
+        let url = format!("redis://{}/0", redis.addr());
+        let until = tokio::time::Instant::now() + Duration::from_secs(SECONDS);
+        let mut tasks = Vec::new();
+        for _ in 0..OURS {
+            let client = distlock::Client::connect(&url).await.unwrap();
+            let inside = inside.clone();
+            tasks.push(tokio::spawn(async move {
+                let mutex = client.mutex("hammered");
+                let mut rounds = 0;
+                while tokio::time::Instant::now() < until {
+                    let guard = mutex.lock_timeout(Duration::from_secs(30)).await.unwrap();
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&inside)
+                        .expect("nobody else is inside");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    std::fs::remove_file(&inside).unwrap();
+                    guard.release().await.unwrap();
+                    rounds += 1;
+                }
+                rounds
+            }));
+        }
+        let mut counts = Vec::new();
+        for task in tasks {
+            counts.push(
+                tokio::time::timeout(Duration::from_secs(60), task)
+                    .await
+                    .expect("distlock side finishes")
+                    .unwrap(),
+            );
+        }
+        counts
+    });
+    let theirs: Vec<u64> = py
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            assert!(out.status.success(), "redis-py side: {text}");
+            text.parse().unwrap()
+        })
+        .collect();
+    let total: u64 = ours.iter().chain(&theirs).sum();
+    let fair = total / (PY + OURS) as u64;
+    assert!(total > 100, "the key changed hands: {ours:?} {theirs:?}");
+    for count in &ours {
+        assert!(
+            *count * 3 >= fair,
+            "a distlock waiter got {count} of a fair {fair} (distlock {ours:?}, redis-py {theirs:?})"
+        );
+    }
+}

@@ -178,4 +178,7 @@ if #first > 0 then
   local left = tonumber(first[2]) - now()
   if soonest < 0 or left < soonest then soonest = left end
 end
-return {0, soonest}
+-- A lock a foreign client holds (its bare token, not our record) gets no wake-up when it
+-- goes: the caller polls it with a backoff instead of sleeping on the holder's TTL.
+local foreign = (held and holder_token == held) and 1 or 0
+return {0, soonest, foreign}

@@ -4,7 +4,8 @@
 --       takes the first four and fence_ttl_ms: the last argument is always fence_ttl_ms)
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
 -- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
--- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1}.
+-- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1,
+-- 1 if a foreign client (not distlock) holds the lock, else 0}.
 -- A request that may never mix with the current holders fails with "INVALID …".
 --
 -- This first part is the fast path: an exclusive request on a free lock nobody waits for.
