@@ -24,6 +24,11 @@ impl Cleanups {
         Cleanup(self.clone())
     }
 
+    /// Whether no clean-up runs.
+    pub(crate) fn idle(&self) -> bool {
+        self.running.load(Ordering::Acquire) == 0
+    }
+
     /// Waits until no clean-up runs, at most `within`; true if none does.
     pub(crate) async fn settle(&self, within: Duration) -> bool {
         let idle = async {

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::backend::{Backend, LockKind, LockState};
 use crate::cleanups::Cleanups;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
+use crate::held::HeldGrants;
 use crate::lease::LeaseCore;
 use crate::name::validate_name;
 use crate::options::LockOptions;
@@ -28,6 +29,8 @@ pub(crate) struct ClientInner {
     pub(crate) watchdog: Watchdog,
     /// The clean-ups running in the background.
     pub(crate) cleanups: Arc<Cleanups>,
+    /// The grants held through this client.
+    pub(crate) held: HeldGrants,
     reentrant: StdMutex<HashMap<ReentrantKey, Weak<LeaseCore>>>,
 }
 
@@ -72,6 +75,47 @@ impl ClientInner {
     }
 }
 
+/// How long [`Client::close`], and the drop of a client's last handle, wait for the
+/// clean-ups running in the background: the longest default operation timeout, so each of
+/// them can end.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(distlock_core::CLOSE_WITHIN, std::time::Duration::from_secs(5));
+/// ```
+pub const CLOSE_WITHIN: Duration = crate::options::MAX_DEFAULT_OP_TIMEOUT;
+
+/// What the handles a user holds share: when the last goes (a program returning from an
+/// async `main`, whose locals drop first), the releases they left running in the
+/// background are waited for, where the runtime lets that happen without stopping them:
+/// on a multi-thread runtime, from outside its tasks (the future `block_on` runs, as
+/// `#[tokio::main]`'s body is). Elsewhere [`Client::close`] does it.
+struct UserHandle {
+    cleanups: Arc<Cleanups>,
+}
+
+impl Drop for UserHandle {
+    fn drop(&mut self) {
+        if self.cleanups.idle() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // In a task, or with one thread for every task, waiting would stop the releases.
+        if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread
+            || tokio::task::try_id().is_some()
+        {
+            return;
+        }
+        let cleanups = self.cleanups.clone();
+        std::thread::scope(|scope| {
+            scope.spawn(|| runtime.block_on(cleanups.settle(CLOSE_WITHIN)));
+        });
+    }
+}
+
 /// A handle to one lock backend. Cheap to clone; clones share the connection.
 ///
 /// # Examples
@@ -88,6 +132,9 @@ impl ClientInner {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
+    /// Shared by the handles a user holds (clients, mutexes, …; not guards), so the last
+    /// one's drop can wait for the releases it leaves in flight.
+    _user: Arc<UserHandle>,
 }
 
 impl fmt::Debug for Client {
@@ -170,14 +217,19 @@ impl Client {
     /// );
     /// ```
     pub fn with_defaults(backend: Arc<dyn Backend>, defaults: LockOptions) -> Client {
+        let cleanups = Arc::<Cleanups>::default();
         Client {
+            _user: Arc::new(UserHandle {
+                cleanups: cleanups.clone(),
+            }),
             inner: Arc::new(ClientInner {
                 renewals: Renewals::new(backend.clone()),
                 watchdog: Watchdog::new(backend.session()),
                 backend,
                 id: random_id(),
                 defaults,
-                cleanups: Arc::default(),
+                cleanups: cleanups.clone(),
+                held: HeldGrants::default(),
                 reentrant: StdMutex::new(HashMap::new()),
             }),
         }
@@ -306,6 +358,53 @@ impl Client {
     /// ```
     pub async fn settle(&self, within: Duration) -> bool {
         self.inner.cleanups.settle(within).await
+    }
+
+    /// Releases every grant held through this client (the guards still around find them
+    /// released, `Lost`) and waits for the clean-ups running in the background (a dropped
+    /// guard's release, a dropped acquire's cancel), each bounded by its operation timeout.
+    /// Call it before a program returns from `main`: a release still in flight when the
+    /// runtime shuts down is dropped with it, and its lock stays taken until its lease
+    /// expires. The client stays usable.
+    ///
+    /// Errors: the first release that failed other than by the grant being gone already
+    /// (`NotHeld` is not an error here), or `Unavailable` when clean-ups still ran after
+    /// [`CLOSE_WITHIN`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// let client = distlock_core::Client::connect("memory://").await?;
+    /// let guard = client.mutex("nightly").lock().await?;
+    /// drop(guard); // released in the background...
+    /// client.close().await?; // ...and that release is done now
+    /// assert!(client.mutex("nightly").try_lock().await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) -> Result<()> {
+        let mut failed = None;
+        for grant in self.inner.held.all() {
+            match grant.release_all_holds().await {
+                Err(err) if err.kind() != ErrorKind::NotHeld => {
+                    failed.get_or_insert(err);
+                }
+                _ => {}
+            }
+        }
+        if !self.inner.cleanups.settle(CLOSE_WITHIN).await {
+            failed.get_or_insert(
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "background releases and cancels were still running after {CLOSE_WITHIN:?}; their locks end with their leases"
+                    ),
+                )
+                .with_backend(self.inner.backend.scheme())
+                .with_operation("close"),
+            );
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// The state of lock `name`, or of every lock with holders or waiters.

@@ -16,6 +16,12 @@ use crate::owner::Owner;
 /// releases the grant in the background; [`Guard::release`] releases it now and reports
 /// whether it was still ours. The guard is `'static` and can move between tasks.
 ///
+/// **Release on drop is not immediate**: the background release runs on the runtime, and
+/// dies with it. A program about to end calls [`Client::close`](crate::Client::close),
+/// which releases what is still held and waits for releases in flight; on a multi-thread
+/// runtime the drop of the client's last handle outside a task (the end of
+/// `#[tokio::main]`) waits for them too.
+///
 /// # Examples
 ///
 /// ```

@@ -214,6 +214,7 @@ impl LeaseCore {
             release_at,
         });
         core.client.watchdog.start(&core);
+        core.client.held.add(&core);
         core
     }
 
@@ -281,9 +282,12 @@ impl LeaseCore {
             .map(|_| Ok(()))
     }
 
-    /// Drops one hold; true when it was the last and the grant must now be released.
+    /// Drops one hold; true when it was the last and the grant must now be released (false
+    /// too for a grant whose holds were all given up at once by `Client::close`).
     fn drop_hold(&self) -> bool {
-        self.holds.fetch_sub(1, Ordering::AcqRel) == 1
+        self.holds
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            == Ok(1)
     }
 
     /// Marks the grant `Lost`: it is not safe from now on, whatever deadline it had.
@@ -434,6 +438,7 @@ impl LeaseCore {
 
     fn stop(&self) {
         self.client.watchdog.stop(self);
+        self.client.held.remove(self);
         if self.reentrant {
             self.client.forget_reentrant(self);
         }
@@ -446,6 +451,20 @@ impl LeaseCore {
         if !self.drop_hold() {
             return Ok(());
         }
+        self.release_grant().await
+    }
+
+    /// Gives up every hold at once and releases the grant (`Client::close`); the guards
+    /// still around find it released.
+    pub(crate) async fn release_all_holds(&self) -> Result<()> {
+        if self.holds.swap(0, Ordering::AcqRel) == 0 {
+            return Ok(());
+        }
+        self.release_grant().await
+    }
+
+    /// Releases the grant, waiting at most the operation timeout for the backend.
+    async fn release_grant(&self) -> Result<()> {
         self.stop();
         let scheme = self.scheme();
         let release = self.client.backend.release(&self.handle).instrument(

@@ -41,6 +41,7 @@ mod cleanups;
 mod client;
 mod error;
 mod guard;
+mod held;
 mod lease;
 mod memory;
 mod name;
@@ -54,7 +55,7 @@ mod wakers;
 mod watchdog;
 
 pub use backend::{HolderInfo, LockKind, LockState, WaiterInfo};
-pub use client::Client;
+pub use client::{CLOSE_WITHIN, Client};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
 pub use lease::Health;

@@ -18,7 +18,7 @@ pub const MIN_RENEW_EVERY: Duration = Duration::from_millis(10);
 /// shorter one would fail every release and leave the grant to lapse.
 pub const MIN_OP_TIMEOUT: Duration = Duration::from_millis(10);
 /// The longest default operation timeout (see [`LockOptions::op_timeout`]).
-const MAX_DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const MAX_DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How to acquire a lock: pass to `lock_with`, `read_with`, `write_with` or `acquire_with`.
 ///

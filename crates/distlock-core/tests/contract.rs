@@ -449,3 +449,49 @@ async fn a_grant_made_in_a_session_that_ended_is_not_handed_out() {
     assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
     guard.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn close_releases_every_grant_and_the_guards_find_them_released() {
+    let backend = Arc::new(MemoryBackend::new());
+    let client = Client::with_backend(backend.clone());
+    let other = Client::with_backend(backend);
+    let held = client.mutex("close/held").lock().await.unwrap();
+    let reader = client.rwlock("close/read").read().await.unwrap();
+    let permit = client
+        .semaphore("close/permits", 1)
+        .acquire()
+        .await
+        .unwrap();
+    drop(client.mutex("close/dropped").lock().await.unwrap());
+    client.close().await.unwrap();
+    let taken = other.mutex("close/held").try_lock().await.unwrap();
+    assert!(taken.is_some(), "`close/held` is free after close");
+    for name in ["close/read", "close/dropped"] {
+        assert!(
+            other.mutex(name).try_lock().await.unwrap().is_some(),
+            "`{name}` is free after close"
+        );
+    }
+    assert!(
+        other
+            .semaphore("close/permits", 1)
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        held.health(),
+        Health::Lost,
+        "a guard whose grant close released"
+    );
+    held.release().await.unwrap();
+    drop(reader);
+    drop(permit);
+    assert!(other.settle(Duration::from_secs(1)).await);
+    let again = client.mutex("close/held").try_lock().await.unwrap();
+    assert!(
+        again.is_none(),
+        "the other client holds it; the closed client still works"
+    );
+}

@@ -55,6 +55,19 @@ pub enum ChildTask {
         /// Lease length in milliseconds.
         ttl_ms: u64,
     },
+    /// A program that ends holding `name`: on its own runtime, it takes the lock with a
+    /// 60 s lease, reports `acquired`, and returns from its async `main`, its guard and
+    /// client dropped there. `close` calls `Client::close` first, on a current-thread
+    /// runtime (where nothing else can wait for the release); without it, the runtime is a
+    /// multi-thread one, as `#[tokio::main]` builds.
+    EndHolding {
+        /// The lock URL.
+        url: String,
+        /// The lock name.
+        name: String,
+        /// Whether to call `Client::close` before returning.
+        close: bool,
+    },
     /// Report `waiting`, then wait for `name` (in fair mode where the backend has it; for at
     /// most a minute); report `acquired` if it ever gets it.
     Wait {
@@ -239,6 +252,10 @@ pub fn run_child() {
         return;
     };
     let task: ChildTask = serde_json::from_str(&task).expect("the task is valid JSON");
+    if let ChildTask::EndHolding { url, name, close } = task {
+        end_holding(&url, &name, close);
+        return;
+    }
     crate::block_on(async move {
         if let Err(error) = run_task(task).await {
             emit(&ChildEvent::Failed {
@@ -246,6 +263,37 @@ pub fn run_child() {
             });
         }
     });
+}
+
+/// The body of [`ChildTask::EndHolding`]: an async `main` that returns holding a lock.
+fn end_holding(url: &str, name: &str, close: bool) {
+    let runtime = match close {
+        true => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        false => tokio::runtime::Runtime::new(),
+    };
+    let main = async {
+        let client = Client::connect(url).await?;
+        let guard = client
+            .mutex(name)
+            .lock_with(&LockOptions::new().ttl(Duration::from_secs(60)))
+            .await?;
+        emit(&ChildEvent::Acquired {
+            fencing_token: guard.fencing_token(),
+        });
+        if close {
+            drop(guard);
+            client.close().await?;
+        }
+        Ok::<(), distlock::Error>(())
+    };
+    let outcome = runtime.expect("a runtime can be built").block_on(main);
+    if let Err(error) = outcome {
+        emit(&ChildEvent::Failed {
+            error: error.to_string(),
+        });
+    }
 }
 
 fn emit(event: &ChildEvent) {
@@ -290,6 +338,7 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
                 fencing_token: guard.fencing_token(),
             });
         }
+        ChildTask::EndHolding { url, name, close } => end_holding(&url, &name, close),
         ChildTask::Hold { url, name, ttl_ms } => {
             let client = Client::connect(&url).await?;
             let options = LockOptions::new().ttl(Duration::from_millis(ttl_ms));

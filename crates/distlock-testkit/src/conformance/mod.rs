@@ -390,6 +390,7 @@ macro_rules! process_suite {
             killed_holder_frees_the_lock_within_ttl,
             paused_holder_loses_its_lease,
             killed_waiter_does_not_stall_the_queue,
+            a_program_ending_with_its_lock_leaves_it_free,
         );
 
         #[test]

@@ -115,6 +115,42 @@ pub async fn killed_holder_frees_the_lock_within_ttl(target: &Target) {
     assert!(guard.fencing_token() > dead_token);
 }
 
+/// A program that returns from its async `main` holding a lock with a 60 s lease leaves it
+/// free at once (the next acquirer gets it within a second): on a multi-thread runtime
+/// without a word (the client's last handle waits for the guard's release in flight), and
+/// on a current-thread one after `Client::close`. The next token is greater.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::process_suite!(target); // generates this test
+/// ```
+pub async fn a_program_ending_with_its_lock_leaves_it_free(target: &Target) {
+    let client = target.client().await;
+    for close in [false, true] {
+        let name = unique("ending");
+        let mut child = spawn(
+            target,
+            &ChildTask::EndHolding {
+                url: target.url().to_owned(),
+                name: name.clone(),
+                close,
+            },
+        );
+        let token = acquired(&child);
+        assert!(child.wait(EVENT_WAIT), "the program ended");
+        let ended = Instant::now();
+        let next = client
+            .mutex(&name)
+            .lock_timeout(Duration::from_secs(1))
+            .await
+            .unwrap_or_else(|e| panic!("free within a second of the end (close: {close}): {e}"));
+        assert!(ended.elapsed() < Duration::from_millis(1500));
+        assert!(next.fencing_token() > token);
+        next.release().await.unwrap();
+    }
+}
+
 /// For backends whose locks live as long as the holder's connection (session locks): a
 /// holder process killed with SIGKILL, holding a 60 s lease, frees the lock at once (within
 /// 2 s), and the next token is greater.
