@@ -30,9 +30,11 @@ fn table(states: &[LockState]) -> String {
         .unwrap_or(0);
     // Columns as wide as their widest entry, so long tokens keep the rows aligned.
     let holders = states.iter().flat_map(|state| &state.holders);
+    let waiters = states.iter().flat_map(|state| &state.waiters);
     let kind_width = holders
         .clone()
         .map(|h| permits_label(h.kind.as_str(), h.permits).len())
+        .chain(waiters.map(|w| permits_label(w.kind.as_str(), w.permits).len()))
         .max()
         .unwrap_or(0);
     let token_width = holders

@@ -109,10 +109,7 @@ impl Drop for UserHandle {
         {
             return;
         }
-        let cleanups = self.cleanups.clone();
-        std::thread::scope(|scope| {
-            scope.spawn(|| runtime.block_on(cleanups.settle(CLOSE_WITHIN)));
-        });
+        self.cleanups.wait_idle(CLOSE_WITHIN);
     }
 }
 

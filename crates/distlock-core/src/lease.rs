@@ -448,10 +448,19 @@ impl LeaseCore {
     /// Gives up one hold now; releases the grant if it was the last one, waiting at most
     /// the operation timeout for the backend.
     pub(crate) async fn release_hold(&self) -> Result<()> {
-        if !self.drop_hold() {
-            return Ok(());
+        match self
+            .holds
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+        {
+            Ok(1) => self.release_grant().await,
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::new(
+                ErrorKind::NotHeld,
+                "the grant was already released by Client::close",
+            )
+            .with_backend(self.scheme())
+            .with_operation("release")),
         }
-        self.release_grant().await
     }
 
     /// Gives up every hold at once and releases the grant (`Client::close`); the guards
@@ -471,7 +480,12 @@ impl LeaseCore {
             tracing::debug_span!("distlock.release", lock = %self.handle.name, backend = scheme),
         );
         let outcome = match tokio::time::timeout(self.plan.op_timeout, release).await {
-            Ok(outcome) => outcome?,
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(err)) => {
+                // Nothing renews it any more: it is not safe to go on with it.
+                self.mark_lost("the release failed; the grant ends with its lease or session");
+                return Err(err);
+            }
             Err(_) => {
                 self.mark_lost("released without an answer from the backend");
                 return Err(Error::new(

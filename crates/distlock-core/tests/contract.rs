@@ -485,10 +485,11 @@ async fn close_releases_every_grant_and_the_guards_find_them_released() {
         Health::Lost,
         "a guard whose grant close released"
     );
-    held.release().await.unwrap();
+    let err = held.release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
     drop(reader);
     drop(permit);
-    assert!(other.settle(Duration::from_secs(1)).await);
+    assert!(client.settle(Duration::from_secs(1)).await);
     let again = client.mutex("close/held").try_lock().await.unwrap();
     assert!(
         again.is_none(),

@@ -15,7 +15,7 @@ use distlock_core::{
 use serde::{Deserialize, Serialize};
 use tokio::task::AbortHandle;
 
-use crate::config::RedisConfig;
+use crate::config::{MAX_FENCE_TTL, MIN_FENCE_TTL, RedisConfig};
 use crate::connection::{self, Conn};
 use crate::keys::{Key, LockKeys};
 use crate::scripts::{Call, SCRIPTS};
@@ -300,6 +300,12 @@ impl RedisBackend {
     ///
     /// See [`RedisBackend`].
     pub async fn open(config: RedisConfig) -> Result<RedisBackend> {
+        if !(MIN_FENCE_TTL..=MAX_FENCE_TTL).contains(&config.fence_ttl) {
+            return Err(Error::invalid(format!(
+                "fence_ttl {:?} is outside {MIN_FENCE_TTL:?}..={MAX_FENCE_TTL:?}",
+                config.fence_ttl
+            )));
+        }
         let server = redact_url(config.server.as_str());
         let tls_ca = config.tls_ca.as_deref();
         let client = connection::single_client(&config.server, tls_ca)?;
@@ -761,15 +767,18 @@ impl Backend for RedisBackend {
                     ticket.state_or_default::<Queued>().0 = true;
                 }
                 let left = (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64));
+                // Only a waiting request keeps its ticket from poll to poll (a RedLock poll
+                // or a try makes a new one), so only it can back off.
+                let backs_off = *foreign == 1 && ticket.request.wait;
                 let backoff = ticket.state_or_default::<ForeignBackoff>();
-                let retry_within = match *foreign == 1 {
+                let retry_within = match backs_off {
                     // The core polls a millisecond after `retry_within` (past a lease's
                     // end); the backoff is the whole interval between polls.
                     true => Some(
                         backoff
                             .next(*pttl)
-                            .min(left.unwrap_or(Duration::MAX))
-                            .saturating_sub(Duration::from_millis(1)),
+                            .saturating_sub(Duration::from_millis(1))
+                            .min(left.unwrap_or(Duration::MAX)),
                     ),
                     false => {
                         *backoff = ForeignBackoff::default();

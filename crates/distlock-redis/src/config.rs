@@ -57,10 +57,13 @@ const KNOWN_PARAMETERS: &str = "prefix, connections, min_replicas, replica_timeo
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
 pub const DEFAULT_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-/// The shortest `fence_ttl`.
-const MIN_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+/// The shortest `fence_ttl`: a counter seeded again after it is one second older than the
+/// last seeding, from the server's clock in microseconds, is above every token it handed
+/// out since (a million grants of one name a second is far beyond any server).
+pub(crate) const MIN_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 /// The longest `fence_ttl`: ten years.
-const MAX_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+pub(crate) const MAX_FENCE_TTL: std::time::Duration =
+    std::time::Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
 /// (or `rediss://` for TLS; `redis+cluster://h1:7000,h2:7001,…` or `rediss+cluster://` for

@@ -31,7 +31,9 @@
 //! queue (refreshed while it waits, dropped within seconds if its process dies); a release
 //! publishes to exactly one waiter, the head of the queue, on its client's channel. A
 //! waiter that misses its wake-up polls again within the holder's remaining lease and at
-//! most every two seconds. Non-fair waiters may be overtaken by a newcomer, but not once
+//! most every two seconds. A lock a foreign client holds (redis-py, redsync, rslock), whose
+//! release publishes nothing, is polled with jittered backoff instead: from 1 ms, doubling
+//! to 50 ms while one holder keeps it, from 1 ms again once it changed hands. Non-fair waiters may be overtaken by a newcomer, but not once
 //! they have waited longer than [`distlock_core::backend::STARVATION`]; fair waiters never.
 //!
 //! A release looks at the head of the queue only, and a poll reads only as much of the
@@ -44,8 +46,9 @@
 //! # Fencing tokens and restarts
 //!
 //! Tokens come from `INCR` in the acquire script. A counter that starts afresh — the first
-//! grant of a name, or after a Redis without persistence restarted and lost it — starts at
-//! the server's clock in microseconds. Tokens therefore keep increasing across such a
+//! grant of a name, after a Redis without persistence restarted and lost it, or at the end
+//! of its lifetime (`fence_ttl`, a day by default, counted from when it started; counters
+//! older versions made have none) — starts at the server's clock in microseconds. Tokens therefore keep increasing across such a
 //! restart as long as the server's clock does not go back and the lock was granted less
 //! than once per microsecond. Such a restart also loses the lock itself: a second client can then be
 //! granted the lock while the first still believes it holds it. Check fencing tokens at

@@ -145,7 +145,15 @@ const OWN_PARAMETERS: [&str; 3] = ["mode", "pool", "connect_timeout"];
 /// so a typo is an error naming the valid ones, not an option silently dropped.
 pub(crate) fn check_parameters(url: &Url, backend: &str, driver: &[&str]) -> Result<()> {
     for (key, _) in url.query_pairs() {
-        if !OWN_PARAMETERS.contains(&key.as_ref()) && !driver.contains(&key.as_ref()) {
+        // A list of hosts, which the URL parser moves into `hosts`.
+        if key == "hosts" {
+            return Err(Error::invalid(format!(
+                "a {backend} URL names one server; several hosts are for redis+cluster://, redlock://, zk:// and etcd://"
+            )));
+        }
+        // PostgreSQL's `options[search_path]=app` form of `options`.
+        let option = key.starts_with("options[") && driver.contains(&"options");
+        if !option && !OWN_PARAMETERS.contains(&key.as_ref()) && !driver.contains(&key.as_ref()) {
             return Err(Error::invalid(format!(
                 "unknown parameter `{key}` in a {backend} URL; known: {}, and the driver's {}",
                 OWN_PARAMETERS.join(", "),

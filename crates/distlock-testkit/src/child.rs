@@ -338,7 +338,7 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
                 fencing_token: guard.fencing_token(),
             });
         }
-        ChildTask::EndHolding { url, name, close } => end_holding(&url, &name, close),
+        ChildTask::EndHolding { .. } => unreachable!("run_child runs it on a runtime of its own"),
         ChildTask::Hold { url, name, ttl_ms } => {
             let client = Client::connect(&url).await?;
             let options = LockOptions::new().ttl(Duration::from_millis(ttl_ms));

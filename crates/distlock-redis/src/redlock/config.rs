@@ -6,6 +6,9 @@ use distlock_core::{Error, Result, Url};
 
 use crate::config::RedisConfig;
 
+/// The shortest `fence_ttl` of a RedLock's masters.
+const MIN_REDLOCK_FENCE_TTL: Duration = Duration::from_secs(60);
+
 /// How to reach the independent masters of a RedLock, parsed from
 /// `redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db]`, or `redlocks://` for TLS to
 /// every master (with `tls_ca` as for `rediss://`); the core passes the host list in the
@@ -92,6 +95,13 @@ impl RedlockConfig {
                     "a RedLock lists the master `{host}` twice; its masters must be independent servers"
                 )));
             }
+        }
+        // Each master seeds its counters from its own clock: a counter seeded again must be
+        // far older than any difference between the masters' clocks.
+        if masters.iter().any(|m| m.fence_ttl < MIN_REDLOCK_FENCE_TTL) {
+            return Err(Error::invalid(format!(
+                "a RedLock's fence_ttl must be at least {MIN_REDLOCK_FENCE_TTL:?}: its masters' clocks may differ"
+            )));
         }
         if masters.len() < 3 || masters.len() % 2 == 0 {
             return Err(Error::invalid(format!(

@@ -22,7 +22,10 @@ use sqlx::postgres::PgConnectOptions;
 /// assert_eq!(config.mode, Mode::Lease);
 /// assert!(!format!("{config:?}").contains("s3cret"));
 ///
-/// // A parameter neither distlock nor the driver reads is refused, not dropped.
+/// // The driver's own parameters pass, its `options[…]` form included...
+/// let ok = "postgres://app@127.0.0.1/app?sslmode=disable&options[search_path]=app";
+/// assert!(PostgresConfig::from_url(&distlock_core::Url::parse(ok).unwrap()).is_ok());
+/// // ...but a parameter neither distlock nor the driver reads is refused, not dropped.
 /// let typo = distlock_core::Url::parse("postgres://app:s3cret@127.0.0.1:5432/app?min_pool=1").unwrap();
 /// let err = PostgresConfig::from_url(&typo).unwrap_err();
 /// assert!(err.to_string().contains("unknown parameter `min_pool`"), "{err}");

@@ -139,13 +139,11 @@ pub async fn a_program_ending_with_its_lock_leaves_it_free(target: &Target) {
         );
         let token = acquired(&child);
         assert!(child.wait(EVENT_WAIT), "the program ended");
-        let ended = Instant::now();
         let next = client
             .mutex(&name)
             .lock_timeout(Duration::from_secs(1))
             .await
             .unwrap_or_else(|e| panic!("free within a second of the end (close: {close}): {e}"));
-        assert!(ended.elapsed() < Duration::from_millis(1500));
         assert!(next.fencing_token() > token);
         next.release().await.unwrap();
     }
