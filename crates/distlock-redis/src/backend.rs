@@ -15,7 +15,7 @@ use distlock_core::{
 use serde::{Deserialize, Serialize};
 use tokio::task::AbortHandle;
 
-use crate::config::{MAX_FENCE_TTL, MIN_FENCE_TTL, RedisConfig};
+use crate::config::{RedisConfig, check_fence_ttl};
 use crate::connection::{self, Conn};
 use crate::keys::{Key, LockKeys};
 use crate::scripts::{Call, SCRIPTS};
@@ -300,12 +300,7 @@ impl RedisBackend {
     ///
     /// See [`RedisBackend`].
     pub async fn open(config: RedisConfig) -> Result<RedisBackend> {
-        if !(MIN_FENCE_TTL..=MAX_FENCE_TTL).contains(&config.fence_ttl) {
-            return Err(Error::invalid(format!(
-                "fence_ttl {:?} is outside {MIN_FENCE_TTL:?}..={MAX_FENCE_TTL:?}",
-                config.fence_ttl
-            )));
-        }
+        check_fence_ttl(config.fence_ttl)?;
         let server = redact_url(config.server.as_str());
         let tls_ca = config.tls_ca.as_deref();
         let client = connection::single_client(&config.server, tls_ca)?;

@@ -60,10 +60,19 @@ pub const DEFAULT_FENCE_TTL: std::time::Duration = std::time::Duration::from_sec
 /// The shortest `fence_ttl`: a counter seeded again after it is one second older than the
 /// last seeding, from the server's clock in microseconds, is above every token it handed
 /// out since (a million grants of one name a second is far beyond any server).
-pub(crate) const MIN_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+const MIN_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+/// Refuses a `fence_ttl` out of range (from 1 s to ten years).
+pub(crate) fn check_fence_ttl(fence_ttl: std::time::Duration) -> Result<()> {
+    match (MIN_FENCE_TTL..=MAX_FENCE_TTL).contains(&fence_ttl) {
+        true => Ok(()),
+        false => Err(Error::invalid(format!(
+            "fence_ttl {fence_ttl:?} is not from 1s to 10 years"
+        ))),
+    }
+}
+
 /// The longest `fence_ttl`: ten years.
-pub(crate) const MAX_FENCE_TTL: std::time::Duration =
-    std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+const MAX_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
 /// (or `rediss://` for TLS; `redis+cluster://h1:7000,h2:7001,…` or `rediss+cluster://` for
@@ -180,16 +189,10 @@ impl RedisConfig {
                         })?;
                 }
                 "fence_ttl" => {
-                    fence_ttl = humantime::parse_duration(&value)
-                        .ok()
-                        .filter(|t| (MIN_FENCE_TTL..=MAX_FENCE_TTL).contains(t))
-                        .ok_or_else(|| {
-                            Error::invalid(format!(
-                                "fence_ttl `{value}` is not a duration from {} to {}",
-                                humantime::format_duration(MIN_FENCE_TTL),
-                                humantime::format_duration(MAX_FENCE_TTL)
-                            ))
-                        })?;
+                    fence_ttl = humantime::parse_duration(&value).map_err(|_| {
+                        Error::invalid(format!("fence_ttl `{value}` is not a duration, e.g. 1d"))
+                    })?;
+                    check_fence_ttl(fence_ttl)?;
                 }
                 "hosts" if cluster => hosts = Some(value.into_owned()),
                 "hosts" => {
