@@ -86,7 +86,8 @@ pub struct RunArgs {
     /// The lock's name.
     #[arg(long)]
     pub name: String,
-    /// Lease length; renewed every third of it while the command runs.
+    /// Lease length (at least 1s, 3s on SQLite); renewed every third of it while the command
+    /// runs.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub ttl: Duration,
     /// How long to wait for the lock (default: forever).

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 mod common;
 mod guarded;
+mod min_ttl;
 
 use common::{distlock, ok};
 
@@ -52,4 +53,12 @@ fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
     let url = format!("etcd://{}/cli?session_ttl=1s", etcd.addr());
     let state = tempfile::tempdir().unwrap();
     guarded::a_frozen_run_stops_its_command_on_resume(&url, state.path());
+}
+
+/// A run at the shortest TTL it takes holds its lock for ten times its length.
+#[test]
+fn a_run_at_the_minimum_ttl_holds_its_lock() {
+    let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    min_ttl::holds_at_the_minimum_ttl(&format!("etcd://{}/cli", etcd.addr()), state.path());
 }

@@ -2,6 +2,7 @@
 
 mod common;
 mod database;
+mod min_ttl;
 
 #[test]
 fn demo_status_and_bench_in_session_mode() {
@@ -25,4 +26,14 @@ fn a_wrong_url_fails_at_once_and_says_why() {
         &distlock_testkit::mariadb_url(&db),
         distlock_testkit::DATABASE_PASSWORD,
     );
+}
+
+/// A run at the shortest TTL it takes holds its lock for ten times its length, in both modes.
+#[test]
+fn a_run_at_the_minimum_ttl_holds_its_lock() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    let url = distlock_testkit::mariadb_url(&db);
+    min_ttl::holds_at_the_minimum_ttl(&url, state.path());
+    min_ttl::holds_at_the_minimum_ttl(&format!("{url}?mode=lease"), state.path());
 }

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 mod common;
 mod guarded;
+mod min_ttl;
 
 use common::{distlock, ok};
 
@@ -237,4 +238,12 @@ fn status_shows_a_foreign_holder_with_its_ttl() {
         "{table}"
     );
     assert!(!held.contains("pid 0") && !held.contains("year"), "{table}");
+}
+
+/// A run at the shortest TTL it takes holds its lock for ten times its length.
+#[test]
+fn a_run_at_the_minimum_ttl_holds_its_lock() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    min_ttl::holds_at_the_minimum_ttl(&format!("redis://{}/0", redis.addr()), state.path());
 }

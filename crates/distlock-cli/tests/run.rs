@@ -369,3 +369,22 @@ fn unknown_url_parameters_are_refused_on_every_backend() {
         assert!(!stderr.contains("pw-123"), "{url}: {stderr}");
     }
 }
+
+/// A run at the shortest TTL it takes on SQLite (3 s: each renewal flushes to disk) holds
+/// its lock for ten times its length, and a shorter one is refused.
+#[test]
+fn a_run_at_the_minimum_ttl_holds_its_lock() {
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", state.path().join("locks.db").display());
+    let out = output(distlock(state.path()).args([
+        "--url", &url, "run", "--name", "min-ttl", "--ttl", "3s", "--", "sleep", "30",
+    ]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("lost"), "{stderr}");
+    let out = output(
+        distlock(state.path()).args(["run", "--name", "x", "--ttl", "2999ms", "--", "true"]),
+    );
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than the minimum 3s"));
+}

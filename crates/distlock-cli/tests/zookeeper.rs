@@ -6,6 +6,7 @@ use serde_json::Value;
 
 mod common;
 mod guarded;
+mod min_ttl;
 
 use common::{distlock, ok};
 
@@ -57,4 +58,12 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     let url = format!("zk://{}/cli", zk.addr());
     let state = tempfile::tempdir().unwrap();
     guarded::interrupted_waits_leave_no_queue_entry(&url, state.path());
+}
+
+/// A run at the shortest TTL it takes holds its lock for ten times its length.
+#[test]
+fn a_run_at_the_minimum_ttl_holds_its_lock() {
+    let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    min_ttl::holds_at_the_minimum_ttl(&format!("zk://{}/cli", zk.addr()), state.path());
 }
