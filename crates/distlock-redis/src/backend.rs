@@ -17,6 +17,7 @@ use tokio::task::AbortHandle;
 
 use crate::config::{RedisConfig, check_fence_ttl};
 use crate::connection::{self, Conn};
+use crate::foreign::ForeignBackoff;
 use crate::keys::{Key, LockKeys};
 use crate::scripts::{Call, SCRIPTS};
 use crate::wakeups;
@@ -63,39 +64,6 @@ pub struct RedisBackend {
 /// polls go to the full script (the fast path serves only requests nobody queued).
 #[derive(Default)]
 struct Queued(bool);
-
-/// How a request waits on a lock a foreign client holds (redis-py, redsync, rslock, …),
-/// whose release publishes no wake-up: polls with jittered backoff from about 1 ms,
-/// doubling to at most 50 ms while one holder keeps the lock, and from 1 ms again once the
-/// lock has changed hands (its time left went up), as those clients themselves retry every
-/// few milliseconds. So a distlock waiter gets its share instead of sleeping on the
-/// holder's TTL, and a long hold is not polled hard.
-#[derive(Default)]
-struct ForeignBackoff {
-    /// Polls made while the same holder kept the lock.
-    polls: u32,
-    /// The holder's time left at the last poll, in ms.
-    last_left_ms: Option<i64>,
-}
-
-impl ForeignBackoff {
-    const FIRST: Duration = Duration::from_millis(1);
-    const LONGEST: Duration = Duration::from_millis(50);
-
-    /// The wait before the next poll, seeing the holder with `left_ms` of its lease left:
-    /// between half and all of 1 ms doubled per poll of the same hold.
-    fn next(&mut self, left_ms: i64) -> Duration {
-        if self.last_left_ms.is_some_and(|last| left_ms > last) {
-            self.polls = 0;
-        }
-        self.last_left_ms = Some(left_ms);
-        let full = Self::FIRST
-            .saturating_mul(1 << self.polls.min(6))
-            .min(Self::LONGEST);
-        self.polls = self.polls.saturating_add(1);
-        full.mul_f64(rand::random_range(0.5..=1.0))
-    }
-}
 
 /// Grants handed out only once replicas have them: acquires run on a connection of their
 /// own, followed by `WAIT`, which counts the replicas that have that connection's writes

@@ -102,6 +102,7 @@
 mod backend;
 mod config;
 mod connection;
+mod foreign;
 mod keys;
 pub mod redlock;
 mod scripts;
