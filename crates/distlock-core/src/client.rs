@@ -380,11 +380,33 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) -> Result<()> {
+        // All at once, each on a task of its own: a store that does not answer costs one
+        // operation timeout, not one per grant, and a close given up half-way leaves the
+        // releases running (counted as clean-ups).
+        let releases: Vec<_> = self
+            .inner
+            .held
+            .all()
+            .into_iter()
+            .map(|grant| {
+                let cleanup = self.inner.cleanups.start();
+                tokio::spawn(async move {
+                    let _cleanup = cleanup;
+                    grant.release_all_holds().await
+                })
+            })
+            .collect();
         let mut failed = None;
-        for grant in self.inner.held.all() {
-            match grant.release_all_holds().await {
-                Err(err) if err.kind() != ErrorKind::NotHeld => {
+        for release in releases {
+            match release.await {
+                Ok(Err(err)) if err.kind() != ErrorKind::NotHeld => {
                     failed.get_or_insert(err);
+                }
+                Err(err) => {
+                    failed.get_or_insert(
+                        Error::new(ErrorKind::Backend, format!("a release task failed: {err}"))
+                            .with_operation("close"),
+                    );
                 }
                 _ => {}
             }

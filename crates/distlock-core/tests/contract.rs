@@ -496,3 +496,24 @@ async fn close_releases_every_grant_and_the_guards_find_them_released() {
         "the other client holds it; the closed client still works"
     );
 }
+
+#[tokio::test]
+async fn close_against_a_store_that_hangs_costs_one_operation_timeout_not_one_per_grant() {
+    let backend = Arc::new(Faulty::default());
+    let client = Client::with_backend(backend.clone());
+    let options = LockOptions::new().op_timeout(Duration::from_millis(300));
+    let mut guards = Vec::new();
+    for name in ["hung/a", "hung/b", "hung/c", "hung/d"] {
+        guards.push(client.mutex(name).lock_with(&options).await.unwrap());
+    }
+    backend.hang_release.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let err = client.close().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "four releases ran one after another: {:?}",
+        started.elapsed()
+    );
+    assert!(guards.iter().all(|g| g.health() == Health::Lost));
+}
