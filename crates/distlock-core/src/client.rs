@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::backend::{Backend, LockKind, LockState};
 use crate::cleanups::Cleanups;
 use crate::error::{Error, ErrorKind, Result};
-use crate::held::HeldGrants;
 use crate::lease::LeaseCore;
 use crate::name::validate_name;
 use crate::options::LockOptions;
@@ -29,8 +28,6 @@ pub(crate) struct ClientInner {
     pub(crate) watchdog: Watchdog,
     /// The clean-ups running in the background.
     pub(crate) cleanups: Arc<Cleanups>,
-    /// The grants held through this client.
-    pub(crate) held: HeldGrants,
     reentrant: StdMutex<HashMap<ReentrantKey, Weak<LeaseCore>>>,
 }
 
@@ -226,7 +223,6 @@ impl Client {
                 id: random_id(),
                 defaults,
                 cleanups: cleanups.clone(),
-                held: HeldGrants::default(),
                 reentrant: StdMutex::new(HashMap::new()),
             }),
         }
@@ -385,8 +381,8 @@ impl Client {
         // releases running (counted as clean-ups).
         let releases: Vec<_> = self
             .inner
-            .held
-            .all()
+            .watchdog
+            .held()
             .into_iter()
             .map(|grant| {
                 let cleanup = self.inner.cleanups.start();

@@ -214,7 +214,6 @@ impl LeaseCore {
             release_at,
         });
         core.client.watchdog.start(&core);
-        core.client.held.add(&core);
         core
     }
 
@@ -282,12 +281,14 @@ impl LeaseCore {
             .map(|_| Ok(()))
     }
 
-    /// Drops one hold; true when it was the last and the grant must now be released (false
-    /// too for a grant whose holds were all given up at once by `Client::close`).
-    fn drop_hold(&self) -> bool {
+    /// Drops one hold: `Some(true)` when it was the last and the grant must now be
+    /// released, `Some(false)` when others remain, `None` when none was left (`Client::close`
+    /// gave them all up at once).
+    fn drop_hold(&self) -> Option<bool> {
         self.holds
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            == Ok(1)
+            .ok()
+            .map(|before| before == 1)
     }
 
     /// Marks the grant `Lost`: it is not safe from now on, whatever deadline it had.
@@ -438,7 +439,6 @@ impl LeaseCore {
 
     fn stop(&self) {
         self.client.watchdog.stop(self);
-        self.client.held.remove(self);
         if self.reentrant {
             self.client.forget_reentrant(self);
         }
@@ -448,13 +448,10 @@ impl LeaseCore {
     /// Gives up one hold now; releases the grant if it was the last one, waiting at most
     /// the operation timeout for the backend.
     pub(crate) async fn release_hold(&self) -> Result<()> {
-        match self
-            .holds
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-        {
-            Ok(1) => self.release_grant().await,
-            Ok(_) => Ok(()),
-            Err(_) => Err(Error::new(
+        match self.drop_hold() {
+            Some(true) => self.release_grant().await,
+            Some(false) => Ok(()),
+            None => Err(Error::new(
                 ErrorKind::NotHeld,
                 "the grant was already released by Client::close",
             )
@@ -519,7 +516,7 @@ impl LeaseCore {
 
     /// Gives up one hold from `Drop`: the release, if due, runs in the background.
     pub(crate) fn release_hold_in_background(self: &Arc<Self>) {
-        if !self.drop_hold() {
+        if self.drop_hold() != Some(true) {
             return;
         }
         self.stop();

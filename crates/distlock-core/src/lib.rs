@@ -41,7 +41,6 @@ mod cleanups;
 mod client;
 mod error;
 mod guard;
-mod held;
 mod lease;
 mod memory;
 mod name;

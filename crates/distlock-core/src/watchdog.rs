@@ -6,11 +6,15 @@
 //! The task runs on the runtime of the grant that started it. When that runtime ends, a new
 //! task takes over the schedule on the runtime of a grant still scheduled, or, failing that,
 //! on the runtime of the next grant.
+//!
+//! The schedule also lists every grant held, from its grant until its release, whether or
+//! not it is due for a check, so that `Client::close` can release them all.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use slab::Slab;
 use tokio::sync::{Notify, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -39,6 +43,8 @@ pub(crate) struct Schedule {
     runtime: Option<tokio::runtime::Handle>,
     /// The renewal in flight, aborted when the grant is released.
     renewal: Option<AbortHandle>,
+    /// Its place in the list of held grants, from its first scheduling until it is stopped.
+    held: Option<usize>,
 }
 
 impl Schedule {
@@ -50,6 +56,7 @@ impl Schedule {
             stopped: false,
             runtime: None,
             renewal: None,
+            held: None,
         }
     }
 }
@@ -72,6 +79,8 @@ struct Shared {
 #[derive(Default)]
 struct State {
     due: BTreeMap<Slot, Weak<LeaseCore>>,
+    /// Every grant held (due or being checked), for `Client::close`.
+    held: Slab<Weak<LeaseCore>>,
     next_id: u64,
     /// Whether a task is running the schedule.
     running: bool,
@@ -112,8 +121,15 @@ impl Watchdog {
         let renewal = {
             let mut schedule = core.schedule();
             schedule.stopped = true;
-            if let Some(slot) = schedule.slot.take() {
-                self.shared.state().due.remove(&slot);
+            let (slot, held) = (schedule.slot.take(), schedule.held.take());
+            if slot.is_some() || held.is_some() {
+                let mut state = self.shared.state();
+                if let Some(slot) = slot {
+                    state.due.remove(&slot);
+                }
+                if let Some(held) = held {
+                    state.held.try_remove(held);
+                }
             }
             schedule.renewal.take()
         };
@@ -121,6 +137,18 @@ impl Watchdog {
         if let Some(renewal) = renewal {
             renewal.abort();
         }
+    }
+}
+
+impl Watchdog {
+    /// Every grant held, not yet released.
+    pub(crate) fn held(&self) -> Vec<Arc<LeaseCore>> {
+        let state = self.shared.state();
+        state
+            .held
+            .iter()
+            .filter_map(|(_, core)| core.upgrade())
+            .collect()
     }
 }
 
@@ -180,6 +208,9 @@ impl Shared {
         state.next_id += 1;
         state.due.insert(slot, Arc::downgrade(core));
         schedule.slot = Some(slot);
+        if schedule.held.is_none() {
+            schedule.held = Some(state.held.insert(Arc::downgrade(core)));
+        }
     }
 
     /// Puts a grant whose renewal was dropped unfinished (its runtime ended) back in the
