@@ -120,9 +120,6 @@ fn is_transient(err: &redis::RedisError) -> bool {
 pub(crate) fn connect_error(err: redis::RedisError) -> Error {
     let refused = err.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
-        || err
-            .detail()
-            .is_some_and(|detail| detail.contains("DB index is out of range"))
         || err.to_string().contains("DB index is out of range");
     if !refused {
         return redis_error("connect")(err);
