@@ -60,5 +60,9 @@ fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
 fn a_run_at_the_minimum_ttl_holds_its_lock() {
     let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
     let state = tempfile::tempdir().unwrap();
-    min_ttl::holds_at_the_minimum_ttl(&format!("etcd://{}/cli", etcd.addr()), state.path());
+    min_ttl::holds_at_the_minimum_ttl(
+        &format!("etcd://{}/cli", etcd.addr()),
+        state.path(),
+        std::time::Duration::from_secs(1),
+    );
 }

@@ -34,6 +34,19 @@ fn a_run_at_the_minimum_ttl_holds_its_lock() {
     let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
     let state = tempfile::tempdir().unwrap();
     let url = distlock_testkit::mariadb_url(&db);
-    min_ttl::holds_at_the_minimum_ttl(&url, state.path());
-    min_ttl::holds_at_the_minimum_ttl(&format!("{url}?mode=lease"), state.path());
+    min_ttl::holds_at_the_minimum_ttl(&url, state.path(), std::time::Duration::from_secs(1));
+    min_ttl::holds_at_the_minimum_ttl(
+        &format!("{url}?mode=lease"),
+        state.path(),
+        std::time::Duration::from_secs(1),
+    );
+}
+
+#[test]
+fn a_hung_server_is_given_up_at_the_connect_timeout() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    database::a_hung_server_is_given_up_at_the_connect_timeout(
+        &distlock_testkit::mariadb_url(&db),
+        &db,
+    );
 }

@@ -245,5 +245,9 @@ fn status_shows_a_foreign_holder_with_its_ttl() {
 fn a_run_at_the_minimum_ttl_holds_its_lock() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
     let state = tempfile::tempdir().unwrap();
-    min_ttl::holds_at_the_minimum_ttl(&format!("redis://{}/0", redis.addr()), state.path());
+    min_ttl::holds_at_the_minimum_ttl(
+        &format!("redis://{}/0", redis.addr()),
+        state.path(),
+        std::time::Duration::from_secs(1),
+    );
 }

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use distlock_testkit::{Signal, send};
 
+mod min_ttl;
+
 const BUSY: i32 = 75;
 const LOST: i32 = 76;
 
@@ -376,15 +378,5 @@ fn unknown_url_parameters_are_refused_on_every_backend() {
 fn a_run_at_the_minimum_ttl_holds_its_lock() {
     let state = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", state.path().join("locks.db").display());
-    let out = output(distlock(state.path()).args([
-        "--url", &url, "run", "--name", "min-ttl", "--ttl", "3s", "--", "sleep", "30",
-    ]));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("lost"), "{stderr}");
-    let out = output(
-        distlock(state.path()).args(["run", "--name", "x", "--ttl", "2999ms", "--", "true"]),
-    );
-    assert_eq!(out.status.code(), Some(64), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than the minimum 3s"));
+    min_ttl::holds_at_the_minimum_ttl(&url, state.path(), Duration::from_secs(3));
 }

@@ -65,5 +65,9 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
 fn a_run_at_the_minimum_ttl_holds_its_lock() {
     let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
     let state = tempfile::tempdir().unwrap();
-    min_ttl::holds_at_the_minimum_ttl(&format!("zk://{}/cli", zk.addr()), state.path());
+    min_ttl::holds_at_the_minimum_ttl(
+        &format!("zk://{}/cli", zk.addr()),
+        state.path(),
+        std::time::Duration::from_secs(1),
+    );
 }

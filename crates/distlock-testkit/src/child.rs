@@ -57,9 +57,9 @@ pub enum ChildTask {
     },
     /// A program that ends holding `name`: on its own runtime, it takes the lock with a
     /// 60 s lease, reports `acquired`, and returns from its async `main`, its guard and
-    /// client dropped there. `close` calls `Client::close` first, on a current-thread
-    /// runtime (where nothing else can wait for the release); without it, the runtime is a
-    /// multi-thread one, as `#[tokio::main]` builds.
+    /// client dropped there. `close` calls `Client::close` first, with the guard still
+    /// held, on a current-thread runtime (where nothing else can wait for the release);
+    /// without it, the runtime is a multi-thread one, as `#[tokio::main]` builds.
     EndHolding {
         /// The lock URL.
         url: String,
@@ -283,9 +283,10 @@ fn end_holding(url: &str, name: &str, close: bool) {
             fencing_token: guard.fencing_token(),
         });
         if close {
-            drop(guard);
+            // The guard still held: close releases it, and its drop after does nothing.
             client.close().await?;
         }
+        drop(guard);
         Ok::<(), distlock::Error>(())
     };
     let outcome = runtime.expect("a runtime can be built").block_on(main);

@@ -2,6 +2,7 @@
 //! mode: the demo keeps its shop in the locks' own database and shows which strategies
 //! oversell; status answers; bench measures both modes side by side.
 
+use distlock_testkit::Server;
 use serde_json::Value;
 use sqlx::{Connection, Row};
 
@@ -146,4 +147,26 @@ pub fn a_wrong_url_fails_at_once_and_says_why(url: &str, password: &str) {
             started.elapsed()
         );
     }
+}
+
+/// A database server that hangs (SIGSTOP) while a client connects: the connect gives up at
+/// the URL's `connect_timeout` and says so (69), instead of the pool's fixed wait.
+pub fn a_hung_server_is_given_up_at_the_connect_timeout(url: &str, server: &Server) {
+    let state = tempfile::tempdir().unwrap();
+    server.pause();
+    let started = std::time::Instant::now();
+    let out = distlock(
+        &format!("{url}?connect_timeout=500ms"),
+        state.path(),
+        &["status"],
+    );
+    let took = started.elapsed();
+    server.resume();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("connect_timeout"), "{stderr}");
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "{took:?}: {stderr}"
+    );
 }
