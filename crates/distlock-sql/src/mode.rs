@@ -163,3 +163,16 @@ pub(crate) fn check_parameters(url: &Url, backend: &str, driver: &[&str]) -> Res
     }
     Ok(())
 }
+
+/// Refuses a parameter among `keys` (the driver's certificate and key files) that names a
+/// file this process cannot open, by name and at once, instead of a bare "No such file or
+/// directory" from the first connection.
+pub(crate) fn check_files(url: &Url, keys: &[&str]) -> Result<()> {
+    for (key, value) in url.query_pairs() {
+        if keys.contains(&key.as_ref()) {
+            std::fs::File::open(value.as_ref())
+                .map_err(|e| Error::invalid(format!("{key} `{value}` cannot be read: {e}")))?;
+        }
+    }
+    Ok(())
+}

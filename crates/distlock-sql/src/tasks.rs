@@ -82,26 +82,38 @@ where
 
 /// A failed connect: the server refusing the URL's credentials (SQLSTATE class 28) or
 /// database (PostgreSQL 3D000, or 42501 for one the user may not connect to; MySQL 1049,
-/// or 1044 for one the user may not use) makes the URL bad input.
+/// or 1044 for one the user may not use), or a TLS connection the URL's settings cannot
+/// make, makes the URL bad input.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 fn connect_error(backend: &'static str, err: sqlx::Error) -> Error {
-    let refused = match &err {
+    let reason = match &err {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
-            code.starts_with("28")
+            let refused = code.starts_with("28")
                 || code == "3D000"
                 || code == "42501"
-                || refused_mysql_database(db.as_ref())
+                || refused_mysql_database(db.as_ref());
+            refused.then_some("the server refused the connection")
         }
-        _ => false,
+        // TLS asked of a server that has none, or a certificate file that cannot be read.
+        sqlx::Error::Tls(_) | sqlx::Error::Configuration(_) => {
+            Some("no TLS connection as the URL asks")
+        }
+        // A server certificate the URL's authorities do not vouch for.
+        sqlx::Error::Io(io)
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>()) =>
+        {
+            Some("the server's TLS certificate was not accepted")
+        }
+        _ => None,
     };
-    match refused {
-        true => Error::invalid(format!(
-            "the {backend} server refused the connection: {err}"
-        ))
-        .with_backend(backend)
-        .with_operation("connect"),
-        false => db_error(backend, "connect")(err),
+    match reason {
+        Some(reason) => Error::invalid(format!("{backend}: {reason}: {err}"))
+            .with_backend(backend)
+            .with_operation("connect"),
+        None => db_error(backend, "connect")(err),
     }
 }
 

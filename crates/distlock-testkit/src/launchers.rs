@@ -153,6 +153,22 @@ impl TestCertificates {
     }
 }
 
+impl TestCertificates {
+    /// `spec` with copies of the authority, the server's certificate and its private key in
+    /// the server's directory (`ca.crt`, `server.crt`, `server.key`), readable by the
+    /// server's user alone, as database servers want their key.
+    fn give_server(&self, spec: ServerSpec) -> Result<ServerSpec, LaunchError> {
+        let read = |path: &Path| {
+            std::fs::read_to_string(path)
+                .map_err(|e| failed(format!("cannot read {}: {e}", path.display()), ""))
+        };
+        Ok(spec
+            .file("ca.crt", &read(&self.ca)?)
+            .file("server.crt", &read(&self.cert)?)
+            .file("server.key", &read(&self.key)?))
+    }
+}
+
 fn redis_cli_program() -> Result<PathBuf, LaunchError> {
     crate::find_program("redis-cli").ok_or_else(|| LaunchError::Missing {
         program: "redis-cli".into(),
@@ -209,26 +225,61 @@ pub const DATABASE_PASSWORD: &str = "distlock-test-pw";
 /// # Ok::<(), distlock_testkit::LaunchError>(())
 /// ```
 pub fn postgres_server() -> Result<Server, LaunchError> {
-    Server::start(
-        ServerSpec::new(
-            "postgres",
-            [
-                "-D",
-                "{dir}/data",
-                "-p",
-                "{port}",
-                "-k",
-                "{dir}",
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=off",
-                "-c",
-                "max_connections=300",
-                "-c",
-                "shared_buffers=16MB",
-            ],
-        )
+    Server::start(postgres_spec(&[]))
+}
+
+/// A [`postgres_server`] that takes connections over TCP only with TLS, with `certs`.
+///
+/// # Examples
+///
+/// ```no_run
+/// let dir = tempfile::tempdir().unwrap();
+/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
+/// let pg = distlock_testkit::postgres_tls_server(&certs)?;
+/// let url = format!(
+///     "{}?sslmode=verify-full&sslrootcert={}",
+///     distlock_testkit::postgres_url(&pg),
+///     certs.ca.display()
+/// );
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn postgres_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
+    let spec = postgres_spec(&[
+        "-c",
+        "ssl=on",
+        "-c",
+        "ssl_cert_file={dir}/server.crt",
+        "-c",
+        "ssl_key_file={dir}/server.key",
+        "-c",
+        "hba_file={dir}/pg_hba.conf",
+    ])
+    .file(
+        "pg_hba.conf",
+        "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n",
+    );
+    Server::start(certs.give_server(spec)?)
+}
+
+/// PostgreSQL's server with `extra` arguments.
+fn postgres_spec(extra: &[&str]) -> ServerSpec {
+    let base = [
+        "-D",
+        "{dir}/data",
+        "-p",
+        "{port}",
+        "-k",
+        "{dir}",
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        "fsync=off",
+        "-c",
+        "max_connections=300",
+        "-c",
+        "shared_buffers=16MB",
+    ];
+    ServerSpec::new("postgres", base.iter().chain(extra).copied())
         .search(postgres_bin_dirs())
         .file("password", DATABASE_PASSWORD)
         .prepare(
@@ -251,8 +302,7 @@ pub fn postgres_server() -> Result<Server, LaunchError> {
         .ready(Ready::LogLine(
             "database system is ready to accept connections".into(),
         ))
-        .install_hint("apt-get install postgresql"),
-    )
+        .install_hint("apt-get install postgresql")
 }
 
 /// The URL of [`postgres_server`]'s `postgres` database, as its `postgres` user.
@@ -299,30 +349,57 @@ fn postgres_bin_dirs() -> Vec<PathBuf> {
 /// # Ok::<(), distlock_testkit::LaunchError>(())
 /// ```
 pub fn mariadb_server() -> Result<Server, LaunchError> {
+    Server::start(mariadb_spec(&[]))
+}
+
+/// A [`mariadb_server`] that takes connections over TCP only with TLS, with `certs`.
+///
+/// # Examples
+///
+/// ```no_run
+/// let dir = tempfile::tempdir().unwrap();
+/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
+/// let db = distlock_testkit::mariadb_tls_server(&certs)?;
+/// let url = format!(
+///     "{}?ssl-mode=verify_identity&ssl-ca={}",
+///     distlock_testkit::mariadb_url(&db),
+///     certs.ca.display()
+/// );
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn mariadb_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
+    let spec = mariadb_spec(&[
+        "--ssl-cert={dir}/server.crt",
+        "--ssl-key={dir}/server.key",
+        "--ssl-ca={dir}/ca.crt",
+        "--require-secure-transport=ON",
+    ]);
+    Server::start(certs.give_server(spec)?)
+}
+
+/// MariaDB's server with `extra` arguments.
+fn mariadb_spec(extra: &[&str]) -> ServerSpec {
     let init = format!(
         "CREATE USER IF NOT EXISTS 'distlock'@'127.0.0.1' IDENTIFIED BY '{DATABASE_PASSWORD}';\n\
          GRANT ALL ON *.* TO 'distlock'@'127.0.0.1';\n\
          CREATE DATABASE IF NOT EXISTS distlock;\n"
     );
-    Server::start(
-        ServerSpec::new(
-            "mariadbd",
-            [
-                "--no-defaults",
-                "--datadir={dir}/data",
-                "--port={port}",
-                "--bind-address=127.0.0.1",
-                "--socket={dir}/mysqld.sock",
-                "--pid-file={dir}/mysqld.pid",
-                "--init-file={dir}/init.sql",
-                "--skip-log-bin",
-                "--innodb-buffer-pool-size=16M",
-                "--innodb-flush-log-at-trx-commit=2",
-                "--innodb-use-native-aio=0",
-                "--tmpdir={dir}",
-                "--max-connections=300",
-            ],
-        )
+    let base = [
+        "--no-defaults",
+        "--datadir={dir}/data",
+        "--port={port}",
+        "--bind-address=127.0.0.1",
+        "--socket={dir}/mysqld.sock",
+        "--pid-file={dir}/mysqld.pid",
+        "--init-file={dir}/init.sql",
+        "--skip-log-bin",
+        "--innodb-buffer-pool-size=16M",
+        "--innodb-flush-log-at-trx-commit=2",
+        "--innodb-use-native-aio=0",
+        "--tmpdir={dir}",
+        "--max-connections=300",
+    ];
+    ServerSpec::new("mariadbd", base.iter().chain(extra).copied())
         .search(["/usr/sbin"])
         .file("init.sql", &init)
         .prepare(
@@ -340,8 +417,7 @@ pub fn mariadb_server() -> Result<Server, LaunchError> {
         )
         .run_as("mysql")
         .ready(Ready::LogLine("ready for connections".into()))
-        .install_hint("apt-get install mariadb-server"),
-    )
+        .install_hint("apt-get install mariadb-server")
 }
 
 /// The URL of [`mariadb_server`]'s `distlock` database, as its `distlock` user.

@@ -30,9 +30,9 @@ pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
 pub use conformance::{SessionFaults, Target, memory_session_target};
 pub use etcd::{EtcdCluster, etcd_cluster, etcd_server, etcd_target, etcd_tls_server, etcdctl};
 pub use launchers::{
-    DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_url,
-    postgres_server, postgres_url, redis_cluster, redis_server, redis_server_with,
-    redis_tls_server,
+    DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_tls_server,
+    mariadb_url, postgres_server, postgres_tls_server, postgres_url, redis_cluster, redis_server,
+    redis_server_with, redis_tls_server,
 };
 pub use proxy::{FaultProxy, ProxyMode};
 pub use scenarios::{a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own};

@@ -3,8 +3,9 @@
 //! resume, restart on the same port).
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -95,7 +96,7 @@ impl ServerSpec {
 
     /// Writes `contents` (with `{port}` and `{dir}` filled in) to `name` in the temporary
     /// directory (creating the directories it names) before the server first starts, e.g.
-    /// a configuration file.
+    /// a configuration file or a private key: readable by the server's user alone.
     ///
     /// # Examples
     ///
@@ -331,8 +332,23 @@ impl Server {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| failed(format!("cannot create {}: {e}", parent.display()), ""))?;
             }
-            std::fs::write(&path, self.fill(contents))
-                .map_err(|e| failed(format!("cannot write {}: {e}", path.display()), ""))?;
+            let cannot_write =
+                |e: std::io::Error| failed(format!("cannot write {}: {e}", path.display()), "");
+            // Only the server may read them: they hold passwords and private keys, which
+            // PostgreSQL refuses to use when others can read them.
+            let mut file = File::options()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(cannot_write)?;
+            file.write_all(self.fill(contents).as_bytes())
+                .map_err(cannot_write)?;
+            if let Some(identity) = self.identity {
+                std::os::unix::fs::chown(&path, Some(identity.uid), Some(identity.gid))
+                    .map_err(cannot_write)?;
+            }
         }
         for (program, args) in &self.spec.prepare {
             let path = self.spec.locate(program)?;

@@ -107,14 +107,19 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
 /// What a user with a wrong URL meets, given the working `url` of a server database
 /// (`scheme://user:password@host:port/db`): a wrong password and a database that does not
 /// exist are bad input (64), a port where nothing listens fails at once with the refusal
-/// (69, not a pool's "timed out" after its connect timeout), and no message holds the
-/// password.
+/// (69, not a pool's "timed out" after its connect timeout), TLS asked of a server without
+/// it is bad input, and no message holds the password.
 pub fn a_wrong_url_fails_at_once_and_says_why(url: &str, password: &str) {
     let state = tempfile::tempdir().unwrap();
     let port = distlock_testkit::free_port().unwrap();
     let (head, rest) = url.rsplit_once('@').unwrap();
     let (scheme, _) = url.split_once("://").unwrap();
     let (_, database) = rest.split_once('/').unwrap();
+    // The server speaks no TLS.
+    let tls = match scheme {
+        "postgres" => "sslmode=require",
+        _ => "ssl-mode=required",
+    };
     let cases = [
         (
             head.replace(password, "not-the-password") + "@" + rest,
@@ -132,6 +137,7 @@ pub fn a_wrong_url_fails_at_once_and_says_why(url: &str, password: &str) {
             "refused",
         ),
         (format!("{url}?connect_timeout=0s"), 64, "connect_timeout"),
+        (format!("{url}?{tls}"), 64, "tls"),
     ];
     for (wrong, code, says) in cases {
         let started = std::time::Instant::now();

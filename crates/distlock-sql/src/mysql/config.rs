@@ -72,6 +72,11 @@ const DRIVER_PARAMETERS: [&str; 14] = [
     "time-zone",
 ];
 
+/// The driver's parameters that name a certificate or key file.
+const FILE_PARAMETERS: [&str; 6] = [
+    "sslca", "ssl-ca", "sslcert", "ssl-cert", "sslkey", "ssl-key",
+];
+
 impl MysqlConfig {
     /// Parses a `mysql://` or `mariadb://` URL.
     ///
@@ -81,6 +86,7 @@ impl MysqlConfig {
     pub fn from_url(url: &Url) -> Result<Self> {
         let redacted = redact_url(url.as_str());
         crate::mode::check_parameters(url, "mysql", &DRIVER_PARAMETERS)?;
+        crate::mode::check_files(url, &FILE_PARAMETERS)?;
         let (mode, mut driver_url) = Mode::split(url)?;
         if driver_url.scheme() == "mariadb" {
             driver_url = Url::parse(&driver_url.as_str().replacen("mariadb", "mysql", 1)).map_err(

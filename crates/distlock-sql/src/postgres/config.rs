@@ -79,6 +79,17 @@ const DRIVER_PARAMETERS: [&str; 18] = [
     "options",
 ];
 
+/// The driver's parameters that name a certificate or key file.
+const FILE_PARAMETERS: [&str; 7] = [
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+];
+
 impl PostgresConfig {
     /// Parses a `postgres://` or `postgresql://` URL.
     ///
@@ -88,6 +99,7 @@ impl PostgresConfig {
     pub fn from_url(url: &Url) -> Result<Self> {
         let redacted = redact_url(url.as_str());
         crate::mode::check_parameters(url, "postgres", &DRIVER_PARAMETERS)?;
+        crate::mode::check_files(url, &FILE_PARAMETERS)?;
         let (mode, driver_url) = Mode::split(url)?;
         let options = PgConnectOptions::from_str(driver_url.as_str()).map_err(|err| {
             Error::invalid(format!("not a usable PostgreSQL URL ({redacted}): {err}"))
