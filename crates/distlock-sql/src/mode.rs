@@ -170,8 +170,13 @@ pub(crate) fn check_parameters(url: &Url, backend: &str, driver: &[&str]) -> Res
 pub(crate) fn check_files(url: &Url, keys: &[&str]) -> Result<()> {
     for (key, value) in url.query_pairs() {
         if keys.contains(&key.as_ref()) {
-            std::fs::File::open(value.as_ref())
-                .map_err(|e| Error::invalid(format!("{key} `{value}` cannot be read: {e}")))?;
+            let unreadable = |why: &dyn std::fmt::Display| {
+                Error::invalid(format!("{key} `{value}` cannot be read: {why}"))
+            };
+            let file = std::fs::File::open(value.as_ref()).map_err(|e| unreadable(&e))?;
+            if !file.metadata().is_ok_and(|m| m.is_file()) {
+                return Err(unreadable(&"it is not a file"));
+            }
         }
     }
     Ok(())

@@ -62,6 +62,10 @@ where
     O::Connection: Sized,
 {
     use sqlx::Connection;
+    // sqlx verifies a certificate without its host name (`verify-ca`) through rustls's
+    // process-wide provider, which rustls cannot pick itself when two are built in: give
+    // it ring's, unless the program chose one already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let connection = match tokio::time::timeout(timeout, options.connect()).await {
         Ok(Ok(connection)) => connection,
         Ok(Err(err)) => return Err(connect_error(backend, err)),

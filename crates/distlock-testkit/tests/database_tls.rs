@@ -11,6 +11,8 @@ use distlock_testkit::{DATABASE_PASSWORD, TestCertificates};
 struct TlsQueries {
     /// Verifies the server's certificate and name against the test's authority.
     verified: String,
+    /// Verifies the server's certificate against the test's authority, not its name.
+    certificate_only: String,
     /// Encrypts without verifying, as `sslmode=require` does in libpq.
     encrypted: String,
     /// Verifies against an authority that did not sign the server's certificate.
@@ -32,18 +34,20 @@ async fn only_tls_with_a_trusted_server_is_used(url: impl Fn(&str) -> String, qu
         assert!(!format!("{client:?}").contains(DATABASE_PASSWORD));
         client.close().await.unwrap();
     }
-    let client = distlock::Client::connect(&url(&queries.encrypted))
-        .await
-        .unwrap_or_else(|e| panic!("TLS without verification: {e:?}"));
-    client
-        .mutex("tls")
-        .lock()
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    client.close().await.unwrap();
+    for query in [&queries.certificate_only, &queries.encrypted] {
+        let client = distlock::Client::connect(&url(query))
+            .await
+            .unwrap_or_else(|e| panic!("{query}: {e:?}"));
+        client
+            .mutex("tls")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        client.close().await.unwrap();
+    }
 
     for (query, what, names) in [
         (&queries.untrusted, "an untrusted authority", "certificate"),
@@ -85,6 +89,7 @@ fn postgres_over_tls_trusts_only_the_named_authority() {
             |ca: &std::path::Path| format!("sslmode=verify-full&sslrootcert={}", ca.display());
         let queries = TlsQueries {
             verified: verify(&certs.ca),
+            certificate_only: format!("sslmode=verify-ca&sslrootcert={}", certs.ca.display()),
             encrypted: "sslmode=require".into(),
             untrusted: verify(&other.ca),
             plain: "sslmode=disable".into(),
@@ -105,6 +110,7 @@ fn mariadb_over_tls_trusts_only_the_named_authority() {
             |ca: &std::path::Path| format!("ssl-mode=verify_identity&ssl-ca={}", ca.display());
         let queries = TlsQueries {
             verified: verify(&certs.ca),
+            certificate_only: format!("ssl-mode=verify_ca&ssl-ca={}", certs.ca.display()),
             encrypted: "ssl-mode=required".into(),
             untrusted: verify(&other.ca),
             plain: "ssl-mode=disabled".into(),
@@ -124,7 +130,7 @@ async fn refused_as_bad_input(url: String, names: &str) {
 }
 
 #[test]
-fn tls_asked_of_a_server_without_it_is_bad_input() {
+fn tls_asked_of_a_server_without_it_or_an_authority_that_is_a_directory_is_bad_input() {
     distlock_testkit::block_on(async {
         let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
         let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
@@ -134,5 +140,18 @@ fn tls_asked_of_a_server_without_it_is_bad_input() {
         );
         refused_as_bad_input(format!("{pg}?sslmode=require"), "TLS").await;
         refused_as_bad_input(format!("{db}?ssl-mode=required"), "TLS").await;
+        // An authority "file" that is a directory is named, not read as an empty store.
+        let dir = std::env::temp_dir();
+        let dir = dir.display();
+        refused_as_bad_input(
+            format!("{pg}?sslmode=verify-ca&sslrootcert={dir}"),
+            "not a file",
+        )
+        .await;
+        refused_as_bad_input(
+            format!("{db}?ssl-mode=verify_ca&ssl-ca={dir}"),
+            "not a file",
+        )
+        .await;
     });
 }
