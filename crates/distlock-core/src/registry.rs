@@ -69,7 +69,9 @@ pub fn register(connector: Arc<dyn Connector>) {
 /// `@`, `:`, `/` or `%`, which move the edges a URL parser would find. So the user
 /// information is taken to run to the last `@` of the whole text (the latest it can end),
 /// and everything after the user name's first `:` up to there is hidden. A URL whose
-/// query or path holds an `@` may thus be shown cut short, but never with a password.
+/// query or path holds an `@` may thus be shown cut short, but never with a password. Text
+/// without a `scheme://` (`app:secret@db`, a URL whose scheme was left out) is read the
+/// same way from its start.
 ///
 /// # Examples
 ///
@@ -78,19 +80,29 @@ pub fn register(connector: Arc<dyn Connector>) {
 /// assert_eq!(redact_url("postgres://app:hunter2@db/locks"), "postgres://app:***@db/locks");
 /// assert_eq!(redact_url("redis://:p@ss/w:rd@cache:6379"), "redis://:***@cache:6379");
 /// assert_eq!(redact_url("sqlite:///var/lib/locks.db"), "sqlite:///var/lib/locks.db");
+/// assert_eq!(redact_url("app:hunter2@db:5432/locks"), "app:***@db:5432/locks");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
+    let (head, rest) = split_scheme(url).unwrap_or(("", url));
     let Some(at) = rest.rfind('@') else {
         return url.to_owned();
     };
     let (userinfo, hosts) = (&rest[..at], &rest[at + 1..]);
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{hosts}"),
-        None => url.to_owned(),
+    match (head, userinfo.split_once(':')) {
+        (_, None) => url.to_owned(),
+        ("", Some((user, _))) => format!("{user}:***@{hosts}"),
+        (scheme, Some((user, _))) => format!("{scheme}://{user}:***@{hosts}"),
     }
+}
+
+/// `scheme://rest` as the scheme and the rest, when the text starts with a scheme (a
+/// letter, then letters, digits, `+`, `-` or `.`) followed by `://`.
+fn split_scheme(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then_some((scheme, rest))
 }
 
 /// Parses a lock URL. A list of hosts (`redlock://h1:6379,h2:6379,h3:6379/0`), which URLs
@@ -108,7 +120,7 @@ pub fn parse_lock_url(url: &str) -> Result<Url> {
     let malformed = |e: url::ParseError| {
         Error::invalid(format!("malformed lock URL `{}`: {e}", redact_url(url)))
     };
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some((scheme, rest)) = split_scheme(url) else {
         return Url::parse(url).map_err(malformed);
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());

@@ -1,6 +1,5 @@
 //! The Redis lock store.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,17 +7,14 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome, STARVATION,
     Ticket, async_trait,
 };
-use distlock_core::{
-    Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result, Url, WaiterInfo,
-    random_id, redact_url,
-};
-use serde::{Deserialize, Serialize};
+use distlock_core::{Error, ErrorKind, LockState, Result, Url, WaiterInfo, random_id, redact_url};
 use tokio::task::AbortHandle;
 
 use crate::config::{RedisConfig, check_fence_ttl};
 use crate::connection::{self, Conn};
 use crate::foreign::ForeignBackoff;
 use crate::keys::{Key, LockKeys};
+use crate::records::{self, AcquireAnswer, RequestRecord, Snapshot, WaitingSnapshot};
 use crate::scripts::{Call, SCRIPTS};
 use crate::wakeups;
 
@@ -143,119 +139,6 @@ fn refusal(err: &redis::RedisError) -> Option<String> {
             .trim()
             .to_owned(),
     )
-}
-
-/// What the client tells the acquire script about a request; the script stores it as the
-/// grant's record (appending the fencing token `f`) or, with its queue fields, as the
-/// waiter's record. Written here so that every string in it is escaped by a JSON encoder,
-/// and the script stores it without decoding it on the fast path. Large numbers are text.
-#[derive(Serialize, Deserialize)]
-struct RequestRecord<'a> {
-    #[serde(default)]
-    t: Cow<'a, str>,
-    k: Cow<'a, str>,
-    n: u32,
-    l: u32,
-    o: Cow<'a, str>,
-    h: Cow<'a, str>,
-    p: u32,
-    #[serde(default)]
-    a: Cow<'a, str>,
-}
-
-impl<'a> RequestRecord<'a> {
-    fn of(request: &'a LockRequest) -> Self {
-        RequestRecord {
-            t: Cow::Borrowed(&request.token),
-            k: Cow::Borrowed(request.kind.as_str()),
-            n: request.permits,
-            l: request.kind.limit(),
-            o: Cow::Borrowed(request.owner.as_str()),
-            h: Cow::Borrowed(&request.meta.host),
-            p: request.meta.pid,
-            a: Cow::Owned(request.meta.acquired_at_unix_ms.to_string()),
-        }
-    }
-
-    fn to_json(&self) -> Result<String> {
-        serde_json::to_string(self).map_err(|err| {
-            Error::new(ErrorKind::Backend, "could not encode the holder record")
-                .with_backend("redis")
-                .with_source(err)
-        })
-    }
-
-    fn kind(&self) -> LockKind {
-        LockKind::parse(&self.k, self.l).unwrap_or(LockKind::Mutex)
-    }
-
-    /// Where the request came from; `since_ms` is when it was granted or queued.
-    fn meta(self, since_ms: u64) -> HolderMeta {
-        HolderMeta {
-            host: self.h.into_owned(),
-            pid: self.p,
-            acquired_at_unix_ms: since_ms,
-        }
-    }
-}
-
-/// Who holds a lock: the request's record and the grant's fencing token.
-#[derive(Deserialize)]
-struct HolderRecord {
-    #[serde(flatten)]
-    request: RequestRecord<'static>,
-    f: String,
-}
-
-/// A queued request: the request's record, when it started waiting (`s`), until when its
-/// place is kept (`e`), and whether it is fair (`f`).
-#[derive(Deserialize)]
-struct WaiterRecord {
-    #[serde(flatten)]
-    request: RequestRecord<'static>,
-    s: String,
-    e: String,
-    f: bool,
-}
-
-/// One lock read in one round trip: the lock's value (our holder record or a foreign
-/// token), its PTTL, fencing counter, waiter records, queue order, server time, shared
-/// grants with expiries, their records.
-type Snapshot = (
-    Option<String>,
-    i64,
-    Option<u64>,
-    std::collections::HashMap<String, String>,
-    Vec<String>,
-    (u64, u64),
-    Vec<(String, f64)>,
-    std::collections::HashMap<String, String>,
-);
-
-/// RedLock waiters read in one round trip: server time, tokens with expiries, records.
-type WaitingSnapshot = (
-    (u64, u64),
-    Vec<(String, f64)>,
-    std::collections::HashMap<String, String>,
-);
-
-impl HolderRecord {
-    fn into_info(self, remaining_ms: u64) -> HolderInfo {
-        let request = self.request;
-        let granted_at = number(&request.a);
-        HolderInfo {
-            kind: request.kind(),
-            permits: request.n,
-            owner: request.o.to_string(),
-            fencing_token: number(&self.f),
-            remaining_ms: Some(remaining_ms),
-            meta: request.meta(granted_at),
-        }
-    }
-}
-
-fn number(text: &str) -> u64 {
-    text.parse().unwrap_or(0)
 }
 
 impl RedisBackend {
@@ -409,18 +292,10 @@ impl RedisBackend {
     ) -> Result<()> {
         let keys = self.keys(&request.name)?;
         let record = match lease {
-            Some(lease) => {
-                let mut record =
-                    serde_json::to_value(RequestRecord::of(request)).map_err(|err| {
-                        Error::new(ErrorKind::Backend, "could not encode the waiter record")
-                            .with_backend("redis")
-                            .with_source(err)
-                    })?;
-                record["s"] = since_ms.to_string().into();
-                record["e"] = (since_ms + lease.as_millis() as u64).to_string().into();
-                record["f"] = false.into();
-                (record.to_string(), lease.as_millis() as u64)
-            }
+            Some(lease) => (
+                RequestRecord::of(request).waiter_json(since_ms, lease)?,
+                lease.as_millis() as u64,
+            ),
             None => (String::new(), 0),
         };
         let waiting_keys = [Key::RedlockWaiting, Key::RedlockWaitingInfo];
@@ -434,31 +309,14 @@ impl RedisBackend {
     pub(crate) async fn redlock_waiters(&self, name: &str) -> Result<Vec<(String, WaiterInfo)>> {
         let keys = self.keys(name)?;
         let mut conn = self.conn_for(name);
-        let ((secs, micros), queue, records): WaitingSnapshot = redis::pipe()
+        let snapshot: WaitingSnapshot = redis::pipe()
             .cmd("TIME")
             .zrange_withscores(keys.named(Key::RedlockWaiting), 0, -1)
             .hgetall(keys.named(Key::RedlockWaitingInfo))
             .query_async(&mut conn)
             .await
             .map_err(redis_error("inspect"))?;
-        let now_ms = secs * 1000 + micros / 1000;
-        Ok(queue
-            .into_iter()
-            .filter(|(_, expiry)| *expiry as u64 > now_ms)
-            .filter_map(|(token, _)| {
-                let record = serde_json::from_str::<WaiterRecord>(records.get(&token)?).ok()?;
-                Some((
-                    token,
-                    WaiterInfo {
-                        kind: record.request.kind(),
-                        permits: record.request.n,
-                        owner: record.request.o.to_string(),
-                        fair: record.f,
-                        meta: record.request.meta(number(&record.s)),
-                    },
-                ))
-            })
-            .collect())
+        Ok(records::live_waiters(snapshot))
     }
 
     /// Stamps the grant under request `token` of lock `name` with fencing token `token_value`
@@ -475,12 +333,12 @@ impl RedisBackend {
     /// before the full script, or made by a wait after a failed poll; one map removal, where
     /// tracking which would cost as much), and waits for the replicas, where the client asks
     /// for them.
-    async fn granted(&self, ticket: &Ticket, fence: i64) -> Result<PollOutcome> {
+    async fn granted(&self, ticket: &Ticket, fence: u64) -> Result<PollOutcome> {
         self.wakers.forget(&ticket.request.token);
         if let Some(acknowledged) = &self.acknowledged {
             self.await_replicas(acknowledged, ticket).await?;
         }
-        Ok(PollOutcome::granted(fence as u64))
+        Ok(PollOutcome::granted(fence))
     }
 
     /// The connection every operation on lock `name` goes through (but batched renewals),
@@ -600,66 +458,19 @@ impl RedisBackend {
         let keys = self.keys(name)?;
         let err = redis_error("inspect");
         let mut conn = self.conn_for(name);
-        let (held, pttl, fence, waiters, queue, (secs, micros), leases, lease_info): Snapshot =
-            redis::pipe()
-                .get(keys.named(Key::Lock))
-                .pttl(keys.named(Key::Lock))
-                .get(keys.named(Key::Fence))
-                .hgetall(keys.named(Key::Waiters))
-                .zrange(keys.named(Key::Queue), 0, -1)
-                .cmd("TIME")
-                .zrange_withscores(keys.named(Key::Leases), 0, -1)
-                .hgetall(keys.named(Key::LeaseInfo))
-                .query_async(&mut conn)
-                .await
-                .map_err(&err)?;
-        let now_ms = secs * 1000 + micros / 1000;
-        let mut holders = Vec::new();
-        if let Some(held) = held {
-            let remaining_ms = pttl.max(0) as u64;
-            holders.push(match serde_json::from_str::<HolderRecord>(&held) {
-                Ok(record) => record.into_info(remaining_ms),
-                Err(_) => HolderInfo {
-                    owner: format!("foreign client (token {held})"),
-                    kind: LockKind::Mutex,
-                    permits: 1,
-                    fencing_token: 0,
-                    remaining_ms: Some(remaining_ms),
-                    meta: HolderMeta {
-                        host: String::new(),
-                        pid: 0,
-                        acquired_at_unix_ms: 0,
-                    },
-                },
-            });
-        }
-        for (token, expiry) in leases.into_iter().filter(|(_, e)| *e as u64 > now_ms) {
-            if let Some(record) = lease_info
-                .get(&token)
-                .and_then(|raw| serde_json::from_str::<HolderRecord>(raw).ok())
-            {
-                holders.push(record.into_info((expiry as u64).saturating_sub(now_ms)));
-            }
-        }
-        let waiters = queue
-            .iter()
-            .filter_map(|token| waiters.get(token))
-            .filter_map(|raw| serde_json::from_str::<WaiterRecord>(raw).ok())
-            .filter(|w| number(&w.e) > now_ms)
-            .map(|w| WaiterInfo {
-                kind: w.request.kind(),
-                permits: w.request.n,
-                owner: w.request.o.to_string(),
-                fair: w.f,
-                meta: w.request.meta(number(&w.s)),
-            })
-            .collect();
-        Ok(LockState {
-            name: name.to_owned(),
-            last_fencing_token: fence.unwrap_or(0),
-            holders,
-            waiters,
-        })
+        let snapshot: Snapshot = redis::pipe()
+            .get(keys.named(Key::Lock))
+            .pttl(keys.named(Key::Lock))
+            .get(keys.named(Key::Fence))
+            .hgetall(keys.named(Key::Waiters))
+            .zrange(keys.named(Key::Queue), 0, -1)
+            .cmd("TIME")
+            .zrange_withscores(keys.named(Key::Leases), 0, -1)
+            .hgetall(keys.named(Key::LeaseInfo))
+            .query_async(&mut conn)
+            .await
+            .map_err(&err)?;
+        Ok(records::lock_state(name, snapshot))
     }
 }
 
@@ -696,7 +507,7 @@ impl Backend for RedisBackend {
                 .arg(self.fence_ttl_ms);
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
             if fence > 0 {
-                return self.granted(ticket, fence).await;
+                return self.granted(ticket, fence as u64).await;
             }
         }
         // The full script may queue the request: its wake-up slot must exist first, so no
@@ -719,24 +530,23 @@ impl Backend for RedisBackend {
             .arg(request.kind.limit())
             .arg(self.fence_ttl_ms);
         let answer: Vec<i64> = self.invoke_on(conn, "acquire", &full).await?;
-        match answer.as_slice() {
-            [1, fence] => self.granted(ticket, *fence).await,
-            [0, pttl, foreign] => {
+        match AcquireAnswer::decode(&answer)? {
+            AcquireAnswer::Granted(fence) => self.granted(ticket, fence).await,
+            AcquireAnswer::Refused { left, foreign } => {
                 // A waiting request the full script refused has taken its place in the queue.
                 if ticket.request.wait {
                     ticket.state_or_default::<Queued>().0 = true;
                 }
-                let left = (*pttl >= 0).then(|| Duration::from_millis(*pttl as u64));
                 // Only a waiting request keeps its ticket from poll to poll (a RedLock poll
                 // or a try makes a new one), so only it can back off.
-                let backs_off = *foreign == 1 && ticket.request.wait;
+                let backs_off = foreign && ticket.request.wait;
                 let backoff = ticket.state_or_default::<ForeignBackoff>();
                 let retry_within = match backs_off {
                     // The core polls a millisecond after `retry_within` (past a lease's
                     // end); the backoff is the whole interval between polls.
                     true => Some(
                         backoff
-                            .next(*pttl)
+                            .next(left)
                             .saturating_sub(Duration::from_millis(1))
                             .min(left.unwrap_or(Duration::MAX)),
                     ),
@@ -747,11 +557,6 @@ impl Backend for RedisBackend {
                 };
                 Ok(PollOutcome::Pending { retry_within })
             }
-            other => Err(Error::new(
-                ErrorKind::Backend,
-                format!("unexpected answer from the acquire script: {other:?}"),
-            )
-            .with_backend("redis")),
         }
     }
 

@@ -12,21 +12,21 @@ use std::time::Duration;
 pub(crate) struct ForeignBackoff {
     /// Polls made while the same holder kept the lock.
     polls: u32,
-    /// The holder's time left at the last poll, in ms.
-    last_left_ms: Option<i64>,
+    /// The holder's time left at the last poll (`Some(None)`: a key with no expiry).
+    last_left: Option<Option<Duration>>,
 }
 
 impl ForeignBackoff {
     const FIRST: Duration = Duration::from_millis(1);
     const LONGEST: Duration = Duration::from_millis(50);
 
-    /// The wait before the next poll, seeing the holder with `left_ms` of its lease left:
-    /// between half and all of 1 ms doubled per poll of the same hold.
-    pub(crate) fn next(&mut self, left_ms: i64) -> Duration {
-        if self.last_left_ms.is_some_and(|last| left_ms > last) {
+    /// The wait before the next poll, seeing the holder with `left` of its lease left
+    /// (`None`: no expiry): between half and all of 1 ms doubled per poll of the same hold.
+    pub(crate) fn next(&mut self, left: Option<Duration>) -> Duration {
+        if self.last_left.is_some_and(|last| left > last) {
             self.polls = 0;
         }
-        self.last_left_ms = Some(left_ms);
+        self.last_left = Some(left);
         let full = Self::FIRST
             .saturating_mul(1 << self.polls.min(6))
             .min(Self::LONGEST);

@@ -104,6 +104,7 @@ mod config;
 mod connection;
 mod foreign;
 mod keys;
+mod records;
 pub mod redlock;
 mod scripts;
 mod wakeups;
@@ -116,6 +117,13 @@ use distlock_core::{Result, Url};
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_CONNECTIONS, DEFAULT_FENCE_TTL, MAX_CONNECTIONS, RedisConfig};
 pub use redlock::{RedlockBackend, RedlockConfig};
+
+/// Decodes `reply` (RESP bytes) as every reply distlock reads from Redis, for the fuzz
+/// target `redis_reply` in `fuzz/`: built only by `cargo fuzz`.
+#[cfg(fuzzing)]
+pub fn fuzz_reply(reply: &[u8]) {
+    records::decode_any(reply);
+}
 
 /// Registers the `redis://`, `rediss://` and `redlock://` connectors with the core's URL registry.
 ///

@@ -87,6 +87,13 @@ use distlock_core::{Result, Url};
 pub use backend::ZkBackend;
 pub use config::{DEFAULT_BASE, DEFAULT_SESSION_TIMEOUT, ZkConfig};
 
+/// Checks that lock `name` (a valid one) has a ZooKeeper node of its own, for the fuzz
+/// target `name` in `fuzz/`: built only by `cargo fuzz`.
+#[cfg(fuzzing)]
+pub fn fuzz_name(name: &str) {
+    names::check_name(name);
+}
+
 /// Registers the `zk://` and `zks://` connector with the core's URL registry.
 ///
 /// # Examples

@@ -67,6 +67,19 @@ pub(crate) fn lock_name(base: &str, path: &str) -> Option<String> {
     }
 }
 
+/// Checks what the module docs promise of a valid lock `name`: its node is a path of
+/// segments ZooKeeper stores, and it reads back as `name`, so no two names share a node.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn check_name(name: &str) {
+    let path = lock_path("/base", name);
+    let relative = path.strip_prefix("/base/").expect("under the base");
+    assert!(
+        relative.split('/').all(storable_segment),
+        "{name:?} -> {path:?}"
+    );
+    assert_eq!(lock_name("/base", &path).as_deref(), Some(name), "{path:?}");
+}
+
 /// What a contender asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
@@ -141,7 +154,23 @@ pub(crate) fn node_prefix(uuid: &str, kind: LockKind) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #[test]
+        fn every_valid_name_has_a_node_of_its_own(name in any::<String>()) {
+            if distlock_core::validate_name(&name).is_ok() {
+                check_name(&name);
+            }
+        }
+
+        #[test]
+        fn path_like_names_have_a_node_of_their_own(name in "[a./%\u{e000}\u{9f}]{1,8}") {
+            check_name(&name);
+        }
+    }
 
     #[test]
     fn names_that_are_paths_are_used_verbatim_and_others_are_escaped() {

@@ -103,7 +103,8 @@ pub struct HolderInfo {
     pub meta: HolderMeta,
 }
 
-/// One queued request, as shown by `distlock status`.
+/// One queued request, as shown by `distlock status`. In JSON its `meta` says
+/// `waiting_since_unix_ms`, not `acquired_at_unix_ms`: nothing was acquired yet.
 ///
 /// # Examples
 ///
@@ -112,6 +113,9 @@ pub struct HolderInfo {
 /// let waiter = WaiterInfo { owner: "svc:2".into(), kind: LockKind::Write, permits: 1,
 ///     fair: true, meta: HolderMeta::this_process() };
 /// assert!(waiter.fair);
+/// let json = serde_json::to_value(&waiter).unwrap();
+/// assert_eq!(json["meta"]["waiting_since_unix_ms"], waiter.meta.acquired_at_unix_ms);
+/// assert!(json["meta"].get("acquired_at_unix_ms").is_none());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaiterInfo {
@@ -123,8 +127,41 @@ pub struct WaiterInfo {
     pub permits: u32,
     /// Whether it waits in FIFO order.
     pub fair: bool,
-    /// Host, pid and the time it started waiting.
+    /// Host, pid and the time it started waiting (in `acquired_at_unix_ms`).
+    #[serde(with = "waiting_meta")]
     pub meta: HolderMeta,
+}
+
+/// A waiter's [`HolderMeta`] in JSON, whose time is when it started waiting.
+mod waiting_meta {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::owner::HolderMeta;
+
+    #[derive(Serialize, Deserialize)]
+    struct WaitingMeta {
+        host: String,
+        pid: u32,
+        waiting_since_unix_ms: u64,
+    }
+
+    pub(super) fn serialize<S: Serializer>(meta: &HolderMeta, out: S) -> Result<S::Ok, S::Error> {
+        WaitingMeta {
+            host: meta.host.clone(),
+            pid: meta.pid,
+            waiting_since_unix_ms: meta.acquired_at_unix_ms,
+        }
+        .serialize(out)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<HolderMeta, D::Error> {
+        let meta = WaitingMeta::deserialize(input)?;
+        Ok(HolderMeta {
+            host: meta.host,
+            pid: meta.pid,
+            acquired_at_unix_ms: meta.waiting_since_unix_ms,
+        })
+    }
 }
 
 /// The state of one lock name.

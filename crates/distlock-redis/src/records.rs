@@ -1,0 +1,425 @@
+//! What distlock stores in Redis about a request (JSON records), and what it reads back:
+//! the acquire script's answer and a lock's state for `status`. Everything read here may
+//! have been written by another client or by hand, so nothing in it may panic or be
+//! trusted: a record that does not decode is a foreign holder or is left out, and
+//! arithmetic on the server's numbers saturates.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use distlock_core::backend::LockRequest;
+use distlock_core::{
+    Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result, WaiterInfo,
+};
+use serde::{Deserialize, Serialize};
+
+/// What the client tells the acquire script about a request; the script stores it as the
+/// grant's record (appending the fencing token `f`) or, with its queue fields, as the
+/// waiter's record. Written here so that every string in it is escaped by a JSON encoder,
+/// and the script stores it without decoding it on the fast path. Large numbers are text.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct RequestRecord<'a> {
+    #[serde(default)]
+    t: Cow<'a, str>,
+    k: Cow<'a, str>,
+    n: u32,
+    l: u32,
+    o: Cow<'a, str>,
+    h: Cow<'a, str>,
+    p: u32,
+    #[serde(default)]
+    a: Cow<'a, str>,
+}
+
+impl<'a> RequestRecord<'a> {
+    pub(crate) fn of(request: &'a LockRequest) -> Self {
+        RequestRecord {
+            t: Cow::Borrowed(&request.token),
+            k: Cow::Borrowed(request.kind.as_str()),
+            n: request.permits,
+            l: request.kind.limit(),
+            o: Cow::Borrowed(request.owner.as_str()),
+            h: Cow::Borrowed(&request.meta.host),
+            p: request.meta.pid,
+            a: Cow::Owned(request.meta.acquired_at_unix_ms.to_string()),
+        }
+    }
+
+    pub(crate) fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self).map_err(|err| {
+            Error::new(ErrorKind::Backend, "could not encode the holder record")
+                .with_backend("redis")
+                .with_source(err)
+        })
+    }
+
+    /// The record of a RedLock waiter waiting since `since_ms` whose place is kept for
+    /// `lease`, as JSON.
+    pub(crate) fn waiter_json(&self, since_ms: u64, lease: Duration) -> Result<String> {
+        let mut record = serde_json::to_value(self).map_err(|err| {
+            Error::new(ErrorKind::Backend, "could not encode the waiter record")
+                .with_backend("redis")
+                .with_source(err)
+        })?;
+        let until = since_ms.saturating_add(lease.as_millis().try_into().unwrap_or(u64::MAX));
+        record["s"] = since_ms.to_string().into();
+        record["e"] = until.to_string().into();
+        record["f"] = false.into();
+        Ok(record.to_string())
+    }
+
+    fn kind(&self) -> LockKind {
+        LockKind::parse(&self.k, self.l).unwrap_or(LockKind::Mutex)
+    }
+
+    /// Where the request came from; `since_ms` is when it was granted or queued.
+    fn meta(self, since_ms: u64) -> HolderMeta {
+        HolderMeta {
+            host: self.h.into_owned(),
+            pid: self.p,
+            acquired_at_unix_ms: since_ms,
+        }
+    }
+}
+
+/// Who holds a lock: the request's record and the grant's fencing token.
+#[derive(Deserialize)]
+struct HolderRecord {
+    #[serde(flatten)]
+    request: RequestRecord<'static>,
+    f: String,
+}
+
+impl HolderRecord {
+    fn into_info(self, remaining_ms: u64) -> HolderInfo {
+        let request = self.request;
+        let granted_at = number(&request.a);
+        HolderInfo {
+            kind: request.kind(),
+            permits: request.n,
+            owner: request.o.to_string(),
+            fencing_token: number(&self.f),
+            remaining_ms: Some(remaining_ms),
+            meta: request.meta(granted_at),
+        }
+    }
+}
+
+/// A queued request: the request's record, when it started waiting (`s`), until when its
+/// place is kept (`e`), and whether it is fair (`f`).
+#[derive(Deserialize)]
+struct WaiterRecord {
+    #[serde(flatten)]
+    request: RequestRecord<'static>,
+    s: String,
+    e: String,
+    f: bool,
+}
+
+impl WaiterRecord {
+    fn into_info(self) -> WaiterInfo {
+        WaiterInfo {
+            kind: self.request.kind(),
+            permits: self.request.n,
+            owner: self.request.o.to_string(),
+            fair: self.f,
+            meta: self.request.meta(number(&self.s)),
+        }
+    }
+}
+
+fn number(text: &str) -> u64 {
+    text.parse().unwrap_or(0)
+}
+
+/// The server's `TIME` answer in milliseconds.
+fn server_ms((secs, micros): (u64, u64)) -> u64 {
+    secs.saturating_mul(1000).saturating_add(micros / 1000)
+}
+
+/// An expiry read as a sorted set's score (milliseconds); NaN and negatives are past.
+fn expiry_ms(score: f64) -> u64 {
+    score as u64
+}
+
+/// One lock read in one round trip: the lock's value (our holder record or a foreign
+/// token), its PTTL, fencing counter, waiter records, queue order, server time, shared
+/// grants with expiries, their records.
+pub(crate) type Snapshot = (
+    Option<String>,
+    i64,
+    Option<u64>,
+    HashMap<String, String>,
+    Vec<String>,
+    (u64, u64),
+    Vec<(String, f64)>,
+    HashMap<String, String>,
+);
+
+/// Lock `name`'s state from its [`Snapshot`]: the holder (ours or a foreign client's), the
+/// live shared grants, and the live waiters in queue order.
+pub(crate) fn lock_state(name: &str, snapshot: Snapshot) -> LockState {
+    let (held, pttl, fence, waiters, queue, time, leases, lease_info) = snapshot;
+    let now_ms = server_ms(time);
+    let mut holders = Vec::new();
+    if let Some(held) = held {
+        let remaining_ms = pttl.max(0) as u64;
+        holders.push(match serde_json::from_str::<HolderRecord>(&held) {
+            Ok(record) => record.into_info(remaining_ms),
+            Err(_) => HolderInfo {
+                owner: format!("foreign client (token {held})"),
+                kind: LockKind::Mutex,
+                permits: 1,
+                fencing_token: 0,
+                remaining_ms: Some(remaining_ms),
+                meta: HolderMeta {
+                    host: String::new(),
+                    pid: 0,
+                    acquired_at_unix_ms: 0,
+                },
+            },
+        });
+    }
+    for (token, expiry) in leases {
+        let expiry = expiry_ms(expiry);
+        if expiry <= now_ms {
+            continue;
+        }
+        if let Some(record) = lease_info
+            .get(&token)
+            .and_then(|raw| serde_json::from_str::<HolderRecord>(raw).ok())
+        {
+            holders.push(record.into_info(expiry - now_ms));
+        }
+    }
+    let waiters = queue
+        .iter()
+        .filter_map(|token| waiters.get(token))
+        .filter_map(|raw| serde_json::from_str::<WaiterRecord>(raw).ok())
+        .filter(|w| number(&w.e) > now_ms)
+        .map(WaiterRecord::into_info)
+        .collect();
+    LockState {
+        name: name.to_owned(),
+        last_fencing_token: fence.unwrap_or(0),
+        holders,
+        waiters,
+    }
+}
+
+/// RedLock waiters read in one round trip: server time, tokens with expiries, records.
+pub(crate) type WaitingSnapshot = ((u64, u64), Vec<(String, f64)>, HashMap<String, String>);
+
+/// The RedLock waiters of a [`WaitingSnapshot`] whose places are still kept, by request
+/// token.
+pub(crate) fn live_waiters(snapshot: WaitingSnapshot) -> Vec<(String, WaiterInfo)> {
+    let (time, queue, records) = snapshot;
+    let now_ms = server_ms(time);
+    queue
+        .into_iter()
+        .filter(|(_, expiry)| expiry_ms(*expiry) > now_ms)
+        .filter_map(|(token, _)| {
+            let record = serde_json::from_str::<WaiterRecord>(records.get(&token)?).ok()?;
+            Some((token, record.into_info()))
+        })
+        .collect()
+}
+
+/// What the acquire script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireAnswer {
+    /// Granted, with this fencing token.
+    Granted(u64),
+    /// Not granted: the holder's lease ends within `left` (`None`: no end known), and
+    /// `foreign` says whether the holder is a client other than distlock.
+    Refused {
+        left: Option<Duration>,
+        foreign: bool,
+    },
+}
+
+impl AcquireAnswer {
+    /// Decodes `[1, fence]` or `[0, pttl, foreign]`; anything else is a backend error.
+    pub(crate) fn decode(answer: &[i64]) -> Result<AcquireAnswer> {
+        match *answer {
+            [1, fence] if fence > 0 => Ok(AcquireAnswer::Granted(fence as u64)),
+            [0, pttl, foreign @ (0 | 1)] => Ok(AcquireAnswer::Refused {
+                left: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+                foreign: foreign == 1,
+            }),
+            _ => Err(Error::new(
+                ErrorKind::Backend,
+                format!("unexpected answer from the acquire script: {answer:?}"),
+            )
+            .with_backend("redis")),
+        }
+    }
+}
+
+/// Decodes `reply` (RESP bytes) as every reply distlock reads from Redis, for fuzzing:
+/// nothing may panic, whatever the bytes.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn decode_any(reply: &[u8]) {
+    use redis::FromRedisValue;
+    let Ok(value) = redis::parse_redis_value(reply) else {
+        return;
+    };
+    if let Ok(snapshot) = Snapshot::from_redis_value(value.clone()) {
+        let state = lock_state("fuzzed", snapshot);
+        let _ = serde_json::to_string(&state);
+    }
+    if let Ok(snapshot) = WaitingSnapshot::from_redis_value(value.clone()) {
+        live_waiters(snapshot);
+    }
+    if let Ok(answer) = Vec::<i64>::from_redis_value(value) {
+        let _ = AcquireAnswer::decode(&answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// RESP for an array of `items`, each a bulk string or an integer.
+    fn resp_array(items: &[Result<String, i64>]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", items.len()).into_bytes();
+        for item in items {
+            match item {
+                Ok(text) => out.extend(format!("${}\r\n{text}\r\n", text.len()).into_bytes()),
+                Err(n) => out.extend(format!(":{n}\r\n").into_bytes()),
+            }
+        }
+        out
+    }
+
+    /// A record as distlock writes it, with any values, or any text at all.
+    fn record() -> impl Strategy<Value = String> {
+        let fields = (
+            "(mutex|read|write|semaphore|x)",
+            any::<u32>(),
+            any::<u32>(),
+            any::<String>(),
+            any::<u32>(),
+            "[0-9]{0,22}",
+            any::<bool>(),
+        );
+        prop_oneof![
+            any::<String>(),
+            fields.prop_map(|(k, n, l, o, p, number, fair)| {
+                serde_json::json!({
+                    "k": k, "n": n, "l": l, "o": o, "h": "host", "p": p, "a": number,
+                    "f": if fair { serde_json::json!(number) } else { serde_json::json!(fair) },
+                    "s": number, "e": number,
+                })
+                .to_string()
+            }),
+        ]
+    }
+
+    fn snapshot() -> impl Strategy<Value = Snapshot> {
+        let tokens = proptest::collection::vec("[a-c]{1,2}", 0..6);
+        (
+            proptest::option::of(record()),
+            any::<i64>(),
+            any::<Option<u64>>(),
+            proptest::collection::hash_map("[a-c]{1,2}", record(), 0..6),
+            tokens,
+            (any::<u64>(), any::<u64>()),
+            proptest::collection::vec(("[a-c]{1,2}", any::<f64>()), 0..6),
+            proptest::collection::hash_map("[a-c]{1,2}", record(), 0..6),
+        )
+    }
+
+    fn request(owner: &str) -> LockRequest {
+        LockRequest {
+            name: "n".into(),
+            kind: LockKind::Mutex,
+            permits: 1,
+            owner: distlock_core::Owner::parse(owner).unwrap(),
+            token: "t".into(),
+            ttl: Duration::from_secs(1),
+            fair: false,
+            wait: true,
+            meta: HolderMeta::this_process(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_reply_bytes_decode_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            decode_any(&bytes);
+        }
+
+        #[test]
+        fn any_array_reply_decodes_without_panicking(
+            items in proptest::collection::vec(
+                prop_oneof![any::<String>().prop_map(Ok), any::<i64>().prop_map(Err)],
+                0..10,
+            )
+        ) {
+            decode_any(&resp_array(&items));
+        }
+
+        #[test]
+        fn a_state_shows_at_most_the_holders_and_waiters_it_was_given(snapshot in snapshot()) {
+            let (held, leases, queue) = (snapshot.0.is_some(), snapshot.6.len(), snapshot.4.len());
+            let state = lock_state("n", snapshot);
+            prop_assert!(state.holders.len() <= usize::from(held) + leases);
+            prop_assert!(state.waiters.len() <= queue);
+            prop_assert!(state.holders.iter().all(|h| h.remaining_ms.is_some()));
+        }
+
+        #[test]
+        fn only_the_two_answer_shapes_decode(answer in proptest::collection::vec(-3i64..3, 0..5), fence in any::<i64>()) {
+            let mut answer = answer;
+            if answer.first() == Some(&1) && answer.len() == 2 {
+                answer[1] = fence;
+            }
+            match AcquireAnswer::decode(&answer) {
+                Ok(AcquireAnswer::Granted(token)) => {
+                    prop_assert_eq!(answer.as_slice(), &[1, token as i64][..]);
+                    prop_assert!(token > 0);
+                }
+                Ok(AcquireAnswer::Refused { left, foreign }) => {
+                    prop_assert!(answer.len() == 3 && answer[0] == 0);
+                    prop_assert_eq!(left.is_some(), answer[1] >= 0);
+                    prop_assert_eq!(foreign, answer[2] == 1);
+                }
+                Err(err) => prop_assert_eq!(err.kind(), ErrorKind::Backend),
+            }
+        }
+
+        #[test]
+        fn a_waiter_record_is_encoded_whatever_the_numbers(since_ms in any::<u64>(), lease_ms in any::<u64>()) {
+            let request = request("o");
+            let json = RequestRecord::of(&request).waiter_json(since_ms, Duration::from_millis(lease_ms)).unwrap();
+            prop_assert!(serde_json::from_str::<WaiterRecord>(&json).is_ok());
+        }
+
+        #[test]
+        fn a_waiter_record_is_read_back_until_its_place_expires(
+            // Scores are doubles: exact below 2^53 ms, which is 285,000 years.
+            since_ms in 0u64..1 << 52,
+            lease_ms in 0u64..1 << 52,
+            owner in "[a-z0-9-]{1,20}",
+        ) {
+            let request = request(&owner);
+            let lease = Duration::from_millis(lease_ms);
+            let json = RequestRecord::of(&request).waiter_json(since_ms, lease).unwrap();
+            let until = since_ms.saturating_add(lease_ms);
+            let at = |ms: u64| (ms / 1000, ms % 1000 * 1000);
+            let records = HashMap::from([(request.token.clone(), json)]);
+            let queue = vec![(request.token.clone(), until as f64)];
+            let before = live_waiters((at(since_ms), queue.clone(), records.clone()));
+            let after = live_waiters((at(until), queue, records));
+            if until > since_ms {
+                prop_assert_eq!(before.len(), 1);
+                prop_assert_eq!(before[0].1.owner.as_str(), owner.as_str());
+            }
+            prop_assert!(after.is_empty());
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Fuzz target `name`: see `crates/distlock/tests/typed/mod.rs` for what must hold.
+#![no_main]
+
+// Each target uses one of the shared checks.
+#[allow(dead_code)]
+#[path = "../../crates/distlock/tests/typed/mod.rs"]
+mod typed;
+
+libfuzzer_sys::fuzz_target!(|text: &str| {
+    typed::name_holds(text);
+    if distlock_core::validate_name(text).is_ok() {
+        distlock::zookeeper::fuzz_name(text);
+    }
+});
