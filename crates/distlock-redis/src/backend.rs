@@ -10,7 +10,7 @@ use distlock_core::backend::{
 use distlock_core::{Error, ErrorKind, LockState, Result, Url, WaiterInfo, random_id, redact_url};
 use tokio::task::AbortHandle;
 
-use crate::config::{RedisConfig, check_fence_ttl};
+use crate::config::RedisConfig;
 use crate::connection::{self, Conn};
 use crate::foreign::ForeignBackoff;
 use crate::keys::{Key, LockKeys};
@@ -148,7 +148,7 @@ impl RedisBackend {
     ///
     /// See [`RedisBackend`].
     pub async fn open(config: RedisConfig) -> Result<RedisBackend> {
-        check_fence_ttl(config.fence_ttl)?;
+        distlock_core::backend::check_fence_ttl(config.fence_ttl)?;
         let server = redact_url(config.server.as_str());
         let tls_ca = config.tls_ca.as_deref();
         let client = connection::single_client(&config.server, tls_ca)?;

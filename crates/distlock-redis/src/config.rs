@@ -1,5 +1,6 @@
 //! `redis://` URLs: the server, and distlock's own options.
 
+use distlock_core::backend::{DEFAULT_FENCE_TTL, parse_fence_ttl};
 use distlock_core::{Error, Result, Url, redact_url};
 
 /// Multiplexed command connections to a single server unless `?connections=` says
@@ -38,42 +39,6 @@ pub const MAX_CONNECTIONS: usize = 16;
 /// (`min_replica=1`) is not silently dropped.
 const KNOWN_PARAMETERS: &str = "prefix, connections, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol";
 
-/// How long a lock's fencing counter lives after it was seeded, unless the URL's
-/// `fence_ttl` says otherwise: a day.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use distlock_redis::{DEFAULT_FENCE_TTL, RedisConfig};
-/// let parse = |q: &str| {
-///     let url = format!("redis://127.0.0.1:6379/0{q}");
-///     RedisConfig::from_url(&distlock_core::Url::parse(&url).unwrap())
-/// };
-/// assert_eq!(parse("")?.fence_ttl, DEFAULT_FENCE_TTL);
-/// assert_eq!(parse("?fence_ttl=1h")?.fence_ttl, Duration::from_secs(3600));
-/// assert!(parse("?fence_ttl=10ms").is_err());
-/// assert!(parse("?fence_ttl=forever").is_err());
-/// # Ok::<(), distlock_core::Error>(())
-/// ```
-pub const DEFAULT_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-/// The shortest `fence_ttl`: a counter seeded again after it is one second older than the
-/// last seeding, from the server's clock in microseconds, is above every token it handed
-/// out since (a million grants of one name a second is far beyond any server).
-const MIN_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
-/// Refuses a `fence_ttl` out of range (from 1 s to ten years).
-pub(crate) fn check_fence_ttl(fence_ttl: std::time::Duration) -> Result<()> {
-    match (MIN_FENCE_TTL..=MAX_FENCE_TTL).contains(&fence_ttl) {
-        true => Ok(()),
-        false => Err(Error::invalid(format!(
-            "fence_ttl {fence_ttl:?} is not from 1s to 10 years"
-        ))),
-    }
-}
-
-/// The longest `fence_ttl`: ten years.
-const MAX_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
-
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
 /// (or `rediss://` for TLS; `redis+cluster://h1:7000,h2:7001,…` or `rediss+cluster://` for
 /// a Redis Cluster, learnt from any of the nodes listed) with distlock's options in the
@@ -84,7 +49,8 @@ const MAX_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 3
 /// `min_replicas` and `replica_timeout` (hand out a grant only once
 /// that many replicas have it, waiting at most that long; default none and 1 s); and, for
 /// TLS, `tls_ca` (a PEM file of the certificate authority to trust instead of the
-/// system's). Other query parameters go to the Redis client.
+/// system's); `fence_ttl` (how long a lock's fencing counter is kept after its last grant,
+/// default a day). Other query parameters go to the Redis client.
 ///
 /// # Examples
 ///
@@ -94,6 +60,11 @@ const MAX_FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 3
 /// let config = RedisConfig::from_url(&url)?;
 /// assert_eq!(config.prefix, "locks:");
 /// assert!(!format!("{config:?}").contains("secret"));
+/// assert_eq!(config.fence_ttl, distlock_redis::DEFAULT_FENCE_TTL);
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?fence_ttl=1h").unwrap();
+/// assert_eq!(RedisConfig::from_url(&url)?.fence_ttl.as_secs(), 3600);
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?fence_ttl=10ms").unwrap();
+/// assert!(RedisConfig::from_url(&url).is_err());
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
 #[derive(Clone)]
@@ -188,12 +159,7 @@ impl RedisConfig {
                             ))
                         })?;
                 }
-                "fence_ttl" => {
-                    fence_ttl = humantime::parse_duration(&value).map_err(|_| {
-                        Error::invalid(format!("fence_ttl `{value}` is not a duration, e.g. 1d"))
-                    })?;
-                    check_fence_ttl(fence_ttl)?;
-                }
+                "fence_ttl" => fence_ttl = parse_fence_ttl(&value)?,
                 "hosts" if cluster => hosts = Some(value.into_owned()),
                 "hosts" => {
                     return Err(Error::invalid(

@@ -115,7 +115,8 @@ use distlock_core::backend::{Backend, Connector, async_trait};
 use distlock_core::{Result, Url};
 
 pub use backend::RedisBackend;
-pub use config::{DEFAULT_CONNECTIONS, DEFAULT_FENCE_TTL, MAX_CONNECTIONS, RedisConfig};
+pub use config::{DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
+pub use distlock_core::backend::DEFAULT_FENCE_TTL;
 pub use redlock::{RedlockBackend, RedlockConfig};
 
 /// Decodes `reply` (RESP bytes) as every reply distlock reads from Redis, for the fuzz

@@ -40,8 +40,8 @@ impl Mode {
         }
     }
 
-    /// The URL's mode (session if it names none) and the URL without distlock's `mode` and
-    /// `pool` parameters, for the driver (every other parameter passes through).
+    /// The URL's mode (session if it names none) and the URL without distlock's own
+    /// parameters, for the driver (every other parameter passes through).
     ///
     /// # Examples
     ///
@@ -60,7 +60,7 @@ impl Mode {
         };
         let passed: Vec<(String, String)> = url
             .query_pairs()
-            .filter(|(key, _)| !matches!(key.as_ref(), "mode" | "pool" | "connect_timeout"))
+            .filter(|(key, _)| !OWN_PARAMETERS.contains(&key.as_ref()))
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
         let mut driver = url.clone();
@@ -139,7 +139,7 @@ pub fn connect_timeout(url: &Url) -> Result<Duration> {
 }
 
 /// distlock's own parameters of a server database URL.
-const OWN_PARAMETERS: [&str; 3] = ["mode", "pool", "connect_timeout"];
+const OWN_PARAMETERS: [&str; 4] = ["mode", "pool", "connect_timeout", "fence_ttl"];
 
 /// Refuses a query parameter that is neither distlock's nor one the driver reads (`driver`),
 /// so a typo is an error naming the valid ones, not an option silently dropped.

@@ -54,6 +54,7 @@
 //! kind: readers and permits too. A backend whose natural number is minted at enqueue (a
 //! ZooKeeper `czxid`, an etcd create revision) must still hand them out in grant order.
 
+mod fence_ttl;
 mod info;
 mod keeping;
 mod record;
@@ -75,6 +76,9 @@ pub use crate::registry::{Connector, register, url_credentials, url_path};
 pub use crate::renewals::BATCH;
 pub use crate::wakers::LocalWakers;
 pub use async_trait::async_trait;
+pub use fence_ttl::{
+    DEFAULT_FENCE_TTL, MAX_FENCE_TTL, MIN_FENCE_TTL, check_fence_ttl, fence_ttl, parse_fence_ttl,
+};
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use keeping::{EntryWatch, until_done, watch_entry};
 pub use record::HolderRecord;

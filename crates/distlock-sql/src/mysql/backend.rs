@@ -103,7 +103,7 @@ impl MysqlBackend {
             .connect_with(config.options.clone())
             .await
             .map_err(db_error("connect"))?;
-        store::prepare(&pool).await?;
+        store::prepare(&pool, config.fence_ttl).await?;
         let sessions = match config.mode {
             Mode::Lease => None,
             Mode::Session => Some(MysqlSessions::new(&config.options, pool.clone())),

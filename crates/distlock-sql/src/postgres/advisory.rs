@@ -6,17 +6,10 @@ use distlock_core::backend::LockRequest;
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, Row};
 
+use super::{CLOCK_MS, FIRST_FENCE, NEXT_FENCE};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::sessions::Tried;
 
-/// The database's clock in milliseconds since the Unix epoch.
-const CLOCK_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
-
-/// The next fencing token of a name: one more than the last, and never less than the
-/// database's clock in microseconds, so tokens keep increasing even if a crash loses the
-/// last increments (session connections commit asynchronously).
-const NEXT_FENCE: &str = "GREATEST(distlock_fence.value + 1,
-                                   (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)";
 /// Joins a session's row `s` to `l`, its session's entry in `pg_locks` for the row's key
 /// (held or waited for) in this database.
 const LOCKED: &str = "l.locktype = 'advisory' AND l.objsubid = 1 AND l.pid = s.backend_pid
@@ -29,7 +22,6 @@ const RECORD: &str = "ON CONFLICT (backend_pid) DO UPDATE SET token = EXCLUDED.t
     key = EXCLUDED.key, name = EXCLUDED.name, owner = EXCLUDED.owner, kind = EXCLUDED.kind,
     fair = EXCLUDED.fair, fence = EXCLUDED.fence, host = EXCLUDED.host, pid = EXCLUDED.pid,
     since_ms = EXCLUDED.since_ms, ttl_ms = EXCLUDED.ttl_ms";
-const FIRST_FENCE: &str = "GREATEST(1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)";
 
 /// The advisory-lock key of a lock name: the first eight bytes of the SHA-256 digest of
 /// the name's UTF-8 bytes, read as a big-endian signed 64-bit integer.

@@ -41,6 +41,9 @@ pub struct PostgresConfig {
     pub pool: u32,
     /// How long a connection to the server may take (`?connect_timeout=`, default 5 s).
     pub connect_timeout: std::time::Duration,
+    /// How long a name's fencing counter is kept after its last grant (`?fence_ttl=`,
+    /// default a day): a client that connects deletes older ones.
+    pub fence_ttl: std::time::Duration,
     /// The driver's connection options (credentials included).
     pub options: PgConnectOptions,
     /// The URL with its password replaced, for messages.
@@ -108,6 +111,7 @@ impl PostgresConfig {
             mode,
             pool: crate::pool_size(url)?,
             connect_timeout: crate::connect_timeout(url)?,
+            fence_ttl: distlock_core::backend::fence_ttl(url)?,
             options,
             redacted,
         })

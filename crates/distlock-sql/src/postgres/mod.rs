@@ -79,6 +79,25 @@ impl Connector for PostgresConnector {
     }
 }
 
+/// The database's clock in milliseconds since the Unix epoch.
+pub(crate) const CLOCK_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// The database's clock in microseconds since the Unix epoch: the floor of every fencing
+/// token.
+pub(crate) const CLOCK_US: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT";
+
+/// The next fencing token of a name: one more than the last, and never less than the
+/// database's clock in microseconds, so tokens keep increasing even if a crash loses the
+/// last increments (session connections commit asynchronously) or the name's counter was
+/// deleted after a long idle time (see `fences`).
+pub(crate) const NEXT_FENCE: &str = "GREATEST(distlock_fence.value + 1,
+                                   (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)";
+
+/// The first fencing token of a name without a counter: the database's clock in
+/// microseconds.
+pub(crate) const FIRST_FENCE: &str =
+    "GREATEST(1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT)";
+
 /// Maps a database error to a distlock error for `operation` (see
 /// [`crate::tasks::db_error`]).
 pub(crate) fn db_error(operation: &'static str) -> impl Fn(sqlx::Error) -> Error + Clone {

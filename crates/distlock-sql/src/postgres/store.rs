@@ -9,7 +9,8 @@ use distlock_core::backend::{LockRequest, PollOutcome};
 use distlock_core::{Error, LockKind, LockState, Result};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 
-use super::{advisory, db_error};
+use super::{CLOCK_MS, CLOCK_US, FIRST_FENCE, NEXT_FENCE, advisory, db_error};
+use crate::fences;
 use crate::lease_engine::{self, LeaseDialect, Locked, Wake};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::rows::{
@@ -25,7 +26,6 @@ const SCHEMA: &str = include_str!("schema.sql");
 const LOCK_CLASS: i32 = 0x646c_6b00;
 
 /// The database's clock in milliseconds since the Unix epoch.
-const CLOCK_MS: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// The tables and indexes [`SCHEMA`] creates.
 const SCHEMA_OBJECTS: [&str; 7] = [
@@ -39,9 +39,9 @@ const SCHEMA_OBJECTS: [&str; 7] = [
 ];
 
 /// Creates the tables if they are missing (one client at a time). When they all exist,
-/// nothing is locked: `CREATE INDEX IF NOT EXISTS` would wait for every statement then
-/// writing to the table.
-pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
+/// nothing is locked (`CREATE INDEX IF NOT EXISTS` would wait for every statement then
+/// writing to the table), and the rows of ended sessions and idle fencing counters go.
+pub(super) async fn prepare(pool: &PgPool, fence_ttl: Duration) -> Result<()> {
     let err = db_error("connect");
     let missing: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM unnest($1::TEXT[]) AS o WHERE to_regclass(o) IS NULL",
@@ -51,7 +51,8 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     .await
     .map_err(&err)?;
     if missing == 0 {
-        return purge_dead_sessions(pool).await;
+        purge_dead_sessions(pool).await?;
+        return purge_idle_fences(pool, fence_ttl).await;
     }
     let mut tx = pool.begin().await.map_err(&err)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
@@ -75,6 +76,20 @@ async fn purge_dead_sessions(pool: &PgPool) -> Result<()> {
         "DELETE FROM distlock_session s
          WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.backend_pid)",
     )
+    .execute(pool)
+    .await
+    .map_err(db_error("connect"))?;
+    Ok(())
+}
+
+/// Deletes fencing counters idle for longer than `fence_ttl` (see `fences`).
+async fn purge_idle_fences(pool: &PgPool, fence_ttl: Duration) -> Result<()> {
+    sqlx::query(&format!(
+        "DELETE FROM distlock_fence WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM distlock_fence WHERE value < {CLOCK_US} - $1 LIMIT $2))"
+    ))
+    .bind(fences::ttl_us(fence_ttl))
+    .bind(fences::SWEEP_LIMIT)
     .execute(pool)
     .await
     .map_err(db_error("connect"))?;
@@ -203,17 +218,18 @@ impl LeaseDialect for PgLeases {
         request: &LockRequest,
         now: i64,
     ) -> sqlx::Result<i64> {
-        let insert = sqlx::query(
+        let sql = format!(
             "WITH fence AS (
-               INSERT INTO distlock_fence (name, value) VALUES ($2, 1)
-               ON CONFLICT (name) DO UPDATE SET value = distlock_fence.value + 1 RETURNING value
+               INSERT INTO distlock_fence (name, value) VALUES ($2, {FIRST_FENCE})
+               ON CONFLICT (name) DO UPDATE SET value = {NEXT_FENCE} RETURNING value
              ),
              dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
              INSERT INTO distlock_lease
                (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
              SELECT $1, $2, $3, $4, $5, $6, fence.value, $7, $8, $9, $10 FROM fence
-             RETURNING fence",
+             RETURNING fence"
         );
+        let insert = sqlx::query(&sql);
         bind_grant_meta(bind_claim(insert, request), request, now)
             .fetch_one(&mut *conn)
             .await?

@@ -128,7 +128,7 @@ impl SqliteBackend {
                 }
                 _ => db_error("connect")(err),
             })?;
-        store::prepare(&pool).await?;
+        store::prepare(&pool, config.fence_ttl).await?;
         Ok(pool)
     }
 

@@ -8,9 +8,11 @@ use distlock_core::{Error, Result, Url};
 /// How to open a SQLite lock database, parsed from its URL.
 ///
 /// `sqlite:///abs/path/locks.db` (absolute) or `sqlite://relative/locks.db`, with optional
-/// query parameters `busy_timeout` (a duration, default `5s`) and `synchronous` (`full`, the
-/// default, or `normal`: faster, but a power loss may roll back the last grants and with
-/// them fencing counters).
+/// query parameters `busy_timeout` (a duration, default `5s`), `synchronous` (`full`, the
+/// default, or `normal`: faster, but a power loss may roll back the last grants; fencing
+/// tokens still only increase, as they never fall below the clock in microseconds) and
+/// `fence_ttl` (how long a name's fencing counter is kept after its last grant, default a
+/// day).
 ///
 /// # Examples
 ///
@@ -30,6 +32,9 @@ pub struct SqliteConfig {
     pub busy_timeout: Duration,
     /// Whether every commit is flushed to disk before it returns.
     pub full_sync: bool,
+    /// How long a name's fencing counter is kept after its last grant (`fence_ttl`,
+    /// default a day): a client that opens the database deletes older ones.
+    pub fence_ttl: Duration,
 }
 
 impl SqliteConfig {
@@ -58,6 +63,7 @@ impl SqliteConfig {
             path,
             busy_timeout: Duration::from_secs(5),
             full_sync: true,
+            fence_ttl: distlock_core::backend::DEFAULT_FENCE_TTL,
         };
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
@@ -66,6 +72,7 @@ impl SqliteConfig {
                         Error::invalid(format!("busy_timeout `{value}` is not a duration: {e}"))
                     })?
                 }
+                "fence_ttl" => config.fence_ttl = distlock_core::backend::parse_fence_ttl(&value)?,
                 "synchronous" => {
                     config.full_sync = match value.as_ref() {
                         "full" => true,
@@ -79,7 +86,7 @@ impl SqliteConfig {
                 }
                 other => {
                     return Err(Error::invalid(format!(
-                        "unknown sqlite URL parameter `{other}` (known: busy_timeout, synchronous)"
+                        "unknown sqlite URL parameter `{other}` (known: busy_timeout, synchronous, fence_ttl)"
                     )));
                 }
             }

@@ -11,6 +11,7 @@ use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::db_error;
 use super::wake::Wake;
+use crate::fences;
 use crate::lease_engine::{self, LeaseDialect, Locked, Polled, Released};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, now_ms, retry_within};
 use crate::rows::{
@@ -22,9 +23,10 @@ const SCHEMA: &str = include_str!("schema.sql");
 /// The schema this code reads and writes, kept in `PRAGMA user_version`.
 const SCHEMA_VERSION: i64 = 1;
 
-/// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`]; refuses a
-/// database written by a newer distlock.
-pub(super) async fn prepare(pool: &SqlitePool) -> Result<()> {
+/// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`], and deletes
+/// fencing counters idle for longer than `fence_ttl`; refuses a database written by a
+/// newer distlock.
+pub(super) async fn prepare(pool: &SqlitePool, fence_ttl: Duration) -> Result<()> {
     let err = db_error("connect");
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
     let version: i64 = sqlx::query("PRAGMA user_version")
@@ -64,6 +66,16 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<()> {
             .await
             .map_err(&err)?;
     }
+    // Counters idle for `fence_ttl` (see `fences`).
+    sqlx::query(
+        "DELETE FROM distlock_fence WHERE name IN
+           (SELECT name FROM distlock_fence WHERE value < ?1 LIMIT ?2)",
+    )
+    .bind(fences::idle_below(fence_ttl))
+    .bind(fences::SWEEP_LIMIT)
+    .execute(&mut *tx)
+    .await
+    .map_err(&err)?;
     tx.commit().await.map_err(&err)
 }
 
@@ -119,10 +131,11 @@ impl LeaseDialect for SqliteLeases {
         now: i64,
     ) -> sqlx::Result<i64> {
         let fence: i64 = sqlx::query(
-            "INSERT INTO distlock_fence (name, value) VALUES (?1, 1)
-             ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
+            "INSERT INTO distlock_fence (name, value) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET value = MAX(value + 1, ?2) RETURNING value",
         )
         .bind(&request.name)
+        .bind(now.saturating_mul(1000))
         .fetch_one(&mut *conn)
         .await?
         .try_get(0)?;

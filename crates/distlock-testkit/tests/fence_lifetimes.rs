@@ -1,0 +1,76 @@
+//! Fencing counters of the SQL backends do not pile up: a client that connects deletes the
+//! counters idle for longer than the URL's `fence_ttl`, keeps the others, and a name whose
+//! counter went gets a token above every one it had. On SQLite, PostgreSQL and MariaDB, in
+//! both modes of the servers.
+
+use std::time::Duration;
+
+use distlock::Client;
+
+/// The last fencing token `client` shows for `name` (0 when it keeps no counter).
+async fn shown_token(client: &Client, name: &str) -> u64 {
+    let states = client.status(Some(name)).await.unwrap();
+    states.first().map_or(0, |state| state.last_fencing_token)
+}
+
+/// A token of `name` from a client of `url`.
+async fn token_of(url: &str, name: &str) -> u64 {
+    let client = Client::connect(url).await.unwrap_or_else(|e| panic!("{e}"));
+    let guard = client.mutex(name).lock().await.unwrap();
+    let token = guard.fencing_token();
+    guard.release().await.unwrap();
+    client.close().await.unwrap();
+    token
+}
+
+/// `url` (which ends in a query) with a one-second `fence_ttl`.
+async fn idle_counters_go_and_tokens_still_grow(url: &str) {
+    let url = format!("{url}fence_ttl=1s");
+    let idle = token_of(&url, "idle").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fresh = token_of(&url, "fresh").await;
+
+    let client = Client::connect(&url).await.unwrap();
+    assert_eq!(shown_token(&client, "idle").await, 0, "{url}: the idle counter went");
+    assert_eq!(shown_token(&client, "fresh").await, fresh, "{url}: the fresh one stayed");
+    let guard = client.mutex("idle").lock().await.unwrap();
+    assert!(guard.fencing_token() > idle, "{url}: {} after {idle}", guard.fencing_token());
+    assert!(guard.fencing_token() > fresh, "{url}: seeded from the clock");
+    guard.release().await.unwrap();
+    client.close().await.unwrap();
+
+    // Without the short lifetime, nothing goes.
+    let default = url.replace("fence_ttl=1s", "");
+    let client = Client::connect(&default).await.unwrap();
+    assert_eq!(shown_token(&client, "fresh").await, fresh, "{url}");
+    client.close().await.unwrap();
+}
+
+#[test]
+fn sqlite_forgets_idle_fencing_counters() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?", dir.path().join("locks.db").display());
+        idle_counters_go_and_tokens_still_grow(&url).await;
+    });
+}
+
+#[test]
+fn postgres_forgets_idle_fencing_counters_in_both_modes() {
+    distlock_testkit::block_on(async {
+        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::postgres_url(&pg);
+        idle_counters_go_and_tokens_still_grow(&format!("{url}?")).await;
+        idle_counters_go_and_tokens_still_grow(&format!("{url}?mode=lease&")).await;
+    });
+}
+
+#[test]
+fn mariadb_forgets_idle_fencing_counters_in_both_modes() {
+    distlock_testkit::block_on(async {
+        let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::mariadb_url(&db);
+        idle_counters_go_and_tokens_still_grow(&format!("{url}?")).await;
+        idle_counters_go_and_tokens_still_grow(&format!("{url}?mode=lease&")).await;
+    });
+}
