@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use distlock::Client;
+use sqlx::Connection;
 
 /// The last fencing token `client` shows for `name` (0 when it keeps no counter).
 async fn shown_token(client: &Client, name: &str) -> u64 {
@@ -23,21 +24,46 @@ async fn token_of(url: &str, name: &str) -> u64 {
     token
 }
 
+/// A name longer than MySQL's 64 characters, which it locks under a hashed key.
+const LONG: &str = "idle-and-long-idle-and-long-idle-and-long-idle-and-long-idle-and-long";
+
 /// `url` (which ends in a query) with a one-second `fence_ttl`.
 async fn idle_counters_go_and_tokens_still_grow(url: &str) {
     let url = format!("{url}fence_ttl=1s");
     let idle = token_of(&url, "idle").await;
+    let long = token_of(&url, LONG).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let fresh = token_of(&url, "fresh").await;
 
     let client = Client::connect(&url).await.unwrap();
-    assert_eq!(shown_token(&client, "idle").await, 0, "{url}: the idle counter went");
-    assert_eq!(shown_token(&client, "fresh").await, fresh, "{url}: the fresh one stayed");
+    assert_eq!(
+        shown_token(&client, "idle").await,
+        0,
+        "{url}: the idle counter went"
+    );
+    assert_eq!(
+        shown_token(&client, LONG).await,
+        0,
+        "{url}: a long name's too"
+    );
+    assert_eq!(
+        shown_token(&client, "fresh").await,
+        fresh,
+        "{url}: the fresh one stayed"
+    );
     let guard = client.mutex("idle").lock().await.unwrap();
-    assert!(guard.fencing_token() > idle, "{url}: {} after {idle}", guard.fencing_token());
-    assert!(guard.fencing_token() > fresh, "{url}: seeded from the clock");
+    assert!(
+        guard.fencing_token() > idle,
+        "{url}: {} after {idle}",
+        guard.fencing_token()
+    );
+    assert!(
+        guard.fencing_token() > fresh,
+        "{url}: seeded from the clock"
+    );
     guard.release().await.unwrap();
     client.close().await.unwrap();
+    assert!(token_of(&url, LONG).await > long, "{url}");
 
     // Without the short lifetime, nothing goes.
     let default = url.replace("fence_ttl=1s", "");
@@ -72,5 +98,17 @@ fn mariadb_forgets_idle_fencing_counters_in_both_modes() {
         let url = distlock_testkit::mariadb_url(&db);
         idle_counters_go_and_tokens_still_grow(&format!("{url}?")).await;
         idle_counters_go_and_tokens_still_grow(&format!("{url}?mode=lease&")).await;
+        // The full names of hashed keys go with the session records that used them.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let client = Client::connect(&format!("{url}?fence_ttl=1s"))
+            .await
+            .unwrap();
+        client.close().await.unwrap();
+        let mut db = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        let names: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM distlock_name")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+        assert_eq!(names, 0);
     });
 }

@@ -78,7 +78,8 @@ pub(super) async fn prepare(pool: &MySqlPool, fence_ttl: Duration) -> Result<()>
 }
 
 /// Deletes fencing counters idle for longer than `fence_ttl` (see `fences`): lease mode's
-/// rows, and session mode's records of keys no connection holds. In a read-committed
+/// rows, and session mode's records of keys no connection holds, with the full names of
+/// those keys. In a read-committed
 /// transaction, so the scan locks only the rows it deletes, not every row a lease
 /// transaction may want.
 async fn purge_idle_fences(conn: &mut MySqlConnection, fence_ttl: Duration) -> sqlx::Result<()> {
@@ -100,6 +101,15 @@ async fn purge_idle_fences(conn: &mut MySqlConnection, fence_ttl: Duration) -> s
          WHERE fence < {CLOCK_US} - ? AND IS_USED_LOCK(lock_key) IS NULL LIMIT ?"
     ))
     .bind(ttl)
+    .bind(fences::SWEEP_LIMIT)
+    .execute(&mut *conn)
+    .await?;
+    // The full names of hashed keys, for `status`, of keys session mode no longer records.
+    sqlx::query(
+        "DELETE FROM distlock_name
+         WHERE lock_key NOT IN (SELECT lock_key FROM distlock_session_lock)
+           AND lock_key NOT IN (SELECT lock_key FROM distlock_session_waiter) LIMIT ?",
+    )
     .bind(fences::SWEEP_LIMIT)
     .execute(&mut *conn)
     .await
