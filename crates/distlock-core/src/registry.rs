@@ -71,7 +71,7 @@ pub fn register(connector: Arc<dyn Connector>) {
 /// and everything after the user name's first `:` up to there is hidden. A URL whose
 /// query or path holds an `@` may thus be shown cut short, but never with a password. Text
 /// without a `scheme://` (`app:secret@db`, a URL whose scheme was left out) is read the
-/// same way from its start.
+/// same way from its start. The value of a `password` query parameter is hidden too.
 ///
 /// # Examples
 ///
@@ -81,8 +81,14 @@ pub fn register(connector: Arc<dyn Connector>) {
 /// assert_eq!(redact_url("redis://:p@ss/w:rd@cache:6379"), "redis://:***@cache:6379");
 /// assert_eq!(redact_url("sqlite:///var/lib/locks.db"), "sqlite:///var/lib/locks.db");
 /// assert_eq!(redact_url("app:hunter2@db:5432/locks"), "app:***@db:5432/locks");
+/// assert_eq!(redact_url("postgres://db/locks?password=hunter2&pool=4"), "postgres://db/locks?password=***&pool=4");
 /// ```
 pub fn redact_url(url: &str) -> String {
+    hide_query_password(&hide_userinfo_password(url))
+}
+
+/// `url` with the password of its user information replaced (see [`redact_url`]).
+fn hide_userinfo_password(url: &str) -> String {
     let (head, rest) = split_scheme(url).unwrap_or(("", url));
     let Some(at) = rest.rfind('@') else {
         return url.to_owned();
@@ -93,6 +99,22 @@ pub fn redact_url(url: &str) -> String {
         ("", Some((user, _))) => format!("{user}:***@{hosts}"),
         (scheme, Some((user, _))) => format!("{scheme}://{user}:***@{hosts}"),
     }
+}
+
+/// `url` with the value of a `password` query parameter (which PostgreSQL's driver reads)
+/// replaced.
+fn hide_query_password(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let parameters: Vec<&str> = query
+        .split('&')
+        .map(|parameter| match parameter.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => "password=***",
+            _ => parameter,
+        })
+        .collect();
+    format!("{base}?{}", parameters.join("&"))
 }
 
 /// `scheme://rest` as the scheme and the rest, when the text starts with a scheme (a

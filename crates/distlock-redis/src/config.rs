@@ -49,7 +49,7 @@ const KNOWN_PARAMETERS: &str = "prefix, connections, min_replicas, replica_timeo
 /// `min_replicas` and `replica_timeout` (hand out a grant only once
 /// that many replicas have it, waiting at most that long; default none and 1 s); and, for
 /// TLS, `tls_ca` (a PEM file of the certificate authority to trust instead of the
-/// system's); `fence_ttl` (how long a lock's fencing counter is kept after its last grant,
+/// system's); `fence_ttl` (how long a lock's fencing counter is kept after it was seeded,
 /// default a day). Other query parameters go to the Redis client.
 ///
 /// # Examples

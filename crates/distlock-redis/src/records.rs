@@ -369,7 +369,6 @@ mod tests {
             let state = lock_state("n", snapshot);
             prop_assert!(state.holders.len() <= usize::from(held) + leases);
             prop_assert!(state.waiters.len() <= queue);
-            prop_assert!(state.holders.iter().all(|h| h.remaining_ms.is_some()));
         }
 
         #[test]

@@ -244,7 +244,12 @@ pub fn lock_state(
     };
     Ok(LockState {
         name,
-        last_fencing_token: last_fence.max(0) as u64,
+        // A lock held longer than `fence_ttl` may have lost its counter (see `fences`).
+        last_fencing_token: holders
+            .iter()
+            .map(|h| h.fence)
+            .fold(last_fence, i64::max)
+            .max(0) as u64,
         holders: holders
             .iter()
             .map(|h| {

@@ -11,9 +11,10 @@
 //!   fencing token, expiry, and the holder's host, pid and acquisition time.
 //! * `distlock_waiter`: one row per waiting request, in arrival order (`seq`); a row expires
 //!   unless its waiter keeps polling, so a dead waiter never blocks those behind it.
-//! * `distlock_fence`: the per-name fencing counter. It is only ever incremented, in the
-//!   same transaction that inserts the grant, and never deleted, so tokens keep increasing
-//!   across restarts of every client.
+//! * `distlock_fence`: the per-name fencing counter. It is only ever increased, in the
+//!   same transaction that inserts the grant, never below the clock in microseconds, and
+//!   deleted only after `fence_ttl` without a grant, so tokens keep increasing across
+//!   restarts of every client.
 //!
 //! A grant is decided by [`distlock_core::backend::admit`] over the rows read inside one write
 //! transaction, so the rules are the same as every other backend's.

@@ -165,19 +165,23 @@ pub(crate) fn check_parameters(url: &Url, backend: &str, driver: &[&str]) -> Res
 }
 
 /// Refuses a parameter among `keys` (the driver's certificate and key files) that names a
-/// file this process cannot open, by name and at once, instead of a bare "No such file or
-/// directory" from the first connection.
+/// file this process cannot read, by name and at once, instead of a bare "No such file or
+/// directory" from the first connection. A value that is itself PEM text, which the driver
+/// also takes, is left to it.
 pub(crate) fn check_files(url: &Url, keys: &[&str]) -> Result<()> {
     for (key, value) in url.query_pairs() {
-        if keys.contains(&key.as_ref()) {
-            let unreadable = |why: &dyn std::fmt::Display| {
-                Error::invalid(format!("{key} `{value}` cannot be read: {why}"))
-            };
-            let file = std::fs::File::open(value.as_ref()).map_err(|e| unreadable(&e))?;
-            if !file.metadata().is_ok_and(|m| m.is_file()) {
-                return Err(unreadable(&"it is not a file"));
-            }
+        if !keys.contains(&key.as_ref()) || value.starts_with("-----BEGIN") {
+            continue;
         }
+        let unreadable = |why: &dyn std::fmt::Display| {
+            Error::invalid(format!("{key} `{value}` cannot be read: {why}"))
+        };
+        // Asked before opening, which would wait on a FIFO.
+        let meta = std::fs::metadata(value.as_ref()).map_err(|e| unreadable(&e))?;
+        if !meta.is_file() {
+            return Err(unreadable(&"it is not a file"));
+        }
+        std::fs::File::open(value.as_ref()).map_err(|e| unreadable(&e))?;
     }
     Ok(())
 }

@@ -99,16 +99,14 @@ fn connect_error(backend: &'static str, err: sqlx::Error) -> Error {
                 || refused_mysql_database(db.as_ref());
             refused.then_some("the server refused the connection")
         }
-        // TLS asked of a server that has none, or a certificate file that cannot be read.
-        sqlx::Error::Tls(_) | sqlx::Error::Configuration(_) => {
-            Some("no TLS connection as the URL asks")
-        }
-        // A server certificate the URL's authorities do not vouch for.
-        sqlx::Error::Io(io)
-            if io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<rustls::Error>()) =>
-        {
+        // TLS asked of a server that has none, or an authority file that holds no
+        // certificate.
+        sqlx::Error::Tls(_) => Some("no TLS connection as the URL asks"),
+        sqlx::Error::Configuration(_) => Some("the URL's settings cannot be used"),
+        // A server certificate the URL's authorities do not vouch for. Any other TLS
+        // failure (a message corrupted on the way, a server that offers no common
+        // version) may pass, and is temporary.
+        sqlx::Error::Io(io) if refused_certificate(io) => {
             Some("the server's TLS certificate was not accepted")
         }
         _ => None,
@@ -119,6 +117,14 @@ fn connect_error(backend: &'static str, err: sqlx::Error) -> Error {
             .with_operation("connect"),
         None => db_error(backend, "connect")(err),
     }
+}
+
+/// Whether a connection failed because rustls refused the server's certificate.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn refused_certificate(io: &std::io::Error) -> bool {
+    io.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|tls| matches!(tls, rustls::Error::InvalidCertificate(_)))
 }
 
 #[cfg(feature = "mysql")]

@@ -72,10 +72,15 @@ proptest! {
         scheme in prop::sample::select(SCHEMES.to_vec()),
         password in "[^@/?#]{6,16}",
         query in "(\\?[a-z_]{1,10}=[a-z0-9]{0,4})?",
+        in_query in any::<bool>(),
     ) {
         let encoded: String = url::form_urlencoded::byte_serialize(password.as_bytes()).collect();
         typed::url_holds(&format!("{scheme}://app:{encoded}@127.0.0.1:1/db{query}"));
         typed::url_holds(&format!("{scheme}://app:{password}@127.0.0.1:1/db{query}"));
+        if in_query {
+            let glue = if query.is_empty() { "?" } else { "&" };
+            typed::url_holds(&format!("{scheme}://app@127.0.0.1:1/db{query}{glue}password={encoded}"));
+        }
     }
 
     #[test]
@@ -113,4 +118,7 @@ fn inputs_found_before_still_hold() {
     typed::url_holds("app:hunter2-secret@db:5432/locks");
     typed::url_holds("postgres:app:hunter2-secret@db/locks");
     typed::url_holds("postgres:/app:hunter2-secret@db/locks");
+    // A password in the query, which PostgreSQL's driver reads (a review found it shown).
+    typed::url_holds("postgres://app@db/locks?password=hunter2-secret&pool=x");
+    typed::url_holds("postgres://app@db/locks?password=hunter2-secret");
 }

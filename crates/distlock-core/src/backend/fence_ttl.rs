@@ -1,5 +1,6 @@
-//! How long a lock's fencing counter is kept after its last grant (`fence_ttl` in a lock
-//! URL), for backends that keep one counter per name: without a lifetime, a service that
+//! How long a lock's fencing counter is kept (`fence_ttl` in a lock URL: on Redis from
+//! when the counter was seeded, on SQL databases from its last grant), for backends that
+//! keep one counter per name: without a lifetime, a service that
 //! locks `orders/<id>` would grow the store by one counter per order, for ever. A counter
 //! that is gone is seeded again from the server's clock in microseconds, which is above
 //! every token it handed out, so tokens still only increase.
@@ -12,8 +13,8 @@ use url::Url;
 /// How long an idle fencing counter is kept when the URL's `fence_ttl` says nothing: a day.
 pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// The shortest `fence_ttl`: a counter seeded again one second after its last grant, from
-/// the server's clock in microseconds, is above every token it handed out (a million
+/// The shortest `fence_ttl`: a counter seeded again one second after it was last seeded or
+/// granted, from the server's clock in microseconds, is above every token it handed out (a million
 /// grants of one name a second is far beyond any server).
 pub const MIN_FENCE_TTL: Duration = Duration::from_secs(1);
 

@@ -15,6 +15,7 @@ use super::config::{Mode, MysqlConfig};
 use super::db_error;
 use super::session::MysqlSessions;
 use super::store::{self, Wake};
+use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
 use crate::split::Split;
 use crate::tasks::{SqlTicket, detached, first_connection, outcome, poll_detached};
@@ -42,6 +43,8 @@ pub struct MysqlBackend {
     channel: String,
     redacted: String,
     split: Split<MysqlSessions>,
+    /// Deletes idle fencing counters while the client lives (stops when dropped).
+    _sweeper: Sweeper,
 }
 
 impl std::fmt::Debug for MysqlBackend {
@@ -103,7 +106,14 @@ impl MysqlBackend {
             .connect_with(config.options.clone())
             .await
             .map_err(db_error("connect"))?;
-        store::prepare(&pool, config.fence_ttl).await?;
+        store::prepare(&pool).await?;
+        let sweeper = {
+            let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
+            Sweeper::start("mysql", move || {
+                let pool = pool.clone();
+                async move { fences::sweep_mysql(&pool, fence_ttl).await }
+            })
+        };
         let sessions = match config.mode {
             Mode::Lease => None,
             Mode::Session => Some(MysqlSessions::new(&config.options, pool.clone())),
@@ -117,6 +127,7 @@ impl MysqlBackend {
             channel,
             redacted: config.redacted,
             split,
+            _sweeper: sweeper,
         })
     }
 

@@ -14,7 +14,6 @@ use sqlx::{Executor, MySql, MySqlPool, Row};
 
 use super::session::live_sessions;
 use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
-use crate::fences;
 pub(super) use crate::lease_engine::Wake;
 use crate::lease_engine::{self, LeaseDialect, Locked};
 use crate::lease_table::{
@@ -38,10 +37,9 @@ const SCHEMA_TABLES: [&str; 6] = [
     "distlock_name",
 ];
 
-/// Creates the tables if they are missing (one client at a time, under a named lock),
-/// forgets the session-mode waiters of connections that are gone, and deletes idle fencing
-/// counters.
-pub(super) async fn prepare(pool: &MySqlPool, fence_ttl: Duration) -> Result<()> {
+/// Creates the tables if they are missing (one client at a time, under a named lock), and
+/// forgets the session-mode waiters of connections that are gone.
+pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
     let err = db_error("connect");
     let mut conn = pool.acquire().await.map_err(&err)?;
     let marks = vec!["?"; SCHEMA_TABLES.len()].join(", ");
@@ -74,46 +72,7 @@ pub(super) async fn prepare(pool: &MySqlPool, fence_ttl: Duration) -> Result<()>
     .execute(&mut *conn)
     .await
     .map_err(&err)?;
-    purge_idle_fences(&mut conn, fence_ttl).await.map_err(&err)
-}
-
-/// Deletes fencing counters idle for longer than `fence_ttl` (see `fences`): lease mode's
-/// rows, and session mode's records of keys no connection holds, with the full names of
-/// those keys. In a read-committed
-/// transaction, so the scan locks only the rows it deletes, not every row a lease
-/// transaction may want.
-async fn purge_idle_fences(conn: &mut MySqlConnection, fence_ttl: Duration) -> sqlx::Result<()> {
-    let ttl = fences::ttl_us(fence_ttl);
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        .execute(&mut *conn)
-        .await?;
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    sqlx::query(&format!(
-        "DELETE FROM distlock_fence WHERE value < {CLOCK_US} - ? LIMIT ?"
-    ))
-    .bind(ttl)
-    .bind(fences::SWEEP_LIMIT)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    sqlx::query(&format!(
-        "DELETE FROM distlock_session_lock
-         WHERE fence < {CLOCK_US} - ? AND IS_USED_LOCK(lock_key) IS NULL LIMIT ?"
-    ))
-    .bind(ttl)
-    .bind(fences::SWEEP_LIMIT)
-    .execute(&mut *conn)
-    .await?;
-    // The full names of hashed keys, for `status`, of keys session mode no longer records.
-    sqlx::query(
-        "DELETE FROM distlock_name
-         WHERE lock_key NOT IN (SELECT lock_key FROM distlock_session_lock)
-           AND lock_key NOT IN (SELECT lock_key FROM distlock_session_waiter) LIMIT ?",
-    )
-    .bind(fences::SWEEP_LIMIT)
-    .execute(&mut *conn)
-    .await
-    .map(drop)
+    Ok(())
 }
 
 /// The tables of [`SCHEMA_TABLES`] an older distlock made with text keys, which pad and so

@@ -14,6 +14,7 @@ use tokio::task::AbortHandle;
 use super::config::{Mode, PostgresConfig};
 use super::sessions::PgSessions;
 use super::{db_error, store};
+use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
 use crate::split::Split;
 use crate::tasks::{detached, first_connection, outcome, poll_detached};
@@ -44,6 +45,8 @@ pub struct PostgresBackend {
     listener: AbortHandle,
     redacted: String,
     split: Split<PgSessions>,
+    /// Deletes idle fencing counters while the client lives (stops when dropped).
+    _sweeper: Sweeper,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -75,7 +78,14 @@ impl PostgresBackend {
             .connect_with(config.options.clone())
             .await
             .map_err(db_error("connect"))?;
-        store::prepare(&pool, config.fence_ttl).await?;
+        store::prepare(&pool).await?;
+        let sweeper = {
+            let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
+            Sweeper::start("postgres", move || {
+                let pool = pool.clone();
+                async move { fences::sweep_postgres(&pool, fence_ttl).await }
+            })
+        };
         let sessions = match config.mode {
             Mode::Lease => None,
             Mode::Session => {
@@ -93,6 +103,7 @@ impl PostgresBackend {
             listener,
             redacted: config.redacted,
             split,
+            _sweeper: sweeper,
         })
     }
 

@@ -42,7 +42,7 @@ pub struct PostgresConfig {
     /// How long a connection to the server may take (`?connect_timeout=`, default 5 s).
     pub connect_timeout: std::time::Duration,
     /// How long a name's fencing counter is kept after its last grant (`?fence_ttl=`,
-    /// default a day): a client that connects deletes older ones.
+    /// default a day): each client deletes older ones, as it connects and then hourly.
     pub fence_ttl: std::time::Duration,
     /// The driver's connection options (credentials included).
     pub options: PgConnectOptions,

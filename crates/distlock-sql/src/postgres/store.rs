@@ -9,8 +9,7 @@ use distlock_core::backend::{LockRequest, PollOutcome};
 use distlock_core::{Error, LockKind, LockState, Result};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 
-use super::{CLOCK_MS, CLOCK_US, FIRST_FENCE, NEXT_FENCE, advisory, db_error};
-use crate::fences;
+use super::{CLOCK_MS, FIRST_FENCE, NEXT_FENCE, advisory, db_error};
 use crate::lease_engine::{self, LeaseDialect, Locked, Wake};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::rows::{
@@ -25,8 +24,6 @@ const SCHEMA: &str = include_str!("schema.sql");
 /// single-key space that session-mode locks use.
 const LOCK_CLASS: i32 = 0x646c_6b00;
 
-/// The database's clock in milliseconds since the Unix epoch.
-
 /// The tables and indexes [`SCHEMA`] creates.
 const SCHEMA_OBJECTS: [&str; 7] = [
     "distlock_fence",
@@ -40,8 +37,8 @@ const SCHEMA_OBJECTS: [&str; 7] = [
 
 /// Creates the tables if they are missing (one client at a time). When they all exist,
 /// nothing is locked (`CREATE INDEX IF NOT EXISTS` would wait for every statement then
-/// writing to the table), and the rows of ended sessions and idle fencing counters go.
-pub(super) async fn prepare(pool: &PgPool, fence_ttl: Duration) -> Result<()> {
+/// writing to the table), and the rows of ended sessions go.
+pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     let err = db_error("connect");
     let missing: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM unnest($1::TEXT[]) AS o WHERE to_regclass(o) IS NULL",
@@ -51,8 +48,7 @@ pub(super) async fn prepare(pool: &PgPool, fence_ttl: Duration) -> Result<()> {
     .await
     .map_err(&err)?;
     if missing == 0 {
-        purge_dead_sessions(pool).await?;
-        return purge_idle_fences(pool, fence_ttl).await;
+        return purge_dead_sessions(pool).await;
     }
     let mut tx = pool.begin().await.map_err(&err)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
@@ -76,20 +72,6 @@ async fn purge_dead_sessions(pool: &PgPool) -> Result<()> {
         "DELETE FROM distlock_session s
          WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.backend_pid)",
     )
-    .execute(pool)
-    .await
-    .map_err(db_error("connect"))?;
-    Ok(())
-}
-
-/// Deletes fencing counters idle for longer than `fence_ttl` (see `fences`).
-async fn purge_idle_fences(pool: &PgPool, fence_ttl: Duration) -> Result<()> {
-    sqlx::query(&format!(
-        "DELETE FROM distlock_fence WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM distlock_fence WHERE value < {CLOCK_US} - $1 LIMIT $2))"
-    ))
-    .bind(fences::ttl_us(fence_ttl))
-    .bind(fences::SWEEP_LIMIT)
     .execute(pool)
     .await
     .map_err(db_error("connect"))?;

@@ -13,6 +13,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use super::config::SqliteConfig;
 use super::wake::{Wake, WakeSocket};
 use super::{db_error, store};
+use crate::fences::{self, Sweeper};
 use crate::lease_table::WAITER_LEASE;
 use crate::tasks::{SqlTicket, detached, outcome, outcomes, poll_detached, settled};
 
@@ -37,6 +38,8 @@ pub struct SqliteBackend {
     pool: SqlitePool,
     wakers: Arc<LocalWakers>,
     socket: WakeSocket,
+    /// Deletes idle fencing counters while the client lives (stops when dropped).
+    _sweeper: Sweeper,
 }
 
 impl SqliteBackend {
@@ -75,10 +78,18 @@ impl SqliteBackend {
             match Self::try_open(&config).await {
                 Ok(pool) => {
                     let wakers = Arc::new(LocalWakers::new());
+                    let sweeper = {
+                        let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
+                        Sweeper::start("sqlite", move || {
+                            let pool = pool.clone();
+                            async move { fences::sweep_sqlite(&pool, fence_ttl).await }
+                        })
+                    };
                     return Ok(SqliteBackend {
                         pool,
                         socket: WakeSocket::listen(wakers.clone()),
                         wakers,
+                        _sweeper: sweeper,
                     });
                 }
                 Err(err) if err.is_temporary() && tokio::time::Instant::now() < deadline => {
@@ -128,7 +139,7 @@ impl SqliteBackend {
                 }
                 _ => db_error("connect")(err),
             })?;
-        store::prepare(&pool, config.fence_ttl).await?;
+        store::prepare(&pool).await?;
         Ok(pool)
     }
 

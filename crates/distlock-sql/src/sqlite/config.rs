@@ -33,7 +33,8 @@ pub struct SqliteConfig {
     /// Whether every commit is flushed to disk before it returns.
     pub full_sync: bool,
     /// How long a name's fencing counter is kept after its last grant (`fence_ttl`,
-    /// default a day): a client that opens the database deletes older ones.
+    /// default a day): each client deletes older ones, as it opens the database and then
+    /// hourly.
     pub fence_ttl: Duration,
 }
 

@@ -11,7 +11,6 @@ use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::db_error;
 use super::wake::Wake;
-use crate::fences;
 use crate::lease_engine::{self, LeaseDialect, Locked, Polled, Released};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, now_ms, retry_within};
 use crate::rows::{
@@ -20,13 +19,14 @@ use crate::rows::{
 };
 
 const SCHEMA: &str = include_str!("schema.sql");
-/// The schema this code reads and writes, kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 1;
+/// The schema this code reads and writes, kept in `PRAGMA user_version`: 2 since fencing
+/// tokens take the clock's floor and idle counters are deleted, so that a distlock that
+/// counted from 1 refuses the database instead of seeding a deleted counter at 1 again.
+const SCHEMA_VERSION: i64 = 2;
 
-/// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`], and deletes
-/// fencing counters idle for longer than `fence_ttl`; refuses a database written by a
-/// newer distlock.
-pub(super) async fn prepare(pool: &SqlitePool, fence_ttl: Duration) -> Result<()> {
+/// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`]; refuses a
+/// database written by a newer distlock.
+pub(super) async fn prepare(pool: &SqlitePool) -> Result<()> {
     let err = db_error("connect");
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
     let version: i64 = sqlx::query("PRAGMA user_version")
@@ -66,16 +66,6 @@ pub(super) async fn prepare(pool: &SqlitePool, fence_ttl: Duration) -> Result<()
             .await
             .map_err(&err)?;
     }
-    // Counters idle for `fence_ttl` (see `fences`).
-    sqlx::query(
-        "DELETE FROM distlock_fence WHERE name IN
-           (SELECT name FROM distlock_fence WHERE value < ?1 LIMIT ?2)",
-    )
-    .bind(fences::idle_below(fence_ttl))
-    .bind(fences::SWEEP_LIMIT)
-    .execute(&mut *tx)
-    .await
-    .map_err(&err)?;
     tx.commit().await.map_err(&err)
 }
 
