@@ -45,6 +45,9 @@ async fn idle_counters_go_and_tokens_still_grow(url: &str) {
     let url = format!("{url}fence_ttl=1s");
     let idle = token_of(&url, "idle").await;
     let long = token_of(&url, LONG).await;
+    // A lock held for longer than `fence_ttl`: its counter may go, its token may not fall.
+    let holder = Client::connect(&url).await.unwrap();
+    let held = holder.mutex("held").lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let fresh = token_of(&url, "fresh").await;
 
@@ -75,15 +78,17 @@ async fn idle_counters_go_and_tokens_still_grow(url: &str) {
         "{url}: seeded from the clock"
     );
     guard.release().await.unwrap();
+    assert_eq!(
+        shown_token(&client, "held").await,
+        held.fencing_token(),
+        "{url}: a holder's token is shown while it holds"
+    );
+    let held_token = held.fencing_token();
+    held.release().await.unwrap();
+    holder.close().await.unwrap();
     client.close().await.unwrap();
     assert!(token_of(&url, LONG).await > long, "{url}");
-
-    // Without the short lifetime, nothing goes.
-    let default = url.replace("fence_ttl=1s", "");
-    let client = Client::connect(&default).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(shown_token(&client, "fresh").await, fresh, "{url}");
-    client.close().await.unwrap();
+    assert!(token_of(&url, "held").await > held_token, "{url}");
 }
 
 #[test]
