@@ -144,6 +144,10 @@ pub struct DemoArgs {
     /// Print one JSON object per strategy.
     #[arg(long)]
     pub json: bool,
+    /// Keep the shop's tables (and the shop file the demo made beside a SQLite lock file)
+    /// after the run, to look at its orders; by default they are removed.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// `distlock torture`.

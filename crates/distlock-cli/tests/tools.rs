@@ -62,6 +62,21 @@ fn demo_shows_overselling_without_a_lock_and_none_with_one() {
         assert!(row["buys_per_s"].as_f64().unwrap() > 0.0);
     }
     assert!(by("optimistic")["retries"].as_u64().unwrap() > 0);
+    // The shop file the demo made beside the lock file is gone.
+    let mut dirs = vec![state.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            assert!(
+                !name.starts_with("shop.db"),
+                "{} is left",
+                entry.path().display()
+            );
+            if entry.path().is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
 }
 
 #[test]

@@ -82,6 +82,17 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         None => default_shop(&lock_url)?,
     };
     let shop = Shop::open(&shop_at, 1).await?;
+    let sold = sell(&args, &lock_url, &shop_at, &shop).await;
+    if !args.keep {
+        // The shop file is removed only when the demo chose it.
+        let file = args.shop.is_none().then(|| PathBuf::from(&shop_at));
+        shop.remove(file.as_deref()).await?;
+    }
+    sold
+}
+
+/// Runs every strategy against `shop` (at `shop_at`) and prints what each sold.
+async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Result<u8> {
     if !args.json {
         println!(
             "selling {} units to {} buyers from {} worker processes ({} buyers at once in each)",
@@ -89,8 +100,8 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         );
         println!(
             "locks: {}   shop: {}",
-            distlock::redact_url(&lock_url),
-            distlock::redact_url(&shop_at)
+            distlock::redact_url(lock_url),
+            distlock::redact_url(shop_at)
         );
         println!(
             "{:<18} {:>7} {:>9} {:>11} {:>9} {:>8}",
@@ -102,7 +113,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         bar.set_message(strategy.clone());
         shop.restock(args.stock).await?;
         let started = Instant::now();
-        let reports = run_workers(&args, &lock_url, &shop_at, strategy).await?;
+        let reports = run_workers(args, lock_url, shop_at, strategy).await?;
         let elapsed = started.elapsed();
         let (orders, stock_left) = shop.tally().await?;
         let report = StrategyReport {

@@ -126,6 +126,35 @@ impl Shop {
         [product, orders]
     }
 
+    /// Drops the shop's tables and closes it; then deletes `file` (with SQLite's journal
+    /// beside it), when the shop is a file the demo made.
+    pub async fn remove(self, file: Option<&Path>) -> Result<()> {
+        for table in ["distlock_demo_orders", "distlock_demo_product"] {
+            sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
+                .execute(&self.pool)
+                .await
+                .map_err(shop_error("remove tables"))?;
+        }
+        self.pool.close().await;
+        let Some(file) = file.filter(|_| self.dialect == Dialect::Sqlite) else {
+            return Ok(());
+        };
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = file.as_os_str().to_owned();
+            path.push(suffix);
+            match std::fs::remove_file(&path) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::new(
+                        distlock::ErrorKind::Backend,
+                        format!("cannot remove the shop file {}: {err}", file.display()),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// `text` with its `?` placeholders in this dialect's spelling.
     fn sql<'a>(&self, text: &'a str) -> Cow<'a, str> {
         match self.dialect {

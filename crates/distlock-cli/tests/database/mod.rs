@@ -1,6 +1,7 @@
 //! The `distlock` command on a server database (PostgreSQL, MySQL/MariaDB), in one lock
-//! mode: the demo keeps its shop in the locks' own database and shows which strategies
-//! oversell; status answers; bench measures both modes side by side.
+//! mode: the demo keeps its shop in the locks' own database (removed afterwards unless
+//! `--keep`) and shows which strategies oversell; status answers; bench measures both modes
+//! side by side.
 
 use distlock_testkit::Server;
 use serde_json::Value;
@@ -25,6 +26,7 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
             "60",
             "--workers",
             "3",
+            "--keep",
         ],
     );
     let text = ok(&out);
@@ -56,6 +58,28 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
         .collect();
         assert_eq!(tokens.len(), 20);
         assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    });
+    // Without --keep, the demo leaves no table behind.
+    let small = [
+        "demo",
+        "--strategies",
+        "lock",
+        "--stock",
+        "2",
+        "--buyers",
+        "4",
+        "--workers",
+        "1",
+    ];
+    ok(&distlock(&url, state.path(), &small));
+    distlock_testkit::block_on(async {
+        let mut db = sqlx::AnyConnection::connect(base).await.unwrap();
+        for table in ["distlock_demo_orders", "distlock_demo_product"] {
+            let read = sqlx::query(&format!("SELECT COUNT(*) FROM {table}"))
+                .fetch_one(&mut db)
+                .await;
+            assert!(read.is_err(), "{table} was removed");
+        }
     });
 
     // The demo's lock is free again and its counter saw every sale of the lock strategy.
