@@ -650,7 +650,10 @@ fn process_tree(pid: u32) -> Vec<u32> {
     tree
 }
 
-/// A port nobody listens on right now, on 127.0.0.1.
+/// A port nobody listens on right now, on 127.0.0.1, picked at random below the kernel's
+/// range of ephemeral ports: a port from that range (what binding port 0 gives) may be
+/// taken by any outgoing connection before the server binds it, which made an etcd member
+/// fail to start with "address already in use" while other tests were connecting.
 ///
 /// # Examples
 ///
@@ -659,7 +662,35 @@ fn process_tree(pid: u32) -> Vec<u32> {
 /// assert!(port > 0);
 /// ```
 pub fn free_port() -> std::io::Result<u16> {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    if ephemeral_low > FIRST_PORT {
+        for _ in 0..200 {
+            let port = FIRST_PORT + random_below(ephemeral_low - FIRST_PORT);
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+}
+
+/// The lowest port [`free_port`] picks: above the ports services commonly use.
+const FIRST_PORT: u16 = 10_000;
+
+/// A number below `bound` (above 0), different in every call and every process.
+fn random_below(bound: u16) -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    (hasher.finish() % u64::from(bound)) as u16
 }
 
 /// Finds `program` on `PATH` (or as given, if it has a slash).
