@@ -3,6 +3,7 @@
 //! up never leaves a transaction half done. Time is the database's: every transaction
 //! reads `clock_timestamp()` once and decides by it, so clients' clocks do not matter.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, PollOutcome};
@@ -77,6 +78,22 @@ async fn purge_dead_sessions(pool: &PgPool) -> Result<()> {
     .map_err(db_error("connect"))?;
     Ok(())
 }
+
+/// Mints the next fencing token, writes the grant and leaves the queue (binds: token,
+/// name, the claim, then the grant's metadata); built once, not on every grant.
+static GRANT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH fence AS (
+           INSERT INTO distlock_fence (name, value) VALUES ($2, {FIRST_FENCE})
+           ON CONFLICT (name) DO UPDATE SET value = {NEXT_FENCE} RETURNING value
+         ),
+         dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
+         INSERT INTO distlock_lease
+           (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
+         SELECT $1, $2, $3, $4, $5, $6, fence.value, $7, $8, $9, $10 FROM fence
+         RETURNING fence"
+    )
+});
 
 /// Takes the name's transaction lock and reads the database's clock.
 async fn lock_name(conn: &mut PgConnection, name: &str) -> sqlx::Result<i64> {
@@ -200,18 +217,7 @@ impl LeaseDialect for PgLeases {
         request: &LockRequest,
         now: i64,
     ) -> sqlx::Result<i64> {
-        let sql = format!(
-            "WITH fence AS (
-               INSERT INTO distlock_fence (name, value) VALUES ($2, {FIRST_FENCE})
-               ON CONFLICT (name) DO UPDATE SET value = {NEXT_FENCE} RETURNING value
-             ),
-             dequeued AS (DELETE FROM distlock_waiter WHERE token = $1)
-             INSERT INTO distlock_lease
-               (token, name, owner, kind, lim, permits, fence, expires_at_ms, host, pid, acquired_at_ms)
-             SELECT $1, $2, $3, $4, $5, $6, fence.value, $7, $8, $9, $10 FROM fence
-             RETURNING fence"
-        );
-        let insert = sqlx::query(&sql);
+        let insert = sqlx::query(&GRANT);
         bind_grant_meta(bind_claim(insert, request), request, now)
             .fetch_one(&mut *conn)
             .await?
