@@ -165,17 +165,25 @@ pub struct TortureArgs {
     /// How long each critical section lasts.
     #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
     pub hold: Duration,
-    /// The faults to inject, comma-separated, taking turns: pause (a holder stopped past
-    /// its TTL and its guard's validity, then resumed), kill (a holder killed, a new worker
-    /// started in its place), or none.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "pause,kill")]
+    /// The faults to inject, comma-separated, taking turns: step-crash (a worker killed at
+    /// a step of its lock scheme, say between two store calls), step-pause (a worker stopped
+    /// at such a step past its TTL), pause (a holder stopped past its TTL and its guard's
+    /// validity at a random moment), kill (a holder killed at a random moment), or none. A
+    /// killed worker is replaced by a new one; a paused one is resumed while another holds
+    /// the lock.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "step-crash,step-pause,pause,kill"
+    )]
     pub faults: Vec<FaultKind>,
     /// The lock scheme the workers use: distlock, or a broken scheme as a negative control
     /// the checker must catch.
     #[arg(long, value_enum, default_value_t = Scheme::Distlock)]
     pub scheme: Scheme,
-    /// How long to wait between faults.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    /// How long to wait between faults (after the last one ended).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub fault_every: Duration,
     /// The seed of the fault schedule (default: random; the verdict prints it).
     #[arg(long)]
@@ -204,6 +212,19 @@ pub enum Scheme {
     /// A lease taken once and never renewed, whose holder never looks at it again: a
     /// critical section longer than the TTL overlaps the next holder's.
     NoRenewal,
+    /// distlock's guard, with a resource that ignores fencing tokens: a holder paused
+    /// after its last check writes after its lease ended.
+    NoFencing,
+    /// Redis `SETNX key 1`, then `EXPIRE key ttl`; released with `DEL key`: a crash
+    /// between the two leaves the lock held for ever.
+    SetnxExpire,
+    /// Redis `SETNX key <expiry time>`; a waiter that reads an expired time takes the lock
+    /// over with `GETSET`; released with `GET`, then `DEL` if the time read has not
+    /// passed: it trusts every client's clock, and a late holder deletes another's lock.
+    GetsetTimestamp,
+    /// Redis `SET key <id> NX PX ttl`; released with `GET`, then `DEL` if the id is its
+    /// own: not atomic, so a holder paused between them deletes the next holder's lock.
+    GetThenDel,
 }
 
 impl Scheme {
@@ -212,6 +233,10 @@ impl Scheme {
         match self {
             Scheme::Distlock => "distlock",
             Scheme::NoRenewal => "no-renewal",
+            Scheme::NoFencing => "no-fencing",
+            Scheme::SetnxExpire => "setnx-expire",
+            Scheme::GetsetTimestamp => "getset-timestamp",
+            Scheme::GetThenDel => "get-then-del",
         }
     }
 }
@@ -219,6 +244,12 @@ impl Scheme {
 /// A fault `distlock torture` injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FaultKind {
+    /// Kill a worker (it kills itself) when it reaches a step of its lock scheme, and
+    /// start another worker.
+    StepCrash,
+    /// Stop a worker (it stops itself) when it reaches a step of its lock scheme, past its
+    /// TTL; then resume it.
+    StepPause,
     /// Stop the lock's holder (SIGSTOP) past its TTL, then resume it.
     Pause,
     /// Kill the lock's holder (SIGKILL) and start another worker.

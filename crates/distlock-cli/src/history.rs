@@ -93,9 +93,10 @@ pub enum What {
     Abandon,
     /// The fenced resource's verdict on a write (written by the resource).
     Write {
-        /// The token the write carried.
+        /// The token the write carried (0: a scheme without tokens).
         token: u64,
-        /// Whether the resource took it: only a token greater than every one before.
+        /// Whether the resource took it: a fenced resource, only a token greater than
+        /// every one before; one that ignores tokens, every write.
         accepted: bool,
     },
     /// The worker releases the lock: it acts under it no more.
@@ -105,10 +106,14 @@ pub enum What {
         /// `ok`, `fail` (the lock was not held any more) or `unknown`.
         outcome: String,
     },
-    /// The coordinator did this to the worker.
+    /// The coordinator did this to the worker, or had the worker do it to itself at a step
+    /// of its lock scheme.
     Fault {
         /// `pause`, `resume` or `kill`.
         fault: String,
+        /// The step of the lock scheme the worker was at, for a fault it did to itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
     },
 }
 

@@ -1,8 +1,9 @@
 //! `distlock torture` on real backends: worker processes take one lock in turns while
-//! holders are paused past their TTL and killed; the checker must find the history clean
-//! (one valid holder at a time, no lost update, no stale write accepted, tokens in grant
-//! order, no lock left free while workers waited), with faults injected and the lock
-//! changing hands.
+//! holders are paused past their TTL and killed, at random moments and at the steps of
+//! their lock scheme; the checker must find the history clean (one valid holder at a
+//! time, no lost update, no stale write accepted, tokens in grant order, no lock left free
+//! while workers waited), with faults injected and the lock changing hands. The broken
+//! schemes from the documents, run on the same default schedule, must each be caught.
 
 use serde_json::Value;
 
@@ -10,30 +11,17 @@ mod common;
 
 use common::{distlock, json_lines, ok};
 
-/// Runs a short torture against `url` with pauses and kills, and checks its verdict.
-fn torture_is_clean(url: &str, extra: &[&str]) -> Value {
+/// A schedule shorter than the defaults (4 workers, 10 s).
+const QUICK: &[&str] = &["--workers", "3", "--duration", "8s"];
+
+/// Runs torture against `url` on `schedule` (the default faults, seed 7), and checks its
+/// verdict.
+fn torture_is_clean(url: &str, schedule: &[&str]) -> Value {
     let state = tempfile::tempdir().unwrap();
     let history = state.path().join("history.jsonl");
     let history = history.to_str().unwrap();
-    let mut args = vec![
-        "torture",
-        "--json",
-        "--workers",
-        "3",
-        "--duration",
-        "8s",
-        "--ttl",
-        "1s",
-        "--faults",
-        "pause,kill",
-        "--fault-every",
-        "1500ms",
-        "--seed",
-        "7",
-        "--history",
-        history,
-    ];
-    args.extend_from_slice(extra);
+    let mut args = vec!["torture", "--json", "--seed", "7", "--history", history];
+    args.extend_from_slice(schedule);
     let out = distlock(url, state.path(), &args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let Some(verdict) = json_lines(&stdout).pop() else {
@@ -43,13 +31,15 @@ fn torture_is_clean(url: &str, extra: &[&str]) -> Value {
     ok(&out);
     let stats = &verdict["stats"];
     assert!(stats["faults"].as_u64().unwrap() >= 4, "{stats}");
-    assert!(stats["transfers"].as_u64().unwrap() >= 20, "{stats}");
+    // RedLock has no queue: a releasing holder often takes the lock straight back.
+    assert!(stats["transfers"].as_u64().unwrap() >= 10, "{stats}");
     assert!(
         stats["critical_sections"].as_u64().unwrap() >= 20,
         "{stats}"
     );
     let lines = std::fs::read_to_string(history).unwrap();
     assert!(lines.contains("\"fault\":\"pause\"") && lines.contains("\"fault\":\"kill\""));
+    assert!(lines.contains("\"step\":"), "no step fault landed: {stats}");
     // A holder paused past its validity learned it lost the lock on resume: it abandoned
     // its section, its late write was refused, its guard reported the loss or its release
     // found the lock gone.
@@ -65,6 +55,109 @@ fn torture_is_clean(url: &str, extra: &[&str]) -> Value {
         "no pause cost a holder its lock: {stats}"
     );
     verdict
+}
+
+/// Runs `--scheme scheme` on `url` with the default faults, duration and TTL: the kinds of
+/// violation found (the run must exit 1), and the history.
+fn caught(url: &str, scheme: &str) -> (Vec<String>, String) {
+    let state = tempfile::tempdir().unwrap();
+    let history = state.path().join("history.jsonl");
+    let history = history.to_str().unwrap();
+    let out = distlock(
+        url,
+        state.path(),
+        &[
+            "torture",
+            "--json",
+            "--scheme",
+            scheme,
+            "--seed",
+            "7",
+            "--history",
+            history,
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Some(verdict) = json_lines(&stdout).pop() else {
+        panic!("no verdict: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    assert_eq!(out.status.code(), Some(1), "{scheme}: {verdict:#}");
+    assert_eq!(verdict["scheme"], scheme);
+    let kinds = verdict["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap().to_owned())
+        .collect();
+    (kinds, std::fs::read_to_string(history).unwrap())
+}
+
+/// `SETNX` then `EXPIRE`: a worker that dies between the two leaves the lock held for
+/// ever, and the others wait for it to the end.
+#[test]
+fn torture_catches_setnx_then_expire() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let (kinds, history) = caught(&format!("redis://{}/0", redis.addr()), "setnx-expire");
+    assert!(kinds.contains(&"liveness".to_owned()), "{kinds:?}");
+    assert!(history.contains(r#""fault":"kill","step":"between-setnx-and-expire""#));
+}
+
+/// `GET` then `DEL`: a holder paused between them deletes the next holder's lock, and a
+/// third worker takes it while the second holds it.
+#[test]
+fn torture_catches_get_then_del() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let (kinds, history) = caught(&format!("redis://{}/0", redis.addr()), "get-then-del");
+    assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
+    assert!(history.contains(r#""fault":"pause","step":"between-get-and-del""#));
+}
+
+/// The `SETNX`/`GETSET` timestamp scheme: its release reads a time, then deletes; a
+/// holder paused between them deletes the lock another took after its time ran out.
+#[test]
+fn torture_catches_getset_timestamps() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let (kinds, history) = caught(&format!("redis://{}/0", redis.addr()), "getset-timestamp");
+    assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
+    assert!(history.contains(r#""fault":"pause","step":"between-get-and-del""#));
+    // Its key has no TTL: the run removes it.
+    let keys = std::process::Command::new("redis-cli")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &redis.addr().port().to_string(),
+            "--scan",
+        ])
+        .output()
+        .unwrap();
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(
+        !keys.lines().any(|key| key.starts_with("torture/")),
+        "{keys}"
+    );
+}
+
+/// distlock's lock with a resource that ignores tokens: a holder paused after its last
+/// look at the guard writes after the next holder did, and the resource takes it.
+#[test]
+fn torture_catches_a_resource_without_fencing() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let (kinds, _) = caught(&format!("redis://{}/0", redis.addr()), "no-fencing");
+    assert!(
+        kinds.contains(&"stale-write-accepted".to_owned()),
+        "{kinds:?}"
+    );
+}
+
+/// The Redis schemes of the documents need one Redis server.
+#[test]
+fn torture_runs_the_documents_schemes_on_redis_alone() {
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", state.path().join("locks.db").display());
+    let out = distlock(&url, state.path(), &["torture", "--scheme", "get-then-del"]);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one Redis server"));
 }
 
 /// The negative control: a lease taken once and never renewed, whose holder never looks
@@ -123,13 +216,37 @@ fn torture_catches_a_lease_without_renewal() {
 fn torture_on_sqlite_is_clean() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("locks.db").display());
-    torture_is_clean(&url, &[]);
+    torture_is_clean(&url, QUICK);
 }
 
+/// distlock on the schedule that catches the broken schemes above (the defaults, seed 7).
 #[test]
 fn torture_on_redis_is_clean() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
     torture_is_clean(&format!("redis://{}/0", redis.addr()), &[]);
+}
+
+#[test]
+fn torture_on_redis_cluster_is_clean() {
+    let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+    torture_is_clean(&cluster.url(), QUICK);
+}
+
+#[test]
+fn torture_on_redlock_is_clean() {
+    let masters: Vec<_> = (0..3)
+        .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let hosts: Vec<String> = masters.iter().map(|m| m.addr().to_string()).collect();
+    torture_is_clean(&format!("redlock://{}/0", hosts.join(",")), QUICK);
+}
+
+#[test]
+fn torture_on_mariadb_in_both_modes_is_clean() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = distlock_testkit::mariadb_url(&db);
+    torture_is_clean(&url, QUICK);
+    torture_is_clean(&format!("{url}?mode=lease"), QUICK);
 }
 
 #[test]
@@ -156,8 +273,8 @@ fn torture_refuses_memory_and_bad_urls() {
 fn torture_on_postgres_in_both_modes_is_clean() {
     let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
     let url = distlock_testkit::postgres_url(&pg);
-    torture_is_clean(&url, &[]);
-    torture_is_clean(&format!("{url}?mode=lease"), &[]);
+    torture_is_clean(&url, QUICK);
+    torture_is_clean(&format!("{url}?mode=lease"), QUICK);
 }
 
 #[test]
@@ -166,7 +283,7 @@ fn torture_on_etcd_is_clean() {
     // A killed holder's key lives until its session lease (2 s) expires; a pause
     // outlasts it.
     let url = format!("etcd://{}/torture?session_ttl=2s", etcd.addr());
-    torture_is_clean(&url, &[]);
+    torture_is_clean(&url, QUICK);
 }
 
 #[test]
@@ -174,5 +291,5 @@ fn torture_on_zookeeper_is_clean() {
     let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
     // A killed holder's node lives until its session (2 s) expires; a pause outlasts it.
     let url = format!("zk://{}/torture?session_timeout=2s", zk.addr());
-    torture_is_clean(&url, &[]);
+    torture_is_clean(&url, QUICK);
 }

@@ -345,7 +345,8 @@ fn lost_update(
 }
 
 /// (c) The fenced resource's verdicts: a write accepted with a token not above the
-/// highest accepted before is a stale write accepted.
+/// highest accepted before is a stale write accepted. A write without a token (0, from a
+/// scheme that has none) is no evidence either way: (e) judges it by its grant.
 fn check_resource(timeline: &Timeline, verdict: &mut Verdict) {
     let events = timeline.events;
     let stats = &mut verdict.stats;
@@ -359,6 +360,9 @@ fn check_resource(timeline: &Timeline, verdict: &mut Verdict) {
             continue;
         }
         stats.writes_accepted += 1;
+        if token == 0 {
+            continue;
+        }
         match highest_accepted {
             Some((highest, highest_token)) if token <= highest_token => {
                 verdict.violations.push(Violation {
@@ -396,7 +400,7 @@ fn check_late_loss(timeline: &Timeline, verdict: &mut Verdict) {
             What::Release | What::Acquire => {
                 acting_under.remove(&event.worker);
             }
-            What::Fault { fault } if fault == "kill" => {
+            What::Fault { fault, .. } if fault == "kill" => {
                 acting_under.remove(&event.worker);
             }
             &What::Write {

@@ -51,7 +51,7 @@ impl History {
 
     fn fault(&mut self, ms: u64, worker: u32, fault: &str) -> usize {
         let fault = fault.into();
-        self.add(ms, worker, What::Fault { fault })
+        self.add(ms, worker, What::Fault { fault, step: None })
     }
 
     fn health(&mut self, ms: u64, worker: u32, health: &str) -> usize {
@@ -254,6 +254,26 @@ fn without_fencing_the_paused_holders_write_goes_through() {
     let stats = verdict.stats;
     assert_eq!((stats.writes_accepted, stats.stale_writes_refused), (2, 0));
     assert_eq!(stats.stale_unfenced_writes, 1);
+}
+
+#[test]
+fn writes_without_tokens_are_judged_by_their_grants() {
+    let mut history = History::new();
+    history.add(1, 1, What::Acquire);
+    let grant = history.granted(2, 1, 0, 92);
+    history.fault(5, 1, "pause");
+    history.add(6, 2, What::Acquire);
+    let turn = history.turn(100, 2, 0, 1);
+    history.fault(200, 1, "resume");
+    let stale = history.write(203, 1, 0, true);
+    let verdict = history.check();
+    // Token 0 after token 0 is no stale token: the write is late by its grant alone.
+    assert_eq!(kinds(&verdict), [Kind::LateLoss]);
+    assert_eq!(
+        verdict.violations[0].events,
+        [grant, turn.grant, turn.resource_write, stale]
+    );
+    assert_eq!(verdict.stats.writes_accepted, 2);
 }
 
 #[test]

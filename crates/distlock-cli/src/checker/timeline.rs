@@ -117,7 +117,7 @@ impl<'a> Timeline<'a> {
                 What::CounterWrite { .. } if !held.contains(&event.at) => {
                     self.unheld_counter_writes.push(index);
                 }
-                What::Fault { fault } => match fault.as_str() {
+                What::Fault { fault, .. } => match fault.as_str() {
                     "pause" => paused_since = Some(event.at),
                     "resume" => pauses.extend(paused_since.take().map(|since| since..event.at)),
                     "kill" => {
@@ -174,7 +174,7 @@ impl<'a> Timeline<'a> {
                     end = event.at;
                     break;
                 }
-                What::Fault { fault } if fault == "kill" => {
+                What::Fault { fault, .. } if fault == "kill" => {
                     left = Some(event.at..end);
                     end = event.at;
                     break;

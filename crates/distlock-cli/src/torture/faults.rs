@@ -1,11 +1,15 @@
 //! The workers as the coordinator runs them, and the faults it injects into them: a
 //! holder paused (SIGSTOP) past its TTL and resumed, a holder killed (SIGKILL) and
-//! replaced by a new worker. The kinds asked for take turns; on which holder each lands,
-//! and how long a pause lasts beyond the holder's validity, is drawn from a seed. The
-//! timing of a run is its own, so a seed repeats the choices, not the run.
+//! replaced by a new worker, and the same done by a worker to itself at a step of its lock
+//! scheme on the coordinator's order. The kinds asked for take turns, and step faults of
+//! a kind take the scheme's steps in turn; on which worker each lands is drawn from a
+//! seed. The timing of a run is its own, so a seed repeats the choices, not the run. A
+//! paused worker is resumed past its TTL and its validity, at a moment another worker
+//! holds the lock if one does soon: the moment a stale holder does the most harm.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,22 +17,38 @@ use distlock::{Error, ErrorKind, Result};
 use distlock_cli::history::{Event, What, monotonic_ns};
 use rand::Rng;
 use rand::rngs::StdRng;
-use tokio::process::{Child, Command};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, Command};
 
 use super::record::Recorder;
+use super::steps::{self, Act};
 use super::worker::Task;
 use crate::args::FaultKind;
 use crate::worker_task;
+
+/// How long a worker ordered to fault at a step gets to reach it.
+const STEP_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a resume may wait for another worker to hold the lock.
+const RESUME_WAIT: Duration = Duration::from_millis(300);
+
+/// A running worker: its process, and the pipe its orders go down.
+struct Running {
+    child: Child,
+    orders: ChildStdin,
+}
 
 /// The worker processes of a run.
 pub struct Workers {
     exe: PathBuf,
     /// The task of every worker, its id to be filled in.
     template: Task,
-    running: BTreeMap<u32, Child>,
+    running: BTreeMap<u32, Running>,
     next_id: u32,
     /// How many faults were injected: the kinds asked for take turns.
     injected: usize,
+    /// How many step faults of each act were ordered: they take the scheme's steps in turn.
+    stepped: [usize; 2],
     /// How far the history has been read, and who holds the lock by it, valid until when
     /// (on the shared clock).
     read: u64,
@@ -46,6 +66,7 @@ impl Workers {
             running: BTreeMap::new(),
             next_id: 1,
             injected: 0,
+            stepped: [0; 2],
             read: 0,
             holding: BTreeMap::new(),
         };
@@ -75,8 +96,8 @@ impl Workers {
                 },
             );
         }
-        let child = worker_task::start(command, &task, false).await?;
-        self.running.insert(id, child);
+        let (child, orders) = worker_task::start_with_orders(command, &task, false).await?;
+        self.running.insert(id, Running { child, orders });
         Ok(())
     }
 
@@ -107,7 +128,7 @@ impl Workers {
                 What::Release => {
                     self.holding.remove(&event.worker);
                 }
-                What::Fault { fault } if fault == "kill" => {
+                What::Fault { fault, .. } if fault == "kill" => {
                     self.holding.remove(&event.worker);
                 }
                 _ => {}
@@ -121,8 +142,9 @@ impl Workers {
             .collect()
     }
 
-    /// Injects one fault of `kinds` into a holder (a random worker if none holds within
-    /// a second), recording it.
+    /// Injects one fault of `kinds`: into a holder (a random worker if none holds within a
+    /// second) for a pause or a kill, into a random worker for a step fault. Records it
+    /// (a step fault is recorded by the worker that does it).
     pub async fn inject(
         &mut self,
         kinds: &[FaultKind],
@@ -139,6 +161,21 @@ impl Workers {
         }
         let kind = kinds[self.injected % kinds.len()];
         self.injected += 1;
+        match kind {
+            FaultKind::StepPause => self.at_step(Act::Pause, rng, recorder).await,
+            FaultKind::StepCrash => self.at_step(Act::Crash, rng, recorder).await,
+            FaultKind::Pause | FaultKind::Kill => self.at_holder(kind, rng, recorder).await,
+            FaultKind::None => Ok(()),
+        }
+    }
+
+    /// Pauses or kills a holder from outside, at whatever it is doing.
+    async fn at_holder(
+        &mut self,
+        kind: FaultKind,
+        rng: &mut StdRng,
+        recorder: &Recorder,
+    ) -> Result<()> {
         let mut holders = self.holders();
         for _ in 0..50 {
             if !holders.is_empty() {
@@ -156,57 +193,139 @@ impl Workers {
         else {
             return Ok(());
         };
-        let Some(pid) = self.running.get(&target).and_then(|c| c.id()) else {
+        let Some(pid) = self.pid(target) else {
             return Ok(());
-        };
-        let signal = |signal| {
-            // SAFETY: kill(2) on a child of ours that has not been reaped.
-            unsafe { libc::kill(pid as i32, signal) };
         };
         match kind {
             FaultKind::Pause => {
-                signal(libc::SIGSTOP);
-                recorder.record(
-                    target,
-                    What::Fault {
-                        fault: "pause".into(),
-                    },
-                );
-                // Past its TTL, and past the validity its guard was given (a session
-                // backend's outlasts the TTL), but not past the run's end by more than a
-                // TTL.
-                let ttl = self.template.ttl;
-                let past_ttl = monotonic_ns() + (ttl + ttl / 2).as_nanos() as u64;
-                let past_validity = valid_until.saturating_add(300_000_000);
-                let latest = self.template.until + ttl.as_nanos() as u64;
-                let resume = past_ttl.max(past_validity).min(latest.max(past_ttl))
-                    + rng.random_range(0..200_000_000);
-                tokio::time::sleep(Duration::from_nanos(resume.saturating_sub(monotonic_ns())))
-                    .await;
-                recorder.record(
-                    target,
-                    What::Fault {
-                        fault: "resume".into(),
-                    },
-                );
-                signal(libc::SIGCONT);
+                signal(pid, libc::SIGSTOP);
+                recorder.record(target, fault("pause"));
+                self.resume(target, pid, valid_until, recorder).await;
             }
-            FaultKind::Kill => {
-                signal(libc::SIGKILL);
-                recorder.record(
-                    target,
-                    What::Fault {
-                        fault: "kill".into(),
-                    },
-                );
-                if let Some(mut child) = self.running.remove(&target) {
-                    let _ = child.wait().await;
-                }
-                self.spawn().await?;
+            _ => {
+                signal(pid, libc::SIGKILL);
+                recorder.record(target, fault("kill"));
+                self.replace(target).await?;
             }
-            FaultKind::None => {}
         }
         Ok(())
+    }
+
+    /// Orders a random worker to pause or crash at the next step of the scheme's steps in
+    /// turn, and waits for it to get there (at most [`STEP_WAIT`], or the run's end):
+    /// resumes it, or starts another worker in its place.
+    async fn at_step(&mut self, act: Act, rng: &mut StdRng, recorder: &Recorder) -> Result<()> {
+        let steps = steps::of(self.template.scheme);
+        let taken = &mut self.stepped[act as usize];
+        let step = steps[*taken % steps.len()];
+        *taken += 1;
+        let ids: Vec<u32> = self.running.keys().copied().collect();
+        let Some(&target) = ids.get(rng.random_range(0..ids.len().max(1))) else {
+            return Ok(());
+        };
+        let Some(pid) = self.pid(target) else {
+            return Ok(());
+        };
+        if !self.order(target, &act.order(step)).await {
+            return Ok(());
+        }
+        let deadline = (monotonic_ns() + STEP_WAIT.as_nanos() as u64).min(self.template.until);
+        let mut disarmed = false;
+        loop {
+            match self.state(target, pid) {
+                State::Stopped => {
+                    let valid_until = self.holders().into_iter().find(|(w, _)| *w == target);
+                    let valid_until = valid_until.map_or(0, |(_, until)| until);
+                    self.resume(target, pid, valid_until, recorder).await;
+                    return Ok(());
+                }
+                State::Killed => return self.replace(target).await,
+                State::Ended => return Ok(()),
+                State::Running if disarmed => return Ok(()),
+                State::Running if monotonic_ns() >= deadline => {
+                    // It never got there: withdraw the order, and look once more in case
+                    // it got there as the order was withdrawn.
+                    self.order(target, steps::DISARM).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    disarmed = true;
+                }
+                State::Running => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+        }
+    }
+
+    /// Sends `line` down worker `id`'s order pipe: whether it went.
+    async fn order(&mut self, id: u32, line: &str) -> bool {
+        let Some(running) = self.running.get_mut(&id) else {
+            return false;
+        };
+        let line = format!("{line}\n");
+        running.orders.write_all(line.as_bytes()).await.is_ok()
+    }
+
+    /// Worker `id`'s process id, if it runs.
+    fn pid(&self, id: u32) -> Option<u32> {
+        self.running.get(&id).and_then(|running| running.child.id())
+    }
+
+    /// What became of worker `id` (process `pid`).
+    fn state(&mut self, id: u32, pid: u32) -> State {
+        let Some(running) = self.running.get_mut(&id) else {
+            return State::Ended;
+        };
+        match running.child.try_wait() {
+            Ok(Some(status)) if status.signal() == Some(libc::SIGKILL) => return State::Killed,
+            Ok(Some(_)) | Err(_) => return State::Ended,
+            Ok(None) => {}
+        }
+        // The state is the field after the command's name, which is in parentheses.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        match stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+        {
+            Some('T') => State::Stopped,
+            _ => State::Running,
+        }
+    }
+
+    /// Resumes the stopped worker `target` (process `pid`): past its TTL, and past the
+    /// validity its guard was given, `valid_until` (a session backend's outlasts the TTL; 0
+    /// when it holds nothing), but not past the run's end by more than a TTL; then at a moment another worker
+    /// holds the lock, if one does within [`RESUME_WAIT`].
+    async fn resume(&mut self, target: u32, pid: u32, valid_until: u64, recorder: &Recorder) {
+        let ttl = self.template.ttl;
+        let past_ttl = monotonic_ns() + (ttl + ttl / 2).as_nanos() as u64;
+        // A holder that never looks at its lease (validity u64::MAX) is paused past its TTL.
+        let past_validity = match valid_until {
+            u64::MAX => 0,
+            until => until.saturating_add(300_000_000),
+        };
+        let latest = self.template.until + ttl.as_nanos() as u64;
+        let resume = past_ttl.max(past_validity).min(latest.max(past_ttl));
+        tokio::time::sleep(Duration::from_nanos(resume.saturating_sub(monotonic_ns()))).await;
+        let give_up = monotonic_ns() + RESUME_WAIT.as_nanos() as u64;
+        while monotonic_ns() < give_up {
+            let now = monotonic_ns();
+            let others_hold = self
+                .holders()
+                .iter()
+                .any(|&(worker, until)| worker != target && until > now);
+            if others_hold {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        recorder.record(target, fault("resume"));
+        signal(pid, libc::SIGCONT);
+    }
+
+    /// Reaps the killed worker `target` and starts another in its place.
+    async fn replace(&mut self, target: u32) -> Result<()> {
+        if let Some(mut running) = self.running.remove(&target) {
+            let _ = running.child.wait().await;
+        }
+        self.spawn().await
     }
 
     /// Waits at most `within` for every worker to end: an error naming those that did
@@ -214,7 +333,8 @@ impl Workers {
     pub async fn finish(mut self, within: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + within;
         let mut failed = Vec::new();
-        for (id, mut child) in std::mem::take(&mut self.running) {
+        for (id, Running { mut child, orders }) in std::mem::take(&mut self.running) {
+            drop(orders);
             match tokio::time::timeout_at(deadline, child.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
                 Ok(Ok(status)) => failed.push(format!("worker {id} failed ({status})")),
@@ -230,4 +350,29 @@ impl Workers {
             false => Err(Error::new(ErrorKind::Backend, failed.join("; "))),
         }
     }
+}
+
+/// What became of a worker.
+enum State {
+    Running,
+    /// Stopped by SIGSTOP (its own, at a step).
+    Stopped,
+    /// Killed (by itself, at a step).
+    Killed,
+    /// Ended otherwise: the run is over for it.
+    Ended,
+}
+
+/// A fault the coordinator did.
+fn fault(fault: &str) -> What {
+    What::Fault {
+        fault: fault.into(),
+        step: None,
+    }
+}
+
+/// Sends `signal` to the worker process `pid`.
+fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) on a child of ours that has not been reaped.
+    unsafe { libc::kill(pid as i32, signal) };
 }

@@ -4,6 +4,8 @@
 mod faults;
 mod record;
 mod resource;
+mod scheme;
+mod steps;
 mod worker;
 
 use std::path::PathBuf;
@@ -17,7 +19,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
 
-use crate::args::TortureArgs;
+use crate::args::{Scheme, TortureArgs};
 use crate::location::{connect, state_dir};
 
 pub use worker::worker;
@@ -28,6 +30,10 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// The longest run, hold or TTL torture takes.
 const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// How many violations of each kind the verdict lists (`--json` has them all): one broken
+/// release can start a chain of them.
+const LISTED: usize = 3;
 
 /// How long workers get to connect before the run starts: they all start together.
 const STARTUP: Duration = Duration::from_secs(1);
@@ -46,6 +52,9 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     }
     let backend = client.backend().scheme();
     drop(client);
+    if scheme::on_plain_redis(args.scheme) {
+        scheme::redis_client(&url)?;
+    }
 
     let dir = run_dir()?;
     let history = args
@@ -62,14 +71,16 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
             backend: backend.into(),
         },
     );
-    let resource = resource::start(recorder.clone()).await?;
+    let fenced = args.scheme != Scheme::NoFencing && !scheme::on_plain_redis(args.scheme);
+    let resource = resource::start(recorder.clone(), fenced).await?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
     let started = monotonic_ns() + STARTUP.as_nanos() as u64;
     let until = started + args.duration.as_nanos() as u64;
+    let name = format!("torture/{}", distlock::random_id());
     let template = worker::Task {
-        url,
-        name: format!("torture/{}", distlock::random_id()),
+        url: url.clone(),
+        name: name.clone(),
         scheme: args.scheme,
         worker: 0,
         ttl: args.ttl,
@@ -88,9 +99,11 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         next = monotonic_ns() + args.fault_every.as_nanos() as u64;
     }
     tokio::time::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns()))).await;
-    workers
-        .finish(STOP_GRACE + args.hold + args.ttl * 2)
-        .await?;
+    let finished = workers.finish(STOP_GRACE + args.hold + args.ttl * 2).await;
+    if scheme::on_plain_redis(args.scheme) {
+        scheme::remove(&url, &name).await;
+    }
+    finished?;
 
     let text = std::fs::read_to_string(&history)
         .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot read the history: {e}")))?;
@@ -157,6 +170,7 @@ fn print_verdict(
         let out = json!({
             "clean": verdict.clean(),
             "backend": backend,
+            "scheme": args.scheme.as_str(),
             "seed": seed,
             "history": history,
             "violations": verdict.violations,
@@ -167,8 +181,12 @@ fn print_verdict(
     }
     let stats = &verdict.stats;
     println!(
-        "torture {backend}: {} workers, {:?}, ttl {:?}, faults {:?}, seed {seed}",
-        args.workers, args.duration, args.ttl, args.faults
+        "torture {backend} ({}): {} workers, {:?}, ttl {:?}, faults {:?}, seed {seed}",
+        args.scheme.as_str(),
+        args.workers,
+        args.duration,
+        args.ttl,
+        args.faults
     );
     println!(
         "  {} acquisitions, {} transfers, {} faults; counter {} after {} critical sections ({} lost updates, {} stale unfenced writes)",
@@ -191,8 +209,18 @@ fn print_verdict(
         true => println!("verdict: clean"),
         false => {
             println!("verdict: {} violations", verdict.violations.len());
-            for violation in &verdict.violations {
-                println!("  {:?}: {}", violation.kind, violation.message);
+            // Sorted by kind: the first few of each kind.
+            for of_kind in verdict.violations.chunk_by(|a, b| a.kind == b.kind) {
+                for violation in of_kind.iter().take(LISTED) {
+                    println!("  {:?}: {}", violation.kind, violation.message);
+                }
+                if of_kind.len() > LISTED {
+                    println!(
+                        "  … and {} more {:?} (--json lists them all)",
+                        of_kind.len() - LISTED,
+                        of_kind[0].kind
+                    );
+                }
             }
         }
     }

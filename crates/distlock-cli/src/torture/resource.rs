@@ -1,7 +1,8 @@
 //! The fenced resource: a service on a loopback port that accepts a write only with a
 //! fencing token greater than the last one it accepted, and records each verdict in the
 //! history. Its protocol is one line per write, `<worker> <token>`, answered `accepted` or
-//! `refused`.
+//! `refused`. For a negative control it can ignore tokens, accepting every write, as a
+//! resource that knows nothing of fencing does.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -13,9 +14,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::record::Recorder;
 
-/// Starts the resource on a free loopback port: its address. It serves until the process
-/// ends.
-pub async fn start(recorder: Arc<Recorder>) -> Result<SocketAddr> {
+/// Starts the resource on a free loopback port, `fenced` or ignoring tokens: its address.
+/// It serves until the process ends.
+pub async fn start(recorder: Arc<Recorder>, fenced: bool) -> Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| {
         Error::new(
             ErrorKind::Backend,
@@ -30,13 +31,13 @@ pub async fn start(recorder: Arc<Recorder>) -> Result<SocketAddr> {
     let last = Arc::new(Mutex::new(0u64));
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(serve(stream, last.clone(), recorder.clone()));
+            tokio::spawn(serve(stream, fenced, last.clone(), recorder.clone()));
         }
     });
     Ok(addr)
 }
 
-async fn serve(stream: TcpStream, last: Arc<Mutex<u64>>, recorder: Arc<Recorder>) {
+async fn serve(stream: TcpStream, fenced: bool, last: Arc<Mutex<u64>>, recorder: Arc<Recorder>) {
     let (reader, mut writer) = stream.into_split();
     let mut lines = BufReader::new(reader).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -48,9 +49,9 @@ async fn serve(stream: TcpStream, last: Arc<Mutex<u64>>, recorder: Arc<Recorder>
         };
         let accepted = {
             let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
-            let accepted = token > *last;
+            let accepted = !fenced || token > *last;
             if accepted {
-                *last = token;
+                *last = token.max(*last);
             }
             recorder.record(worker, What::Write { token, accepted });
             accepted

@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{Client, Error, ErrorKind, Guard, Health, LockOptions, Result};
+use distlock::{Error, ErrorKind, Guard, Health, Result};
 use distlock_cli::history::{What, instant_ns, monotonic_ns};
 use serde::{Deserialize, Serialize};
 
 use super::record::Recorder;
 use super::resource::Writer;
+use super::scheme::Lock;
+use super::steps::{self, Orders};
 use crate::args::Scheme;
 use crate::worker_task;
 
@@ -34,29 +36,25 @@ pub struct Task {
     pub resource: SocketAddr,
 }
 
-/// Runs the task read from standard input.
+/// Runs the task read from standard input, then obeys the step faults ordered there.
 pub async fn worker() -> Result<u8> {
     let task: Task = worker_task::receive()?;
+    let orders = Orders::listen();
     let recorder = Arc::new(Recorder::open(&task.history)?);
-    let client = Client::connect(&task.url).await?;
+    let mut lock = Lock::open(&task.url, &task.name, task.scheme).await?;
     let mut resource = Writer::connect(task.resource).await?;
-    let mutex = client.mutex(&task.name);
     let me = task.worker;
     tokio::time::sleep(Duration::from_nanos(
         task.start.saturating_sub(monotonic_ns()),
     ))
     .await;
-    // A broken scheme takes one lease and never looks at it again.
-    let renewed = task.scheme == Scheme::Distlock;
     while monotonic_ns() < task.until {
-        let left = Duration::from_nanos(task.until.saturating_sub(monotonic_ns()));
         recorder.record(me, What::Acquire);
-        let options = LockOptions::new()
-            .ttl(task.ttl)
-            .wait(left)
-            .auto_renew(renewed);
-        let guard = match mutex.lock_with(&options).await {
-            Ok(guard) => guard,
+        let hold = match lock
+            .acquire(task.ttl, task.until, &orders, &recorder, me)
+            .await
+        {
+            Ok(hold) => hold,
             Err(err) => {
                 recorder.record(
                     me,
@@ -76,25 +74,29 @@ pub async fn worker() -> Result<u8> {
                 continue;
             }
         };
-        let token = guard.fencing_token();
-        let safe_until = match renewed {
-            true => instant_ns(guard.safe_until()),
-            false => u64::MAX,
-        };
-        recorder.record(me, What::Granted { token, safe_until });
-        match renewed {
-            true => tokio::select! {
-                done = critical_section(&task, Some(&guard), token, &recorder, &mut resource) => done?,
-                never = watch(&guard, &recorder, me) => match never {},
+        recorder.record(
+            me,
+            What::Granted {
+                token: hold.token,
+                safe_until: hold.safe_until,
             },
-            false => critical_section(&task, None, token, &recorder, &mut resource).await?,
+        );
+        orders.at(steps::AFTER_GRANT, &recorder, me);
+        let section = Section {
+            task: &task,
+            orders: &orders,
+            recorder: &recorder,
+        };
+        match hold.guard.as_ref().filter(|_| hold.looks) {
+            Some(guard) => tokio::select! {
+                done = section.run(Some(guard), hold.token, &mut resource) => done?,
+                never = watch(guard, &recorder, me) => match never {},
+            },
+            None => section.run(None, hold.token, &mut resource).await?,
         }
         recorder.record(me, What::Release);
-        let outcome = match guard.release().await {
-            Ok(()) => "ok",
-            Err(err) if matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) => "fail",
-            Err(_) => "unknown",
-        };
+        orders.at(steps::BEFORE_RELEASE, &recorder, me);
+        let outcome = lock.release(hold, &orders, &recorder, me).await;
         recorder.record(
             me,
             What::Released {
@@ -106,41 +108,45 @@ pub async fn worker() -> Result<u8> {
 }
 
 /// Whether the guard may still be acted under: not lost, and within its validity. A
-/// broken scheme (no guard to look at) always thinks so.
+/// holder that does not look (no guard to look at) always thinks so.
 fn valid(guard: Option<&Guard>) -> bool {
     guard.is_none_or(|guard| guard.health() != Health::Lost && Instant::now() < guard.safe_until())
 }
 
-/// The critical section: a careful holder checks its guard before each unfenced write (a
-/// pause between the check and the write can still make it stale: that is what fencing is
-/// for), and writes to the fenced resource with its token.
-async fn critical_section(
-    task: &Task,
-    guard: Option<&Guard>,
-    token: u64,
-    recorder: &Recorder,
-    resource: &mut Writer,
-) -> Result<()> {
-    let me = task.worker;
-    recorder.record(me, What::Enter);
-    if !valid(guard) {
-        recorder.record(me, What::Abandon);
-        return Ok(());
+/// A worker's critical section, and what it answers to.
+struct Section<'a> {
+    task: &'a Task,
+    orders: &'a Orders,
+    recorder: &'a Recorder,
+}
+
+impl Section<'_> {
+    /// The critical section: a careful holder checks its guard before each unfenced write
+    /// (a pause between the check and the write can still make it stale: that is what
+    /// fencing is for), and writes to the fenced resource with its token.
+    async fn run(&self, guard: Option<&Guard>, token: u64, resource: &mut Writer) -> Result<()> {
+        let (task, recorder, me) = (self.task, self.recorder, self.task.worker);
+        recorder.record(me, What::Enter);
+        if !valid(guard) {
+            recorder.record(me, What::Abandon);
+            return Ok(());
+        }
+        let value = read_counter(&task.counter)?;
+        recorder.record(me, What::CounterRead { value });
+        tokio::time::sleep(task.hold / 2).await;
+        if !valid(guard) {
+            recorder.record(me, What::Abandon);
+            return Ok(());
+        }
+        write_counter(&task.counter, value + 1)?;
+        recorder.record(me, What::CounterWrite { value: value + 1 });
+        tokio::time::sleep(task.hold / 2).await;
+        self.orders.at(steps::BEFORE_FENCED_WRITE, recorder, me);
+        // The resource records its verdict itself.
+        resource.write(me, token).await?;
+        recorder.record(me, What::Exit);
+        Ok(())
     }
-    let value = read_counter(&task.counter)?;
-    recorder.record(me, What::CounterRead { value });
-    tokio::time::sleep(task.hold / 2).await;
-    if !valid(guard) {
-        recorder.record(me, What::Abandon);
-        return Ok(());
-    }
-    write_counter(&task.counter, value + 1)?;
-    recorder.record(me, What::CounterWrite { value: value + 1 });
-    tokio::time::sleep(task.hold / 2).await;
-    // The resource records its verdict itself.
-    resource.write(me, token).await?;
-    recorder.record(me, What::Exit);
-    Ok(())
 }
 
 /// Records the guard's health changes and renewals, looking every 2 ms, for as long as it

@@ -1,0 +1,323 @@
+//! The lock schemes a torture worker runs: distlock's guard, and the broken schemes the
+//! documents walk through, on one Redis server, written as they write them (with
+//! milliseconds where they give seconds, so a run can use short TTLs). The broken schemes
+//! tell their holder nothing after the grant; each records as its validity the grant's
+//! start plus the TTL it set, so the checker blames them only for what their store
+//! calls did, not for a holder that outlived its lease (that is `no-renewal`'s fault).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use distlock::{Client, Error, ErrorKind, Guard, LockOptions, Mutex, Result};
+use distlock_cli::history::{instant_ns, monotonic_ns};
+use redis::aio::MultiplexedConnection;
+
+use super::record::Recorder;
+use super::steps::{BETWEEN_GET_AND_DEL, BETWEEN_GET_AND_GETSET, BETWEEN_SETNX_AND_EXPIRE, Orders};
+use crate::args::Scheme;
+
+/// How long a broken scheme waits between tries: a busy loop, as the documents' callers
+/// retry.
+const RETRY: Duration = Duration::from_millis(5);
+
+/// The longest one Redis call of a broken scheme may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A grant of the lock, as the scheme gave it.
+pub struct Hold {
+    /// Its fencing token (0 for a scheme without tokens).
+    pub token: u64,
+    /// Until when its holder may act, on the shared clock; `u64::MAX` for a holder that
+    /// never looks.
+    pub safe_until: u64,
+    /// distlock's guard (none for a broken Redis scheme).
+    pub guard: Option<Guard>,
+    /// Whether the holder looks at its guard: renewed, and checked before each unfenced
+    /// write.
+    pub looks: bool,
+    /// What a broken scheme stored as the lock's value.
+    value: String,
+}
+
+/// One worker's lock.
+pub enum Lock {
+    /// distlock's mutex; `renewed` unless the scheme never renews.
+    Distlock { mutex: Mutex, renewed: bool },
+    /// A broken scheme's Redis key.
+    Redis {
+        scheme: Scheme,
+        connection: MultiplexedConnection,
+        key: String,
+    },
+}
+
+/// Whether `scheme` is one of the Redis schemes from the documents (which need a single
+/// Redis server), not distlock's.
+pub fn on_plain_redis(scheme: Scheme) -> bool {
+    matches!(
+        scheme,
+        Scheme::SetnxExpire | Scheme::GetsetTimestamp | Scheme::GetThenDel
+    )
+}
+
+/// A Redis client for a broken scheme, from a `redis://` or `rediss://` URL (distlock's
+/// own query options left out).
+pub fn redis_client(url: &str) -> Result<redis::Client> {
+    let bare = url.split_once('?').map_or(url, |(bare, _)| bare);
+    if !(bare.starts_with("redis://") || bare.starts_with("rediss://")) || bare.contains(',') {
+        return Err(Error::invalid(
+            "the Redis schemes of the documents run on one Redis server: give a redis:// or \
+             rediss:// URL naming one host",
+        ));
+    }
+    redis::Client::open(bare).map_err(|e| Error::invalid(format!("bad Redis URL: {e}")))
+}
+
+/// Deletes a broken scheme's key `name` at `url` after a run: `getset-timestamp` never
+/// gives its key a TTL, and a crash in `setnx-expire` leaves one without. Best effort: a
+/// key left behind is no harm to the verdict.
+pub async fn remove(url: &str, name: &str) {
+    let Ok(client) = redis_client(url) else {
+        return;
+    };
+    if let Ok(mut connection) = call(client.get_multiplexed_async_connection()).await {
+        let _ = del(&mut connection, name).await;
+    }
+}
+
+impl Lock {
+    /// Connects the lock `name` of `scheme` at `url`.
+    pub async fn open(url: &str, name: &str, scheme: Scheme) -> Result<Lock> {
+        if !on_plain_redis(scheme) {
+            let client = Client::connect(url).await?;
+            return Ok(Lock::Distlock {
+                mutex: client.mutex(name),
+                renewed: scheme != Scheme::NoRenewal,
+            });
+        }
+        let connection = call(redis_client(url)?.get_multiplexed_async_connection()).await?;
+        Ok(Lock::Redis {
+            scheme,
+            connection,
+            key: name.to_owned(),
+        })
+    }
+
+    /// Waits for the lock until `until` (on the shared clock): a `Timeout` error if it did
+    /// not come.
+    pub async fn acquire(
+        &mut self,
+        ttl: Duration,
+        until: u64,
+        orders: &Orders,
+        recorder: &Recorder,
+        me: u32,
+    ) -> Result<Hold> {
+        let (scheme, connection, key) = match self {
+            Lock::Distlock { mutex, renewed } => {
+                let left = Duration::from_nanos(until.saturating_sub(monotonic_ns()));
+                let options = LockOptions::new().ttl(ttl).wait(left).auto_renew(*renewed);
+                let guard = mutex.lock_with(&options).await?;
+                let safe_until = match renewed {
+                    true => instant_ns(guard.safe_until()),
+                    false => u64::MAX,
+                };
+                return Ok(Hold {
+                    token: guard.fencing_token(),
+                    safe_until,
+                    guard: Some(guard),
+                    looks: *renewed,
+                    value: String::new(),
+                });
+            }
+            Lock::Redis {
+                scheme,
+                connection,
+                key,
+            } => (*scheme, connection, key.as_str()),
+        };
+        let ttl_ms = ttl.as_millis() as u64;
+        loop {
+            let started = monotonic_ns();
+            let granted = |value: String| Hold {
+                token: 0,
+                safe_until: started + ttl.as_nanos() as u64,
+                guard: None,
+                looks: false,
+                value,
+            };
+            match scheme {
+                Scheme::SetnxExpire => {
+                    let set: bool = call(
+                        redis::cmd("SETNX")
+                            .arg(key)
+                            .arg("1")
+                            .query_async(connection),
+                    )
+                    .await?;
+                    if set {
+                        orders.at(BETWEEN_SETNX_AND_EXPIRE, recorder, me);
+                        let _: bool = call(
+                            redis::cmd("PEXPIRE")
+                                .arg(key)
+                                .arg(ttl_ms)
+                                .query_async(connection),
+                        )
+                        .await?;
+                        return Ok(granted("1".into()));
+                    }
+                }
+                Scheme::GetThenDel => {
+                    let id = distlock::random_id();
+                    let set: Option<String> = call(
+                        redis::cmd("SET")
+                            .arg(key)
+                            .arg(&id)
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(ttl_ms)
+                            .query_async(connection),
+                    )
+                    .await?;
+                    if set.is_some() {
+                        return Ok(granted(id));
+                    }
+                }
+                Scheme::GetsetTimestamp => {
+                    let expiry = (wall_ms() + ttl_ms).to_string();
+                    let set: bool = call(
+                        redis::cmd("SETNX")
+                            .arg(key)
+                            .arg(&expiry)
+                            .query_async(connection),
+                    )
+                    .await?;
+                    if set {
+                        return Ok(granted(expiry));
+                    }
+                    let old =
+                        time_in(call(redis::cmd("GET").arg(key).query_async(connection)).await?);
+                    if old < wall_ms() {
+                        orders.at(BETWEEN_GET_AND_GETSET, recorder, me);
+                        let expiry = (wall_ms() + ttl_ms).to_string();
+                        let current = time_in(
+                            call(
+                                redis::cmd("GETSET")
+                                    .arg(key)
+                                    .arg(&expiry)
+                                    .query_async(connection),
+                            )
+                            .await?,
+                        );
+                        if current == old {
+                            return Ok(granted(expiry));
+                        }
+                    }
+                }
+                Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing => {
+                    unreachable!("distlock's schemes are served above")
+                }
+            }
+            if monotonic_ns() + RETRY.as_nanos() as u64 >= until {
+                return Err(Error::new(ErrorKind::Timeout, "the run ended first"));
+            }
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+
+    /// Releases `hold`: `ok`, `fail` (the lock was not held any more, as far as the scheme
+    /// can tell) or `unknown`.
+    pub async fn release(
+        &mut self,
+        hold: Hold,
+        orders: &Orders,
+        recorder: &Recorder,
+        me: u32,
+    ) -> &'static str {
+        let outcome = match self {
+            Lock::Distlock { .. } => match hold.guard {
+                Some(guard) => guard.release().await.map(|()| true),
+                None => Ok(true),
+            },
+            Lock::Redis {
+                scheme,
+                connection,
+                key,
+            } => release_redis(*scheme, connection, key, &hold.value, orders, recorder, me).await,
+        };
+        match outcome {
+            Ok(true) => "ok",
+            Ok(false) => "fail",
+            Err(err) if matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) => "fail",
+            Err(_) => "unknown",
+        }
+    }
+}
+
+/// A broken scheme's release, as the documents write it.
+async fn release_redis(
+    scheme: Scheme,
+    connection: &mut MultiplexedConnection,
+    key: &str,
+    value: &str,
+    orders: &Orders,
+    recorder: &Recorder,
+    me: u32,
+) -> Result<bool> {
+    match scheme {
+        Scheme::SetnxExpire => del(connection, key).await,
+        Scheme::GetThenDel => {
+            let current: Option<String> =
+                call(redis::cmd("GET").arg(key).query_async(connection)).await?;
+            if current.as_deref() != Some(value) {
+                return Ok(false);
+            }
+            orders.at(BETWEEN_GET_AND_DEL, recorder, me);
+            del(connection, key).await
+        }
+        Scheme::GetsetTimestamp => {
+            let expiry = time_in(call(redis::cmd("GET").arg(key).query_async(connection)).await?);
+            if expiry <= wall_ms() {
+                return Ok(false);
+            }
+            orders.at(BETWEEN_GET_AND_DEL, recorder, me);
+            del(connection, key).await
+        }
+        Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing => {
+            unreachable!("distlock's schemes release their guard")
+        }
+    }
+}
+
+/// `DEL key`: whether it deleted the key.
+async fn del(connection: &mut MultiplexedConnection, key: &str) -> Result<bool> {
+    let deleted: u64 = call(redis::cmd("DEL").arg(key).query_async(connection)).await?;
+    Ok(deleted == 1)
+}
+
+/// The wall clock in Unix milliseconds, as the documents' `System.currentTimeMillis()`.
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A stored expiry time, as the documents parse it (`Long.parseLong(get(key, "0"))`; a
+/// value that is no number counts as 0, long expired).
+fn time_in(value: Option<String>) -> u64 {
+    value.and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// One Redis call, bounded in time; its failure is temporary (the worker tries again).
+async fn call<T>(request: impl std::future::Future<Output = redis::RedisResult<T>>) -> Result<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => {
+            Err(Error::new(ErrorKind::Unavailable, format!("Redis: {err}")).temporary())
+        }
+        Err(_) => Err(Error::new(
+            ErrorKind::Unavailable,
+            format!("Redis did not answer within {CALL_TIMEOUT:?}"),
+        )
+        .temporary()),
+    }
+}

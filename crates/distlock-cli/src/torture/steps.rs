@@ -1,0 +1,122 @@
+//! Faults a worker does to itself at a step of its lock scheme: between two store calls of
+//! an acquire or a release, or between its last look at the lock and its fenced write.
+//! A fault from outside lands at a random moment, and the moments a broken scheme is weak
+//! at last microseconds; the coordinator orders a worker to stop or die at a named step
+//! instead, over its standard input (one line per order, after its task), and the worker
+//! does so when it next gets there, recording the fault first.
+
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
+
+use distlock_cli::history::What;
+
+use super::record::Recorder;
+use crate::args::Scheme;
+
+/// Between the last look at the lock and the write to the fenced resource.
+pub const BEFORE_FENCED_WRITE: &str = "before-fenced-write";
+/// Right after a grant, before the critical section.
+pub const AFTER_GRANT: &str = "after-grant";
+/// After the critical section, before the release's first store call.
+pub const BEFORE_RELEASE: &str = "before-release";
+/// `setnx-expire`: the lock taken by `SETNX`, its `EXPIRE` not sent.
+pub const BETWEEN_SETNX_AND_EXPIRE: &str = "between-setnx-and-expire";
+/// `get-then-del` and `getset-timestamp` releases: the `GET` answered, the `DEL` not sent.
+pub const BETWEEN_GET_AND_DEL: &str = "between-get-and-del";
+/// `getset-timestamp` acquires: an expired time read, the `GETSET` not sent.
+pub const BETWEEN_GET_AND_GETSET: &str = "between-get-and-getset";
+
+/// The steps of `scheme` a step fault lands on, in the order faults of a kind take them:
+/// the scheme's own store calls first, then the steps every scheme has.
+pub fn of(scheme: Scheme) -> &'static [&'static str] {
+    match scheme {
+        Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing => {
+            &[BEFORE_FENCED_WRITE, AFTER_GRANT, BEFORE_RELEASE]
+        }
+        Scheme::SetnxExpire => &[BETWEEN_SETNX_AND_EXPIRE, BEFORE_FENCED_WRITE],
+        Scheme::GetThenDel => &[BETWEEN_GET_AND_DEL, BEFORE_FENCED_WRITE],
+        Scheme::GetsetTimestamp => &[
+            BETWEEN_GET_AND_DEL,
+            BETWEEN_GET_AND_GETSET,
+            BEFORE_FENCED_WRITE,
+        ],
+    }
+}
+
+/// What a worker does to itself at a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// Stop (SIGSTOP to itself); the coordinator resumes it.
+    Pause,
+    /// Die (SIGKILL to itself); the coordinator starts another worker.
+    Crash,
+}
+
+impl Act {
+    /// The order's line, without its newline: `pause <step>` or `crash <step>`.
+    pub fn order(self, step: &str) -> String {
+        match self {
+            Act::Pause => format!("pause {step}"),
+            Act::Crash => format!("crash {step}"),
+        }
+    }
+}
+
+/// The order to withdraw an armed fault.
+pub const DISARM: &str = "disarm";
+
+/// A worker's armed fault, if any, as the coordinator ordered it.
+#[derive(Debug, Default)]
+pub struct Orders {
+    armed: Mutex<Option<(Act, String)>>,
+}
+
+impl Orders {
+    /// Listens for orders on standard input (after the task, which has been read), in a
+    /// thread of its own, until the coordinator closes it.
+    pub fn listen() -> Arc<Orders> {
+        let orders = Arc::new(Orders::default());
+        let listening = orders.clone();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { return };
+                let order = match line.split_once(' ') {
+                    Some(("pause", step)) => Some((Act::Pause, step.to_owned())),
+                    Some(("crash", step)) => Some((Act::Crash, step.to_owned())),
+                    _ => None,
+                };
+                *listening.armed.lock().unwrap_or_else(|p| p.into_inner()) = order;
+            }
+        });
+        orders
+    }
+
+    /// The worker `me` is at `step`: if a fault is armed for it, records it and does it.
+    pub fn at(&self, step: &str, recorder: &Recorder, me: u32) {
+        let act = {
+            let mut armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
+            match armed.as_ref() {
+                Some((act, at)) if at == step => {
+                    let act = *act;
+                    *armed = None;
+                    act
+                }
+                _ => return,
+            }
+        };
+        let (fault, signal) = match act {
+            Act::Pause => ("pause", libc::SIGSTOP),
+            Act::Crash => ("kill", libc::SIGKILL),
+        };
+        recorder.record(
+            me,
+            What::Fault {
+                fault: fault.into(),
+                step: Some(step.into()),
+            },
+        );
+        // SAFETY: kill(2) of this process by itself; SIGSTOP stops every thread until the
+        // coordinator's SIGCONT, SIGKILL ends them.
+        unsafe { libc::kill(libc::getpid(), signal) };
+    }
+}
