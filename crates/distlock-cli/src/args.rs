@@ -196,6 +196,10 @@ pub struct TortureArgs {
     /// directory, `torture/<id>` in the state directory, kept and named in the verdict).
     #[arg(long)]
     pub history: Option<std::path::PathBuf>,
+    /// Where to write the report, one self-contained HTML file that draws the run (default:
+    /// `report.html` in the run's directory, named in the verdict).
+    #[arg(long)]
+    pub report: Option<std::path::PathBuf>,
     /// Print the verdict as one JSON object.
     #[arg(long)]
     pub json: bool,

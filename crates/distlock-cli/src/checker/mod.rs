@@ -85,6 +85,57 @@ pub fn check(events: &[Event], limits: &Limits) -> Verdict {
     verdict
 }
 
+/// One grant of the lock as the checker sees it: from its `Granted` event to whatever
+/// ended it (see [`check`]).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::holds;
+/// use distlock_cli::history::{Event, What};
+/// let events = [
+///     Event { at: 5, worker: 1, what: What::Granted { token: 1, safe_until: 100 } },
+///     Event { at: 9, worker: 1, what: What::Release },
+/// ];
+/// let held = &holds(&events)[0];
+/// assert_eq!((held.worker, held.token, held.grant, held.start, held.end), (1, 1, 0, 5, 9));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The worker it was granted to.
+    pub worker: u32,
+    /// Its `Granted` event: an index into the history.
+    pub grant: usize,
+    /// Its fencing token.
+    pub token: u64,
+    /// When it began, on the history's clock.
+    pub start: u64,
+    /// When it ended, on the history's clock (`u64::MAX` if nothing bounds it).
+    pub end: u64,
+}
+
+/// Every grant's hold in `events` (sorted by time), in grant order.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::holds;
+/// assert!(holds(&[]).is_empty());
+/// ```
+pub fn holds(events: &[Event]) -> Vec<Held> {
+    Timeline::new(events)
+        .holds
+        .into_iter()
+        .map(|hold| Held {
+            worker: hold.worker,
+            grant: hold.grant,
+            token: hold.token,
+            start: hold.span.start,
+            end: hold.span.end,
+        })
+        .collect()
+}
+
 /// A history's judgement: what was found wrong, and what happened.
 ///
 /// # Examples
@@ -140,6 +191,8 @@ pub struct Violation {
     pub message: String,
     /// The events involved: indexes into the history checked.
     pub events: Vec<usize>,
+    /// When it went wrong, on the history's clock: from and to (the same for a moment).
+    pub span: [u64; 2],
 }
 
 /// What kind of thing went wrong.
@@ -262,6 +315,7 @@ fn check_overlaps(timeline: &Timeline, verdict: &mut Verdict) {
                     timeline.ms(earlier.span.end.min(later.span.end)),
                 ),
                 events: vec![earlier.grant, later.grant],
+                span: [later.span.start, earlier.span.end.min(later.span.end)],
             });
         }
     }
@@ -336,6 +390,7 @@ fn lost_update(
             timeline.ms(writer.at),
             others.join(", "),
         ),
+        span: [events[read].at, writer.at],
         events: [read]
             .into_iter()
             .chain(overwritten)
@@ -376,6 +431,7 @@ fn check_resource(timeline: &Timeline, verdict: &mut Verdict) {
                         timeline.ms(events[highest].at),
                     ),
                     events: vec![highest, index],
+                    span: [events[highest].at, event.at],
                 });
             }
             _ => highest_accepted = Some((index, token)),
@@ -435,6 +491,7 @@ fn check_late_loss(timeline: &Timeline, verdict: &mut Verdict) {
                         timeline.ms(events[newer_write].at),
                     ),
                     events: vec![grant, newer_grant, newer_write, index],
+                    span: [events[newer_write].at, event.at],
                 });
             }
             _ => {}
@@ -476,6 +533,7 @@ fn check_tokens(timeline: &Timeline, verdict: &mut Verdict) {
                         timeline.ms(events[highest].at),
                     ),
                     events: vec![highest, index],
+                    span: [events[highest].at, event.at],
                 });
             }
             _ => highest = Some((index, token)),
@@ -538,6 +596,7 @@ fn check_free_waits(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict)
                 duration(limits.liveness),
             ),
             events: involved,
+            span: [gap.start, gap.end],
         });
     }
 }

@@ -8,7 +8,7 @@ mod scheme;
 mod steps;
 mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,6 +62,12 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         .clone()
         .unwrap_or_else(|| dir.join("history.jsonl"));
     let recorder = Arc::new(record::Recorder::create(&history)?);
+    let report = args
+        .report
+        .clone()
+        .unwrap_or_else(|| dir.join("report.html"));
+    // Refuse a report that cannot be written before the run, not after it.
+    write_report(&report, "")?;
     recorder.record(
         0,
         What::Start {
@@ -126,7 +132,19 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
             ),
         ));
     }
-    print_verdict(&args, &verdict, &history, seed, backend);
+    let title = format!(
+        "distlock torture: {backend}, scheme {}, seed {seed}",
+        args.scheme.as_str()
+    );
+    write_report(
+        &report,
+        &distlock_cli::report::render(&events, &verdict, &title),
+    )?;
+    let files = Files {
+        history: &history,
+        report: &report,
+    };
+    print_verdict(&args, &verdict, &files, seed, backend);
     Ok(if verdict.clean() { 0 } else { 1 })
 }
 
@@ -159,13 +177,26 @@ fn run_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn print_verdict(
-    args: &TortureArgs,
-    verdict: &Verdict,
-    history: &std::path::Path,
-    seed: u64,
-    backend: &str,
-) {
+/// Writes the report to `path`.
+fn write_report(path: &Path, html: &str) -> Result<()> {
+    if path.exists() && !path.is_file() {
+        return Err(Error::invalid(format!(
+            "the report {} is not a regular file",
+            path.display()
+        )));
+    }
+    std::fs::write(path, html)
+        .map_err(|e| Error::invalid(format!("cannot write the report {}: {e}", path.display())))
+}
+
+/// The files a run leaves.
+struct Files<'a> {
+    history: &'a Path,
+    report: &'a Path,
+}
+
+fn print_verdict(args: &TortureArgs, verdict: &Verdict, files: &Files, seed: u64, backend: &str) {
+    let Files { history, report } = files;
     if args.json {
         let out = json!({
             "clean": verdict.clean(),
@@ -173,6 +204,7 @@ fn print_verdict(
             "scheme": args.scheme.as_str(),
             "seed": seed,
             "history": history,
+            "report": report,
             "violations": verdict.violations,
             "stats": verdict.stats,
         });
@@ -205,6 +237,7 @@ fn print_verdict(
         stats.longest_free_wait_ns as f64 / 1e6
     );
     println!("  history: {}", history.display());
+    println!("  report: {}", report.display());
     match verdict.clean() {
         true => println!("verdict: clean"),
         false => {

@@ -1,0 +1,570 @@
+//! The torture report: one self-contained HTML file (inline SVG, style and script; nothing
+//! fetched) that draws a run's history. A row per worker; each hold a bar labelled with its
+//! token; renewals as ticks, AtRisk and Lost as marks; pauses shaded and kills struck
+//! through; refused stale writes marked; every violation a red band across the rows while
+//! it went on, its events ringed in red, and listed below with links to both; a summary
+//! table above.
+//!
+//! ```
+//! use distlock_cli::checker::{Limits, check};
+//! use distlock_cli::history::parse;
+//! use distlock_cli::report::render;
+//! let history = parse(concat!(
+//!     r#"{"at":0,"worker":1,"ev":"granted","token":1,"safe_until":100}"#, "\n",
+//!     r#"{"at":50,"worker":2,"ev":"granted","token":2,"safe_until":150}"#,
+//! ))?;
+//! let verdict = check(&history, &Limits { liveness: 1_000 });
+//! let html = render(&history, &verdict, "two holders");
+//! assert!(html.contains(r#"class="hold bad""#) && html.contains(r#"<li id="v0""#));
+//! # Ok::<(), String>(())
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+use crate::checker::{Verdict, holds};
+use crate::history::{Event, What};
+
+/// The most holds a report draws: a day-long run has millions, and a browser cannot show
+/// them; the summary still counts them all.
+const MOST_HOLDS: usize = 20_000;
+
+/// Where the plot starts (after the row labels), how wide it is, and how tall a row is.
+const LEFT: f64 = 80.0;
+const WIDTH: f64 = 1100.0;
+const ROW: f64 = 28.0;
+/// The height of the time axis above the rows.
+const AXIS: f64 = 24.0;
+
+/// The report of a run whose history is `events` (sorted by time) and whose verdict is
+/// `verdict`, headed `title`.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_cli::checker::{Limits, check};
+/// use distlock_cli::report::render;
+/// let html = render(&[], &check(&[], &Limits { liveness: 1 }), "empty");
+/// assert!(html.starts_with("<!doctype html>") && html.contains("verdict: clean"));
+/// ```
+pub fn render(events: &[Event], verdict: &Verdict, title: &str) -> String {
+    let mut html = String::with_capacity(64 * 1024 + events.len() * 160);
+    html.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    let _ = write!(
+        html,
+        "<title>{}</title><style>{STYLE}</style></head><body>",
+        escape(title)
+    );
+    let _ = write!(html, "<h1>{}</h1>", escape(title));
+    match verdict.clean() {
+        true => html.push_str("<p class=\"verdict clean\">verdict: clean</p>"),
+        false => {
+            let _ = write!(
+                html,
+                "<p class=\"verdict dirty\">verdict: {} violations</p>",
+                verdict.violations.len()
+            );
+        }
+    }
+    summary(&mut html, events, verdict);
+    Plot::new(events, verdict).draw(&mut html);
+    html.push_str(LEGEND);
+    violations(&mut html, events, verdict);
+    let _ = writeln!(html, "<script>{SCRIPT}</script></body></html>");
+    html
+}
+
+/// The summary table.
+fn summary(html: &mut String, events: &[Event], verdict: &Verdict) {
+    let stats = &verdict.stats;
+    let mut rows: Vec<(String, String)> = Vec::new();
+    if let Some(What::Start {
+        ttl,
+        workers,
+        scheme,
+        backend,
+    }) = events
+        .iter()
+        .map(|e| &e.what)
+        .find(|w| matches!(w, What::Start { .. }))
+    {
+        rows.push(("backend".into(), backend.clone()));
+        rows.push(("scheme".into(), scheme.clone()));
+        rows.push(("workers".into(), workers.to_string()));
+        rows.push(("TTL".into(), ms(*ttl)));
+    }
+    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+    for violation in &verdict.violations {
+        *by_kind.entry(kind_name(violation.kind)).or_default() += 1;
+    }
+    let by_kind: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    rows.extend([
+        ("events".into(), events.len().to_string()),
+        ("acquisitions".into(), stats.acquisitions.to_string()),
+        ("transfers".into(), stats.transfers.to_string()),
+        (
+            "critical sections".into(),
+            stats.critical_sections.to_string(),
+        ),
+        ("counter at the end".into(), stats.counter_final.to_string()),
+        ("lost updates".into(), stats.lost_updates.to_string()),
+        (
+            "stale unfenced writes".into(),
+            stats.stale_unfenced_writes.to_string(),
+        ),
+        ("writes accepted".into(), stats.writes_accepted.to_string()),
+        (
+            "stale writes refused".into(),
+            stats.stale_writes_refused.to_string(),
+        ),
+        ("faults".into(), stats.faults.to_string()),
+        (
+            "longest free while waiting".into(),
+            ms(stats.longest_free_wait_ns),
+        ),
+        (
+            "starved workers".into(),
+            format!("{:?}", stats.starved_workers),
+        ),
+        (
+            "violations".into(),
+            match by_kind.is_empty() {
+                true => "none".into(),
+                false => by_kind.join(", "),
+            },
+        ),
+    ]);
+    html.push_str("<table class=\"summary\">");
+    for (name, value) in rows {
+        let _ = write!(
+            html,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escape(&name),
+            escape(&value)
+        );
+    }
+    html.push_str("</table>");
+}
+
+/// The violation list, each linking to its events' marks.
+fn violations(html: &mut String, events: &[Event], verdict: &Verdict) {
+    html.push_str("<h2>Violations</h2>");
+    if verdict.clean() {
+        html.push_str("<p>none</p>");
+        return;
+    }
+    let from = events.first().map_or(0, |e| e.at);
+    let since = |at: u64| match at {
+        u64::MAX => "the end".to_owned(),
+        at => ms(at.saturating_sub(from)),
+    };
+    html.push_str("<ol id=\"violations\">");
+    for (number, violation) in verdict.violations.iter().enumerate() {
+        let ids: Vec<String> = violation.events.iter().map(|e| e.to_string()).collect();
+        let _ = write!(
+            html,
+            "<li id=\"v{number}\" class=\"violation\" data-events=\"{}\"><b>{}</b> {} <span class=\"events\"><a href=\"#b{number}\">{} to {}</a>; events:",
+            ids.join(" "),
+            kind_name(violation.kind),
+            escape(&violation.message),
+            since(violation.span[0]),
+            since(violation.span[1]),
+        );
+        for &index in &violation.events {
+            let what = events.get(index).map_or("?", |e| event_name(&e.what));
+            let _ = write!(html, " <a href=\"#e{index}\">#{index} {what}</a>");
+        }
+        html.push_str("</span></li>");
+    }
+    html.push_str("</ol>");
+}
+
+/// The timeline: its scale, and the workers' rows.
+struct Plot<'a> {
+    events: &'a [Event],
+    verdict: &'a Verdict,
+    /// The first and last event's time.
+    from: u64,
+    to: u64,
+    /// Each worker's row, from the top.
+    rows: BTreeMap<u32, usize>,
+}
+
+impl<'a> Plot<'a> {
+    fn new(events: &'a [Event], verdict: &'a Verdict) -> Plot<'a> {
+        let from = events.first().map_or(0, |e| e.at);
+        let to = events.last().map_or(0, |e| e.at).max(from + 1);
+        let workers: BTreeSet<u32> = events
+            .iter()
+            .filter(|e| !matches!(e.what, What::Start { .. }))
+            .map(|e| e.worker)
+            .collect();
+        let rows = workers
+            .into_iter()
+            .enumerate()
+            .map(|(row, w)| (w, row))
+            .collect();
+        Plot {
+            events,
+            verdict,
+            from,
+            to,
+            rows,
+        }
+    }
+
+    /// The x of time `at`.
+    fn x(&self, at: u64) -> f64 {
+        let at = at.clamp(self.from, self.to);
+        LEFT + (at - self.from) as f64 / (self.to - self.from) as f64 * WIDTH
+    }
+
+    /// The top of `worker`'s row.
+    fn y(&self, worker: u32) -> Option<f64> {
+        self.rows.get(&worker).map(|&row| AXIS + row as f64 * ROW)
+    }
+
+    fn draw(&self, html: &mut String) {
+        let height = AXIS + self.rows.len() as f64 * ROW + 8.0;
+        let _ = write!(
+            html,
+            "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\">",
+            w = LEFT + WIDTH + 20.0,
+        );
+        self.axis(html);
+        for (&worker, &row) in &self.rows {
+            let y = AXIS + row as f64 * ROW;
+            let _ = write!(
+                html,
+                "<rect class=\"row{}\" x=\"0\" y=\"{y}\" width=\"{}\" height=\"{ROW}\"/><text class=\"label\" x=\"4\" y=\"{}\">worker {worker}</text>",
+                if row % 2 == 0 { " alt" } else { "" },
+                LEFT + WIDTH + 20.0,
+                y + ROW / 2.0 + 4.0
+            );
+        }
+        self.bands(html);
+        self.faults(html);
+        self.holds(html);
+        self.marks(html);
+        html.push_str("</svg>");
+    }
+
+    /// Ticks at a round interval, about ten across.
+    fn axis(&self, html: &mut String) {
+        let span = self.to - self.from;
+        let rough = (span / 10).max(1);
+        let magnitude = 10u64.pow(rough.ilog10());
+        let step = [1, 2, 5, 10]
+            .iter()
+            .map(|m| m * magnitude)
+            .find(|&s| s >= rough)
+            .unwrap_or(rough);
+        let mut tick = 0;
+        while tick <= span {
+            let x = self.x(self.from + tick);
+            let _ = write!(
+                html,
+                "<line class=\"tick\" x1=\"{x:.1}\" y1=\"{AXIS}\" x2=\"{x:.1}\" y2=\"{}\"/><text class=\"time\" x=\"{x:.1}\" y=\"14\">{}</text>",
+                AXIS + self.rows.len() as f64 * ROW,
+                seconds(tick)
+            );
+            tick += step;
+        }
+    }
+
+    /// A red band across every row while each violation went on.
+    fn bands(&self, html: &mut String) {
+        let bottom = AXIS + self.rows.len() as f64 * ROW;
+        for (number, violation) in self.verdict.violations.iter().enumerate() {
+            let [from, to] = violation.span;
+            let (x1, x2) = (self.x(from), self.x(to));
+            let _ = write!(
+                html,
+                "<rect id=\"b{number}\" class=\"band\" x=\"{:.1}\" y=\"{AXIS}\" width=\"{:.1}\" height=\"{}\"><title>{}: {}</title></rect>",
+                x1 - 1.5,
+                (x2 - x1).max(0.0) + 3.0,
+                bottom - AXIS,
+                kind_name(violation.kind),
+                escape(&violation.message)
+            );
+        }
+    }
+
+    /// Pauses shaded (to their resume, or the end), kills struck through.
+    fn faults(&self, html: &mut String) {
+        let mut paused: BTreeMap<u32, (u64, Option<&str>)> = BTreeMap::new();
+        for event in self.events {
+            let What::Fault { fault, step } = &event.what else {
+                continue;
+            };
+            let Some(y) = self.y(event.worker) else {
+                continue;
+            };
+            let at = match step {
+                Some(step) => format!(" at {step}"),
+                None => String::new(),
+            };
+            match fault.as_str() {
+                "pause" => {
+                    paused.insert(event.worker, (event.at, step.as_deref()));
+                }
+                "resume" => {
+                    if let Some((since, step)) = paused.remove(&event.worker) {
+                        self.pause(html, y, since, event.at, step);
+                    }
+                }
+                _ => {
+                    let x = self.x(event.at);
+                    let _ = write!(
+                        html,
+                        "<line class=\"kill\" x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\"><title>killed{} at {}</title></line>",
+                        y + 2.0,
+                        y + ROW - 2.0,
+                        escape(&at),
+                        self.time(event.at)
+                    );
+                }
+            }
+        }
+        for (worker, (since, step)) in paused {
+            if let Some(y) = self.y(worker) {
+                self.pause(html, y, since, self.to, step);
+            }
+        }
+    }
+
+    fn pause(&self, html: &mut String, y: f64, since: u64, until: u64, step: Option<&str>) {
+        let (x1, x2) = (self.x(since), self.x(until));
+        let at = step.map_or(String::new(), |step| format!(" at {step}"));
+        let _ = write!(
+            html,
+            "<rect class=\"pause\" x=\"{x1:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{}\"><title>paused{} from {} to {}</title></rect>",
+            y + 1.0,
+            (x2 - x1).max(1.0),
+            ROW - 2.0,
+            escape(&at),
+            self.time(since),
+            self.time(until)
+        );
+    }
+
+    /// Each hold a bar, labelled with its token when there is room; a bar whose grant a
+    /// violation names is outlined in red.
+    fn holds(&self, html: &mut String) {
+        let blamed: BTreeSet<usize> = self
+            .verdict
+            .violations
+            .iter()
+            .flat_map(|v| v.events.iter().copied())
+            .collect();
+        let all = holds(self.events);
+        for held in all.iter().take(MOST_HOLDS) {
+            let Some(y) = self.y(held.worker) else {
+                continue;
+            };
+            let (x1, x2) = (self.x(held.start), self.x(held.end));
+            let width = (x2 - x1).max(1.5);
+            let class = match blamed.contains(&held.grant) {
+                true => "hold bad",
+                false => "hold",
+            };
+            let _ = write!(
+                html,
+                "<rect id=\"e{}\" class=\"{class}\" x=\"{x1:.1}\" y=\"{}\" width=\"{width:.1}\" height=\"{}\"><title>worker {} token {} held from {} to {}</title></rect>",
+                held.grant,
+                y + 6.0,
+                ROW - 12.0,
+                held.worker,
+                held.token,
+                self.time(held.start),
+                self.time(held.end),
+            );
+            let label = short_token(held.token);
+            if width >= 8.0 * label.len() as f64 {
+                let _ = write!(
+                    html,
+                    "<text class=\"token\" x=\"{:.1}\" y=\"{}\">{label}</text>",
+                    x1 + 3.0,
+                    y + ROW / 2.0 + 4.0
+                );
+            }
+        }
+        if all.len() > MOST_HOLDS {
+            let _ = write!(
+                html,
+                "<text class=\"note\" x=\"{LEFT}\" y=\"{}\">the first {MOST_HOLDS} of {} holds are drawn</text>",
+                AXIS - 12.0,
+                all.len()
+            );
+        }
+    }
+
+    /// Renewals, health changes, resource writes, and a ring around every event a
+    /// violation names (its link target, unless its hold's bar is).
+    fn marks(&self, html: &mut String) {
+        let bars: BTreeSet<usize> = holds(self.events).iter().map(|h| h.grant).collect();
+        let blamed: BTreeSet<usize> = self
+            .verdict
+            .violations
+            .iter()
+            .flat_map(|v| v.events.iter().copied())
+            .collect();
+        for (index, event) in self.events.iter().enumerate() {
+            let Some(y) = self.y(event.worker) else {
+                continue;
+            };
+            let x = self.x(event.at);
+            let when = self.time(event.at);
+            let _ = match &event.what {
+                What::Renewed { .. } => write!(
+                    html,
+                    "<line class=\"renew\" x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\"><title>renewed at {when}</title></line>",
+                    y + 2.0,
+                    y + 6.0
+                ),
+                What::Health { health } if health == "at-risk" => write!(
+                    html,
+                    "<path class=\"atrisk\" d=\"M{x:.1} {} l4 7 h-8 z\"><title>at risk at {when}</title></path>",
+                    y + 1.0
+                ),
+                What::Health { health } if health == "lost" => write!(
+                    html,
+                    "<text class=\"lost\" x=\"{:.1}\" y=\"{}\">✕<title>lost at {when}</title></text>",
+                    x - 4.0,
+                    y + ROW - 2.0
+                ),
+                What::Write { token, accepted } => write!(
+                    html,
+                    "<circle class=\"{}\" cx=\"{x:.1}\" cy=\"{}\" r=\"{}\"><title>write with token {token} {} at {when}</title></circle>",
+                    if *accepted { "write" } else { "refused" },
+                    y + ROW - 5.0,
+                    if *accepted { 1.5 } else { 3.5 },
+                    if *accepted {
+                        "accepted"
+                    } else {
+                        "refused (stale)"
+                    },
+                ),
+                _ => Ok(()),
+            };
+            if blamed.contains(&index) && !bars.contains(&index) {
+                let _ = write!(
+                    html,
+                    "<circle id=\"e{index}\" class=\"mark\" cx=\"{x:.1}\" cy=\"{}\" r=\"6\"><title>event #{index} ({}) at {when}</title></circle>",
+                    y + ROW / 2.0,
+                    event_name(&event.what)
+                );
+            }
+        }
+    }
+
+    /// `at` in ms from the first event.
+    fn time(&self, at: u64) -> String {
+        match at {
+            u64::MAX => "the end".into(),
+            at => ms(at.saturating_sub(self.from)),
+        }
+    }
+}
+
+/// A token short enough to label a bar: its last five digits.
+fn short_token(token: u64) -> String {
+    match token {
+        0..=99_999 => token.to_string(),
+        _ => format!("…{:05}", token % 100_000),
+    }
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.1} ms", ns as f64 / 1e6)
+}
+
+fn seconds(ns: u64) -> String {
+    match ns {
+        0 => "0".into(),
+        ns if ns < 1_000_000_000 => format!("{} ms", ns / 1_000_000),
+        ns => format!("{} s", ns as f64 / 1e9),
+    }
+}
+
+fn kind_name(kind: crate::checker::Kind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The history's name of an event (its `ev`).
+fn event_name(what: &What) -> &'static str {
+    match what {
+        What::Start { .. } => "start",
+        What::Acquire => "acquire",
+        What::Granted { .. } => "granted",
+        What::AcquireFailed { .. } => "acquire-failed",
+        What::Renewed { .. } => "renewed",
+        What::Health { .. } => "health",
+        What::Enter => "enter",
+        What::CounterRead { .. } => "counter-read",
+        What::CounterWrite { .. } => "counter-write",
+        What::Exit => "exit",
+        What::Abandon => "abandon",
+        What::Write { .. } => "write",
+        What::Release => "release",
+        What::Released { .. } => "released",
+        What::Fault { .. } => "fault",
+    }
+}
+
+/// `text` safe inside HTML text and attribute values.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:16px;color:#111}\
+h1{font-size:20px}.verdict{font-weight:bold;font-size:16px}.clean{color:#15803d}\
+.dirty{color:#b91c1c}table.summary{border-collapse:collapse;margin:8px 0 16px}\
+table.summary th{text-align:left;padding:2px 12px 2px 0;font-weight:normal;color:#555}\
+table.summary td{padding:2px 0;font-variant-numeric:tabular-nums}\
+svg{display:block;border:1px solid #ddd;background:#fff}\
+.row{fill:#fff}.row.alt{fill:#f3f4f6}.label,.time,.note{font-size:11px;fill:#444}\
+.time{text-anchor:middle}.tick{stroke:#e5e7eb}\
+.hold{fill:#3b82f6}.hold.bad{stroke:#dc2626;stroke-width:2}.token{font-size:10px;fill:#fff;pointer-events:none}\
+.pause{fill:#9ca3af;fill-opacity:.35}.kill{stroke:#111;stroke-width:2}\
+.renew{stroke:#16a34a;stroke-width:1.5}.atrisk{fill:#f59e0b}.lost{fill:#dc2626;font-size:13px}\
+.write{fill:#1e3a8a}.refused{fill:none;stroke:#dc2626;stroke-width:1.5}\
+.mark{fill:none;stroke:#dc2626;stroke-width:2}.band{fill:#dc2626;fill-opacity:.18}.focus{stroke:#f0f;stroke-width:4}\
+:target{stroke:#f0f;stroke-width:4}li.violation{margin:4px 0}li.picked{background:#fde68a}\
+.legend span{margin-right:14px}.events a{margin-left:4px}";
+
+const LEGEND: &str = "<p class=\"legend\"><span style=\"color:#3b82f6\">■ hold (token)</span>\
+<span style=\"color:#dc2626\">□ hold a violation names</span><span style=\"color:#16a34a\">| renewal</span>\
+<span style=\"color:#f59e0b\">▲ at risk</span><span style=\"color:#dc2626\">✕ lost</span>\
+<span style=\"color:#9ca3af\">■ paused</span><span>| killed</span>\
+<span style=\"color:#dc2626\">○ stale write refused, or an event a violation names</span>\
+<span style=\"color:#f87171\">▮ while a violation went on</span></p>";
+
+/// Picks a violation when its list item is clicked, or when the page is opened at it
+/// (`report.html#v3`): its list item, its band and its events' marks stand out, the band
+/// in view.
+const SCRIPT: &str = "function pick(li){\
+document.querySelectorAll('.focus').forEach(function(e){e.classList.remove('focus')});\
+document.querySelectorAll('li.picked').forEach(function(e){e.classList.remove('picked')});\
+li.classList.add('picked');var first=document.getElementById('b'+li.id.slice(1));\
+if(first){first.classList.add('focus');}\
+li.dataset.events.split(' ').forEach(function(i){var e=document.getElementById('e'+i);\
+if(e){e.classList.add('focus');first=first||e;}});\
+if(first){first.scrollIntoView({block:'center'});}}\
+document.querySelectorAll('li.violation').forEach(function(li){\
+li.addEventListener('click',function(){pick(li);});});\
+var opened=/^#v[0-9]+$/.test(location.hash)&&document.getElementById(location.hash.slice(1));\
+if(opened){pick(opened);}";
