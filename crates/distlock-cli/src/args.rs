@@ -229,6 +229,13 @@ pub enum Scheme {
     /// Redis `SET key <id> NX PX ttl`; released with `GET`, then `DEL` if the id is its
     /// own: not atomic, so a holder paused between them deletes the next holder's lock.
     GetThenDel,
+    /// A database transaction that holds a row `SELECT … FOR UPDATE` until it commits
+    /// (PostgreSQL, MySQL/MariaDB).
+    SelectForUpdate,
+    /// Optimistic: read a row's value and version, write the value back with
+    /// `… WHERE version = <read>`, try again when it changed nothing (PostgreSQL,
+    /// MySQL/MariaDB).
+    VersionCas,
 }
 
 impl Scheme {
@@ -241,6 +248,8 @@ impl Scheme {
             Scheme::SetnxExpire => "setnx-expire",
             Scheme::GetsetTimestamp => "getset-timestamp",
             Scheme::GetThenDel => "get-then-del",
+            Scheme::SelectForUpdate => "select-for-update",
+            Scheme::VersionCas => "version-cas",
         }
     }
 }

@@ -354,7 +354,10 @@ fn check_counter(timeline: &Timeline, verdict: &mut Verdict) {
 }
 
 /// The lost update if other workers' `held_writes` came between the counter's `read` and
-/// its `write` of `value` by the same worker.
+/// its `write` of `value` by the same worker, one of them writing `value` or more: the
+/// write then did not build on it. (A write in between of less than `value` is one the
+/// read saw after all: the store made it before the read, and its worker recorded it
+/// after; a counter kept in the store, updated atomically, records so.)
 fn lost_update(
     timeline: &Timeline,
     read: usize,
@@ -369,6 +372,7 @@ fn lost_update(
         .iter()
         .copied()
         .filter(|&other| events[other].worker != writer.worker)
+        .filter(|&other| matches!(events[other].what, What::CounterWrite { value: theirs } if theirs >= value))
         .collect();
     if overwritten.is_empty() {
         return None;

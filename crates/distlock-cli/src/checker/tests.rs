@@ -257,6 +257,25 @@ fn without_fencing_the_paused_holders_write_goes_through() {
 }
 
 #[test]
+fn a_write_recorded_after_a_read_that_saw_it_loses_nothing() {
+    let mut history = History::new();
+    // Worker 2 updates the counter to 1 in the store; worker 1 reads 1 from it and
+    // records that first; worker 2 records its write after.
+    history.add(1, 1, What::Acquire);
+    history.add(2, 1, What::CounterRead { value: 1 });
+    history.granted(3, 2, 1, 4);
+    history.add(3, 2, What::CounterWrite { value: 1 });
+    history.granted(10, 1, 2, 11);
+    history.add(10, 1, What::CounterWrite { value: 2 });
+    let verdict = history.check();
+    assert_eq!(kinds(&verdict), []);
+    assert_eq!(
+        (verdict.stats.lost_updates, verdict.stats.counter_final),
+        (0, 2)
+    );
+}
+
+#[test]
 fn writes_without_tokens_are_judged_by_their_grants() {
     let mut history = History::new();
     history.add(1, 1, What::Acquire);

@@ -5,6 +5,7 @@ mod faults;
 mod record;
 mod resource;
 mod scheme;
+mod sql_scheme;
 mod steps;
 mod worker;
 
@@ -55,6 +56,10 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     if scheme::on_plain_redis(args.scheme) {
         scheme::redis_client(&url)?;
     }
+    let name = format!("torture/{}", distlock::random_id());
+    if sql_scheme::on_database(args.scheme) {
+        sql_scheme::prepare(&url, &name).await?;
+    }
 
     let dir = run_dir()?;
     let history = args
@@ -77,13 +82,17 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
             backend: backend.into(),
         },
     );
-    let fenced = args.scheme != Scheme::NoFencing && !scheme::on_plain_redis(args.scheme);
+    // A resource fenced by the schemes' tokens (those without take 0, and a resource that
+    // knows nothing of tokens).
+    let fenced = matches!(
+        args.scheme,
+        Scheme::Distlock | Scheme::NoRenewal | Scheme::VersionCas
+    );
     let resource = resource::start(recorder.clone(), fenced).await?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
     let started = monotonic_ns() + STARTUP.as_nanos() as u64;
     let until = started + args.duration.as_nanos() as u64;
-    let name = format!("torture/{}", distlock::random_id());
     let template = worker::Task {
         url: url.clone(),
         name: name.clone(),
@@ -108,6 +117,9 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     let finished = workers.finish(STOP_GRACE + args.hold + args.ttl * 2).await;
     if scheme::on_plain_redis(args.scheme) {
         scheme::remove(&url, &name).await;
+    }
+    if sql_scheme::on_database(args.scheme) {
+        sql_scheme::remove(&url, &name).await;
     }
     finished?;
 

@@ -44,11 +44,12 @@ impl Recorder {
     /// Records that `what` happened to `worker` now. A history that cannot be written
     /// makes the run worthless, so that ends the process.
     pub fn record(&self, worker: u32, what: What) {
-        let event = Event {
-            at: monotonic_ns(),
-            worker,
-            what,
-        };
+        self.record_at(worker, monotonic_ns(), what);
+    }
+
+    /// Records that `what` happened to `worker` at `at`, on the shared clock.
+    pub fn record_at(&self, worker: u32, at: u64, what: What) {
+        let event = Event { at, worker, what };
         let mut line = serde_json::to_string(&event).expect("an event is plain data");
         line.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,5 +1,6 @@
-//! The lock schemes a torture worker runs: distlock's guard, and the broken schemes the
-//! documents walk through, on one Redis server, written as they write them (with
+//! The lock schemes a torture worker runs: distlock's guard, the documents' database
+//! schemes (`sql_scheme`), and the broken schemes the documents walk through, on one
+//! Redis server, written as they write them (with
 //! milliseconds where they give seconds, so a run can use short TTLs). The broken schemes
 //! tell their holder nothing after the grant; each records as its validity the grant's
 //! start plus the TTL it set, so the checker blames them only for what their store
@@ -12,6 +13,7 @@ use distlock_cli::history::{instant_ns, monotonic_ns};
 use redis::aio::MultiplexedConnection;
 
 use super::record::Recorder;
+use super::sql_scheme::{SqlLock, on_database};
 use super::steps::{BETWEEN_GET_AND_DEL, BETWEEN_GET_AND_GETSET, BETWEEN_SETNX_AND_EXPIRE, Orders};
 use crate::args::Scheme;
 
@@ -34,12 +36,17 @@ pub struct Hold {
     /// Whether the holder looks at its guard: renewed, and checked before each unfenced
     /// write.
     pub looks: bool,
+    /// The value the counter was updated to in the store, for a scheme whose critical
+    /// section is that update (`version-cas`).
+    pub counted: Option<u64>,
     /// What a broken scheme stored as the lock's value.
     value: String,
 }
 
 /// One worker's lock.
 pub enum Lock {
+    /// One of the documents' database schemes.
+    Sql(SqlLock),
     /// distlock's mutex; `renewed` unless the scheme never renews.
     Distlock { mutex: Mutex, renewed: bool },
     /// A broken scheme's Redis key.
@@ -87,6 +94,9 @@ pub async fn remove(url: &str, name: &str) {
 impl Lock {
     /// Connects the lock `name` of `scheme` at `url`.
     pub async fn open(url: &str, name: &str, scheme: Scheme) -> Result<Lock> {
+        if on_database(scheme) {
+            return Ok(Lock::Sql(SqlLock::open(url, name, scheme).await?));
+        }
         if !on_plain_redis(scheme) {
             let client = Client::connect(url).await?;
             return Ok(Lock::Distlock {
@@ -106,13 +116,24 @@ impl Lock {
     /// not come.
     pub async fn acquire(
         &mut self,
-        ttl: Duration,
+        (ttl, hold): (Duration, Duration),
         until: u64,
         orders: &Orders,
         recorder: &Recorder,
         me: u32,
     ) -> Result<Hold> {
         let (scheme, connection, key) = match self {
+            Lock::Sql(lock) => {
+                let grant = lock.acquire(hold, until, orders, recorder, me).await?;
+                return Ok(Hold {
+                    token: grant.token,
+                    safe_until: u64::MAX,
+                    guard: None,
+                    looks: false,
+                    counted: grant.counted,
+                    value: String::new(),
+                });
+            }
             Lock::Distlock { mutex, renewed } => {
                 let left = Duration::from_nanos(until.saturating_sub(monotonic_ns()));
                 let options = LockOptions::new().ttl(ttl).wait(left).auto_renew(*renewed);
@@ -126,6 +147,7 @@ impl Lock {
                     safe_until,
                     guard: Some(guard),
                     looks: *renewed,
+                    counted: None,
                     value: String::new(),
                 });
             }
@@ -143,6 +165,7 @@ impl Lock {
                 safe_until: started + ttl.as_nanos() as u64,
                 guard: None,
                 looks: false,
+                counted: None,
                 value,
             };
             match scheme {
@@ -213,9 +236,11 @@ impl Lock {
                         }
                     }
                 }
-                Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing => {
-                    unreachable!("distlock's schemes are served above")
-                }
+                Scheme::Distlock
+                | Scheme::NoRenewal
+                | Scheme::NoFencing
+                | Scheme::SelectForUpdate
+                | Scheme::VersionCas => unreachable!("the other schemes are served above"),
             }
             if monotonic_ns() + RETRY.as_nanos() as u64 >= until {
                 return Err(Error::new(ErrorKind::Timeout, "the run ended first"));
@@ -234,6 +259,7 @@ impl Lock {
         me: u32,
     ) -> &'static str {
         let outcome = match self {
+            Lock::Sql(lock) => lock.release().await,
             Lock::Distlock { .. } => match hold.guard {
                 Some(guard) => guard.release().await.map(|()| true),
                 None => Ok(true),
@@ -282,9 +308,11 @@ async fn release_redis(
             orders.at(BETWEEN_GET_AND_DEL, recorder, me);
             del(connection, key).await
         }
-        Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing => {
-            unreachable!("distlock's schemes release their guard")
-        }
+        Scheme::Distlock
+        | Scheme::NoRenewal
+        | Scheme::NoFencing
+        | Scheme::SelectForUpdate
+        | Scheme::VersionCas => unreachable!("the other schemes release above"),
     }
 }
 

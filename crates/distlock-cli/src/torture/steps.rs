@@ -25,14 +25,17 @@ pub const BETWEEN_SETNX_AND_EXPIRE: &str = "between-setnx-and-expire";
 pub const BETWEEN_GET_AND_DEL: &str = "between-get-and-del";
 /// `getset-timestamp` acquires: an expired time read, the `GETSET` not sent.
 pub const BETWEEN_GET_AND_GETSET: &str = "between-get-and-getset";
+/// `version-cas`: the value and its version read, the update not sent.
+pub const BETWEEN_READ_AND_CAS: &str = "between-read-and-cas";
 
 /// The steps of `scheme` a step fault lands on, in the order faults of a kind take them:
 /// the scheme's own store calls first, then the steps every scheme has.
 pub fn of(scheme: Scheme) -> &'static [&'static str] {
     match scheme {
-        Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing => {
+        Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing | Scheme::SelectForUpdate => {
             &[BEFORE_FENCED_WRITE, AFTER_GRANT, BEFORE_RELEASE]
         }
+        Scheme::VersionCas => &[BETWEEN_READ_AND_CAS, BEFORE_FENCED_WRITE],
         Scheme::SetnxExpire => &[BETWEEN_SETNX_AND_EXPIRE, BEFORE_FENCED_WRITE],
         Scheme::GetThenDel => &[BETWEEN_GET_AND_DEL, BEFORE_FENCED_WRITE],
         Scheme::GetsetTimestamp => &[

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::record::Recorder;
 use super::resource::Writer;
-use super::scheme::Lock;
+use super::scheme::{Hold, Lock};
 use super::steps::{self, Orders};
 use crate::args::Scheme;
 use crate::worker_task;
@@ -51,7 +51,7 @@ pub async fn worker() -> Result<u8> {
     while monotonic_ns() < task.until {
         recorder.record(me, What::Acquire);
         let hold = match lock
-            .acquire(task.ttl, task.until, &orders, &recorder, me)
+            .acquire((task.ttl, task.hold), task.until, &orders, &recorder, me)
             .await
         {
             Ok(hold) => hold,
@@ -74,13 +74,18 @@ pub async fn worker() -> Result<u8> {
                 continue;
             }
         };
-        recorder.record(
-            me,
-            What::Granted {
-                token: hold.token,
-                safe_until: hold.safe_until,
-            },
-        );
+        // A scheme whose critical section is one atomic update in the store holds the
+        // lock for the instant of that update, and no longer.
+        let granted_at = monotonic_ns();
+        let safe_until = match hold.counted {
+            Some(_) => granted_at + 1,
+            None => hold.safe_until,
+        };
+        let token = hold.token;
+        recorder.record_at(me, granted_at, What::Granted { token, safe_until });
+        if let Some(value) = hold.counted {
+            recorder.record_at(me, granted_at, What::CounterWrite { value });
+        }
         orders.at(steps::AFTER_GRANT, &recorder, me);
         let section = Section {
             task: &task,
@@ -89,10 +94,10 @@ pub async fn worker() -> Result<u8> {
         };
         match hold.guard.as_ref().filter(|_| hold.looks) {
             Some(guard) => tokio::select! {
-                done = section.run(Some(guard), hold.token, &mut resource) => done?,
+                done = section.run(Some(guard), &hold, &mut resource) => done?,
                 never = watch(guard, &recorder, me) => match never {},
             },
-            None => section.run(None, hold.token, &mut resource).await?,
+            None => section.run(None, &hold, &mut resource).await?,
         }
         recorder.record(me, What::Release);
         orders.at(steps::BEFORE_RELEASE, &recorder, me);
@@ -123,29 +128,39 @@ struct Section<'a> {
 impl Section<'_> {
     /// The critical section: a careful holder checks its guard before each unfenced write
     /// (a pause between the check and the write can still make it stale: that is what
-    /// fencing is for), and writes to the fenced resource with its token.
-    async fn run(&self, guard: Option<&Guard>, token: u64, resource: &mut Writer) -> Result<()> {
-        let (task, recorder, me) = (self.task, self.recorder, self.task.worker);
+    /// fencing is for), and writes to the fenced resource with its token. A hold whose
+    /// counter update the store made (`counted`) only writes to the resource.
+    async fn run(&self, guard: Option<&Guard>, hold: &Hold, resource: &mut Writer) -> Result<()> {
+        let (recorder, me) = (self.recorder, self.task.worker);
         recorder.record(me, What::Enter);
-        if !valid(guard) {
+        if hold.counted.is_none() && !self.count(guard).await? {
             recorder.record(me, What::Abandon);
             return Ok(());
+        }
+        self.orders.at(steps::BEFORE_FENCED_WRITE, recorder, me);
+        // The resource records its verdict itself.
+        resource.write(me, hold.token).await?;
+        recorder.record(me, What::Exit);
+        Ok(())
+    }
+
+    /// The counter's read-modify-write, the guard checked before each step: false if it
+    /// was found invalid, and the section is to be abandoned.
+    async fn count(&self, guard: Option<&Guard>) -> Result<bool> {
+        let (task, recorder, me) = (self.task, self.recorder, self.task.worker);
+        if !valid(guard) {
+            return Ok(false);
         }
         let value = read_counter(&task.counter)?;
         recorder.record(me, What::CounterRead { value });
         tokio::time::sleep(task.hold / 2).await;
         if !valid(guard) {
-            recorder.record(me, What::Abandon);
-            return Ok(());
+            return Ok(false);
         }
         write_counter(&task.counter, value + 1)?;
         recorder.record(me, What::CounterWrite { value: value + 1 });
         tokio::time::sleep(task.hold / 2).await;
-        self.orders.at(steps::BEFORE_FENCED_WRITE, recorder, me);
-        // The resource records its verdict itself.
-        resource.write(me, token).await?;
-        recorder.record(me, What::Exit);
-        Ok(())
+        Ok(true)
     }
 }
 
