@@ -6,6 +6,7 @@
 //! schemes from the documents, run on the same default schedule, must each be caught. And
 //! Debian's `chromium`, headless, draws a run's report.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -168,6 +169,69 @@ fn torture_catches_a_resource_without_fencing() {
     assert!(
         kinds.contains(&"stale-write-accepted".to_owned()),
         "{kinds:?}"
+    );
+}
+
+/// Ctrl-C stops a run cleanly: the workers withdraw their requests or release, the
+/// verdict covers the run so far, the exit is 130, and no lock is left held. Sent to the
+/// whole process group, as a terminal sends it.
+#[test]
+fn torture_stops_cleanly_on_ctrl_c() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    let history = state.path().join("history.jsonl");
+    let child = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state.path())
+        .env_remove("DISTLOCK_URL")
+        .args(["--url", &format!("redis://{}/0", redis.addr())])
+        .args(["torture", "--json", "--faults", "none", "--duration", "10m"])
+        .arg("--history")
+        .arg(&history)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Bounded: at most 20 s for the workers to get going.
+    let started = Instant::now();
+    while !std::fs::read_to_string(&history).is_ok_and(|h| h.contains("\"ev\":\"granted\"")) {
+        assert!(started.elapsed() < Duration::from_secs(20), "no grant");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) of the process group the child leads.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let stopped = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let verdict = json_lines(&String::from_utf8_lossy(&out.stdout))
+        .pop()
+        .unwrap();
+    assert_eq!(verdict["clean"], true, "{verdict:#}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    let lines = std::fs::read_to_string(&history).unwrap();
+    assert!(lines.contains("the run was interrupted") || lines.contains("\"ev\":\"released\""));
+    // No lock key left: every worker released or withdrew (the fencing counters stay).
+    let keys = Command::new("redis-cli")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &redis.addr().port().to_string(),
+            "--scan",
+        ])
+        .output()
+        .unwrap();
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(
+        !keys.lines().any(|key| key.starts_with("torture/")),
+        "{keys}"
     );
 }
 

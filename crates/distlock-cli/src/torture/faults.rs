@@ -7,7 +7,7 @@
 //! paused worker is resumed past its TTL and its validity, at a moment another worker
 //! holds the lock if one does soon: the moment a stale holder does the most harm.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -53,6 +53,8 @@ pub struct Workers {
     /// (on the shared clock).
     read: u64,
     holding: BTreeMap<u32, u64>,
+    /// Who is paused, by the history.
+    paused: BTreeSet<u32>,
 }
 
 impl Workers {
@@ -69,6 +71,7 @@ impl Workers {
             stepped: [0; 2],
             read: 0,
             holding: BTreeMap::new(),
+            paused: BTreeSet::new(),
         };
         for _ in 0..count {
             workers.spawn().await?;
@@ -86,15 +89,19 @@ impl Workers {
         };
         let mut command = Command::new(&self.exe);
         command.arg("torture-worker");
-        // SAFETY: prctl is async-signal-safe. A worker dies with the coordinator (killed,
-        // interrupted, or ending on an error), stopped or not, instead of running on.
+        // SAFETY: prctl and signal are async-signal-safe. A worker dies with the
+        // coordinator (killed, or ending on an error), stopped or not, instead of running
+        // on. It ignores the terminal's Ctrl-C and hangup, which reach its whole process
+        // group: the coordinator stops it cleanly on those.
         unsafe {
-            command.pre_exec(
-                || match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
                     0 => Ok(()),
                     _ => Err(std::io::Error::last_os_error()),
-                },
-            );
+                }
+            });
         }
         let (child, orders) = worker_task::start_with_orders(command, &task, false).await?;
         self.running.insert(id, Running { child, orders });
@@ -130,6 +137,12 @@ impl Workers {
                 }
                 What::Fault { fault, .. } if fault == "kill" => {
                     self.holding.remove(&event.worker);
+                }
+                What::Fault { fault, .. } if fault == "pause" => {
+                    self.paused.insert(event.worker);
+                }
+                What::Fault { fault, .. } if fault == "resume" => {
+                    self.paused.remove(&event.worker);
                 }
                 _ => {}
             }
@@ -326,6 +339,25 @@ impl Workers {
             let _ = running.child.wait().await;
         }
         self.spawn().await
+    }
+
+    /// Stops the run early: resumes the paused workers (recording it) and orders every
+    /// worker to stop.
+    pub async fn stop(&mut self, recorder: &Recorder) {
+        // A pause may have been recorded but not read yet.
+        self.holders();
+        let ids: Vec<u32> = self.running.keys().copied().collect();
+        for id in ids {
+            if self.paused.remove(&id) {
+                recorder.record(id, fault("resume"));
+            }
+            if let Some(pid) = self.pid(id) {
+                signal(pid, libc::SIGCONT);
+            }
+            // An armed step fault would strike after the stop.
+            self.order(id, steps::DISARM).await;
+            self.order(id, steps::STOP).await;
+        }
     }
 
     /// Waits at most `within` for every worker to end: an error naming those that did

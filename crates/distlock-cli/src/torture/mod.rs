@@ -19,6 +19,7 @@ use distlock_cli::history::{What, monotonic_ns, parse};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::args::{Scheme, TortureArgs};
 use crate::location::{connect, state_dir};
@@ -43,6 +44,7 @@ const STARTUP: Duration = Duration::from_secs(1);
 /// clean, 1 if not.
 pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     check_args(&args)?;
+    let mut interruption = Interruption::listen()?;
     // Refuse a bad URL or an unreachable backend before any worker starts.
     let (url, client) = connect(given).await?;
     if !client.backend().capabilities().cross_process {
@@ -107,13 +109,23 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         resource,
     };
     let mut workers = faults::Workers::start(template, args.workers).await?;
-    let mut next = started + args.fault_every.as_nanos() as u64;
-    while next < until {
-        tokio::time::sleep(Duration::from_nanos(next.saturating_sub(monotonic_ns()))).await;
-        workers.inject(&args.faults, &mut rng, &recorder).await?;
-        next = monotonic_ns() + args.fault_every.as_nanos() as u64;
+    let schedule = async {
+        let mut next = started + args.fault_every.as_nanos() as u64;
+        while next < until {
+            tokio::time::sleep(Duration::from_nanos(next.saturating_sub(monotonic_ns()))).await;
+            workers.inject(&args.faults, &mut rng, &recorder).await?;
+            next = monotonic_ns() + args.fault_every.as_nanos() as u64;
+        }
+        tokio::time::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns()))).await;
+        Ok(())
+    };
+    let (ran, interrupted) = tokio::select! {
+        ran = schedule => (ran, None),
+        signal = interruption.next() => (Ok(()), Some(signal)),
+    };
+    if interrupted.is_some() {
+        workers.stop(&recorder).await;
     }
-    tokio::time::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns()))).await;
     let finished = workers.finish(STOP_GRACE + args.hold + args.ttl * 2).await;
     if scheme::on_plain_redis(args.scheme) {
         scheme::remove(&url, &name).await;
@@ -121,6 +133,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     if sql_scheme::on_database(args.scheme) {
         sql_scheme::remove(&url, &name).await;
     }
+    ran?;
     finished?;
 
     let text = std::fs::read_to_string(&history)
@@ -135,7 +148,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
             liveness: liveness.as_nanos() as u64,
         },
     );
-    if verdict.stats.acquisitions == 0 {
+    if verdict.stats.acquisitions == 0 && interrupted.is_none() {
         return Err(Error::new(
             ErrorKind::Backend,
             format!(
@@ -157,7 +170,45 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         report: &report,
     };
     print_verdict(&args, &verdict, &files, seed, backend);
+    if let Some(signal) = interrupted {
+        eprintln!(
+            "distlock torture: interrupted (signal {signal}): the verdict covers the run so far"
+        );
+        return Ok(128 + signal as u8);
+    }
     Ok(if verdict.clean() { 0 } else { 1 })
+}
+
+/// The signals that stop a run early (Ctrl-C, a terminal hung up, a polite kill): the run
+/// stops its workers cleanly, judges what it recorded, and exits 128 + the signal.
+struct Interruption {
+    interrupt: Signal,
+    terminate: Signal,
+    hangup: Signal,
+}
+
+impl Interruption {
+    /// Catches the signals from now on.
+    fn listen() -> Result<Interruption> {
+        let catch = |kind: SignalKind| {
+            signal(kind)
+                .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot catch signals: {e}")))
+        };
+        Ok(Interruption {
+            interrupt: catch(SignalKind::interrupt())?,
+            terminate: catch(SignalKind::terminate())?,
+            hangup: catch(SignalKind::hangup())?,
+        })
+    }
+
+    /// The number of the next signal caught.
+    async fn next(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.interrupt.recv() => libc::SIGINT,
+            _ = self.terminate.recv() => libc::SIGTERM,
+            _ = self.hangup.recv() => libc::SIGHUP,
+        }
+    }
 }
 
 /// Refuses arguments no run can be made of.

@@ -6,9 +6,11 @@
 //! does so when it next gets there, recording the fault first.
 
 use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use distlock_cli::history::What;
+use tokio::sync::Notify;
 
 use super::record::Recorder;
 use crate::args::Scheme;
@@ -68,10 +70,16 @@ impl Act {
 /// The order to withdraw an armed fault.
 pub const DISARM: &str = "disarm";
 
-/// A worker's armed fault, if any, as the coordinator ordered it.
+/// The order to stop: the run was interrupted. The worker withdraws a request it waits
+/// on, or ends its critical section and releases, and exits.
+pub const STOP: &str = "stop";
+
+/// A worker's armed fault, if any, and whether it is to stop, as the coordinator ordered.
 #[derive(Debug, Default)]
 pub struct Orders {
     armed: Mutex<Option<(Act, String)>>,
+    stop: AtomicBool,
+    stopping: Notify,
 }
 
 impl Orders {
@@ -83,6 +91,11 @@ impl Orders {
         std::thread::spawn(move || {
             for line in std::io::stdin().lock().lines() {
                 let Ok(line) = line else { return };
+                if line == STOP {
+                    listening.stop.store(true, Ordering::SeqCst);
+                    listening.stopping.notify_waiters();
+                    continue;
+                }
                 let order = match line.split_once(' ') {
                     Some(("pause", step)) => Some((Act::Pause, step.to_owned())),
                     Some(("crash", step)) => Some((Act::Crash, step.to_owned())),
@@ -92,6 +105,23 @@ impl Orders {
             }
         });
         orders
+    }
+
+    /// Whether the worker was ordered to stop.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the worker is ordered to stop.
+    pub async fn stop_ordered(&self) {
+        loop {
+            // Registered before the look, so an order between the two still wakes it.
+            let ordered = self.stopping.notified();
+            if self.stopped() {
+                return;
+            }
+            ordered.await;
+        }
     }
 
     /// The worker `me` is at `step`: if a fault is armed for it, records it and does it.

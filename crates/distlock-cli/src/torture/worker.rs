@@ -48,12 +48,14 @@ pub async fn worker() -> Result<u8> {
         task.start.saturating_sub(monotonic_ns()),
     ))
     .await;
-    while monotonic_ns() < task.until {
+    while monotonic_ns() < task.until && !orders.stopped() {
         recorder.record(me, What::Acquire);
-        let hold = match lock
-            .acquire((task.ttl, task.hold), task.until, &orders, &recorder, me)
-            .await
-        {
+        let acquired = tokio::select! {
+            acquired = lock.acquire((task.ttl, task.hold), task.until, &orders, &recorder, me) => acquired,
+            // Withdrawn: distlock's acquire is cancel-safe; the others hold nothing yet.
+            () = orders.stop_ordered() => Err(Error::new(ErrorKind::Timeout, "the run was interrupted")),
+        };
+        let hold = match acquired {
             Ok(hold) => hold,
             Err(err) => {
                 recorder.record(
