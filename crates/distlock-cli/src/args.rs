@@ -182,6 +182,10 @@ pub struct TortureArgs {
     /// the checker must catch.
     #[arg(long, value_enum, default_value_t = Scheme::Distlock)]
     pub scheme: Scheme,
+    /// Ask for fair (FIFO) grants, and check that the lock granted them in the order they
+    /// were asked (distlock's schemes, on a backend with a fair queue).
+    #[arg(long)]
+    pub fair: bool,
     /// How long to wait between faults (after the last one ended).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub fault_every: Duration,

@@ -49,6 +49,9 @@ pub enum What {
         scheme: String,
         /// The backend's URL scheme.
         backend: String,
+        /// Whether the workers asked for fair (FIFO) grants.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        fair: bool,
     },
     /// The worker asks for the lock.
     Acquire,

@@ -83,6 +83,7 @@ fn summary(html: &mut String, events: &[Event], verdict: &Verdict) {
         workers,
         scheme,
         backend,
+        ..
     }) = events
         .iter()
         .map(|e| &e.what)

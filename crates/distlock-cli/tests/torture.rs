@@ -235,6 +235,42 @@ fn torture_stops_cleanly_on_ctrl_c() {
     );
 }
 
+/// With `--fair`, grants must follow the order of requests, faults and all.
+#[test]
+fn torture_finds_fair_locks_fair() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    let mut schedule = vec!["--fair"];
+    schedule.extend_from_slice(QUICK);
+    for url in [
+        format!("redis://{}/0", redis.addr()),
+        distlock_testkit::postgres_url(&pg),
+    ] {
+        let lines = clean_run(&url, &schedule);
+        assert!(lines.contains(r#""fair":true"#), "{url}");
+    }
+    let state = tempfile::tempdir().unwrap();
+    let refused = |url: &str, extra: &[&str]| {
+        let mut args = vec!["torture", "--fair"];
+        args.extend_from_slice(extra);
+        let out = distlock(url, state.path(), &args);
+        assert_eq!(out.status.code(), Some(64), "{url} {extra:?}: {out:?}");
+    };
+    // A scheme distlock does not run, and a backend without a fair queue.
+    refused(
+        &format!("redis://{}/0", redis.addr()),
+        &["--scheme", "get-then-del"],
+    );
+    let masters: Vec<_> = (0..3)
+        .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let hosts: Vec<String> = masters.iter().map(|m| m.addr().to_string()).collect();
+    let url = format!("redlock://{}/0", hosts.join(","));
+    refused(&url, &[]);
+    let out = distlock(&url, state.path(), &["torture", "--fair"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no fair queue"));
+}
+
 /// The Redis schemes of the documents need one Redis server.
 #[test]
 fn torture_runs_the_documents_schemes_on_redis_alone() {

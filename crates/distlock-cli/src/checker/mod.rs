@@ -78,6 +78,7 @@ pub fn check(events: &[Event], limits: &Limits) -> Verdict {
     check_tokens(&timeline, &mut verdict);
     check_late_loss(&timeline, &mut verdict);
     check_free_waits(&timeline, limits, &mut verdict);
+    check_fifo(&timeline, &mut verdict);
     count_starved(&timeline, limits, &mut verdict);
     verdict
         .violations
@@ -221,6 +222,9 @@ pub enum Kind {
     LateLoss,
     /// The lock sat free too long while a worker waited, or a worker waited too long.
     Liveness,
+    /// A fair lock granted a worker before another that had asked earlier and still
+    /// waited.
+    Fifo,
 }
 
 /// What happened in a history, counted and measured.
@@ -601,6 +605,80 @@ fn check_free_waits(timeline: &Timeline, limits: &Limits, verdict: &mut Verdict)
             ),
             events: involved,
             span: [gap.start, gap.end],
+        });
+    }
+}
+
+/// How much earlier one request must have been recorded than another for a fair lock to
+/// owe it the grant first: a request reaches the store a little after its worker records
+/// it, so two asked within this of each other may be queued either way.
+const FIFO_SLACK: u64 = 50_000_000;
+
+/// (f) FIFO, when the run asked for fair grants: each grant must go to a worker that asked
+/// no later than every other still waiting, give or take [`FIFO_SLACK`]. A wait its
+/// worker was paused in is left out on both sides (a paused waiter may lose its place).
+fn check_fifo(timeline: &Timeline, verdict: &mut Verdict) {
+    let events = timeline.events;
+    let fair = events
+        .iter()
+        .any(|event| matches!(event.what, What::Start { fair: true, .. }));
+    if !fair {
+        return;
+    }
+    let asked = |wait: &Wait| events[wait.acquire].at;
+    let mut steady: Vec<&Wait> = timeline
+        .waits
+        .iter()
+        .filter(|wait| !wait.paused(asked(wait)))
+        .collect();
+    steady.sort_by_key(|wait| asked(wait));
+    let mut granted: Vec<&Wait> = steady
+        .iter()
+        .copied()
+        .filter(|wait| wait.granted.is_some())
+        .collect();
+    granted.sort_by_key(|wait| wait.answered);
+    // Sweep the grants in time order, with the waits asked before each and not yet
+    // answered, oldest first.
+    let mut waiting: std::collections::BTreeSet<(u64, usize)> = std::collections::BTreeSet::new();
+    let mut by_answer: Vec<&Wait> = steady.clone();
+    by_answer.sort_by_key(|wait| wait.answered);
+    let (mut next_asked, mut next_answered) = (0, 0);
+    for wait in granted {
+        let (grant, at) = (wait.granted.unwrap_or(wait.acquire), wait.answered);
+        while next_asked < steady.len() && asked(steady[next_asked]) < at {
+            let other = steady[next_asked];
+            // One answered by now is no longer waiting, and later grants come later still.
+            if other.answered > at {
+                waiting.insert((asked(other), other.acquire));
+            }
+            next_asked += 1;
+        }
+        while next_answered < by_answer.len() && by_answer[next_answered].answered <= at {
+            let other = by_answer[next_answered];
+            waiting.remove(&(asked(other), other.acquire));
+            next_answered += 1;
+        }
+        let Some(&(oldest, oldest_acquire)) = waiting.first() else {
+            continue;
+        };
+        if oldest.saturating_add(FIFO_SLACK) >= asked(wait) {
+            continue;
+        }
+        let first = &events[oldest_acquire];
+        verdict.violations.push(Violation {
+            kind: Kind::Fifo,
+            message: format!(
+                "worker {} asked at {} and was granted at {}, before worker {} who had asked at \
+                 {} and still waited: out of FIFO order",
+                events[grant].worker,
+                timeline.ms(asked(wait)),
+                timeline.ms(at),
+                first.worker,
+                timeline.ms(oldest),
+            ),
+            events: vec![oldest_acquire, wait.acquire, grant],
+            span: [asked(wait), at],
         });
     }
 }

@@ -39,6 +39,10 @@ pub(super) struct Hold {
 pub(super) struct Wait {
     pub(super) worker: u32,
     pub(super) acquire: usize,
+    /// When it was answered (granted, failed, its worker killed, or the history's end).
+    pub(super) answered: u64,
+    /// The `Granted` event that answered it, if one did.
+    pub(super) granted: Option<usize>,
     /// The stretches it waited while its worker ran (its worker's pauses left out).
     pub(super) running: Vec<Range<u64>>,
 }
@@ -47,6 +51,16 @@ impl Wait {
     /// How long it waited while its worker ran.
     pub(super) fn waited(&self) -> u64 {
         self.running.iter().map(|span| span.end - span.start).sum()
+    }
+
+    /// Whether its worker was paused while it waited (a paused waiter may lose its place
+    /// in a queue, and rightly so).
+    pub(super) fn paused(&self, asked: u64) -> bool {
+        match self.running.as_slice() {
+            [only] => only.start != asked || only.end != self.answered,
+            [] => asked != self.answered,
+            _ => true,
+        }
     }
 }
 
@@ -104,7 +118,11 @@ impl<'a> Timeline<'a> {
             match &event.what {
                 What::Acquire => waiting = Some(index),
                 &What::Granted { token, safe_until } => {
-                    waits.extend(waiting.take().map(|acquire| (acquire, event.at)));
+                    waits.extend(
+                        waiting
+                            .take()
+                            .map(|acquire| (acquire, event.at, Some(index))),
+                    );
                     let (hold, left) =
                         self.hold(index, token, safe_until, &indexes[position + 1..]);
                     held = hold.span.clone();
@@ -112,7 +130,7 @@ impl<'a> Timeline<'a> {
                     self.leases_left.extend(left);
                 }
                 What::AcquireFailed { .. } => {
-                    waits.extend(waiting.take().map(|acquire| (acquire, event.at)));
+                    waits.extend(waiting.take().map(|acquire| (acquire, event.at, None)));
                 }
                 What::CounterWrite { .. } if !held.contains(&event.at) => {
                     self.unheld_counter_writes.push(index);
@@ -123,7 +141,7 @@ impl<'a> Timeline<'a> {
                     "kill" => {
                         if let Some(acquire) = waiting.take() {
                             self.leases_left.push(lease(acquire, event.at));
-                            waits.push((acquire, event.at));
+                            waits.push((acquire, event.at, None));
                         }
                     }
                     _ => {}
@@ -133,13 +151,15 @@ impl<'a> Timeline<'a> {
         }
         if let Some(acquire) = waiting {
             self.leases_left.push(lease(acquire, last));
-            waits.push((acquire, last));
+            waits.push((acquire, last, None));
         }
         pauses.extend(paused_since.map(|since| since..u64::MAX));
-        for (acquire, answered) in waits {
+        for (acquire, answered, granted) in waits {
             self.waits.push(Wait {
                 worker: events[acquire].worker,
                 acquire,
+                answered,
+                granted,
                 running: subtract(events[acquire].at..answered, &pauses),
             });
         }

@@ -54,6 +54,12 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         )));
     }
     let backend = client.backend().scheme();
+    if args.fair && !client.backend().capabilities().fair {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("{backend}:// has no fair queue to check (--fair)"),
+        ));
+    }
     drop(client);
     if scheme::on_plain_redis(args.scheme) {
         scheme::redis_client(&url)?;
@@ -82,6 +88,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
             workers: args.workers,
             scheme: args.scheme.as_str().into(),
             backend: backend.into(),
+            fair: args.fair,
         },
     );
     // A resource fenced by the schemes' tokens (those without take 0, and a resource that
@@ -99,6 +106,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         url: url.clone(),
         name: name.clone(),
         scheme: args.scheme,
+        fair: args.fair,
         worker: 0,
         ttl: args.ttl,
         hold: args.hold,
@@ -217,6 +225,11 @@ fn check_args(args: &TortureArgs) -> Result<()> {
     if args.ttl < at_least || args.fault_every < at_least {
         return Err(Error::invalid(
             "torture needs a TTL and a fault interval of 100 ms or more",
+        ));
+    }
+    if args.fair && !matches!(args.scheme, Scheme::Distlock | Scheme::NoFencing) {
+        return Err(Error::invalid(
+            "--fair asks distlock for FIFO grants: it goes with --scheme distlock or no-fencing",
         ));
     }
     if args.duration < Duration::from_secs(1) {

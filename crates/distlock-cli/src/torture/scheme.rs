@@ -47,8 +47,12 @@ pub struct Hold {
 pub enum Lock {
     /// One of the documents' database schemes.
     Sql(SqlLock),
-    /// distlock's mutex; `renewed` unless the scheme never renews.
-    Distlock { mutex: Mutex, renewed: bool },
+    /// distlock's mutex; `renewed` unless the scheme never renews; `fair` for FIFO grants.
+    Distlock {
+        mutex: Mutex,
+        renewed: bool,
+        fair: bool,
+    },
     /// A broken scheme's Redis key.
     Redis {
         scheme: Scheme,
@@ -92,8 +96,8 @@ pub async fn remove(url: &str, name: &str) {
 }
 
 impl Lock {
-    /// Connects the lock `name` of `scheme` at `url`.
-    pub async fn open(url: &str, name: &str, scheme: Scheme) -> Result<Lock> {
+    /// Connects the lock `name` of `scheme` at `url`, `fair` for FIFO grants.
+    pub async fn open(url: &str, name: &str, scheme: Scheme, fair: bool) -> Result<Lock> {
         if on_database(scheme) {
             return Ok(Lock::Sql(SqlLock::open(url, name, scheme).await?));
         }
@@ -102,6 +106,7 @@ impl Lock {
             return Ok(Lock::Distlock {
                 mutex: client.mutex(name),
                 renewed: scheme != Scheme::NoRenewal,
+                fair,
             });
         }
         let connection = call(redis_client(url)?.get_multiplexed_async_connection()).await?;
@@ -134,9 +139,17 @@ impl Lock {
                     value: String::new(),
                 });
             }
-            Lock::Distlock { mutex, renewed } => {
+            Lock::Distlock {
+                mutex,
+                renewed,
+                fair,
+            } => {
                 let left = Duration::from_nanos(until.saturating_sub(monotonic_ns()));
-                let options = LockOptions::new().ttl(ttl).wait(left).auto_renew(*renewed);
+                let options = LockOptions::new()
+                    .ttl(ttl)
+                    .wait(left)
+                    .auto_renew(*renewed)
+                    .fair(*fair);
                 let guard = mutex.lock_with(&options).await?;
                 let safe_until = match renewed {
                     true => instant_ns(guard.safe_until()),

@@ -25,6 +25,7 @@ pub struct Task {
     pub url: String,
     pub name: String,
     pub scheme: Scheme,
+    pub fair: bool,
     pub worker: u32,
     pub ttl: Duration,
     pub hold: Duration,
@@ -41,7 +42,7 @@ pub async fn worker() -> Result<u8> {
     let task: Task = worker_task::receive()?;
     let orders = Orders::listen();
     let recorder = Arc::new(Recorder::open(&task.history)?);
-    let mut lock = Lock::open(&task.url, &task.name, task.scheme).await?;
+    let mut lock = Lock::open(&task.url, &task.name, task.scheme, task.fair).await?;
     let mut resource = Writer::connect(task.resource).await?;
     let me = task.worker;
     tokio::time::sleep(Duration::from_nanos(
