@@ -271,6 +271,13 @@ pub enum FaultKind {
     Pause,
     /// Kill the lock's holder (SIGKILL) and start another worker.
     Kill,
+    /// Cut the holder's link to the store (every connection closed, new ones refused)
+    /// past its TTL, then heal it. Each worker reaches the one server of the URL through
+    /// a proxy of its own.
+    Cut,
+    /// Black-hole the holder's link to the store (connections open, nothing forwarded)
+    /// past its TTL, then heal it.
+    BlackHole,
     /// No faults.
     None,
 }

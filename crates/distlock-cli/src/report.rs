@@ -291,9 +291,11 @@ impl<'a> Plot<'a> {
         }
     }
 
-    /// Pauses shaded (to their resume, or the end), kills struck through.
+    /// Pauses shaded (to their resume, or the end), cut and black-holed links shaded (to
+    /// their heal), kills struck through.
     fn faults(&self, html: &mut String) {
-        let mut paused: BTreeMap<u32, (u64, Option<&str>)> = BTreeMap::new();
+        // What is open on each worker: a pause or a link fault, since when, and its title.
+        let mut open: BTreeMap<(u32, &str), (u64, String)> = BTreeMap::new();
         for event in self.events {
             let What::Fault { fault, step } = &event.what else {
                 continue;
@@ -301,20 +303,24 @@ impl<'a> Plot<'a> {
             let Some(y) = self.y(event.worker) else {
                 continue;
             };
-            let at = match step {
-                Some(step) => format!(" at {step}"),
-                None => String::new(),
-            };
+            let at = step
+                .as_ref()
+                .map_or(String::new(), |step| format!(" at {step}"));
             match fault.as_str() {
                 "pause" => {
-                    paused.insert(event.worker, (event.at, step.as_deref()));
+                    open.insert((event.worker, "pause"), (event.at, format!("paused{at}")));
                 }
-                "resume" => {
-                    if let Some((since, step)) = paused.remove(&event.worker) {
-                        self.pause(html, y, since, event.at, step);
+                "cut" | "black-hole" => {
+                    let title = format!("link {fault}");
+                    open.insert((event.worker, "link"), (event.at, title));
+                }
+                "resume" | "heal" => {
+                    let kind = if fault == "resume" { "pause" } else { "link" };
+                    if let Some((since, title)) = open.remove(&(event.worker, kind)) {
+                        self.window(html, (y, kind), (since, event.at), &title);
                     }
                 }
-                _ => {
+                "kill" => {
                     let x = self.x(event.at);
                     let _ = write!(
                         html,
@@ -325,25 +331,32 @@ impl<'a> Plot<'a> {
                         self.time(event.at)
                     );
                 }
+                _ => {}
             }
         }
-        for (worker, (since, step)) in paused {
+        for ((worker, kind), (since, title)) in open {
             if let Some(y) = self.y(worker) {
-                self.pause(html, y, since, self.to, step);
+                self.window(html, (y, kind), (since, self.to), &title);
             }
         }
     }
 
-    fn pause(&self, html: &mut String, y: f64, since: u64, until: u64, step: Option<&str>) {
+    /// A fault's window on the row at `y`: `kind` is its class (`pause` or `link`).
+    fn window(
+        &self,
+        html: &mut String,
+        (y, kind): (f64, &str),
+        (since, until): (u64, u64),
+        title: &str,
+    ) {
         let (x1, x2) = (self.x(since), self.x(until));
-        let at = step.map_or(String::new(), |step| format!(" at {step}"));
         let _ = write!(
             html,
-            "<rect class=\"pause\" x=\"{x1:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{}\"><title>paused{} from {} to {}</title></rect>",
+            "<rect class=\"{kind}\" x=\"{x1:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{}\"><title>{} from {} to {}</title></rect>",
             y + 1.0,
             (x2 - x1).max(1.0),
             ROW - 2.0,
-            escape(&at),
+            escape(title),
             self.time(since),
             self.time(until)
         );
@@ -540,7 +553,7 @@ svg{display:block;border:1px solid #ddd;background:#fff}\
 .row{fill:#fff}.row.alt{fill:#f3f4f6}.label,.time,.note{font-size:11px;fill:#444}\
 .time{text-anchor:middle}.tick{stroke:#e5e7eb}\
 .hold{fill:#3b82f6}.hold.bad{stroke:#dc2626;stroke-width:2}.token{font-size:10px;fill:#fff;pointer-events:none}\
-.pause{fill:#9ca3af;fill-opacity:.35}.kill{stroke:#111;stroke-width:2}\
+.pause{fill:#9ca3af;fill-opacity:.35}.link{fill:#a855f7;fill-opacity:.2}.kill{stroke:#111;stroke-width:2}\
 .renew{stroke:#16a34a;stroke-width:1.5}.atrisk{fill:#f59e0b}.lost{fill:#dc2626;font-size:13px}\
 .write{fill:#1e3a8a}.refused{fill:none;stroke:#dc2626;stroke-width:1.5}\
 .mark{fill:none;stroke:#dc2626;stroke-width:2}.band{fill:#dc2626;fill-opacity:.18}.focus{stroke:#f0f;stroke-width:4}\
@@ -550,7 +563,7 @@ svg{display:block;border:1px solid #ddd;background:#fff}\
 const LEGEND: &str = "<p class=\"legend\"><span style=\"color:#3b82f6\">■ hold (token)</span>\
 <span style=\"color:#dc2626\">□ hold a violation names</span><span style=\"color:#16a34a\">| renewal</span>\
 <span style=\"color:#f59e0b\">▲ at risk</span><span style=\"color:#dc2626\">✕ lost</span>\
-<span style=\"color:#9ca3af\">■ paused</span><span>| killed</span>\
+<span style=\"color:#9ca3af\">■ paused</span><span style=\"color:#a855f7\">■ link cut or black-holed</span><span>| killed</span>\
 <span style=\"color:#dc2626\">○ stale write refused, or an event a violation names</span>\
 <span style=\"color:#f87171\">▮ while a violation went on</span></p>";
 

@@ -271,6 +271,56 @@ fn torture_finds_fair_locks_fair() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no fair queue"));
 }
 
+/// Each worker reaches the server through a proxy of its own, and holders' links are cut
+/// and black-holed past their TTL, then healed: the guard turns AtRisk and Lost, or the
+/// release's outcome is unknown, and the history stays clean. Holds longer than the TTL,
+/// so a link fault lands while renewals are due.
+#[test]
+fn torture_cuts_and_black_holes_links() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    let schedule = [
+        "--workers",
+        "3",
+        "--duration",
+        "8s",
+        "--hold",
+        "1500ms",
+        "--faults",
+        "cut,black-hole,pause",
+    ];
+    for url in [
+        format!("redis://{}/0", redis.addr()),
+        format!("{}?mode=lease", distlock_testkit::postgres_url(&pg)),
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let history = state.path().join("history.jsonl");
+        let mut args = vec!["torture", "--json", "--seed", "7", "--history"];
+        args.push(history.to_str().unwrap());
+        args.extend_from_slice(&schedule);
+        let out = distlock(&url, state.path(), &args);
+        let verdict = json_lines(&String::from_utf8_lossy(&out.stdout)).pop();
+        let verdict = verdict.unwrap_or_else(|| panic!("{url}: {out:?}"));
+        assert_eq!(verdict["clean"], true, "{url}: {verdict:#}");
+        let lines = std::fs::read_to_string(&history).unwrap();
+        for fault in ["cut", "black-hole", "heal"] {
+            assert!(
+                lines.contains(&format!(r#""fault":"{fault}""#)),
+                "{url}: {fault}"
+            );
+        }
+        assert!(
+            lines.contains(r#""health":"at-risk""#) || lines.contains(r#""outcome":"unknown""#),
+            "{url}: no holder noticed its link was down"
+        );
+    }
+    let state = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite://{}", state.path().join("locks.db").display());
+    let out = distlock(&sqlite, state.path(), &["torture", "--faults", "cut"]);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one server over TCP"));
+}
+
 /// The Redis schemes of the documents need one Redis server.
 #[test]
 fn torture_runs_the_documents_schemes_on_redis_alone() {

@@ -517,3 +517,18 @@ fn fifo_allows_requests_close_together_a_paused_waiter_and_unfair_locks() {
     // Not asked for.
     assert_eq!(kinds(&second_comer_first(false, 100, false)), []);
 }
+
+#[test]
+fn a_release_of_unknown_outcome_leaves_the_lease_until_its_validity() {
+    let mut history = History::new();
+    history.add(0, 1, What::Acquire);
+    history.granted(1, 1, 1, 101);
+    history.add(5, 2, What::Acquire);
+    history.add(10, 1, What::Release);
+    history.released(40, 1, "unknown");
+    // Worker 2 waits until the lease ran out at 101 ms: the lock was not free.
+    history.granted(105, 2, 2, 205);
+    let verdict = history.check();
+    assert_eq!(kinds(&verdict), []);
+    assert_eq!(verdict.stats.longest_free_wait_ns, 4 * MS);
+}

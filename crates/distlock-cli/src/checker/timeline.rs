@@ -12,8 +12,9 @@ pub(super) struct Timeline<'a> {
     origin: u64,
     /// Every grant's hold, in the order of their `Granted` events.
     pub(super) holds: Vec<Hold>,
-    /// When a dead worker's lease may still have held the lock in the store: a killed
-    /// holder's until its last recorded validity; an acquire its worker's kill (or the end
+    /// When a lease may still have held the lock in the store with no worker acting under
+    /// it: a killed holder's, or one whose release's outcome is unknown, until its last
+    /// recorded validity; an acquire its worker's kill (or the end
     /// of the history) left unanswered from its `Acquire` to a lease after the kill (a
     /// lease being the longest validity any grant was given, else the `Start`'s TTL). Its
     /// worker acts no more, so these keep the lock from counting as free, and are no hold
@@ -168,8 +169,9 @@ impl<'a> Timeline<'a> {
     /// The hold the `Granted` event at `grant` starts, `later` being its worker's events
     /// after it. It ends at its `Release`, its `Health` lost, its worker's kill or a new
     /// `Acquire`, unless its validity (the last `safe_until` recorded) ran out before: a
-    /// hold nothing ended runs to its validity. A holder killed within its validity may
-    /// leave its lease in the store until then: that span comes second.
+    /// hold nothing ended runs to its validity. A holder killed within its validity, or
+    /// whose release's outcome is unknown, may leave its lease in the store until then:
+    /// that span comes second.
     fn hold(
         &self,
         grant: usize,
@@ -180,13 +182,30 @@ impl<'a> Timeline<'a> {
         let start = self.events[grant].at;
         let mut end = safe_until;
         let mut left = None;
-        for event in later.iter().map(|&index| &self.events[index]) {
+        for (position, event) in later.iter().map(|&index| &self.events[index]).enumerate() {
             if event.at >= end {
                 break;
             }
             match &event.what {
                 What::Renewed { safe_until } => end = *safe_until,
-                What::Release | What::Acquire => {
+                What::Release => {
+                    // A release whose outcome is unknown may have left the lease in the
+                    // store until its validity.
+                    let unknown = later[position + 1..]
+                        .iter()
+                        .map(|&index| &self.events[index].what)
+                        .take_while(|what| !matches!(what, What::Acquire | What::Fault { .. }))
+                        .find_map(|what| match what {
+                            What::Released { outcome } => Some(outcome == "unknown"),
+                            _ => None,
+                        });
+                    if unknown == Some(true) && end != u64::MAX {
+                        left = Some(event.at..end);
+                    }
+                    end = event.at;
+                    break;
+                }
+                What::Acquire => {
                     end = event.at;
                     break;
                 }

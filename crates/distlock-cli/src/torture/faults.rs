@@ -20,6 +20,9 @@ use rand::rngs::StdRng;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 
+use distlock_testkit::{FaultProxy, ProxyMode};
+
+use super::link::Link;
 use super::record::Recorder;
 use super::steps::{self, Act};
 use super::worker::Task;
@@ -55,11 +58,15 @@ pub struct Workers {
     holding: BTreeMap<u32, u64>,
     /// Who is paused, by the history.
     paused: BTreeSet<u32>,
+    /// The store's server, when workers reach it through proxies; each worker's proxy.
+    link: Option<Link>,
+    proxies: BTreeMap<u32, FaultProxy>,
 }
 
 impl Workers {
-    /// Starts `count` workers on `template` (workers 1..=count).
-    pub async fn start(template: Task, count: u32) -> Result<Workers> {
+    /// Starts `count` workers on `template` (workers 1..=count), each through a proxy of
+    /// its own on `link` if there is one.
+    pub async fn start(template: Task, count: u32, link: Option<Link>) -> Result<Workers> {
         let exe = std::env::current_exe()
             .map_err(|e| Error::invalid(format!("cannot find the distlock binary: {e}")))?;
         let mut workers = Workers {
@@ -72,6 +79,8 @@ impl Workers {
             read: 0,
             holding: BTreeMap::new(),
             paused: BTreeSet::new(),
+            link,
+            proxies: BTreeMap::new(),
         };
         for _ in 0..count {
             workers.spawn().await?;
@@ -83,10 +92,20 @@ impl Workers {
     async fn spawn(&mut self) -> Result<()> {
         let id = self.next_id;
         self.next_id += 1;
-        let task = Task {
+        let mut task = Task {
             worker: id,
             ..self.template.clone()
         };
+        if let Some(link) = &self.link {
+            let proxy = FaultProxy::start(link.server).await.map_err(|e| {
+                Error::new(
+                    ErrorKind::Backend,
+                    format!("cannot start a fault proxy: {e}"),
+                )
+            })?;
+            task.url = link.through(proxy.addr());
+            self.proxies.insert(id, proxy);
+        }
         let mut command = Command::new(&self.exe);
         command.arg("torture-worker");
         // SAFETY: prctl and signal are async-signal-safe. A worker dies with the
@@ -178,6 +197,11 @@ impl Workers {
             FaultKind::StepPause => self.at_step(Act::Pause, rng, recorder).await,
             FaultKind::StepCrash => self.at_step(Act::Crash, rng, recorder).await,
             FaultKind::Pause | FaultKind::Kill => self.at_holder(kind, rng, recorder).await,
+            FaultKind::Cut => self.at_link((ProxyMode::Cut, "cut"), rng, recorder).await,
+            FaultKind::BlackHole => {
+                self.at_link((ProxyMode::BlackHole, "black-hole"), rng, recorder)
+                    .await
+            }
             FaultKind::None => Ok(()),
         }
     }
@@ -189,21 +213,7 @@ impl Workers {
         rng: &mut StdRng,
         recorder: &Recorder,
     ) -> Result<()> {
-        let mut holders = self.holders();
-        for _ in 0..50 {
-            if !holders.is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            holders = self.holders();
-        }
-        let candidates: Vec<(u32, u64)> = match holders.is_empty() {
-            true => self.running.keys().map(|w| (*w, 0)).collect(),
-            false => holders,
-        };
-        let Some(&(target, valid_until)) =
-            candidates.get(rng.random_range(0..candidates.len().max(1)))
-        else {
+        let Some((target, valid_until)) = self.pick_holder(rng).await else {
             return Ok(());
         };
         let Some(pid) = self.pid(target) else {
@@ -222,6 +232,50 @@ impl Workers {
             }
         }
         Ok(())
+    }
+
+    /// Cuts or black-holes a holder's link to the store past its TTL and its validity,
+    /// then heals it.
+    async fn at_link(
+        &mut self,
+        (mode, name): (ProxyMode, &str),
+        rng: &mut StdRng,
+        recorder: &Recorder,
+    ) -> Result<()> {
+        let Some((target, valid_until)) = self.pick_holder(rng).await else {
+            return Ok(());
+        };
+        let Some(proxy) = self.proxies.get(&target) else {
+            return Ok(());
+        };
+        proxy.set(mode);
+        recorder.record(target, fault(name));
+        self.wait_out(target, valid_until).await;
+        if let Some(proxy) = self.proxies.get(&target) {
+            proxy.set(ProxyMode::Pass);
+        }
+        recorder.record(target, fault("heal"));
+        Ok(())
+    }
+
+    /// A holder and until when it is valid (a random worker, valid until 0, if none holds
+    /// within a second).
+    async fn pick_holder(&mut self, rng: &mut StdRng) -> Option<(u32, u64)> {
+        let mut holders = self.holders();
+        for _ in 0..50 {
+            if !holders.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            holders = self.holders();
+        }
+        let candidates: Vec<(u32, u64)> = match holders.is_empty() {
+            true => self.running.keys().map(|w| (*w, 0)).collect(),
+            false => holders,
+        };
+        candidates
+            .get(rng.random_range(0..candidates.len().max(1)))
+            .copied()
     }
 
     /// Orders a random worker to pause or crash at the next step of the scheme's steps in
@@ -307,6 +361,14 @@ impl Workers {
     /// when it holds nothing), but not past the run's end by more than a TTL; then at a moment another worker
     /// holds the lock, if one does within [`RESUME_WAIT`].
     async fn resume(&mut self, target: u32, pid: u32, valid_until: u64, recorder: &Recorder) {
+        self.wait_out(target, valid_until).await;
+        recorder.record(target, fault("resume"));
+        signal(pid, libc::SIGCONT);
+    }
+
+    /// Waits until a fault on `target` has outlasted its TTL and its validity,
+    /// `valid_until`, as [`Workers::resume`] tells.
+    async fn wait_out(&mut self, target: u32, valid_until: u64) {
         let ttl = self.template.ttl;
         let past_ttl = monotonic_ns() + (ttl + ttl / 2).as_nanos() as u64;
         // A holder that never looks at its lease (validity u64::MAX) is paused past its TTL.
@@ -329,8 +391,6 @@ impl Workers {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        recorder.record(target, fault("resume"));
-        signal(pid, libc::SIGCONT);
     }
 
     /// Reaps the killed worker `target` and starts another in its place.
@@ -338,6 +398,7 @@ impl Workers {
         if let Some(mut running) = self.running.remove(&target) {
             let _ = running.child.wait().await;
         }
+        self.proxies.remove(&target);
         self.spawn().await
     }
 
@@ -347,6 +408,9 @@ impl Workers {
         // A pause may have been recorded but not read yet.
         self.holders();
         let ids: Vec<u32> = self.running.keys().copied().collect();
+        for proxy in self.proxies.values() {
+            proxy.set(ProxyMode::Pass);
+        }
         for id in ids {
             if self.paused.remove(&id) {
                 recorder.record(id, fault("resume"));

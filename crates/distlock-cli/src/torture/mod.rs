@@ -2,6 +2,7 @@
 //! operation goes to a history, and the checker judges it.
 
 mod faults;
+mod link;
 mod record;
 mod resource;
 mod scheme;
@@ -21,7 +22,7 @@ use rand::rngs::StdRng;
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::args::{Scheme, TortureArgs};
+use crate::args::{FaultKind, Scheme, TortureArgs};
 use crate::location::{connect, state_dir};
 
 pub use worker::worker;
@@ -64,6 +65,14 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     if scheme::on_plain_redis(args.scheme) {
         scheme::redis_client(&url)?;
     }
+    let link = match args
+        .faults
+        .iter()
+        .any(|kind| matches!(kind, FaultKind::Cut | FaultKind::BlackHole))
+    {
+        true => Some(link::Link::of(&url)?),
+        false => None,
+    };
     let name = format!("torture/{}", distlock::random_id());
     if sql_scheme::on_database(args.scheme) {
         sql_scheme::prepare(&url, &name).await?;
@@ -116,7 +125,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         counter: dir.join("counter"),
         resource,
     };
-    let mut workers = faults::Workers::start(template, args.workers).await?;
+    let mut workers = faults::Workers::start(template, args.workers, link).await?;
     let schedule = async {
         let mut next = started + args.fault_every.as_nanos() as u64;
         while next < until {

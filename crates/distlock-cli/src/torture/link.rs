@@ -1,0 +1,68 @@
+//! The workers' links to the store, for link faults: each worker reaches the one server
+//! of the URL through a fault proxy of its own (the testkit's), which the coordinator can
+//! cut (close every connection and refuse new ones) or black-hole (keep connections open,
+//! forward nothing) and heal.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use distlock::{Error, Result, Url};
+
+/// Where the one server of `url` listens, and a URL to reach it through a proxy at an
+/// address to fill in.
+#[derive(Clone)]
+pub struct Link {
+    url: Url,
+    /// The server the proxies forward to.
+    pub server: SocketAddr,
+}
+
+impl Link {
+    /// The link of `url`, which must name one server over TCP.
+    pub fn of(url: &str) -> Result<Link> {
+        let refuse = |why: &str| {
+            Error::invalid(format!(
+                "link faults go between a worker and one server over TCP; {} {why}",
+                distlock::redact_url(url)
+            ))
+        };
+        let authority = url
+            .split_once("://")
+            .map(|(_, rest)| rest.split(['/', '?']).next().unwrap_or_default())
+            .unwrap_or_default();
+        if authority.contains(',') {
+            return Err(refuse("names several servers"));
+        }
+        let parsed = Url::parse(url).map_err(|e| refuse(&format!("is not a URL: {e}")))?;
+        let default_port = match parsed.scheme() {
+            "redis" | "rediss" => 6379,
+            "postgres" | "postgresql" => 5432,
+            "mysql" | "mariadb" => 3306,
+            "etcd" | "etcds" => 2379,
+            "zk" | "zks" => 2181,
+            _ => return Err(refuse("is not a server's URL")),
+        };
+        let host = parsed
+            .host_str()
+            .filter(|host| !host.is_empty())
+            .ok_or_else(|| refuse("names no host"))?;
+        let port = parsed.port().unwrap_or(default_port);
+        let server = (host.trim_matches(['[', ']']), port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| refuse("names a host that does not resolve"))?;
+        Ok(Link {
+            url: parsed,
+            server,
+        })
+    }
+
+    /// The URL with its server replaced by `proxy`.
+    pub fn through(&self, proxy: SocketAddr) -> String {
+        let mut url = self.url.clone();
+        // Setting an IP host and a port on a URL that has a host cannot fail.
+        let _ = url.set_ip_host(proxy.ip());
+        let _ = url.set_port(Some(proxy.port()));
+        url.to_string()
+    }
+}
