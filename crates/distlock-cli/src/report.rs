@@ -22,12 +22,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use crate::checker::{Verdict, holds};
+use crate::checker::{Held, Verdict, holds};
 use crate::history::{Event, What};
 
-/// The most holds a report draws: a day-long run has millions, and a browser cannot show
-/// them; the summary still counts them all.
+/// The most holds, marks (renewals, health changes, writes) and violations a report draws
+/// (besides the holds and events a drawn violation names): a day-long run has millions,
+/// and a browser cannot show them; the summary still counts them all.
 const MOST_HOLDS: usize = 20_000;
+const MOST_MARKS: usize = 50_000;
+const MOST_VIOLATIONS: usize = 1_000;
 
 /// Where the plot starts (after the row labels), how wide it is, and how tall a row is.
 const LEFT: f64 = 80.0;
@@ -48,7 +51,8 @@ const AXIS: f64 = 24.0;
 /// assert!(html.starts_with("<!doctype html>") && html.contains("verdict: clean"));
 /// ```
 pub fn render(events: &[Event], verdict: &Verdict, title: &str) -> String {
-    let mut html = String::with_capacity(64 * 1024 + events.len() * 160);
+    let mut html =
+        String::with_capacity(64 * 1024 + events.len().min(MOST_HOLDS + MOST_MARKS) * 160);
     html.push_str("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     let _ = write!(
         html,
@@ -160,7 +164,7 @@ fn violations(html: &mut String, events: &[Event], verdict: &Verdict) {
         at => ms(at.saturating_sub(from)),
     };
     html.push_str("<ol id=\"violations\">");
-    for (number, violation) in verdict.violations.iter().enumerate() {
+    for (number, violation) in verdict.violations.iter().enumerate().take(MOST_VIOLATIONS) {
         let ids: Vec<String> = violation.events.iter().map(|e| e.to_string()).collect();
         let _ = write!(
             html,
@@ -178,12 +182,23 @@ fn violations(html: &mut String, events: &[Event], verdict: &Verdict) {
         html.push_str("</span></li>");
     }
     html.push_str("</ol>");
+    if verdict.violations.len() > MOST_VIOLATIONS {
+        let _ = write!(
+            html,
+            "<p class=\"note\">the first {MOST_VIOLATIONS} of {} violations are drawn and listed (<code>--json</code> lists them all)</p>",
+            verdict.violations.len()
+        );
+    }
 }
 
 /// The timeline: its scale, and the workers' rows.
 struct Plot<'a> {
     events: &'a [Event],
     verdict: &'a Verdict,
+    /// The events the drawn violations name.
+    blamed: BTreeSet<usize>,
+    /// The holds drawn.
+    drawn: Vec<Held>,
     /// The first and last event's time.
     from: u64,
     to: u64,
@@ -205,9 +220,23 @@ impl<'a> Plot<'a> {
             .enumerate()
             .map(|(row, w)| (w, row))
             .collect();
+        let blamed: BTreeSet<usize> = verdict
+            .violations
+            .iter()
+            .take(MOST_VIOLATIONS)
+            .flat_map(|v| v.events.iter().copied())
+            .collect();
+        let drawn = holds(events)
+            .into_iter()
+            .enumerate()
+            .filter(|(n, held)| *n < MOST_HOLDS || blamed.contains(&held.grant))
+            .map(|(_, held)| held)
+            .collect();
         Plot {
             events,
             verdict,
+            blamed,
+            drawn,
             from,
             to,
             rows,
@@ -276,7 +305,13 @@ impl<'a> Plot<'a> {
     /// A red band across every row while each violation went on.
     fn bands(&self, html: &mut String) {
         let bottom = AXIS + self.rows.len() as f64 * ROW;
-        for (number, violation) in self.verdict.violations.iter().enumerate() {
+        for (number, violation) in self
+            .verdict
+            .violations
+            .iter()
+            .enumerate()
+            .take(MOST_VIOLATIONS)
+        {
             let [from, to] = violation.span;
             let (x1, x2) = (self.x(from), self.x(to));
             let _ = write!(
@@ -365,20 +400,13 @@ impl<'a> Plot<'a> {
     /// Each hold a bar, labelled with its token when there is room; a bar whose grant a
     /// violation names is outlined in red.
     fn holds(&self, html: &mut String) {
-        let blamed: BTreeSet<usize> = self
-            .verdict
-            .violations
-            .iter()
-            .flat_map(|v| v.events.iter().copied())
-            .collect();
-        let all = holds(self.events);
-        for held in all.iter().take(MOST_HOLDS) {
+        for held in &self.drawn {
             let Some(y) = self.y(held.worker) else {
                 continue;
             };
             let (x1, x2) = (self.x(held.start), self.x(held.end));
             let width = (x2 - x1).max(1.5);
-            let class = match blamed.contains(&held.grant) {
+            let class = match self.blamed.contains(&held.grant) {
                 true => "hold bad",
                 false => "hold",
             };
@@ -403,12 +431,13 @@ impl<'a> Plot<'a> {
                 );
             }
         }
-        if all.len() > MOST_HOLDS {
+        if self.verdict.stats.acquisitions as usize > self.drawn.len() {
             let _ = write!(
                 html,
-                "<text class=\"note\" x=\"{LEFT}\" y=\"{}\">the first {MOST_HOLDS} of {} holds are drawn</text>",
+                "<text class=\"note\" x=\"{LEFT}\" y=\"{}\">{} of {} holds are drawn: the first {MOST_HOLDS}, and those a violation names</text>",
                 AXIS - 12.0,
-                all.len()
+                self.drawn.len(),
+                self.verdict.stats.acquisitions
             );
         }
     }
@@ -416,19 +445,25 @@ impl<'a> Plot<'a> {
     /// Renewals, health changes, resource writes, and a ring around every event a
     /// violation names (its link target, unless its hold's bar is).
     fn marks(&self, html: &mut String) {
-        let bars: BTreeSet<usize> = holds(self.events).iter().map(|h| h.grant).collect();
-        let blamed: BTreeSet<usize> = self
-            .verdict
-            .violations
-            .iter()
-            .flat_map(|v| v.events.iter().copied())
-            .collect();
+        let bars: BTreeSet<usize> = self.drawn.iter().map(|h| h.grant).collect();
+        let mut marks = 0;
         for (index, event) in self.events.iter().enumerate() {
             let Some(y) = self.y(event.worker) else {
                 continue;
             };
             let x = self.x(event.at);
             let when = self.time(event.at);
+            let blamed = self.blamed.contains(&index);
+            let marked = matches!(
+                event.what,
+                What::Renewed { .. } | What::Health { .. } | What::Write { .. }
+            );
+            if marked && !blamed {
+                marks += 1;
+                if marks > MOST_MARKS {
+                    continue;
+                }
+            }
             let _ = match &event.what {
                 What::Renewed { .. } => write!(
                     html,
@@ -461,7 +496,7 @@ impl<'a> Plot<'a> {
                 ),
                 _ => Ok(()),
             };
-            if blamed.contains(&index) && !bars.contains(&index) {
+            if blamed && !bars.contains(&index) {
                 let _ = write!(
                     html,
                     "<circle id=\"e{index}\" class=\"mark\" cx=\"{x:.1}\" cy=\"{}\" r=\"6\"><title>event #{index} ({}) at {when}</title></circle>",

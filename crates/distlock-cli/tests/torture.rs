@@ -601,3 +601,43 @@ fn the_report_draws_every_hold_and_violation_in_a_browser() {
     assert!(blue > 500, "hold bars drawn: {blue} blue pixels");
     assert!(red > 50, "violations drawn: {red} red pixels");
 }
+
+/// A faulted run's report draws its renewals, pauses, kills and the losses they cost.
+#[test]
+fn the_report_draws_renewals_faults_and_losses() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("locks.db").display());
+    let report = dir.path().join("report.html");
+    // Holds longer than a renewal period, so holders renew, and pauses past the TTL.
+    let out = distlock(
+        &url,
+        dir.path(),
+        &[
+            "torture",
+            "--json",
+            "--workers",
+            "2",
+            "--duration",
+            "6s",
+            "--hold",
+            "800ms",
+            "--faults",
+            "pause,kill",
+            "--seed",
+            "7",
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    let verdict = json_lines(&String::from_utf8_lossy(&out.stdout)).pop();
+    let verdict = verdict.unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(verdict["clean"], true, "{verdict:#}");
+    let html = std::fs::read_to_string(&report).unwrap();
+    for class in ["hold", "renew", "pause", "kill", "write"] {
+        assert!(html.contains(&format!("class=\"{class}\"")), "{class}");
+    }
+    assert!(
+        html.contains("class=\"lost\"") || html.contains("class=\"refused\""),
+        "a pause past the TTL cost its holder the lock"
+    );
+}

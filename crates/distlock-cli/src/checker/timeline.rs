@@ -103,11 +103,11 @@ impl<'a> Timeline<'a> {
 
     /// Reads one worker's events (`indexes`, in order): its holds, its waits, its counter
     /// writes made outside its holds.
-    fn follow(&mut self, indexes: &[usize], lease: Option<u64>) {
+    fn follow(&mut self, indexes: &[usize], lease_length: Option<u64>) {
         let events = self.events;
         let last = events.last().map_or(0, |event| event.at);
         let lease = |acquire: usize, ended: u64| {
-            events[acquire].at..lease.map_or(u64::MAX, |lease| ended.saturating_add(lease))
+            events[acquire].at..lease_length.map_or(u64::MAX, |lease| ended.saturating_add(lease))
         };
         let mut waiting = None;
         let mut waits = Vec::new();
@@ -124,8 +124,11 @@ impl<'a> Timeline<'a> {
                             .take()
                             .map(|acquire| (acquire, event.at, Some(index))),
                     );
-                    let (hold, left) =
-                        self.hold(index, token, safe_until, &indexes[position + 1..]);
+                    let (hold, left) = self.hold(
+                        (index, token, safe_until),
+                        &indexes[position + 1..],
+                        lease_length,
+                    );
                     held = hold.span.clone();
                     self.holds.push(hold);
                     self.leases_left.extend(left);
@@ -170,14 +173,13 @@ impl<'a> Timeline<'a> {
     /// after it. It ends at its `Release`, its `Health` lost, its worker's kill or a new
     /// `Acquire`, unless its validity (the last `safe_until` recorded) ran out before: a
     /// hold nothing ended runs to its validity. A holder killed within its validity, or
-    /// whose release's outcome is unknown, may leave its lease in the store until then:
-    /// that span comes second.
+    /// whose release's outcome is unknown, may leave its lease in the store until then
+    /// (one with no validity, a lease's length, `lease_length`): that span comes second.
     fn hold(
         &self,
-        grant: usize,
-        token: u64,
-        safe_until: u64,
+        (grant, token, safe_until): (usize, u64, u64),
         later: &[usize],
+        lease_length: Option<u64>,
     ) -> (Hold, Option<Range<u64>>) {
         let start = self.events[grant].at;
         let mut end = safe_until;
@@ -214,7 +216,15 @@ impl<'a> Timeline<'a> {
                     break;
                 }
                 What::Fault { fault, .. } if fault == "kill" => {
-                    left = Some(event.at..end);
+                    // A grant with no validity (a transaction's row lock, say) leaves at
+                    // most a lease's length.
+                    let until = match end {
+                        u64::MAX => {
+                            lease_length.map_or(end, |lease| event.at.saturating_add(lease))
+                        }
+                        end => end,
+                    };
+                    left = Some(event.at..until);
                     end = event.at;
                     break;
                 }

@@ -32,6 +32,9 @@ use crate::worker_task;
 /// How long a worker ordered to fault at a step gets to reach it.
 const STEP_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a worker that recorded a step fault gets to do it.
+const STRUCK_WAIT: Duration = Duration::from_secs(2);
+
 /// How long a resume may wait for another worker to hold the lock.
 const RESUME_WAIT: Duration = Duration::from_millis(300);
 
@@ -58,6 +61,10 @@ pub struct Workers {
     holding: BTreeMap<u32, u64>,
     /// Who is paused, by the history.
     paused: BTreeSet<u32>,
+    /// When each worker last did a step fault to itself, by the history; who killed
+    /// itself so.
+    struck: BTreeMap<u32, u64>,
+    killed_itself: BTreeSet<u32>,
     /// The store's server, when workers reach it through proxies; each worker's proxy.
     link: Option<Link>,
     proxies: BTreeMap<u32, FaultProxy>,
@@ -79,6 +86,8 @@ impl Workers {
             read: 0,
             holding: BTreeMap::new(),
             paused: BTreeSet::new(),
+            struck: BTreeMap::new(),
+            killed_itself: BTreeSet::new(),
             link,
             proxies: BTreeMap::new(),
         };
@@ -154,11 +163,18 @@ impl Workers {
                 What::Release => {
                     self.holding.remove(&event.worker);
                 }
-                What::Fault { fault, .. } if fault == "kill" => {
+                What::Fault { fault, step } if fault == "kill" => {
                     self.holding.remove(&event.worker);
+                    if step.is_some() {
+                        self.struck.insert(event.worker, event.at);
+                        self.killed_itself.insert(event.worker);
+                    }
                 }
-                What::Fault { fault, .. } if fault == "pause" => {
+                What::Fault { fault, step } if fault == "pause" => {
                     self.paused.insert(event.worker);
+                    if step.is_some() {
+                        self.struck.insert(event.worker, event.at);
+                    }
                 }
                 What::Fault { fault, .. } if fault == "resume" => {
                     self.paused.remove(&event.worker);
@@ -293,6 +309,7 @@ impl Workers {
         let Some(pid) = self.pid(target) else {
             return Ok(());
         };
+        let ordered_at = monotonic_ns();
         if !self.order(target, &act.order(step)).await {
             return Ok(());
         }
@@ -308,6 +325,14 @@ impl Workers {
                 }
                 State::Killed => return self.replace(target).await,
                 State::Ended => return Ok(()),
+                // It took the order as it was withdrawn (it records the fault, then does
+                // it): wait for that, bounded.
+                State::Running if disarmed && self.struck_since(target, ordered_at) => {
+                    if monotonic_ns() >= deadline + STRUCK_WAIT.as_nanos() as u64 {
+                        return Ok(());
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
                 State::Running if disarmed => return Ok(()),
                 State::Running if monotonic_ns() >= deadline => {
                     // It never got there: withdraw the order, and look once more in case
@@ -319,6 +344,12 @@ impl Workers {
                 State::Running => tokio::time::sleep(Duration::from_millis(2)).await,
             }
         }
+    }
+
+    /// Whether worker `id` did a step fault to itself at or after `since`, by the history.
+    fn struck_since(&mut self, id: u32, since: u64) -> bool {
+        self.holders();
+        self.struck.get(&id).is_some_and(|&at| at >= since)
     }
 
     /// Sends `line` down worker `id`'s order pipe: whether it went.
@@ -345,14 +376,9 @@ impl Workers {
             Ok(Some(_)) | Err(_) => return State::Ended,
             Ok(None) => {}
         }
-        // The state is the field after the command's name, which is in parentheses.
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        match stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next())
-        {
-            Some('T') => State::Stopped,
-            _ => State::Running,
+        match stopped(pid) {
+            true => State::Stopped,
+            false => State::Running,
         }
     }
 
@@ -411,6 +437,11 @@ impl Workers {
         for proxy in self.proxies.values() {
             proxy.set(ProxyMode::Pass);
         }
+        for &id in &ids {
+            // An armed step fault would strike after the stop; one taken as it is
+            // withdrawn still may, which `finish` undoes.
+            self.order(id, steps::DISARM).await;
+        }
         for id in ids {
             if self.paused.remove(&id) {
                 recorder.record(id, fault("resume"));
@@ -418,28 +449,58 @@ impl Workers {
             if let Some(pid) = self.pid(id) {
                 signal(pid, libc::SIGCONT);
             }
-            // An armed step fault would strike after the stop.
-            self.order(id, steps::DISARM).await;
             self.order(id, steps::STOP).await;
         }
     }
 
     /// Waits at most `within` for every worker to end: an error naming those that did
     /// not (they are killed) or failed.
-    pub async fn finish(mut self, within: Duration) -> Result<()> {
+    /// A worker that stopped itself at a step after the last fault is resumed (recorded
+    /// with `recorder`); one that killed itself at a step, as ordered, did not fail.
+    pub async fn finish(mut self, within: Duration, recorder: &Recorder) -> Result<()> {
         let deadline = tokio::time::Instant::now() + within;
         let mut failed = Vec::new();
-        for (id, Running { mut child, orders }) in std::mem::take(&mut self.running) {
-            drop(orders);
-            match tokio::time::timeout_at(deadline, child.wait()).await {
-                Ok(Ok(status)) if status.success() => {}
-                Ok(Ok(status)) => failed.push(format!("worker {id} failed ({status})")),
-                Ok(Err(err)) => failed.push(format!("worker {id} was lost: {err}")),
-                Err(_) => {
-                    let _ = child.kill().await;
+        while !self.running.is_empty() {
+            let ids: Vec<u32> = self.running.keys().copied().collect();
+            for id in ids {
+                let Some(running) = self.running.get_mut(&id) else {
+                    continue;
+                };
+                let status = match running.child.try_wait() {
+                    Ok(Some(status)) => status,
+                    Ok(None) => {
+                        if let Some(pid) = running.child.id().filter(|&pid| stopped(pid)) {
+                            self.holders();
+                            if self.paused.remove(&id) {
+                                recorder.record(id, fault("resume"));
+                            }
+                            signal(pid, libc::SIGCONT);
+                        }
+                        continue;
+                    }
+                    Err(err) => {
+                        failed.push(format!("worker {id} was lost: {err}"));
+                        self.running.remove(&id);
+                        continue;
+                    }
+                };
+                self.running.remove(&id);
+                if status.signal() == Some(libc::SIGKILL) {
+                    self.holders();
+                    if !self.killed_itself.contains(&id) {
+                        failed.push(format!("worker {id} was killed"));
+                    }
+                } else if !status.success() {
+                    failed.push(format!("worker {id} failed ({status})"));
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                for (id, mut running) in std::mem::take(&mut self.running) {
+                    let _ = running.child.kill().await;
                     failed.push(format!("worker {id} did not stop within {within:?}"));
                 }
             }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         match failed.is_empty() {
             true => Ok(()),
@@ -465,6 +526,15 @@ fn fault(fault: &str) -> What {
         fault: fault.into(),
         step: None,
     }
+}
+
+/// Whether process `pid` is stopped (by SIGSTOP): its state, the field after its
+/// command's name (in parentheses) in `/proc/<pid>/stat`, is `T`.
+fn stopped(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+        == Some('T')
 }
 
 /// Sends `signal` to the worker process `pid`.

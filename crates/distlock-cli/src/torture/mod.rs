@@ -42,20 +42,101 @@ const LISTED: usize = 3;
 const STARTUP: Duration = Duration::from_secs(1);
 
 /// Runs the workload under faults and prints the verdict: exit 0 if the history is
-/// clean, 1 if not.
+/// clean, 1 if not, 128 + the signal if a signal stopped it.
 pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     check_args(&args)?;
     let mut interruption = Interruption::listen()?;
-    // Refuse a bad URL or an unreachable backend before any worker starts.
+    // Refuse a bad URL, an unreachable backend or files that cannot be written before
+    // anything is made in the store.
+    let (url, backend, link) = tokio::select! {
+        checked = check_store(given, &args) => checked?,
+        signal = interruption.next() => return Ok(128 + signal as u8),
+    };
+    let files = Files::make(&args)?;
+    let name = format!("torture/{}", distlock::random_id());
+    if sql_scheme::on_database(args.scheme) {
+        sql_scheme::prepare(&url, &name).await?;
+    }
+    let store = Store {
+        url: &url,
+        name: &name,
+        backend,
+        link,
+    };
+    let ran = run(&args, &store, &files, &mut interruption).await;
+    if scheme::on_plain_redis(args.scheme) {
+        scheme::remove(&url, &name).await;
+    }
+    if sql_scheme::on_database(args.scheme) {
+        sql_scheme::remove(&url, &name).await;
+    }
+    let (seed, interrupted) = ran?;
+
+    let text = std::fs::read_to_string(&files.history)
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot read the history: {e}")))?;
+    let events = parse(&text).map_err(|e| Error::new(ErrorKind::Backend, e))?;
+    let liveness = args
+        .liveness
+        .unwrap_or(args.ttl * 2 + Duration::from_secs(2));
+    let verdict = check(
+        &events,
+        &Limits {
+            liveness: liveness.as_nanos() as u64,
+        },
+    );
+    if verdict.stats.acquisitions == 0 && interrupted.is_none() {
+        return Err(Error::new(
+            ErrorKind::Backend,
+            format!(
+                "no worker got the lock: nothing was tested (history: {})",
+                files.history.display()
+            ),
+        ));
+    }
+    let title = format!(
+        "distlock torture: {backend}, scheme {}, seed {seed}",
+        args.scheme.as_str()
+    );
+    write_report(
+        &files.report,
+        &distlock_cli::report::render(&events, &verdict, &title),
+    )?;
+    print_verdict(&args, &verdict, &files, seed, backend);
+    if let Some(signal) = interrupted {
+        eprintln!(
+            "distlock torture: interrupted (signal {signal}): the verdict covers the run so far"
+        );
+        return Ok(128 + signal as u8);
+    }
+    Ok(if verdict.clean() { 0 } else { 1 })
+}
+
+/// The store a run locks in, as checked before it.
+struct Store<'a> {
+    url: &'a str,
+    /// The lock's name.
+    name: &'a str,
+    /// The backend's URL scheme.
+    backend: &'static str,
+    /// The server the workers reach through proxies, for link faults.
+    link: Option<link::Link>,
+}
+
+/// Connects to the store once: the URL, the backend's scheme, and the link for link
+/// faults; an error if the run cannot be made there.
+async fn check_store(
+    given: &Option<String>,
+    args: &TortureArgs,
+) -> Result<(String, &'static str, Option<link::Link>)> {
     let (url, client) = connect(given).await?;
-    if !client.backend().capabilities().cross_process {
+    let capabilities = client.backend().capabilities();
+    let backend = client.backend().scheme();
+    if !capabilities.cross_process {
         return Err(Error::invalid(format!(
-            "torture runs workers as separate processes, which share no {}:// lock; use a backend they share",
-            client.backend().scheme()
+            "torture runs workers as separate processes, which share no {backend}:// lock; use a backend they share"
         )));
     }
-    let backend = client.backend().scheme();
-    if args.fair && !client.backend().capabilities().fair {
+    if args.fair && !capabilities.fair {
         return Err(Error::new(
             ErrorKind::Unsupported,
             format!("{backend}:// has no fair queue to check (--fair)"),
@@ -73,30 +154,26 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         true => Some(link::Link::of(&url)?),
         false => None,
     };
-    let name = format!("torture/{}", distlock::random_id());
-    if sql_scheme::on_database(args.scheme) {
-        sql_scheme::prepare(&url, &name).await?;
-    }
+    Ok((url, backend, link))
+}
 
-    let dir = run_dir()?;
-    let history = args
-        .history
-        .clone()
-        .unwrap_or_else(|| dir.join("history.jsonl"));
-    let recorder = Arc::new(record::Recorder::create(&history)?);
-    let report = args
-        .report
-        .clone()
-        .unwrap_or_else(|| dir.join("report.html"));
-    // Refuse a report that cannot be written before the run, not after it.
-    write_report(&report, "")?;
+/// Starts the workers and the fenced resource, injects the faults until the run's end
+/// or a signal, and waits for the workers to stop (a second signal kills them): the seed,
+/// and the signal if one came.
+async fn run(
+    args: &TortureArgs,
+    store: &Store<'_>,
+    files: &Files,
+    interruption: &mut Interruption,
+) -> Result<(u64, Option<i32>)> {
+    let recorder = Arc::new(record::Recorder::create(&files.history)?);
     recorder.record(
         0,
         What::Start {
             ttl: args.ttl.as_nanos() as u64,
             workers: args.workers,
             scheme: args.scheme.as_str().into(),
-            backend: backend.into(),
+            backend: store.backend.into(),
             fair: args.fair,
         },
     );
@@ -112,8 +189,8 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     let started = monotonic_ns() + STARTUP.as_nanos() as u64;
     let until = started + args.duration.as_nanos() as u64;
     let template = worker::Task {
-        url: url.clone(),
-        name: name.clone(),
+        url: store.url.to_owned(),
+        name: store.name.to_owned(),
         scheme: args.scheme,
         fair: args.fair,
         worker: 0,
@@ -121,11 +198,11 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         hold: args.hold,
         start: started,
         until,
-        history: history.clone(),
-        counter: dir.join("counter"),
+        history: files.history.clone(),
+        counter: files.dir.join("counter"),
         resource,
     };
-    let mut workers = faults::Workers::start(template, args.workers, link).await?;
+    let mut workers = faults::Workers::start(template, args.workers, store.link.clone()).await?;
     let schedule = async {
         let mut next = started + args.fault_every.as_nanos() as u64;
         while next < until {
@@ -136,64 +213,24 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         tokio::time::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns()))).await;
         Ok(())
     };
-    let (ran, interrupted) = tokio::select! {
+    let (ran, mut interrupted) = tokio::select! {
         ran = schedule => (ran, None),
         signal = interruption.next() => (Ok(()), Some(signal)),
     };
-    if interrupted.is_some() {
+    if interrupted.is_some() || ran.is_err() {
         workers.stop(&recorder).await;
     }
-    let finished = workers.finish(STOP_GRACE + args.hold + args.ttl * 2).await;
-    if scheme::on_plain_redis(args.scheme) {
-        scheme::remove(&url, &name).await;
-    }
-    if sql_scheme::on_database(args.scheme) {
-        sql_scheme::remove(&url, &name).await;
-    }
+    let finished = tokio::select! {
+        finished = workers.finish(STOP_GRACE + args.hold + args.ttl * 2, &recorder) => finished,
+        // Dropping the workers kills those still running.
+        signal = interruption.next() => {
+            interrupted = interrupted.or(Some(signal));
+            Ok(())
+        }
+    };
     ran?;
     finished?;
-
-    let text = std::fs::read_to_string(&history)
-        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot read the history: {e}")))?;
-    let events = parse(&text).map_err(|e| Error::new(ErrorKind::Backend, e))?;
-    let liveness = args
-        .liveness
-        .unwrap_or(args.ttl * 2 + Duration::from_secs(2));
-    let verdict = check(
-        &events,
-        &Limits {
-            liveness: liveness.as_nanos() as u64,
-        },
-    );
-    if verdict.stats.acquisitions == 0 && interrupted.is_none() {
-        return Err(Error::new(
-            ErrorKind::Backend,
-            format!(
-                "no worker got the lock: nothing was tested (history: {})",
-                history.display()
-            ),
-        ));
-    }
-    let title = format!(
-        "distlock torture: {backend}, scheme {}, seed {seed}",
-        args.scheme.as_str()
-    );
-    write_report(
-        &report,
-        &distlock_cli::report::render(&events, &verdict, &title),
-    )?;
-    let files = Files {
-        history: &history,
-        report: &report,
-    };
-    print_verdict(&args, &verdict, &files, seed, backend);
-    if let Some(signal) = interrupted {
-        eprintln!(
-            "distlock torture: interrupted (signal {signal}): the verdict covers the run so far"
-        );
-        return Ok(128 + signal as u8);
-    }
-    Ok(if verdict.clean() { 0 } else { 1 })
+    Ok((seed, interrupted))
 }
 
 /// The signals that stop a run early (Ctrl-C, a terminal hung up, a polite kill): the run
@@ -253,35 +290,60 @@ fn check_args(args: &TortureArgs) -> Result<()> {
     Ok(())
 }
 
-/// A fresh directory for a run's files (the counter, and the history unless one is
-/// named), kept after it: `torture/<id>` in the state directory.
-fn run_dir() -> Result<PathBuf> {
-    let dir = state_dir()?.join("torture").join(distlock::random_id());
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::invalid(format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir)
+/// The files a run writes: its directory (the counter, and the history and report unless
+/// named elsewhere), `torture/<id>` in the state directory, kept after it.
+struct Files {
+    dir: PathBuf,
+    history: PathBuf,
+    report: PathBuf,
+}
+
+impl Files {
+    /// Makes the run's directory, and checks the history and the report can be written
+    /// (an earlier report is left as it is until the new one is written).
+    fn make(args: &TortureArgs) -> Result<Files> {
+        let dir = state_dir()?.join("torture").join(distlock::random_id());
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::invalid(format!("cannot create {}: {e}", dir.display())))?;
+        let history = args
+            .history
+            .clone()
+            .unwrap_or_else(|| dir.join("history.jsonl"));
+        let report = args
+            .report
+            .clone()
+            .unwrap_or_else(|| dir.join("report.html"));
+        for (what, path) in [("history", &history), ("report", &report)] {
+            if path.exists() && !path.is_file() {
+                return Err(Error::invalid(format!(
+                    "the {what} {} is not a regular file",
+                    path.display()
+                )));
+            }
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+                .map_err(|e| {
+                    Error::invalid(format!("cannot write the {what} {}: {e}", path.display()))
+                })?;
+        }
+        Ok(Files {
+            dir,
+            history,
+            report,
+        })
+    }
 }
 
 /// Writes the report to `path`.
 fn write_report(path: &Path, html: &str) -> Result<()> {
-    if path.exists() && !path.is_file() {
-        return Err(Error::invalid(format!(
-            "the report {} is not a regular file",
-            path.display()
-        )));
-    }
     std::fs::write(path, html)
         .map_err(|e| Error::invalid(format!("cannot write the report {}: {e}", path.display())))
 }
 
-/// The files a run leaves.
-struct Files<'a> {
-    history: &'a Path,
-    report: &'a Path,
-}
-
 fn print_verdict(args: &TortureArgs, verdict: &Verdict, files: &Files, seed: u64, backend: &str) {
-    let Files { history, report } = files;
+    let (history, report) = (&files.history, &files.report);
     if args.json {
         let out = json!({
             "clean": verdict.clean(),

@@ -12,7 +12,8 @@
 
 use std::time::Duration;
 
-use distlock::{Error, ErrorKind, Result};
+use distlock::sql::Mode;
+use distlock::{Error, ErrorKind, Result, Url};
 use distlock_cli::history::monotonic_ns;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyPool, Row, Transaction};
@@ -41,17 +42,22 @@ enum Dialect {
 }
 
 /// The driver URL and dialect of `url`: a `postgres://`, `mysql://` or `mariadb://` URL,
-/// distlock's own query options left out.
+/// distlock's own query options left out, the driver's (TLS among them) kept.
 fn driver(url: &str) -> Result<(String, Dialect)> {
-    let bare = url.split_once('?').map_or(url, |(bare, _)| bare);
-    match bare.split_once("://").map(|(scheme, _)| scheme) {
-        Some("postgres" | "postgresql") => Ok((bare.to_owned(), Dialect::Postgres)),
-        Some("mysql") => Ok((bare.to_owned(), Dialect::MySql)),
-        Some("mariadb") => Ok((bare.replacen("mariadb://", "mysql://", 1), Dialect::MySql)),
-        _ => Err(Error::invalid(
+    let refused = || {
+        Error::invalid(
             "the database schemes of the documents run on PostgreSQL or MySQL/MariaDB: give a \
              postgres://, mysql:// or mariadb:// URL",
-        )),
+        )
+    };
+    let parsed = Url::parse(url).map_err(|_| refused())?;
+    let (_, driver) = Mode::split(&parsed)?;
+    let driver = driver.to_string();
+    match parsed.scheme() {
+        "postgres" | "postgresql" => Ok((driver, Dialect::Postgres)),
+        "mysql" => Ok((driver, Dialect::MySql)),
+        "mariadb" => Ok((driver.replacen("mariadb://", "mysql://", 1), Dialect::MySql)),
+        _ => Err(refused()),
     }
 }
 
@@ -71,6 +77,9 @@ fn table(name: &str) -> String {
 async fn connect(url: &str) -> Result<(AnyPool, Dialect)> {
     sqlx::any::install_default_drivers();
     let (driver_url, dialect) = driver(url)?;
+    // distlock's client checks the URL's TLS files and gives rustls its crypto provider,
+    // which the driver's TLS needs.
+    drop(distlock::Client::connect(url).await?);
     let pool = AnyPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(CALL_TIMEOUT)
@@ -99,9 +108,12 @@ pub async fn prepare(url: &str, name: &str) -> Result<()> {
         "INSERT INTO {table} (name, version, value) VALUES ({}, 0, 0)",
         mark(dialect, 1)
     );
-    call(sqlx::query(&insert).bind(name).execute(&pool)).await?;
+    let inserted = call(sqlx::query(&insert).bind(name).execute(&pool)).await;
     pool.close().await;
-    Ok(())
+    if inserted.is_err() {
+        remove(url, name).await;
+    }
+    inserted.map(|_| ())
 }
 
 /// Drops the run's table after the run. Best effort: a table left behind is no harm to
