@@ -121,8 +121,17 @@ fn no_worker_command_line_holds_the_password() {
     let url = format!("redis://:s3cret-pw@{}/0", redis.addr());
     let state = tempfile::tempdir().unwrap();
     let shop = state.path().join("shop.db").display().to_string();
-    let runs: [&[&str]; 2] = [
+    let runs: [&[&str]; 3] = [
         &["bench", "--processes", "--clients", "3", "--duration", "1s"],
+        &[
+            "torture",
+            "--duration",
+            "2s",
+            "--faults",
+            "none",
+            "--scheme",
+            "get-then-del",
+        ],
         &[
             "demo",
             "--strategies",

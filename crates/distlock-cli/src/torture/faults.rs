@@ -299,7 +299,10 @@ impl Workers {
     /// resumes it, or starts another worker in its place.
     async fn at_step(&mut self, act: Act, rng: &mut StdRng, recorder: &Recorder) -> Result<()> {
         let steps = steps::of(self.template.scheme);
-        let taken = &mut self.stepped[act as usize];
+        let taken = match act {
+            Act::Pause => &mut self.stepped[0],
+            Act::Crash => &mut self.stepped[1],
+        };
         let step = steps[*taken % steps.len()];
         *taken += 1;
         let ids: Vec<u32> = self.running.keys().copied().collect();
@@ -383,9 +386,9 @@ impl Workers {
     }
 
     /// Resumes the stopped worker `target` (process `pid`): past its TTL, and past the
-    /// validity its guard was given, `valid_until` (a session backend's outlasts the TTL; 0
-    /// when it holds nothing), but not past the run's end by more than a TTL; then at a moment another worker
-    /// holds the lock, if one does within [`RESUME_WAIT`].
+    /// validity its guard was given, `valid_until` (a session backend's outlasts the TTL;
+    /// 0 when it holds nothing), but not past the run's end by more than a TTL; then at a
+    /// moment another worker holds the lock, if one does within [`RESUME_WAIT`].
     async fn resume(&mut self, target: u32, pid: u32, valid_until: u64, recorder: &Recorder) {
         self.wait_out(target, valid_until).await;
         recorder.record(target, fault("resume"));

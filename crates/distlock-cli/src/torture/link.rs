@@ -25,11 +25,17 @@ impl Link {
                 distlock::redact_url(url)
             ))
         };
-        let authority = url
+        // The hosts come after any credentials (which may hold a comma).
+        let hosts = url
             .split_once("://")
             .map(|(_, rest)| rest.split(['/', '?']).next().unwrap_or_default())
+            .map(|authority| {
+                authority
+                    .rsplit_once('@')
+                    .map_or(authority, |(_, hosts)| hosts)
+            })
             .unwrap_or_default();
-        if authority.contains(',') {
+        if hosts.contains(',') {
             return Err(refuse("names several servers"));
         }
         let parsed = Url::parse(url).map_err(|e| refuse(&format!("is not a URL: {e}")))?;

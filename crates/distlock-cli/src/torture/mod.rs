@@ -133,7 +133,8 @@ async fn check_store(
     let backend = client.backend().scheme();
     if !capabilities.cross_process {
         return Err(Error::invalid(format!(
-            "torture runs workers as separate processes, which share no {backend}:// lock; use a backend they share"
+            "torture runs workers as separate processes, which share no {backend}:// lock; use a \
+             backend they share"
         )));
     }
     if args.fair && !capabilities.fair {
@@ -281,9 +282,12 @@ fn check_args(args: &TortureArgs) -> Result<()> {
     if args.duration < Duration::from_secs(1) {
         return Err(Error::invalid("torture needs a run of 1 s or more"));
     }
-    if args.duration > MAX_DURATION || args.hold > MAX_DURATION || args.ttl > MAX_DURATION {
+    if [args.duration, args.hold, args.ttl, args.fault_every]
+        .iter()
+        .any(|d| *d > MAX_DURATION)
+    {
         return Err(Error::invalid(format!(
-            "torture runs, holds and TTLs are at most {}",
+            "torture runs, holds, TTLs and fault intervals are at most {}",
             humantime::format_duration(MAX_DURATION)
         )));
     }

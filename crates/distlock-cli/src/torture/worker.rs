@@ -51,10 +51,13 @@ pub async fn worker() -> Result<u8> {
     .await;
     while monotonic_ns() < task.until && !orders.stopped() {
         recorder.record(me, What::Acquire);
+        let acquire = lock.acquire((task.ttl, task.hold), task.until, &orders, &recorder, me);
+        // Withdrawn: distlock's acquire is cancel-safe. A broken scheme's may have left its
+        // key, or a version-cas update, behind: the run removes its key or table at its end.
+        let interrupted = || Error::new(ErrorKind::Timeout, "the run was interrupted");
         let acquired = tokio::select! {
-            acquired = lock.acquire((task.ttl, task.hold), task.until, &orders, &recorder, me) => acquired,
-            // Withdrawn: distlock's acquire is cancel-safe; the others hold nothing yet.
-            () = orders.stop_ordered() => Err(Error::new(ErrorKind::Timeout, "the run was interrupted")),
+            acquired = acquire => acquired,
+            () = orders.stop_ordered() => Err(interrupted()),
         };
         let hold = match acquired {
             Ok(hold) => hold,
