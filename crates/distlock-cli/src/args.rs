@@ -182,6 +182,11 @@ pub struct TortureArgs {
     /// the checker must catch.
     #[arg(long, value_enum, default_value_t = Scheme::Distlock)]
     pub scheme: Scheme,
+    /// Start the store here (from the installed server, on a free loopback port, in a
+    /// temporary directory removed after), instead of using the URL, so that the server
+    /// can be paused and restarted (`--faults server-pause,server-restart`).
+    #[arg(long, value_enum)]
+    pub server: Option<ServerKind>,
     /// Ask for fair (FIFO) grants, and check that the lock granted them in the order they
     /// were asked (distlock's schemes, on a backend with a fair queue).
     #[arg(long)]
@@ -258,6 +263,40 @@ impl Scheme {
     }
 }
 
+/// A store `distlock torture --server` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServerKind {
+    /// `redis-server`, writing every command to its append-only file before answering.
+    Redis,
+    /// PostgreSQL, session mode.
+    Postgres,
+    /// PostgreSQL, lease mode.
+    PostgresLease,
+    /// MariaDB, session mode.
+    Mariadb,
+    /// MariaDB, lease mode.
+    MariadbLease,
+    /// ZooKeeper, with 2 s sessions.
+    Zookeeper,
+    /// etcd, with 2 s session leases.
+    Etcd,
+}
+
+impl ServerKind {
+    /// The kind's name, as given on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerKind::Redis => "redis",
+            ServerKind::Postgres => "postgres",
+            ServerKind::PostgresLease => "postgres-lease",
+            ServerKind::Mariadb => "mariadb",
+            ServerKind::MariadbLease => "mariadb-lease",
+            ServerKind::Zookeeper => "zookeeper",
+            ServerKind::Etcd => "etcd",
+        }
+    }
+}
+
 /// A fault `distlock torture` injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FaultKind {
@@ -278,6 +317,10 @@ pub enum FaultKind {
     /// Black-hole the holder's link to the store (connections open, nothing forwarded)
     /// past its TTL, then heal it.
     BlackHole,
+    /// Freeze the server (SIGSTOP) past the holder's validity, then thaw it (`--server`).
+    ServerPause,
+    /// Kill the server (SIGKILL) and start it again on its port and data (`--server`).
+    ServerRestart,
     /// No faults.
     None,
 }

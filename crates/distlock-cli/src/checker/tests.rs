@@ -470,52 +470,52 @@ fn a_killed_holders_hold_ends_at_its_kill_and_its_lease_at_its_validity() {
     assert_eq!(verdict.stats.faults, 1);
 }
 
-/// Worker 3 holds until 200 ms; worker 1 asks at 10 ms, worker 2 at `second_asks` ms;
-/// worker 2 is granted at 201 ms while worker 1 still waits (granted at 300 ms), worker 1
-/// paused in its wait if `paused`; the run asked for fair grants if `fair`.
+/// Worker 3 holds until 1000 ms; worker 1 asks at 10 ms, worker 2 at `second_asks` ms;
+/// worker 2 is granted at 1001 ms while worker 1 still waits (granted at 1100 ms), worker
+/// 1 paused in its wait if `paused`; the run asked for fair grants if `fair`.
 fn second_comer_first(fair: bool, second_asks: u64, paused: bool) -> Verdict {
     let mut history = History::new();
     if let What::Start { fair: asked, .. } = &mut history.events[0].what {
         *asked = fair;
     }
     history.add(0, 3, What::Acquire);
-    history.granted(1, 3, 1, 1_000);
+    history.granted(1, 3, 1, 2_000);
     history.add(10, 1, What::Acquire);
     if paused {
         history.fault(20, 1, "pause");
         history.fault(30, 1, "resume");
     }
     history.add(second_asks, 2, What::Acquire);
-    history.add(200, 3, What::Release);
-    history.granted(201, 2, 2, 1_000);
-    history.add(250, 2, What::Release);
-    history.granted(300, 1, 3, 1_000);
-    history.add(350, 1, What::Release);
+    history.add(1_000, 3, What::Release);
+    history.granted(1_001, 2, 2, 2_000);
+    history.add(1_050, 2, What::Release);
+    history.granted(1_100, 1, 3, 2_000);
+    history.add(1_150, 1, What::Release);
     history.check()
 }
 
 #[test]
 fn a_fair_lock_must_grant_in_the_order_asked() {
-    let verdict = second_comer_first(true, 100, false);
+    let verdict = second_comer_first(true, 600, false);
     assert_eq!(kinds(&verdict), [Kind::Fifo]);
     let violation = &verdict.violations[0];
     assert_eq!(violation.events, [3, 4, 6]);
     assert_eq!(
         violation.message,
-        "worker 2 asked at 100.000 ms and was granted at 201.000 ms, before worker 1 who had \
+        "worker 2 asked at 600.000 ms and was granted at 1001.000 ms, before worker 1 who had \
          asked at 10.000 ms and still waited: out of FIFO order"
     );
-    assert_eq!(violation.span, [T0 + 100 * MS, T0 + 201 * MS]);
+    assert_eq!(violation.span, [T0 + 600 * MS, T0 + 1_001 * MS]);
 }
 
 #[test]
 fn fifo_allows_requests_close_together_a_paused_waiter_and_unfair_locks() {
-    // Asked 30 ms apart: either may have reached the store first.
-    assert_eq!(kinds(&second_comer_first(true, 40, false)), []);
+    // Asked 390 ms apart: either may have reached the store first.
+    assert_eq!(kinds(&second_comer_first(true, 400, false)), []);
     // A waiter paused in its wait may lose its place.
-    assert_eq!(kinds(&second_comer_first(true, 100, true)), []);
+    assert_eq!(kinds(&second_comer_first(true, 600, true)), []);
     // Not asked for.
-    assert_eq!(kinds(&second_comer_first(false, 100, false)), []);
+    assert_eq!(kinds(&second_comer_first(false, 600, false)), []);
 }
 
 #[test]

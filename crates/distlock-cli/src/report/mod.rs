@@ -215,7 +215,8 @@ impl<'a> Plot<'a> {
         let to = events.last().map_or(0, |e| e.at).max(from + 1);
         let workers: BTreeSet<u32> = events
             .iter()
-            .filter(|e| !matches!(e.what, What::Start { .. }))
+            // The coordinator's own events (worker 0): the start, and server faults.
+            .filter(|e| e.worker != 0)
             .map(|e| e.worker)
             .collect();
         let rows = workers
@@ -334,10 +335,20 @@ impl<'a> Plot<'a> {
     fn faults(&self, html: &mut String) {
         // What is open on each worker: a pause or a link fault, since when, and its title.
         let mut open: BTreeMap<(u32, &str), (u64, String)> = BTreeMap::new();
+        let mut server: Option<(u64, &str)> = None;
         for event in self.events {
             let What::Fault { fault, step } = &event.what else {
                 continue;
             };
+            match fault.as_str() {
+                "server-pause" | "server-restart" => server = Some((event.at, fault)),
+                "server-resume" | "server-up" => {
+                    if let Some((since, what)) = server.take() {
+                        self.server_window(html, (since, event.at), what);
+                    }
+                }
+                _ => {}
+            }
             let Some(y) = self.y(event.worker) else {
                 continue;
             };
@@ -377,6 +388,23 @@ impl<'a> Plot<'a> {
                 self.window(html, (y, kind), (since, self.to), &title);
             }
         }
+        if let Some((since, what)) = server {
+            self.server_window(html, (since, self.to), what);
+        }
+    }
+
+    /// A server fault's window, across every row.
+    fn server_window(&self, html: &mut String, (since, until): (u64, u64), what: &str) {
+        let (x1, x2) = (self.x(since), self.x(until));
+        let _ = write!(
+            html,
+            "<rect class=\"server\" x=\"{x1:.1}\" y=\"{AXIS}\" width=\"{:.1}\" height=\"{}\"><title>{} from {} to {}</title></rect>",
+            (x2 - x1).max(1.0),
+            self.rows.len() as f64 * ROW,
+            escape(what),
+            self.time(since),
+            self.time(until)
+        );
     }
 
     /// A fault's window on the row at `y`: `kind` is its class (`pause` or `link`).

@@ -24,6 +24,7 @@ use distlock_testkit::{FaultProxy, ProxyMode};
 
 use super::link::Link;
 use super::record::Recorder;
+use super::server::OwnServer;
 use super::steps::{self, Act};
 use super::worker::Task;
 use crate::args::FaultKind;
@@ -68,12 +69,19 @@ pub struct Workers {
     /// The store's server, when workers reach it through proxies; each worker's proxy.
     link: Option<Link>,
     proxies: BTreeMap<u32, FaultProxy>,
+    /// The server the run started, for server faults.
+    server: Option<OwnServer>,
 }
 
 impl Workers {
     /// Starts `count` workers on `template` (workers 1..=count), each through a proxy of
-    /// its own on `link` if there is one.
-    pub async fn start(template: Task, count: u32, link: Option<Link>) -> Result<Workers> {
+    /// its own on `link` if there is one; `server` is the run's own, if it started one.
+    pub async fn start(
+        template: Task,
+        count: u32,
+        link: Option<Link>,
+        server: Option<OwnServer>,
+    ) -> Result<Workers> {
         let exe = std::env::current_exe()
             .map_err(|e| Error::invalid(format!("cannot find the distlock binary: {e}")))?;
         let mut workers = Workers {
@@ -90,6 +98,7 @@ impl Workers {
             killed_itself: BTreeSet::new(),
             link,
             proxies: BTreeMap::new(),
+            server,
         };
         for _ in 0..count {
             workers.spawn().await?;
@@ -218,6 +227,10 @@ impl Workers {
                 self.at_link((ProxyMode::BlackHole, "black-hole"), rng, recorder)
                     .await
             }
+            FaultKind::ServerPause | FaultKind::ServerRestart => {
+                self.at_server(kind == FaultKind::ServerRestart, recorder)
+                    .await
+            }
             FaultKind::None => Ok(()),
         }
     }
@@ -274,6 +287,27 @@ impl Workers {
         Ok(())
     }
 
+    /// Freezes the server past the holders' validity and thaws it, or restarts it
+    /// (`restart`); recorded as the coordinator's (worker 0) with when it served again.
+    async fn at_server(&mut self, restart: bool, recorder: &Recorder) -> Result<()> {
+        let Some(server) = self.server.clone() else {
+            return Ok(());
+        };
+        if restart {
+            recorder.record(0, fault("server-restart"));
+            server.restart().await?;
+            recorder.record(0, fault("server-up"));
+            return Ok(());
+        }
+        let valid_until = self.holders().iter().map(|&(_, until)| until).max();
+        server.pause();
+        recorder.record(0, fault("server-pause"));
+        self.wait_out(0, valid_until.unwrap_or(0)).await;
+        recorder.record(0, fault("server-resume"));
+        server.resume();
+        Ok(())
+    }
+
     /// A holder and until when it is valid (a random worker, valid until 0, if none holds
     /// within a second).
     async fn pick_holder(&mut self, rng: &mut StdRng) -> Option<(u32, u64)> {
@@ -294,8 +328,8 @@ impl Workers {
             .copied()
     }
 
-    /// Orders a random worker to pause or crash at the next step of the scheme's steps in
-    /// turn, and waits for it to get there (at most [`STEP_WAIT`], or the run's end):
+    /// Orders a worker (the holder, for a step the holder reaches next; else one that
+    /// waits) to pause or crash at the next step of the scheme's steps in turn, and waits for it to get there (at most [`STEP_WAIT`], or the run's end):
     /// resumes it, or starts another worker in its place.
     async fn at_step(&mut self, act: Act, rng: &mut StdRng, recorder: &Recorder) -> Result<()> {
         let steps = steps::of(self.template.scheme);
@@ -305,8 +339,22 @@ impl Workers {
         };
         let step = steps[*taken % steps.len()];
         *taken += 1;
-        let ids: Vec<u32> = self.running.keys().copied().collect();
-        let Some(&target) = ids.get(rng.random_range(0..ids.len().max(1))) else {
+        // The holder for a step it reaches next; else a worker that waits, if one does.
+        let target = match steps::holder_reaches(step) {
+            true => self.pick_holder(rng).await.map(|(holder, _)| holder),
+            false => {
+                let holders: BTreeSet<u32> = self.holders().iter().map(|&(w, _)| w).collect();
+                let ids: Vec<u32> = self.running.keys().copied().collect();
+                let waiting: Vec<u32> = ids
+                    .iter()
+                    .copied()
+                    .filter(|w| !holders.contains(w))
+                    .collect();
+                let pool = if waiting.is_empty() { ids } else { waiting };
+                pool.get(rng.random_range(0..pool.len().max(1))).copied()
+            }
+        };
+        let Some(target) = target else {
             return Ok(());
         };
         let Some(pid) = self.pid(target) else {

@@ -6,6 +6,7 @@ mod link;
 mod record;
 mod resource;
 mod scheme;
+mod server;
 mod sql_scheme;
 mod steps;
 mod worker;
@@ -46,10 +47,26 @@ const STARTUP: Duration = Duration::from_secs(1);
 pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     check_args(&args)?;
     let mut interruption = Interruption::listen()?;
+    if args.server.is_some() && given.is_some() {
+        return Err(Error::invalid(
+            "--server starts the store the run locks in: give it or --url, not both",
+        ));
+    }
+    // The run's own server, if asked for: its URL is the run's (DISTLOCK_URL is not).
+    let (own, given) = match args.server {
+        Some(kind) => {
+            let (own, url) = tokio::select! {
+                started = server::start(kind) => started?,
+                signal = interruption.next() => return Ok(128 + signal as u8),
+            };
+            (Some(own), Some(url))
+        }
+        None => (None, given.clone()),
+    };
     // Refuse a bad URL, an unreachable backend or files that cannot be written before
     // anything is made in the store.
     let (url, backend, link) = tokio::select! {
-        checked = check_store(given, &args) => checked?,
+        checked = check_store(&given, &args) => checked?,
         signal = interruption.next() => return Ok(128 + signal as u8),
     };
     let files = Files::make(&args)?;
@@ -62,6 +79,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         name: &name,
         backend,
         link,
+        server: own,
     };
     let ran = run(&args, &store, &files, &mut interruption).await;
     if scheme::on_plain_redis(args.scheme) {
@@ -120,6 +138,8 @@ struct Store<'a> {
     backend: &'static str,
     /// The server the workers reach through proxies, for link faults.
     link: Option<link::Link>,
+    /// The server the run started itself, for server faults.
+    server: Option<server::OwnServer>,
 }
 
 /// Connects to the store once: the URL, the backend's scheme, and the link for link
@@ -203,7 +223,13 @@ async fn run(
         counter: files.dir.join("counter"),
         resource,
     };
-    let mut workers = faults::Workers::start(template, args.workers, store.link.clone()).await?;
+    let mut workers = faults::Workers::start(
+        template,
+        args.workers,
+        store.link.clone(),
+        store.server.clone(),
+    )
+    .await?;
     let schedule = async {
         let mut next = started + args.fault_every.as_nanos() as u64;
         while next < until {
@@ -272,6 +298,15 @@ fn check_args(args: &TortureArgs) -> Result<()> {
     if args.ttl < at_least || args.fault_every < at_least {
         return Err(Error::invalid(
             "torture needs a TTL and a fault interval of 100 ms or more",
+        ));
+    }
+    let server_faults = args
+        .faults
+        .iter()
+        .any(|kind| matches!(kind, FaultKind::ServerPause | FaultKind::ServerRestart));
+    if server_faults && args.server.is_none() {
+        return Err(Error::invalid(
+            "server faults need the run's own server: add --server redis|postgres|…",
         ));
     }
     if args.fair && !matches!(args.scheme, Scheme::Distlock | Scheme::NoFencing) {

@@ -48,6 +48,12 @@ pub fn of(scheme: Scheme) -> &'static [&'static str] {
     }
 }
 
+/// Whether the lock's holder reaches `step` next (in its critical section or its
+/// release), rather than a worker waiting for the lock.
+pub fn holder_reaches(step: &str) -> bool {
+    [BEFORE_FENCED_WRITE, BEFORE_RELEASE, BETWEEN_GET_AND_DEL].contains(&step)
+}
+
 /// What a worker does to itself at a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Act {

@@ -1,0 +1,126 @@
+//! A store torture starts itself (`--server`), through the testkit's launchers, on a free
+//! loopback port in a temporary directory, so that it can pause the server (SIGSTOP, past
+//! the holders' validity) and restart it (SIGKILL, then started again on its port and
+//! data). It is stopped, and its directory removed, when the run ends.
+
+use std::sync::{Arc, Mutex};
+
+use distlock::{Error, ErrorKind, Result};
+use distlock_testkit::Server;
+
+use crate::args::ServerKind;
+
+/// The server of a run, shared with the fault schedule.
+#[derive(Clone)]
+pub struct OwnServer {
+    server: Arc<Mutex<Server>>,
+}
+
+/// Starts a server of `kind`: it, and the lock URL that reaches it.
+pub async fn start(kind: ServerKind) -> Result<(OwnServer, String)> {
+    let (server, url) = tokio::task::spawn_blocking(move || launch(kind))
+        .await
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot start the server: {e}")))??;
+    let server = OwnServer {
+        server: Arc::new(Mutex::new(server)),
+    };
+    Ok((server, url))
+}
+
+/// Launches a server of `kind` (blocking until it serves).
+fn launch(kind: ServerKind) -> Result<(Server, String)> {
+    let failed = |e: distlock_testkit::LaunchError| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("cannot start a {} server for torture: {e}", kind.as_str()),
+        )
+    };
+    let lease = |url: String| format!("{url}?mode=lease");
+    Ok(match kind {
+        // With every write on disk before it is answered, as a Redis that is restarted
+        // must keep its locks: without, a restart forgets them all.
+        ServerKind::Redis => {
+            let server = distlock_testkit::redis_server_with(&[
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .map_err(failed)?;
+            let url = format!("redis://{}/0", server.addr());
+            (server, url)
+        }
+        ServerKind::Postgres | ServerKind::PostgresLease => {
+            let server = distlock_testkit::postgres_server().map_err(failed)?;
+            let url = distlock_testkit::postgres_url(&server);
+            let url = match kind {
+                ServerKind::PostgresLease => lease(url),
+                _ => url,
+            };
+            (server, url)
+        }
+        ServerKind::Mariadb | ServerKind::MariadbLease => {
+            let server = distlock_testkit::mariadb_server().map_err(failed)?;
+            let url = distlock_testkit::mariadb_url(&server);
+            let url = match kind {
+                ServerKind::MariadbLease => lease(url),
+                _ => url,
+            };
+            (server, url)
+        }
+        // Sessions of 2 s: a killed holder's lock is freed within them.
+        ServerKind::Zookeeper => {
+            let server = distlock_testkit::zookeeper_server().map_err(failed)?;
+            let url = format!("zk://{}/torture?session_timeout=2s", server.addr());
+            (server, url)
+        }
+        ServerKind::Etcd => {
+            let server = distlock_testkit::etcd_server().map_err(failed)?;
+            let url = format!("etcd://{}/torture?session_ttl=2s", server.addr());
+            (server, url)
+        }
+    })
+}
+
+impl OwnServer {
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.server
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pause();
+    }
+
+    /// Thaws it.
+    pub fn resume(&self) {
+        self.server
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .resume();
+    }
+
+    /// Kills it (SIGKILL) and starts it again on its port and data, waiting until it
+    /// serves.
+    pub async fn restart(&self) -> Result<()> {
+        let server = self.server.clone();
+        tokio::task::spawn_blocking(move || {
+            server
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .restart()
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Unavailable,
+                        format!("the server did not come back: {e}"),
+                    )
+                })
+        })
+        .await
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Backend,
+                format!("cannot restart the server: {e}"),
+            )
+        })?
+    }
+}
