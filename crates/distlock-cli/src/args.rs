@@ -317,6 +317,10 @@ pub enum FaultKind {
     /// Black-hole the holder's link to the store (connections open, nothing forwarded)
     /// past its TTL, then heal it.
     BlackHole,
+    /// Jump a waiting worker's wall clock ahead by ten TTLs past the holder's validity,
+    /// then set it right (libfaketime, from Debian's `faketime`): for stores that read
+    /// their clients' clocks.
+    ClockJump,
     /// Freeze the server (SIGSTOP) past the holder's validity, then thaw it (`--server`).
     ServerPause,
     /// Kill the server (SIGKILL) and start it again on its port and data (`--server`).

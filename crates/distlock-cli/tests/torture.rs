@@ -94,23 +94,26 @@ fn database_schemes_are_clean(url: &str) {
 /// Runs `--scheme scheme` on `url` with the default faults, duration and TTL: the kinds of
 /// violation found (the run must exit 1), and the history.
 fn caught(url: &str, scheme: &str) -> (Vec<String>, String) {
+    caught_on(url, scheme, &[])
+}
+
+/// [`caught`] with `extra` arguments.
+fn caught_on(url: &str, scheme: &str, extra: &[&str]) -> (Vec<String>, String) {
     let state = tempfile::tempdir().unwrap();
     let history = state.path().join("history.jsonl");
     let history = history.to_str().unwrap();
-    let out = distlock(
-        url,
-        state.path(),
-        &[
-            "torture",
-            "--json",
-            "--scheme",
-            scheme,
-            "--seed",
-            "7",
-            "--history",
-            history,
-        ],
-    );
+    let mut args = vec![
+        "torture",
+        "--json",
+        "--scheme",
+        scheme,
+        "--seed",
+        "7",
+        "--history",
+        history,
+    ];
+    args.extend_from_slice(extra);
+    let out = distlock(url, state.path(), &args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let Some(verdict) = json_lines(&stdout).pop() else {
         panic!("no verdict: {}", String::from_utf8_lossy(&out.stderr));
@@ -155,20 +158,30 @@ fn torture_catches_getset_timestamps() {
     assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
     assert!(history.contains(r#""fault":"pause","step":"between-get-and-del""#));
     // Its key has no TTL: the run removes it.
-    let keys = std::process::Command::new("redis-cli")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &redis.addr().port().to_string(),
-            "--scan",
-        ])
-        .output()
-        .unwrap();
-    let keys = String::from_utf8_lossy(&keys.stdout);
+    no_lock_key_in(&redis);
+}
+
+/// A waiter's wall clock jumped ahead (libfaketime): the `SETNX`/`GETSET` timestamp
+/// scheme trusts every client's clock, and the waiter takes the lock over while its holder
+/// still holds it; distlock's Redis lock reads the server's clock, and stays clean.
+#[test]
+fn torture_jumps_clocks() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let faults = ["--faults", "clock-jump"];
+    let (kinds, history) = caught_on(&url, "getset-timestamp", &faults);
+    assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
+    assert!(history.contains(r#""fault":"clock-jump""#));
+    let state = tempfile::tempdir().unwrap();
+    let mut args = vec!["torture", "--json", "--seed", "7", "--hold", "500ms"];
+    args.extend_from_slice(&faults);
+    args.extend_from_slice(QUICK);
+    let out = distlock(&url, state.path(), &args);
+    let verdict = json_lines(&ok(&out)).pop().unwrap();
+    assert_eq!(verdict["clean"], true, "{verdict:#}");
     assert!(
-        !keys.lines().any(|key| key.starts_with("torture/")),
-        "{keys}"
+        verdict["stats"]["faults"].as_u64().unwrap() >= 4,
+        "{verdict:#}"
     );
 }
 
@@ -230,14 +243,15 @@ fn torture_stops_cleanly_on_ctrl_c() {
     let lines = std::fs::read_to_string(&history).unwrap();
     assert!(lines.contains("the run was interrupted") || lines.contains("\"ev\":\"released\""));
     // No lock key left: every worker released or withdrew (the fencing counters stay).
+    no_lock_key_in(&redis);
+}
+
+/// Asserts that `redis` holds no torture lock key (`torture/<id>`; the fencing counters,
+/// `{torture/<id>}:…`, may stay).
+fn no_lock_key_in(redis: &distlock_testkit::Server) {
+    let port = redis.addr().port().to_string();
     let keys = Command::new("redis-cli")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &redis.addr().port().to_string(),
-            "--scan",
-        ])
+        .args(["-h", "127.0.0.1", "-p", &port, "--scan"])
         .output()
         .unwrap();
     let keys = String::from_utf8_lossy(&keys.stdout);

@@ -363,8 +363,16 @@ impl<'a> Plot<'a> {
                     let title = format!("link {fault}");
                     open.insert((event.worker, "link"), (event.at, title));
                 }
-                "resume" | "heal" => {
-                    let kind = if fault == "resume" { "pause" } else { "link" };
+                "clock-jump" => {
+                    let title = "wall clock jumped ahead".to_owned();
+                    open.insert((event.worker, "clock"), (event.at, title));
+                }
+                "resume" | "heal" | "clock-back" => {
+                    let kind = match fault.as_str() {
+                        "resume" => "pause",
+                        "heal" => "link",
+                        _ => "clock",
+                    };
                     if let Some((since, title)) = open.remove(&(event.worker, kind)) {
                         self.window(html, (y, kind), (since, event.at), &title);
                     }
@@ -407,7 +415,7 @@ impl<'a> Plot<'a> {
         );
     }
 
-    /// A fault's window on the row at `y`: `kind` is its class (`pause` or `link`).
+    /// A fault's window on the row at `y`: `kind` is its class (`pause`, `link` or `clock`).
     fn window(
         &self,
         html: &mut String,

@@ -22,7 +22,9 @@ use tokio::process::{Child, ChildStdin, Command};
 
 use distlock_testkit::{FaultProxy, ProxyMode};
 
+use super::clock::Clocks;
 use super::link::Link;
+use super::process::{State, fault, signal, stopped};
 use super::record::Recorder;
 use super::server::OwnServer;
 use super::steps::{self, Act};
@@ -69,17 +71,20 @@ pub struct Workers {
     /// The store's server, when workers reach it through proxies; each worker's proxy.
     link: Option<Link>,
     proxies: BTreeMap<u32, FaultProxy>,
+    /// The workers' fake clocks, for clock faults.
+    clocks: Option<Clocks>,
     /// The server the run started, for server faults.
     server: Option<OwnServer>,
 }
 
 impl Workers {
     /// Starts `count` workers on `template` (workers 1..=count), each through a proxy of
-    /// its own on `link` if there is one; `server` is the run's own, if it started one.
+    /// its own on `link` if there is one, and under a fake clock with `clocks`; `server`
+    /// is the run's own, if it started one.
     pub async fn start(
         template: Task,
         count: u32,
-        link: Option<Link>,
+        (link, clocks): (Option<Link>, Option<Clocks>),
         server: Option<OwnServer>,
     ) -> Result<Workers> {
         let exe = std::env::current_exe()
@@ -98,6 +103,7 @@ impl Workers {
             killed_itself: BTreeSet::new(),
             link,
             proxies: BTreeMap::new(),
+            clocks,
             server,
         };
         for _ in 0..count {
@@ -126,6 +132,9 @@ impl Workers {
         }
         let mut command = Command::new(&self.exe);
         command.arg("torture-worker");
+        if let Some(clocks) = &self.clocks {
+            clocks.prepare(&mut command, id)?;
+        }
         // SAFETY: prctl and signal are async-signal-safe. A worker dies with the
         // coordinator (killed, or ending on an error), stopped or not, instead of running
         // on. It ignores the terminal's Ctrl-C and hangup, which reach its whole process
@@ -227,6 +236,7 @@ impl Workers {
                 self.at_link((ProxyMode::BlackHole, "black-hole"), rng, recorder)
                     .await
             }
+            FaultKind::ClockJump => self.at_clock(rng, recorder).await,
             FaultKind::ServerPause | FaultKind::ServerRestart => {
                 self.at_server(kind == FaultKind::ServerRestart, recorder)
                     .await
@@ -287,6 +297,39 @@ impl Workers {
         Ok(())
     }
 
+    /// Jumps a waiting worker's wall clock ahead by ten TTLs, past the holders' validity,
+    /// then sets it right.
+    async fn at_clock(&mut self, rng: &mut StdRng, recorder: &Recorder) -> Result<()> {
+        let Some(target) = self.pick_waiter(rng) else {
+            return Ok(());
+        };
+        let Some(clocks) = &self.clocks else {
+            return Ok(());
+        };
+        clocks.set(target, (self.template.ttl * 10).as_secs().max(10))?;
+        recorder.record(target, fault("clock-jump"));
+        let valid_until = self.holders().iter().map(|&(_, until)| until).max();
+        self.wait_out(target, valid_until.unwrap_or(0)).await;
+        if let Some(clocks) = &self.clocks {
+            clocks.set(target, 0)?;
+        }
+        recorder.record(target, fault("clock-back"));
+        Ok(())
+    }
+
+    /// A worker that waits for the lock (any worker, if none does).
+    fn pick_waiter(&mut self, rng: &mut StdRng) -> Option<u32> {
+        let holders: BTreeSet<u32> = self.holders().iter().map(|&(w, _)| w).collect();
+        let ids: Vec<u32> = self.running.keys().copied().collect();
+        let waiting: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|w| !holders.contains(w))
+            .collect();
+        let pool = if waiting.is_empty() { ids } else { waiting };
+        pool.get(rng.random_range(0..pool.len().max(1))).copied()
+    }
+
     /// Freezes the server past the holders' validity and thaws it, or restarts it
     /// (`restart`); recorded as the coordinator's (worker 0) with when it served again.
     async fn at_server(&mut self, restart: bool, recorder: &Recorder) -> Result<()> {
@@ -342,17 +385,7 @@ impl Workers {
         // The holder for a step it reaches next; else a worker that waits, if one does.
         let target = match steps::holder_reaches(step) {
             true => self.pick_holder(rng).await.map(|(holder, _)| holder),
-            false => {
-                let holders: BTreeSet<u32> = self.holders().iter().map(|&(w, _)| w).collect();
-                let ids: Vec<u32> = self.running.keys().copied().collect();
-                let waiting: Vec<u32> = ids
-                    .iter()
-                    .copied()
-                    .filter(|w| !holders.contains(w))
-                    .collect();
-                let pool = if waiting.is_empty() { ids } else { waiting };
-                pool.get(rng.random_range(0..pool.len().max(1))).copied()
-            }
+            false => self.pick_waiter(rng),
         };
         let Some(target) = target else {
             return Ok(());
@@ -558,38 +591,4 @@ impl Workers {
             false => Err(Error::new(ErrorKind::Backend, failed.join("; "))),
         }
     }
-}
-
-/// What became of a worker.
-enum State {
-    Running,
-    /// Stopped by SIGSTOP (its own, at a step).
-    Stopped,
-    /// Killed (by itself, at a step).
-    Killed,
-    /// Ended otherwise: the run is over for it.
-    Ended,
-}
-
-/// A fault the coordinator did.
-fn fault(fault: &str) -> What {
-    What::Fault {
-        fault: fault.into(),
-        step: None,
-    }
-}
-
-/// Whether process `pid` is stopped (by SIGSTOP): its state, the field after its
-/// command's name (in parentheses) in `/proc/<pid>/stat`, is `T`.
-fn stopped(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit_once(") ")
-        .and_then(|(_, rest)| rest.chars().next())
-        == Some('T')
-}
-
-/// Sends `signal` to the worker process `pid`.
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill(2) on a child of ours that has not been reaped.
-    unsafe { libc::kill(pid as i32, signal) };
 }

@@ -1,8 +1,10 @@
 //! `distlock torture`: worker processes take a lock in turns under faults, every
 //! operation goes to a history, and the checker judges it.
 
+mod clock;
 mod faults;
 mod link;
+mod process;
 mod record;
 mod resource;
 mod scheme;
@@ -223,10 +225,14 @@ async fn run(
         counter: files.dir.join("counter"),
         resource,
     };
+    let clocks = match args.faults.contains(&FaultKind::ClockJump) {
+        true => Some(clock::Clocks::find(&files.dir)?),
+        false => None,
+    };
     let mut workers = faults::Workers::start(
         template,
         args.workers,
-        store.link.clone(),
+        (store.link.clone(), clocks),
         store.server.clone(),
     )
     .await?;
