@@ -203,14 +203,33 @@ fn torture_catches_a_resource_without_fencing() {
 #[test]
 fn torture_stops_cleanly_on_ctrl_c() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let args = ["--url", &url, "torture", "--faults", "none"];
+    interrupted(&args, r#""ev":"granted""#);
+    // No lock key left: every worker released or withdrew (the fencing counters stay).
+    no_lock_key_in(&redis);
+}
+
+/// The same with the run's own server, interrupted while it is frozen: the server, in a
+/// process group of its own, does not get the Ctrl-C, and is thawed for the workers to
+/// stop on.
+#[test]
+fn torture_with_its_own_server_stops_cleanly_on_ctrl_c() {
+    let args = ["torture", "--server", "redis", "--faults", "server-pause"];
+    let lines = interrupted(&args, r#""fault":"server-pause""#);
+    assert!(lines.contains(r#""fault":"server-resume""#));
+}
+
+/// Runs `distlock args… --json --duration 10m`, sends its process group SIGINT 0.5 s
+/// after its history first holds `sign`, and checks the clean stop: the history.
+fn interrupted(args: &[&str], sign: &str) -> String {
     let state = tempfile::tempdir().unwrap();
     let history = state.path().join("history.jsonl");
     let child = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state.path())
         .env_remove("DISTLOCK_URL")
-        .args(["--url", &format!("redis://{}/0", redis.addr())])
-        .args(["torture", "--json", "--faults", "none", "--duration", "10m"])
-        .arg("--history")
+        .args(args)
+        .args(["--json", "--duration", "10m", "--history"])
         .arg(&history)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -220,11 +239,11 @@ fn torture_stops_cleanly_on_ctrl_c() {
         .unwrap();
     // Bounded: at most 20 s for the workers to get going.
     let started = Instant::now();
-    while !std::fs::read_to_string(&history).is_ok_and(|h| h.contains("\"ev\":\"granted\"")) {
-        assert!(started.elapsed() < Duration::from_secs(20), "no grant");
+    while !std::fs::read_to_string(&history).is_ok_and(|h| h.contains(sign)) {
+        assert!(started.elapsed() < Duration::from_secs(20), "no {sign}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(500));
     // SAFETY: kill(2) of the process group the child leads.
     unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
     let stopped = Instant::now();
@@ -242,8 +261,7 @@ fn torture_stops_cleanly_on_ctrl_c() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
     let lines = std::fs::read_to_string(&history).unwrap();
     assert!(lines.contains("the run was interrupted") || lines.contains("\"ev\":\"released\""));
-    // No lock key left: every worker released or withdrew (the fencing counters stay).
-    no_lock_key_in(&redis);
+    lines
 }
 
 /// Asserts that `redis` holds no torture lock key (`torture/<id>`; the fencing counters,

@@ -36,7 +36,9 @@ pub use launchers::{
 };
 pub use proxy::{FaultProxy, ProxyMode};
 pub use scenarios::{a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own};
-pub use server::{LaunchError, Ready, Server, ServerSpec, find_program, free_port};
+pub use server::{
+    LaunchError, Ready, Server, ServerSpec, find_program, free_port, servers_in_own_process_groups,
+};
 pub use session_faults::{
     a_cut_off_holder_is_lost_before_the_store_lets_go, a_holder_deleted_by_hand_turns_lost_alone,
 };

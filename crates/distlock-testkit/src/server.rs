@@ -6,8 +6,10 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -398,6 +400,9 @@ impl Server {
         if let Some(identity) = self.identity {
             identity.apply(&mut command);
         }
+        if OWN_PROCESS_GROUPS.load(Ordering::Relaxed) {
+            command.process_group(0);
+        }
         let child = command
             .spawn()
             .map_err(|e| failed(format!("cannot start {}: {e}", self.program.display()), ""))?;
@@ -679,6 +684,23 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// The lowest port [`free_port`] picks: above the ports services commonly use.
 const FIRST_PORT: u16 = 10_000;
+
+/// Whether servers started from now on lead process groups of their own.
+static OWN_PROCESS_GROUPS: AtomicBool = AtomicBool::new(false);
+
+/// Has every server this process starts from now on lead a process group of its own, so
+/// that a signal to the starter's group (Ctrl-C in a terminal) does not reach it: for a
+/// program that stops its servers itself when interrupted. Tests leave servers in their
+/// group, so an interrupted test run takes them with it.
+///
+/// # Examples
+///
+/// ```
+/// distlock_testkit::servers_in_own_process_groups();
+/// ```
+pub fn servers_in_own_process_groups() {
+    OWN_PROCESS_GROUPS.store(true, Ordering::Relaxed);
+}
 
 /// A number below `bound` (above 0), different in every call and every process.
 fn random_below(bound: u16) -> u16 {

@@ -532,3 +532,34 @@ fn a_release_of_unknown_outcome_leaves_the_lease_until_its_validity() {
     assert_eq!(kinds(&verdict), []);
     assert_eq!(verdict.stats.longest_free_wait_ns, 4 * MS);
 }
+
+#[test]
+fn a_holder_killed_in_its_release_leaves_its_lease() {
+    let mut history = History::new();
+    history.add(0, 1, What::Acquire);
+    history.granted(1, 1, 1, 101);
+    history.add(5, 2, What::Acquire);
+    history.add(10, 1, What::Release);
+    history.fault(12, 1, "kill");
+    // Worker 2 waits until the lease ran out at 101 ms: the lock was not free.
+    history.granted(105, 2, 2, 205);
+    let verdict = history.check();
+    assert_eq!(kinds(&verdict), []);
+    assert_eq!(verdict.stats.longest_free_wait_ns, 4 * MS);
+}
+
+#[test]
+fn nobody_waits_while_the_server_is_down() {
+    let mut history = History::new();
+    history.add(0, 1, What::Acquire);
+    history.granted(1, 1, 1, 101);
+    history.add(5, 2, What::Acquire);
+    history.add(10, 1, What::Release);
+    history.fault(20, 0, "server-restart");
+    history.fault(300, 0, "server-up");
+    history.granted(310, 2, 2, 410);
+    let verdict = history.check();
+    // Free from 10 to 20 and from 300 to 310 ms while worker 2 waited, not the restart.
+    assert_eq!(kinds(&verdict), []);
+    assert_eq!(verdict.stats.longest_free_wait_ns, 10 * MS);
+}

@@ -54,8 +54,8 @@ impl Wait {
         self.running.iter().map(|span| span.end - span.start).sum()
     }
 
-    /// Whether its worker was paused while it waited (a paused waiter may lose its place
-    /// in a queue, and rightly so).
+    /// Whether its worker was paused or cut off from the store, or the server was down,
+    /// while it waited (such a waiter may lose its place in a queue, and rightly so).
     pub(super) fn paused(&self, asked: u64) -> bool {
         match self.running.as_slice() {
             [only] => only.start != asked || only.end != self.answered,
@@ -93,17 +93,19 @@ impl<'a> Timeline<'a> {
             waits: Vec::new(),
             unheld_counter_writes: Vec::new(),
         };
+        let server_down = server_down(events);
         for indexes in events_of.values() {
-            timeline.follow(indexes, lease);
+            timeline.follow(indexes, lease, &server_down);
         }
         timeline.holds.sort_by_key(|hold| hold.grant);
         timeline.unheld_counter_writes.sort_unstable();
         timeline
     }
 
-    /// Reads one worker's events (`indexes`, in order): its holds, its waits, its counter
-    /// writes made outside its holds.
-    fn follow(&mut self, indexes: &[usize], lease_length: Option<u64>) {
+    /// Reads one worker's events (`indexes`, in order): its holds, its waits (less the
+    /// times its worker was paused or cut off from the store, or the server was down:
+    /// `server_down`), its counter writes made outside its holds.
+    fn follow(&mut self, indexes: &[usize], lease_length: Option<u64>, server_down: &[Range<u64>]) {
         let events = self.events;
         let last = events.last().map_or(0, |event| event.at);
         let lease = |acquire: usize, ended: u64| {
@@ -140,8 +142,11 @@ impl<'a> Timeline<'a> {
                     self.unheld_counter_writes.push(index);
                 }
                 What::Fault { fault, .. } => match fault.as_str() {
-                    "pause" => paused_since = Some(event.at),
-                    "resume" => pauses.extend(paused_since.take().map(|since| since..event.at)),
+                    // A worker cut off from the store is as good as paused to it.
+                    "pause" | "cut" | "black-hole" => paused_since = Some(event.at),
+                    "resume" | "heal" => {
+                        pauses.extend(paused_since.take().map(|since| since..event.at));
+                    }
                     "kill" => {
                         if let Some(acquire) = waiting.take() {
                             self.leases_left.push(lease(acquire, event.at));
@@ -158,6 +163,7 @@ impl<'a> Timeline<'a> {
             waits.push((acquire, last, None));
         }
         pauses.extend(paused_since.map(|since| since..u64::MAX));
+        let pauses = union(pauses.into_iter().chain(server_down.iter().cloned()));
         for (acquire, answered, granted) in waits {
             self.waits.push(Wait {
                 worker: events[acquire].worker,
@@ -191,18 +197,19 @@ impl<'a> Timeline<'a> {
             match &event.what {
                 What::Renewed { safe_until } => end = *safe_until,
                 What::Release => {
-                    // A release whose outcome is unknown may have left the lease in the
-                    // store until its validity.
-                    let unknown = later[position + 1..]
+                    // A release whose outcome is unknown, or that its worker's kill cut
+                    // short, may have left the lease in the store until its validity.
+                    let left_behind = later[position + 1..]
                         .iter()
                         .map(|&index| &self.events[index].what)
-                        .take_while(|what| !matches!(what, What::Acquire | What::Fault { .. }))
+                        .take_while(|what| !matches!(what, What::Acquire))
                         .find_map(|what| match what {
                             What::Released { outcome } => Some(outcome == "unknown"),
+                            What::Fault { fault, .. } if fault == "kill" => Some(true),
                             _ => None,
                         });
-                    if unknown == Some(true) && end != u64::MAX {
-                        left = Some(event.at..end);
+                    if left_behind == Some(true) {
+                        left = Some(event.at..capped(end, event.at, lease_length));
                     }
                     end = event.at;
                     break;
@@ -216,15 +223,7 @@ impl<'a> Timeline<'a> {
                     break;
                 }
                 What::Fault { fault, .. } if fault == "kill" => {
-                    // A grant with no validity (a transaction's row lock, say) leaves at
-                    // most a lease's length.
-                    let until = match end {
-                        u64::MAX => {
-                            lease_length.map_or(end, |lease| event.at.saturating_add(lease))
-                        }
-                        end => end,
-                    };
-                    left = Some(event.at..until);
+                    left = Some(event.at..capped(end, event.at, lease_length));
                     end = event.at;
                     break;
                 }
@@ -256,6 +255,34 @@ impl<'a> Timeline<'a> {
             hold.token,
             self.ms(hold.span.start)
         )
+    }
+}
+
+/// When the store's server was frozen or restarting (the coordinator's server faults):
+/// every worker was as good as paused.
+fn server_down(events: &[Event]) -> Vec<Range<u64>> {
+    let mut down = Vec::new();
+    let mut since = None;
+    for event in events {
+        let What::Fault { fault, .. } = &event.what else {
+            continue;
+        };
+        match fault.as_str() {
+            "server-pause" | "server-restart" => since = Some(event.at),
+            "server-resume" | "server-up" => down.extend(since.take().map(|s| s..event.at)),
+            _ => {}
+        }
+    }
+    down.extend(since.map(|s| s..u64::MAX));
+    down
+}
+
+/// Until when a lease valid until `end`, left behind at `at`, may hold the lock: a grant
+/// with no validity (`u64::MAX`: a transaction's row lock, say) at most a lease's length.
+fn capped(end: u64, at: u64, lease_length: Option<u64>) -> u64 {
+    match end {
+        u64::MAX => lease_length.map_or(end, |lease| at.saturating_add(lease)),
+        end => end,
     }
 }
 

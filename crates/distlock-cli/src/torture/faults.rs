@@ -30,6 +30,8 @@ use super::server::OwnServer;
 use super::steps::{self, Act};
 use super::worker::Task;
 use crate::args::FaultKind;
+
+mod ending;
 use crate::worker_task;
 
 /// How long a worker ordered to fault at a step gets to reach it.
@@ -75,6 +77,18 @@ pub struct Workers {
     clocks: Option<Clocks>,
     /// The server the run started, for server faults.
     server: Option<OwnServer>,
+    /// How to end the fault in force, if it lasts a while and is not a worker's pause.
+    undo: Option<Undo>,
+}
+
+/// A fault in force that the coordinator ends.
+enum Undo {
+    /// Worker's link cut or black-holed.
+    Link(u32),
+    /// Worker's wall clock ahead.
+    Clock(u32),
+    /// The server frozen.
+    ServerPause,
 }
 
 impl Workers {
@@ -105,6 +119,7 @@ impl Workers {
             proxies: BTreeMap::new(),
             clocks,
             server,
+            undo: None,
         };
         for _ in 0..count {
             workers.spawn().await?;
@@ -217,6 +232,9 @@ impl Workers {
         rng: &mut StdRng,
         recorder: &Recorder,
     ) -> Result<()> {
+        // A worker that took a step order as it was withdrawn may have stopped itself
+        // since: no fault is in force between two, so it is resumed.
+        self.resume_strays(recorder);
         let kinds: Vec<FaultKind> = kinds
             .iter()
             .copied()
@@ -289,12 +307,9 @@ impl Workers {
         };
         proxy.set(mode);
         recorder.record(target, fault(name));
+        self.undo = Some(Undo::Link(target));
         self.wait_out(target, valid_until).await;
-        if let Some(proxy) = self.proxies.get(&target) {
-            proxy.set(ProxyMode::Pass);
-        }
-        recorder.record(target, fault("heal"));
-        Ok(())
+        self.undo_fault(recorder)
     }
 
     /// Jumps a waiting worker's wall clock ahead by ten TTLs, past the holders' validity,
@@ -308,13 +323,10 @@ impl Workers {
         };
         clocks.set(target, (self.template.ttl * 10).as_secs().max(10))?;
         recorder.record(target, fault("clock-jump"));
+        self.undo = Some(Undo::Clock(target));
         let valid_until = self.holders().iter().map(|&(_, until)| until).max();
         self.wait_out(target, valid_until.unwrap_or(0)).await;
-        if let Some(clocks) = &self.clocks {
-            clocks.set(target, 0)?;
-        }
-        recorder.record(target, fault("clock-back"));
-        Ok(())
+        self.undo_fault(recorder)
     }
 
     /// A worker that waits for the lock (any worker, if none does).
@@ -345,10 +357,9 @@ impl Workers {
         let valid_until = self.holders().iter().map(|&(_, until)| until).max();
         server.pause();
         recorder.record(0, fault("server-pause"));
+        self.undo = Some(Undo::ServerPause);
         self.wait_out(0, valid_until.unwrap_or(0)).await;
-        recorder.record(0, fault("server-resume"));
-        server.resume();
-        Ok(())
+        self.undo_fault(recorder)
     }
 
     /// A holder and until when it is valid (a random worker, valid until 0, if none holds
@@ -510,85 +521,5 @@ impl Workers {
         }
         self.proxies.remove(&target);
         self.spawn().await
-    }
-
-    /// Stops the run early: resumes the paused workers (recording it) and orders every
-    /// worker to stop.
-    pub async fn stop(&mut self, recorder: &Recorder) {
-        // A pause may have been recorded but not read yet.
-        self.holders();
-        let ids: Vec<u32> = self.running.keys().copied().collect();
-        for proxy in self.proxies.values() {
-            proxy.set(ProxyMode::Pass);
-        }
-        for &id in &ids {
-            // An armed step fault would strike after the stop; one taken as it is
-            // withdrawn still may, which `finish` undoes.
-            self.order(id, steps::DISARM).await;
-        }
-        for id in ids {
-            if self.paused.remove(&id) {
-                recorder.record(id, fault("resume"));
-            }
-            if let Some(pid) = self.pid(id) {
-                signal(pid, libc::SIGCONT);
-            }
-            self.order(id, steps::STOP).await;
-        }
-    }
-
-    /// Waits at most `within` for every worker to end: an error naming those that did
-    /// not (they are killed) or failed.
-    /// A worker that stopped itself at a step after the last fault is resumed (recorded
-    /// with `recorder`); one that killed itself at a step, as ordered, did not fail.
-    pub async fn finish(mut self, within: Duration, recorder: &Recorder) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + within;
-        let mut failed = Vec::new();
-        while !self.running.is_empty() {
-            let ids: Vec<u32> = self.running.keys().copied().collect();
-            for id in ids {
-                let Some(running) = self.running.get_mut(&id) else {
-                    continue;
-                };
-                let status = match running.child.try_wait() {
-                    Ok(Some(status)) => status,
-                    Ok(None) => {
-                        if let Some(pid) = running.child.id().filter(|&pid| stopped(pid)) {
-                            self.holders();
-                            if self.paused.remove(&id) {
-                                recorder.record(id, fault("resume"));
-                            }
-                            signal(pid, libc::SIGCONT);
-                        }
-                        continue;
-                    }
-                    Err(err) => {
-                        failed.push(format!("worker {id} was lost: {err}"));
-                        self.running.remove(&id);
-                        continue;
-                    }
-                };
-                self.running.remove(&id);
-                if status.signal() == Some(libc::SIGKILL) {
-                    self.holders();
-                    if !self.killed_itself.contains(&id) {
-                        failed.push(format!("worker {id} was killed"));
-                    }
-                } else if !status.success() {
-                    failed.push(format!("worker {id} failed ({status})"));
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
-                for (id, mut running) in std::mem::take(&mut self.running) {
-                    let _ = running.child.kill().await;
-                    failed.push(format!("worker {id} did not stop within {within:?}"));
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        match failed.is_empty() {
-            true => Ok(()),
-            false => Err(Error::new(ErrorKind::Backend, failed.join("; "))),
-        }
     }
 }

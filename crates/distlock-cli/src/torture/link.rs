@@ -39,6 +39,24 @@ impl Link {
             return Err(refuse("names several servers"));
         }
         let parsed = Url::parse(url).map_err(|e| refuse(&format!("is not a URL: {e}")))?;
+        // A proxy on another address breaks a certificate's host name check, and a host
+        // named in the query goes around the proxy.
+        let tls = matches!(parsed.scheme(), "rediss" | "etcds" | "zks")
+            || parsed.query_pairs().any(|(key, value)| {
+                matches!(key.as_ref(), "sslmode" | "ssl-mode" | "ssl_mode")
+                    && value.to_ascii_lowercase().starts_with("verify")
+            });
+        if tls {
+            return Err(refuse(
+                "verifies its server's certificate by name, which a proxy breaks",
+            ));
+        }
+        if parsed
+            .query_pairs()
+            .any(|(key, _)| matches!(key.as_ref(), "host" | "hostaddr" | "port" | "socket"))
+        {
+            return Err(refuse("names its server in the query, around the proxy"));
+        }
         let default_port = match parsed.scheme() {
             "redis" | "rediss" => 6379,
             "postgres" | "postgresql" => 5432,
@@ -52,10 +70,14 @@ impl Link {
             .filter(|host| !host.is_empty())
             .ok_or_else(|| refuse("names no host"))?;
         let port = parsed.port().unwrap_or(default_port);
-        let server = (host.trim_matches(['[', ']']), port)
+        // IPv4 first: `localhost` servers listen there.
+        let mut addrs: Vec<SocketAddr> = (host.trim_matches(['[', ']']), port)
             .to_socket_addrs()
-            .ok()
-            .and_then(|mut addrs| addrs.next())
+            .map(Iterator::collect)
+            .unwrap_or_default();
+        addrs.sort_by_key(|addr| !addr.is_ipv4());
+        let server = *addrs
+            .first()
             .ok_or_else(|| refuse("names a host that does not resolve"))?;
         Ok(Link {
             url: parsed,

@@ -25,7 +25,7 @@ use rand::rngs::StdRng;
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::args::{FaultKind, Scheme, TortureArgs};
+use crate::args::{FaultKind, Scheme, ServerKind, TortureArgs};
 use crate::location::{connect, state_dir};
 
 pub use worker::worker;
@@ -49,6 +49,28 @@ const STARTUP: Duration = Duration::from_secs(1);
 pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     check_args(&args)?;
     let mut interruption = Interruption::listen()?;
+    if let Some(kind) = args.server {
+        let fits = if scheme::on_plain_redis(args.scheme) {
+            kind == ServerKind::Redis
+        } else if sql_scheme::on_database(args.scheme) {
+            matches!(
+                kind,
+                ServerKind::Postgres
+                    | ServerKind::PostgresLease
+                    | ServerKind::Mariadb
+                    | ServerKind::MariadbLease
+            )
+        } else {
+            true
+        };
+        if !fits {
+            return Err(Error::invalid(format!(
+                "--scheme {} does not run on a {} server",
+                args.scheme.as_str(),
+                kind.as_str()
+            )));
+        }
+    }
     if args.server.is_some() && given.is_some() {
         return Err(Error::invalid(
             "--server starts the store the run locks in: give it or --url, not both",

@@ -18,6 +18,9 @@ pub struct OwnServer {
 
 /// Starts a server of `kind`: it, and the lock URL that reaches it.
 pub async fn start(kind: ServerKind) -> Result<(OwnServer, String)> {
+    // Ctrl-C in the terminal reaches the run's process group: the run stops its workers
+    // on a healthy store, and then the server.
+    distlock_testkit::servers_in_own_process_groups();
     let (server, url) = tokio::task::spawn_blocking(move || launch(kind))
         .await
         .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot start the server: {e}")))??;
