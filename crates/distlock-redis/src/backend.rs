@@ -12,11 +12,14 @@ use tokio::task::AbortHandle;
 
 use crate::config::RedisConfig;
 use crate::connection::{self, Conn};
+use crate::errors::{connect_error, redis_error, refusal};
 use crate::foreign::ForeignBackoff;
 use crate::keys::{Key, LockKeys};
-use crate::records::{self, AcquireAnswer, RequestRecord, Snapshot, WaitingSnapshot};
+use crate::records::{self, AcquireAnswer, RequestRecord, WaitingSnapshot};
 use crate::scripts::{Call, SCRIPTS};
 use crate::wakeups;
+
+mod status;
 
 /// How long a waiter's queue entry lives without being refreshed. The core polls at least
 /// every two seconds, so a live waiter always refreshes it in time; a dead one is gone
@@ -83,62 +86,6 @@ impl Drop for RedisBackend {
     fn drop(&mut self) {
         self.listener.abort();
     }
-}
-
-/// Maps a Redis error to a distlock error for `operation`.
-pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError) -> Error {
-    move |err| {
-        let transient = is_transient(&err);
-        let kind = if transient {
-            ErrorKind::Unavailable
-        } else {
-            ErrorKind::Backend
-        };
-        let out = Error::new(kind, format!("redis {operation} failed"))
-            .with_backend("redis")
-            .with_operation(operation)
-            .with_source(err);
-        if transient { out.temporary() } else { out }
-    }
-}
-
-/// Whether an error is the link's (the server out of reach, slow, or gone), not an answer.
-fn is_transient(err: &redis::RedisError) -> bool {
-    err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-}
-
-/// A failed connect. A server that refuses what the URL asks (a wrong or missing password,
-/// a user without the rights, a database index out of range) makes the URL bad input; any
-/// other failure is the server's or the link's, as for every other call.
-pub(crate) fn connect_error(err: redis::RedisError) -> Error {
-    let refused = err.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
-        || err.to_string().contains("DB index is out of range");
-    if !refused {
-        return redis_error("connect")(err);
-    }
-    Error::invalid(format!("the redis server refused the connection: {err}"))
-        .with_backend("redis")
-        .with_operation("connect")
-}
-
-/// The message of a script's `INVALID …` refusal (a request that may never be granted).
-fn refusal(err: &redis::RedisError) -> Option<String> {
-    if err.code() != Some("INVALID") {
-        return None;
-    }
-    let detail = err.detail().unwrap_or("the request cannot be granted");
-    Some(
-        detail
-            .split(" script:")
-            .next()
-            .unwrap_or(detail)
-            .trim()
-            .to_owned(),
-    )
 }
 
 impl RedisBackend {
@@ -422,55 +369,6 @@ impl RedisBackend {
 
     fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {
         LockKeys::new(&self.prefix, name)
-    }
-
-    /// The names of the locks with a fencing counter matching `pattern`, on one server.
-    async fn scan_names(
-        &self,
-        conn: &mut impl redis::aio::ConnectionLike,
-        pattern: &str,
-    ) -> Result<Vec<String>> {
-        let mut names = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(500)
-                .query_async(conn)
-                .await
-                .map_err(redis_error("inspect"))?;
-            names.extend(
-                keys.iter()
-                    .filter_map(|k| LockKeys::name_of_fence(&self.prefix, k))
-                    .map(str::to_owned),
-            );
-            if next == 0 {
-                return Ok(names);
-            }
-            cursor = next;
-        }
-    }
-
-    async fn state_of(&self, name: &str) -> Result<LockState> {
-        let keys = self.keys(name)?;
-        let err = redis_error("inspect");
-        let mut conn = self.conn_for(name);
-        let snapshot: Snapshot = redis::pipe()
-            .get(keys.named(Key::Lock))
-            .pttl(keys.named(Key::Lock))
-            .get(keys.named(Key::Fence))
-            .hgetall(keys.named(Key::Waiters))
-            .zrange(keys.named(Key::Queue), 0, -1)
-            .cmd("TIME")
-            .zrange_withscores(keys.named(Key::Leases), 0, -1)
-            .hgetall(keys.named(Key::LeaseInfo))
-            .query_async(&mut conn)
-            .await
-            .map_err(&err)?;
-        Ok(records::lock_state(name, snapshot))
     }
 }
 

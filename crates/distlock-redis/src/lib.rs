@@ -102,6 +102,7 @@
 mod backend;
 mod config;
 mod connection;
+mod errors;
 mod foreign;
 mod keys;
 mod records;

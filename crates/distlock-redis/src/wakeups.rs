@@ -59,7 +59,7 @@ pub(crate) async fn listen(
     });
     match subscribed.await {
         Ok(Ok(())) => Ok(task.abort_handle()),
-        Ok(Err(err)) => Err(crate::backend::redis_error("subscribe")(err)),
+        Ok(Err(err)) => Err(crate::errors::redis_error("subscribe")(err)),
         Err(_) => Err(Error::new(
             ErrorKind::Backend,
             "the wake-up listener stopped before subscribing",

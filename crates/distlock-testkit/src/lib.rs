@@ -24,6 +24,7 @@ mod scenarios;
 mod server;
 mod session_faults;
 mod signal;
+mod spec;
 mod zookeeper;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};

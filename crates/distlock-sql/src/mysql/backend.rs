@@ -13,6 +13,7 @@ use sqlx::{Executor, MySqlPool};
 
 use super::config::{Mode, MysqlConfig};
 use super::db_error;
+use super::schema;
 use super::session::MysqlSessions;
 use super::store::{self, Wake};
 use crate::fences::{self, Sweeper};
@@ -106,7 +107,7 @@ impl MysqlBackend {
             .connect_with(config.options.clone())
             .await
             .map_err(db_error("connect"))?;
-        store::prepare(&pool).await?;
+        schema::prepare(&pool).await?;
         let sweeper = {
             let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
             Sweeper::start("mysql", move || {

@@ -1,0 +1,60 @@
+//! Redis errors as distlock errors: the link's failures temporary, a server's refusal of
+//! the URL bad input, a script's refusal of a request its message.
+
+use distlock_core::{Error, ErrorKind};
+
+/// Maps a Redis error to a distlock error for `operation`.
+pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError) -> Error {
+    move |err| {
+        let transient = is_transient(&err);
+        let kind = if transient {
+            ErrorKind::Unavailable
+        } else {
+            ErrorKind::Backend
+        };
+        let out = Error::new(kind, format!("redis {operation} failed"))
+            .with_backend("redis")
+            .with_operation(operation)
+            .with_source(err);
+        if transient { out.temporary() } else { out }
+    }
+}
+
+/// Whether an error is the link's (the server out of reach, slow, or gone), not an answer.
+pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+}
+
+/// A failed connect. A server that refuses what the URL asks (a wrong or missing password,
+/// a user without the rights, a database index out of range) makes the URL bad input; any
+/// other failure is the server's or the link's, as for every other call.
+pub(crate) fn connect_error(err: redis::RedisError) -> Error {
+    let refused = err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+        || err.to_string().contains("DB index is out of range");
+    if !refused {
+        return redis_error("connect")(err);
+    }
+    Error::invalid(format!("the redis server refused the connection: {err}"))
+        .with_backend("redis")
+        .with_operation("connect")
+}
+
+/// The message of a script's `INVALID …` refusal (a request that may never be granted).
+pub(crate) fn refusal(err: &redis::RedisError) -> Option<String> {
+    if err.code() != Some("INVALID") {
+        return None;
+    }
+    let detail = err.detail().unwrap_or("the request cannot be granted");
+    Some(
+        detail
+            .split(" script:")
+            .next()
+            .unwrap_or(detail)
+            .trim()
+            .to_owned(),
+    )
+}
