@@ -168,9 +168,10 @@ pub struct TortureArgs {
     /// The faults to inject, comma-separated, taking turns: step-crash (a worker killed at
     /// a step of its lock scheme, say between two store calls), step-pause (a worker stopped
     /// at such a step past its TTL), pause (a holder stopped past its TTL and its guard's
-    /// validity at a random moment), kill (a holder killed at a random moment), or none. A
-    /// killed worker is replaced by a new one; a paused one is resumed while another holds
-    /// the lock.
+    /// validity at a random moment), kill (a holder killed at a random moment), cut and
+    /// black-hole (a holder's link to the store), clock-jump (a waiter's wall clock),
+    /// server-pause and server-restart (with --server), or none. A killed worker is
+    /// replaced by a new one; a paused one is resumed while another holds the lock.
     #[arg(
         long,
         value_enum,
@@ -228,7 +229,7 @@ pub enum Scheme {
     /// distlock's guard, with a resource that ignores fencing tokens: a holder paused
     /// after its last check writes after its lease ended.
     NoFencing,
-    /// Redis `SETNX key 1`, then `EXPIRE key ttl`; released with `DEL key`: a crash
+    /// Redis `SETNX key 1`, then `PEXPIRE key ttl`; released with `DEL key`: a crash
     /// between the two leaves the lock held for ever.
     SetnxExpire,
     /// Redis `SETNX key <expiry time>`; a waiter that reads an expired time takes the lock
