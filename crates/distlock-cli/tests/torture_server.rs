@@ -1,0 +1,85 @@
+//! `distlock torture --server`: the run starts its own store through the testkit's
+//! launchers, and freezes and restarts it besides pausing and killing holders; the history
+//! must stay clean on every kind of server.
+
+use std::process::{Command, Stdio};
+
+mod common;
+
+use common::{distlock, json_lines, ok};
+
+/// A schedule shorter than the defaults (4 workers, 10 s).
+const QUICK: &[&str] = &["--workers", "3", "--duration", "8s"];
+
+/// torture starts its own `kind` of server and pauses and restarts it, besides pausing
+/// and killing holders: the history stays clean.
+fn own_server_is_clean(kind: &str) {
+    let state = tempfile::tempdir().unwrap();
+    let history = state.path().join("history.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state.path())
+        .env_remove("DISTLOCK_URL")
+        .args(["torture", "--json", "--seed", "7", "--server", kind])
+        .args(["--faults", "server-pause,pause,server-restart,kill"])
+        .args(QUICK)
+        .arg("--history")
+        .arg(&history)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let verdict = json_lines(&String::from_utf8_lossy(&out.stdout)).pop();
+    let verdict = verdict.unwrap_or_else(|| panic!("{kind}: {out:?}"));
+    assert_eq!(verdict["clean"], true, "{kind}: {verdict:#}");
+    ok(&out);
+    let lines = std::fs::read_to_string(&history).unwrap();
+    for fault in [
+        "server-pause",
+        "server-resume",
+        "server-restart",
+        "server-up",
+    ] {
+        assert!(
+            lines.contains(&format!(r#""fault":"{fault}""#)),
+            "{kind}: {fault}"
+        );
+    }
+    assert!(
+        verdict["stats"]["acquisitions"].as_u64().unwrap() >= 5,
+        "{verdict:#}"
+    );
+}
+
+#[test]
+fn torture_pauses_and_restarts_its_own_redis() {
+    own_server_is_clean("redis");
+}
+
+#[test]
+fn torture_pauses_and_restarts_its_own_postgres() {
+    own_server_is_clean("postgres");
+    own_server_is_clean("postgres-lease");
+}
+
+#[test]
+fn torture_pauses_and_restarts_its_own_mariadb() {
+    own_server_is_clean("mariadb");
+    own_server_is_clean("mariadb-lease");
+}
+
+#[test]
+fn torture_pauses_and_restarts_its_own_zookeeper_and_etcd() {
+    own_server_is_clean("zookeeper");
+    own_server_is_clean("etcd");
+}
+
+#[test]
+fn server_faults_need_the_runs_own_server() {
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", state.path().join("locks.db").display());
+    let out = distlock(&url, state.path(), &["torture", "--faults", "server-pause"]);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--server"));
+    let out = distlock(&url, state.path(), &["torture", "--server", "redis"]);
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not both"));
+}
