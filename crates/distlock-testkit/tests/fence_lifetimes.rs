@@ -117,7 +117,20 @@ fn mariadb_forgets_idle_fencing_counters_in_both_modes() {
         let url = distlock_testkit::mariadb_url(&db);
         idle_counters_go_and_tokens_still_grow(&format!("{url}?")).await;
         idle_counters_go_and_tokens_still_grow(&format!("{url}?mode=lease&")).await;
-        // The full names of hashed keys go with the session records that used them.
+        // The full names of hashed keys go with the session records that used them. A
+        // client that recorded one before it went records it again when it locks the name
+        // again.
+        let early = Client::connect(&format!("{url}?fence_ttl=1s"))
+            .await
+            .unwrap();
+        early
+            .mutex(LONG)
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let client = Client::connect(&format!("{url}?fence_ttl=1s"))
             .await
@@ -136,5 +149,16 @@ fn mariadb_forgets_idle_fencing_counters_in_both_modes() {
         }
         client.close().await.unwrap();
         assert_eq!(names, 0);
+        let again = early.mutex(LONG).lock().await.unwrap();
+        let shown: Vec<String> = early
+            .status(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|state| state.name)
+            .collect();
+        assert!(shown.iter().any(|name| name == LONG), "{shown:?}");
+        again.release().await.unwrap();
+        early.close().await.unwrap();
     });
 }

@@ -1,8 +1,7 @@
 //! MySQL's part of session mode: `GET_LOCK` on connections of their own, behind the
 //! shared [`SessionDialect`]. Every statement of session mode is here.
 
-use std::collections::HashSet;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, async_trait};
@@ -77,8 +76,6 @@ pub(super) struct MyConn {
 pub(super) struct MysqlSessions {
     options: MySqlConnectOptions,
     pool: MySqlPool,
-    /// Hashed keys whose full names this client has recorded.
-    named: Mutex<HashSet<String>>,
 }
 
 impl MysqlSessions {
@@ -87,18 +84,19 @@ impl MysqlSessions {
         MysqlSessions {
             options: options.clone(),
             pool,
-            named: Mutex::default(),
         }
     }
 
-    /// Records the full name behind a hashed key, once per client.
+    /// Records the full name behind a hashed key, at every request for it: the fence sweep
+    /// deletes the name rows of keys no session holds or waits for, so a client cannot
+    /// remember having written one.
     async fn record_name(
         &self,
         conn: &mut MySqlConnection,
         name: &str,
         key: &str,
     ) -> sqlx::Result<()> {
-        if key == name || locked(&self.named).contains(key) {
+        if key == name {
             return Ok(());
         }
         sqlx::query("INSERT IGNORE INTO distlock_name (lock_key, name) VALUES (?, ?)")
@@ -106,7 +104,6 @@ impl MysqlSessions {
             .bind(name)
             .execute(&mut *conn)
             .await?;
-        locked(&self.named).insert(key.to_owned());
         Ok(())
     }
 }
@@ -377,8 +374,4 @@ pub(super) async fn live_sessions(
         );
     }
     Ok(())
-}
-
-fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
