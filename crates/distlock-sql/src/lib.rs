@@ -62,6 +62,23 @@ pub mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod tasks;
 
+/// Gives rustls ring's crypto provider as the process-wide one, unless the program chose
+/// one already. sqlx verifies a certificate without its host name (`verify-ca`) through
+/// that provider, which rustls cannot pick itself when two are built in; every client of
+/// this crate calls it before it connects, and so must a program that opens its own sqlx
+/// connections with TLS.
+///
+/// # Examples
+///
+/// ```
+/// distlock_sql::use_ring_provider();
+/// distlock_sql::use_ring_provider(); // a second call changes nothing
+/// ```
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub fn use_ring_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Registers the SQL connectors this crate's features enable (`sqlite://` with `sqlite`,
 /// `postgres://` with `postgres`, `mysql://` and `mariadb://` with `mysql`) with the core's URL registry.
 ///

@@ -17,7 +17,9 @@ where
 }
 
 /// Maps a database error to a distlock error of `backend` for `operation`. Connection
-/// failures, serialisation failures, deadlocks and a server shutting down are temporary.
+/// failures, serialisation failures, deadlocks and a server shutting down are temporary;
+/// so is a protocol error, which is a connection garbled on its way (a link that dropped
+/// bytes): the driver discards that connection, and the next call takes another.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn db_error(
     backend: &'static str,
@@ -25,7 +27,11 @@ pub(crate) fn db_error(
 ) -> impl Fn(sqlx::Error) -> Error + Clone {
     move |err| {
         let temporary = match &err {
-            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => true,
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::Io(_)
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
             sqlx::Error::Database(db) => db.code().is_some_and(|code| {
                 code.starts_with("08")
                     || code.starts_with("57P")
@@ -62,10 +68,7 @@ where
     O::Connection: Sized,
 {
     use sqlx::Connection;
-    // sqlx verifies a certificate without its host name (`verify-ca`) through rustls's
-    // process-wide provider, which rustls cannot pick itself when two are built in: give
-    // it ring's, unless the program chose one already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::use_ring_provider();
     let connection = match tokio::time::timeout(timeout, options.connect()).await {
         Ok(Ok(connection)) => connection,
         Ok(Err(err)) => return Err(connect_error(backend, err)),
@@ -197,5 +200,21 @@ pub(crate) async fn settled(ticket: &mut distlock_core::backend::Ticket) {
     if let Some(mut running) = running {
         // Resolves (with an error) once the poll's task drops its sender.
         let _ = running.changed().await;
+    }
+}
+
+#[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
+mod tests {
+    use super::db_error;
+
+    #[test]
+    fn a_garbled_connection_is_temporary_a_refused_statement_is_not() {
+        let err = db_error("postgres", "acquire");
+        let garbled = err(sqlx::Error::Protocol(
+            "unexpected response from SSLRequest".into(),
+        ));
+        assert!(garbled.is_temporary(), "{garbled}");
+        let refused = err(sqlx::Error::ColumnNotFound("x".into()));
+        assert!(!refused.is_temporary(), "{refused}");
     }
 }

@@ -77,9 +77,9 @@ fn table(name: &str) -> String {
 async fn connect(url: &str) -> Result<(AnyPool, Dialect)> {
     sqlx::any::install_default_drivers();
     let (driver_url, dialect) = driver(url)?;
-    // distlock's client checks the URL's TLS files and gives rustls its crypto provider,
-    // which the driver's TLS needs.
-    drop(distlock::Client::connect(url).await?);
+    // The driver's TLS needs rustls's process-wide provider. (The URL, its TLS files among
+    // it, was checked by distlock's client before the run.)
+    distlock::sql::use_ring_provider();
     let pool = AnyPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(CALL_TIMEOUT)

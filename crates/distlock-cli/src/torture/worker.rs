@@ -68,14 +68,14 @@ pub async fn worker() -> Result<u8> {
                         error: err.to_string(),
                     },
                 );
-                // A wait that timed out ends at the deadline; bad input (refused
-                // credentials, say) ends the worker; any other failure is asked again, as
-                // a service would: a link cut or black-holed mid-exchange can garble a
-                // connection, which the store's client reports as a protocol error.
+                // A wait that timed out ends at the deadline; a store out of reach is
+                // asked again; anything else (refused credentials, say) ends the worker.
                 match err.kind() {
                     ErrorKind::Timeout => {}
-                    ErrorKind::InvalidInput | ErrorKind::Unsupported => return Err(err),
-                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                    _ if err.is_temporary() => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    _ => return Err(err),
                 }
                 continue;
             }
