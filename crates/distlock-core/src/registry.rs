@@ -82,6 +82,7 @@ pub fn register(connector: Arc<dyn Connector>) {
 /// assert_eq!(redact_url("sqlite:///var/lib/locks.db"), "sqlite:///var/lib/locks.db");
 /// assert_eq!(redact_url("app:hunter2@db:5432/locks"), "app:***@db:5432/locks");
 /// assert_eq!(redact_url("postgres://db/locks?password=hunter2&pool=4"), "postgres://db/locks?password=***&pool=4");
+/// assert_eq!(redact_url("postgres://db/locks?pass%77ord=hunter2"), "postgres://db/locks?password=***");
 /// ```
 pub fn redact_url(url: &str) -> String {
     hide_query_password(&hide_userinfo_password(url))
@@ -110,7 +111,14 @@ fn hide_query_password(url: &str) -> String {
     let parameters: Vec<&str> = query
         .split('&')
         .map(|parameter| match parameter.split_once('=') {
-            Some((key, _)) if key.eq_ignore_ascii_case("password") => "password=***",
+            // Drivers decode the key: `pass%77ord` is `password` too.
+            Some((key, _))
+                if percent_encoding::percent_decode_str(&key.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .eq_ignore_ascii_case("password") =>
+            {
+                "password=***"
+            }
             _ => parameter,
         })
         .collect();

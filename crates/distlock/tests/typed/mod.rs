@@ -57,13 +57,15 @@ fn raw_password(text: &str) -> Option<String> {
 }
 
 /// The value of a `password` query parameter as written in `text`, which PostgreSQL's
-/// driver reads.
+/// driver reads (decoding the key: `pass%77ord` is `password`).
 fn query_password(text: &str) -> Option<&str> {
     let (_, query) = text.split_once('?')?;
     let query = query.split('#').next()?;
     query.split('&').find_map(|parameter| {
         let (key, value) = parameter.split_once('=')?;
-        key.eq_ignore_ascii_case("password").then_some(value)
+        let decoded = distlock::Url::parse(&format!("q://h/?{key}=")).ok()?;
+        let (decoded, _) = decoded.query_pairs().next()?;
+        decoded.eq_ignore_ascii_case("password").then_some(value)
     })
 }
 
