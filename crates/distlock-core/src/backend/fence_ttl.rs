@@ -18,8 +18,8 @@ pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(24 * 3600);
 /// grants of one name a second is far beyond any server).
 pub const MIN_FENCE_TTL: Duration = Duration::from_secs(1);
 
-/// The longest `fence_ttl`: ten years.
-pub const MAX_FENCE_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// The longest `fence_ttl`: ten years, as `10y` reads (a year of 365.25 days).
+pub const MAX_FENCE_TTL: Duration = Duration::from_secs(315_576_000);
 
 /// Refuses a `fence_ttl` out of range ([`MIN_FENCE_TTL`] to [`MAX_FENCE_TTL`]).
 ///
@@ -48,6 +48,11 @@ pub fn check_fence_ttl(fence_ttl: Duration) -> Result<()> {
 /// use std::time::Duration;
 /// use distlock_core::backend::parse_fence_ttl;
 /// assert_eq!(parse_fence_ttl("1h")?, Duration::from_secs(3600));
+/// // The bounds themselves are allowed, as written.
+/// assert_eq!(parse_fence_ttl("1s")?, Duration::from_secs(1));
+/// assert!(parse_fence_ttl("10y").is_ok());
+/// assert!(parse_fence_ttl("999ms").is_err());
+/// assert!(parse_fence_ttl("10y 1s").is_err());
 /// assert!(parse_fence_ttl("10ms").is_err());
 /// assert!(parse_fence_ttl("forever").is_err());
 /// # Ok::<(), distlock_core::Error>(())
