@@ -86,7 +86,13 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
     if !args.keep {
         // The shop file is removed only when the demo chose it.
         let file = args.shop.is_none().then(|| PathBuf::from(&shop_at));
-        shop.remove(file.as_deref()).await?;
+        let removed = shop.remove(file.as_deref()).await;
+        // A failed run's error comes first; a failed clean-up after it is only told.
+        match (&sold, removed) {
+            (Ok(_), Err(err)) => return Err(err),
+            (Err(_), Err(err)) => eprintln!("distlock demo: could not remove the shop: {err}"),
+            (_, Ok(())) => {}
+        }
     }
     sold
 }
