@@ -58,6 +58,8 @@ fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
 
+/// The negative control `no-renewal` (a lease taken once, never renewed nor looked at,
+/// with sections longer than its TTL) is caught, and its report drawn.
 #[test]
 fn the_report_draws_every_hold_and_violation_in_a_browser() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,6 +96,19 @@ fn the_report_draws_every_hold_and_violation_in_a_browser() {
     let acquisitions = verdict["stats"]["acquisitions"].as_u64().unwrap() as usize;
     let violations = verdict["violations"].as_array().unwrap().len();
     assert!(acquisitions >= 3 && violations >= 1, "{verdict:#}");
+    // The negative control caught, with no fault at all: the overlapping holders, named.
+    let overlap = verdict["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["kind"] == "overlap")
+        .unwrap_or_else(|| panic!("no overlap: {verdict:#}"));
+    assert!(
+        overlap["message"]
+            .as_str()
+            .unwrap()
+            .contains("held the lock at once")
+    );
 
     // The DOM after the page's script ran, opened at the first violation.
     let page = format!("file://{}#v0", report.display());

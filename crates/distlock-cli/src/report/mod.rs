@@ -470,25 +470,12 @@ fn kind_name(kind: crate::checker::Kind) -> String {
         .unwrap_or_default()
 }
 
-/// The history's name of an event (its `ev`).
-fn event_name(what: &What) -> &'static str {
-    match what {
-        What::Start { .. } => "start",
-        What::Acquire => "acquire",
-        What::Granted { .. } => "granted",
-        What::AcquireFailed { .. } => "acquire-failed",
-        What::Renewed { .. } => "renewed",
-        What::Health { .. } => "health",
-        What::Enter => "enter",
-        What::CounterRead { .. } => "counter-read",
-        What::CounterWrite { .. } => "counter-write",
-        What::Exit => "exit",
-        What::Abandon => "abandon",
-        What::Write { .. } => "write",
-        What::Release => "release",
-        What::Released { .. } => "released",
-        What::Fault { .. } => "fault",
-    }
+/// The history's name of an event: its `ev`, as the history writes it.
+fn event_name(what: &What) -> String {
+    serde_json::to_value(what)
+        .ok()
+        .and_then(|value| value["ev"].as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// `text` safe inside HTML text and attribute values.

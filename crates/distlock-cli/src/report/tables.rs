@@ -105,7 +105,9 @@ pub(super) fn violations(html: &mut String, events: &[Event], verdict: &Verdict)
             since(violation.span[1]),
         );
         for &index in &violation.events {
-            let what = events.get(index).map_or("?", |e| event_name(&e.what));
+            let what = events
+                .get(index)
+                .map_or_else(|| "?".to_owned(), |e| event_name(&e.what));
             let _ = write!(html, " <a href=\"#e{index}\">#{index} {what}</a>");
         }
         html.push_str("</span></li>");

@@ -16,6 +16,14 @@ pub struct Link {
     pub server: SocketAddr,
 }
 
+/// `url` parsed, if it names one server (distlock's parser takes a list of hosts, which
+/// URLs cannot hold, into a `hosts` query parameter).
+pub fn one_server(url: &str) -> Option<Url> {
+    distlock::parse_lock_url(url)
+        .ok()
+        .filter(|parsed| !parsed.query_pairs().any(|(key, _)| key == "hosts"))
+}
+
 impl Link {
     /// The link of `url`, which must name one server over TCP.
     pub fn of(url: &str) -> Result<Link> {
@@ -25,20 +33,7 @@ impl Link {
                 distlock::redact_url(url)
             ))
         };
-        // The hosts come after any credentials (which may hold a comma).
-        let hosts = url
-            .split_once("://")
-            .map(|(_, rest)| rest.split(['/', '?']).next().unwrap_or_default())
-            .map(|authority| {
-                authority
-                    .rsplit_once('@')
-                    .map_or(authority, |(_, hosts)| hosts)
-            })
-            .unwrap_or_default();
-        if hosts.contains(',') {
-            return Err(refuse("names several servers"));
-        }
-        let parsed = Url::parse(url).map_err(|e| refuse(&format!("is not a URL: {e}")))?;
+        let parsed = one_server(url).ok_or_else(|| refuse("names several servers, or none"))?;
         // A proxy on another address breaks a certificate's host name check, and a host
         // named in the query goes around the proxy.
         let tls = matches!(parsed.scheme(), "rediss" | "etcds" | "zks")

@@ -345,12 +345,19 @@ fn check_args(args: &TortureArgs) -> Result<()> {
     if args.duration < Duration::from_secs(1) {
         return Err(Error::invalid("torture needs a run of 1 s or more"));
     }
-    if [args.duration, args.hold, args.ttl, args.fault_every]
-        .iter()
-        .any(|d| *d > MAX_DURATION)
+    let liveness = args.liveness.unwrap_or_default();
+    if [
+        args.duration,
+        args.hold,
+        args.ttl,
+        args.fault_every,
+        liveness,
+    ]
+    .iter()
+    .any(|d| *d > MAX_DURATION)
     {
         return Err(Error::invalid(format!(
-            "torture runs, holds, TTLs and fault intervals are at most {}",
+            "torture runs, holds, TTLs, fault intervals and liveness limits are at most {}",
             humantime::format_duration(MAX_DURATION)
         )));
     }

@@ -18,14 +18,8 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts the history file at `path`, empty (a history of an earlier run would be
-    /// judged with this one); anything there but a regular file is refused.
+    /// judged with this one); the run checked it is a file it can write.
     pub fn create(path: &Path) -> Result<Recorder> {
-        if path.exists() && !path.is_file() {
-            return Err(Error::invalid(format!(
-                "the history {} is not a regular file",
-                path.display()
-            )));
-        }
         File::create(path).map_err(|e| cannot_write(path, e))?;
         Recorder::open(path)
     }

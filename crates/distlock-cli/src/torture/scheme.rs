@@ -74,14 +74,9 @@ pub fn on_plain_redis(scheme: Scheme) -> bool {
 /// own query options left out).
 pub fn redis_client(url: &str) -> Result<redis::Client> {
     let bare = url.split_once('?').map_or(url, |(bare, _)| bare);
-    // The hosts come after any credentials (which may hold a comma).
-    let hosts = bare.split_once("://").map_or("", |(_, rest)| {
-        let authority = rest.split('/').next().unwrap_or_default();
-        authority
-            .rsplit_once('@')
-            .map_or(authority, |(_, hosts)| hosts)
-    });
-    if !(bare.starts_with("redis://") || bare.starts_with("rediss://")) || hosts.contains(',') {
+    let redis = super::link::one_server(url)
+        .is_some_and(|parsed| matches!(parsed.scheme(), "redis" | "rediss"));
+    if !redis {
         return Err(Error::invalid(
             "the Redis schemes of the documents run on one Redis server: give a redis:// or \
              rediss:// URL naming one host",
