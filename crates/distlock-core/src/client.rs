@@ -218,7 +218,7 @@ impl Client {
             }),
             inner: Arc::new(ClientInner {
                 renewals: Renewals::new(backend.clone()),
-                watchdog: Watchdog::new(backend.session()),
+                watchdog: Watchdog::new(backend.session(), backend.loss_news()),
                 backend,
                 id: random_id(),
                 defaults,

@@ -23,6 +23,9 @@ use crate::backend::Session;
 use crate::error::ErrorKind;
 use crate::lease::{Health, LeaseCore};
 
+/// Why a lease grant the backend reported dropped is `Lost`.
+const DROPPED_EARLY: &str = "the store dropped the grant before its lease ran out (its server restarted or ended the session holding it)";
+
 /// How many runtimes a task is tried on when the one that ran it ended.
 const REVIVE_TRIES: usize = 8;
 
@@ -73,6 +76,8 @@ struct Shared {
     wake: Notify,
     /// The backend's session channel, for a session backend.
     session: Option<watch::Receiver<Session>>,
+    /// The backend's news of grants the store dropped early, for a lease backend.
+    news: Option<watch::Receiver<u64>>,
 }
 
 /// The grants by when they are due, and the task's whereabouts.
@@ -93,13 +98,18 @@ struct State {
 }
 
 impl Watchdog {
-    /// A watchdog with nothing scheduled, watching `session` (a session backend's channel).
-    pub(crate) fn new(session: Option<watch::Receiver<Session>>) -> Self {
+    /// A watchdog with nothing scheduled, watching `session` (a session backend's channel)
+    /// and `news` (a lease backend's news of grants dropped early).
+    pub(crate) fn new(
+        session: Option<watch::Receiver<Session>>,
+        news: Option<watch::Receiver<u64>>,
+    ) -> Self {
         Watchdog {
             shared: Arc::new(Shared {
                 state: StdMutex::new(State::default()),
                 wake: Notify::new(),
                 session,
+                news,
             }),
         }
     }
@@ -108,9 +118,11 @@ impl Watchdog {
     pub(crate) fn start(&self, core: &Arc<LeaseCore>) {
         let at = first_check(core);
         self.shared.schedule(core, at);
-        // A session that ended between reading the grant's status and scheduling it was
-        // seen by the task before the grant was in the schedule: check it now.
-        if core.session.is_some() && core.status().health == Health::Lost {
+        // A session that ended, or news of a dropped grant that came, between reading the
+        // grant's status and scheduling it was seen by the task before the grant was in the
+        // schedule: check it now.
+        let session_lost = core.session.is_some() && core.status().health == Health::Lost;
+        if session_lost || core.client.backend.grant_lost(&core.handle) {
             self.shared.schedule(core, Instant::now());
         }
     }
@@ -283,6 +295,20 @@ impl Shared {
             .filter(|core| core.session.is_some())
             .collect()
     }
+
+    /// Every held grant that lives by its lease, its renewal in flight or not.
+    fn lease_grants(&self) -> Vec<Arc<LeaseCore>> {
+        let held: Vec<Arc<LeaseCore>> = self
+            .state()
+            .held
+            .iter()
+            .filter_map(|(_, core)| core.upgrade())
+            .collect();
+        // Filtered with the lock let go, as above.
+        held.into_iter()
+            .filter(|core| core.session.is_none())
+            .collect()
+    }
 }
 
 /// Marks the task gone when its future is dropped: it finished, or its runtime ended.
@@ -305,6 +331,7 @@ impl Drop for Running {
 async fn run(running: Running) {
     let shared = &running.0;
     let mut session = shared.session.clone();
+    let mut news = shared.news.clone();
     loop {
         let now = Instant::now();
         let (due, next) = shared.take_due(now);
@@ -330,8 +357,24 @@ async fn run(running: Running) {
                 None => std::future::pending().await,
             }
         };
+        let news_came = async {
+            match news.as_mut() {
+                Some(channel) => channel.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = sleep => {}
+            open = news_came => {
+                if !open {
+                    news = None;
+                }
+                for core in shared.lease_grants() {
+                    if core.client.backend.grant_lost(&core.handle) {
+                        core.mark_lost(DROPPED_EARLY);
+                    }
+                }
+            }
             _ = shared.wake.notified() => {}
             alive = session_changed => {
                 if !alive {
@@ -396,6 +439,10 @@ fn check(shared: &Arc<Shared>, core: &Arc<LeaseCore>, now: Instant) {
         return;
     }
     if status.health == Health::Lost {
+        return;
+    }
+    if core.client.backend.grant_lost(&core.handle) {
+        core.mark_lost(DROPPED_EARLY);
         return;
     }
     if now >= status.safe_until {

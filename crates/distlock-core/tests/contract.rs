@@ -214,8 +214,9 @@ async fn passwords_never_appear_in_errors() {
 }
 
 /// A memory backend whose calls can be made to hang or fail as if the store were out of
-/// reach, or its next grant reported as made in a session that ended, and that counts
-/// enqueues, polls and cancellations.
+/// reach, or its next grant reported as made in a session that ended, that can tell the
+/// client of grants the store dropped early, and that counts enqueues, polls and
+/// cancellations.
 #[derive(Debug, Default)]
 struct Faulty {
     inner: MemoryBackend,
@@ -224,6 +225,9 @@ struct Faulty {
     hang_poll: AtomicBool,
     hang_release: AtomicBool,
     unreachable: AtomicBool,
+    /// Names whose grants the store dropped before their leases ran out.
+    dropped: std::sync::Mutex<Vec<String>>,
+    news: tokio::sync::watch::Sender<u64>,
     polls: AtomicUsize,
     enqueued: AtomicUsize,
     cancelled: AtomicUsize,
@@ -249,6 +253,14 @@ impl Backend for Faulty {
 
     fn session(&self) -> Option<tokio::sync::watch::Receiver<Session>> {
         self.inner.session()
+    }
+
+    fn loss_news(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.news.subscribe())
+    }
+
+    fn grant_lost(&self, grant: &Grant) -> bool {
+        self.dropped.lock().unwrap().contains(&grant.name)
     }
 
     /// Makes the queue entry here, as a queue-based store does (the memory backend makes
@@ -448,6 +460,35 @@ async fn a_grant_made_in_a_session_that_ended_is_not_handed_out() {
     assert_eq!(state.holders.len(), 1, "only the second grant holds");
     assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
     guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn news_of_a_grant_dropped_early_turns_its_guard_lost_at_once() {
+    let backend = Arc::new(Faulty::default());
+    let client = Client::with_backend(backend.clone());
+    let options = LockOptions::new().ttl(Duration::from_secs(30));
+    let dropped = client.mutex("dropped").lock_with(&options).await.unwrap();
+    let kept = client.mutex("kept").lock_with(&options).await.unwrap();
+    backend.dropped.lock().unwrap().push("dropped".into());
+    let told = Instant::now();
+    backend.news.send_modify(|n| *n += 1);
+    tokio::time::timeout(Duration::from_secs(1), dropped.lost())
+        .await
+        .expect("turned Lost on the news, not at its next renewal");
+    assert!(told.elapsed() < Duration::from_millis(500));
+    assert_eq!(dropped.health(), Health::Lost);
+    assert_eq!(
+        kept.health(),
+        Health::Held,
+        "only the dropped grant is lost"
+    );
+    // A grant the news came too early for is found at its first check.
+    backend.dropped.lock().unwrap().push("late".into());
+    let late = client.mutex("late").lock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(1), late.lost())
+        .await
+        .expect("found at its first check");
+    kept.release().await.unwrap();
 }
 
 #[tokio::test]

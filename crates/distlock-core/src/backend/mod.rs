@@ -129,14 +129,34 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         None
     }
 
-    /// For a backend whose grants live by session: whether the store told the backend that
-    /// this grant is gone though its session lives (a ZooKeeper node or etcd key deleted by
-    /// an operator). The backend announces such news with a send on its session channel
-    /// (the state may be unchanged), after which the core asks this of every grant of the
-    /// session and turns those gone `Lost`. The default: never.
+    /// Whether the store told the backend that this grant is gone before its session or
+    /// lease would say so: a ZooKeeper node or etcd key deleted by an operator, a session
+    /// lock whose database server restarted. A session backend announces such news with a
+    /// send on its session channel (the state may be unchanged), a lease backend on its
+    /// [`loss_news`](Backend::loss_news) channel; the core then asks this of every grant
+    /// the client holds and turns those gone `Lost`. It also asks at each grant's checks.
+    /// Called often: answer from memory, without a round trip. The default: never.
     fn grant_lost(&self, grant: &Grant) -> bool {
         let _ = grant;
         false
+    }
+
+    /// For a backend whose grants live by their own lease: a channel on which it announces
+    /// that the store may have dropped grants before their leases ran out (a database
+    /// server that restarted forgets every lock its sessions held, at once). After each
+    /// send the core asks [`grant_lost`](Backend::grant_lost) of every grant the client
+    /// holds, within milliseconds, instead of learning it at the next renewal. `None`
+    /// (the default): no such news.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert!(MemoryBackend::new().loss_news().is_none());
+    /// ```
+    fn loss_news(&self) -> Option<watch::Receiver<u64>> {
+        None
     }
 
     /// Registers the ticket's request (creates its queue entry, where the store has one).
