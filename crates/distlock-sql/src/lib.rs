@@ -54,6 +54,8 @@ pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sentinel;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sessions;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod split;

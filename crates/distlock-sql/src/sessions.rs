@@ -3,7 +3,9 @@
 //! by a connection of its own, taken from a small set of idle connections that hold
 //! nothing, and given back only after its lock was released cleanly. A connection that
 //! failed, or whose state is in doubt, is closed instead, which makes the server release
-//! whatever it held. Each dialect supplies its statements through [`SessionDialect`].
+//! whatever it held. Each dialect supplies its statements through [`SessionDialect`]. A
+//! [`Sentinel`] connection tells the client at once when the server went away, which
+//! loses every lock at once.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,6 +14,7 @@ use std::time::Duration;
 use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, PollOutcome, Ticket, async_trait};
 use distlock_core::{Error, ErrorKind, Result};
 
+use crate::sentinel::Sentinel;
 use crate::tasks::{SqlTicket, detached, outcomes};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -102,6 +105,13 @@ pub(crate) trait SessionDialect: Send + Sync + 'static {
 
     /// Closes a connection; the server releases everything it held.
     fn close(conn: Self::Conn) -> futures_util::future::BoxFuture<'static, ()>;
+
+    /// Sleeps on the server for half a minute or so, doing nothing: the statement the
+    /// [`Sentinel`] waits in, which fails the moment the server goes away.
+    async fn sleep(&self, conn: &mut Self::Conn) -> sqlx::Result<()>;
+
+    /// One trivial statement, to see whether a connection still answers.
+    async fn ping(&self, conn: &mut Self::Conn) -> sqlx::Result<()>;
 }
 
 /// One connection and the server's id for it.
@@ -114,12 +124,17 @@ struct Session<C> {
 pub(crate) struct Held<D: SessionDialect> {
     session: tokio::sync::Mutex<Option<Session<D::Conn>>>,
     key: D::Key,
+    /// The sentinel's generation before the statement that granted it: the lock is lost
+    /// once the generation moves on.
+    generation: u64,
 }
 
 /// A request waiting in the server's lock queue, on a task of its own.
 pub(crate) struct Waiting<D: SessionDialect> {
     conn_id: i64,
     key: D::Key,
+    /// The sentinel's generation before the wait started.
+    generation: u64,
     done: watch::Receiver<bool>,
     task: JoinHandle<Waited<D::Conn>>,
 }
@@ -157,17 +172,33 @@ pub(crate) fn slot_in<D: SessionDialect>(state: Option<&SqlTicket>) -> Option<Sl
 
 /// The session-mode locks of one client.
 pub(crate) struct Sessions<D: SessionDialect> {
-    dialect: D,
+    dialect: Arc<D>,
     idle: Mutex<Vec<Session<D::Conn>>>,
     collisions: Mutex<BTreeSet<(String, String)>>,
+    sentinel: Sentinel,
 }
 
 impl<D: SessionDialect> Sessions<D> {
     pub(crate) fn new(dialect: D) -> Sessions<D> {
         Sessions {
-            dialect,
+            dialect: Arc::new(dialect),
             idle: Mutex::default(),
             collisions: Mutex::default(),
+            sentinel: Sentinel::new(),
+        }
+    }
+
+    /// A channel that changes whenever session locks may have been lost all at once (the
+    /// server went away), for the core's news of lost grants.
+    pub(crate) fn loss_news(&self) -> watch::Receiver<u64> {
+        self.sentinel.subscribe()
+    }
+
+    /// Whether the lock held in `cell` was granted before the server went away.
+    pub(crate) fn lost(&self, cell: &SlotCell<D>) -> bool {
+        match locked(cell).as_ref() {
+            Some(Slot::Held(held)) => held.generation != self.sentinel.current(),
+            _ => false,
         }
     }
 
@@ -218,7 +249,7 @@ impl<D: SessionDialect> Sessions<D> {
         let waited = waiting.task.await.map_err(task_failed::<D>)?;
         match waited.fence {
             Ok(Ok(fence)) => {
-                hold(cell, waiting.key, waited.session);
+                hold(cell, waiting.key, waited.session, waiting.generation);
                 Ok(granted(fence))
             }
             Ok(Err(other)) => {
@@ -238,8 +269,16 @@ impl<D: SessionDialect> Sessions<D> {
         cell: &SlotCell<D>,
     ) -> Result<PollOutcome> {
         let key = self.dialect.key(request);
+        self.sentinel.start(&self.dialect);
         loop {
             let (mut session, reused) = self.checkout().await?;
+            let generation = match self.sentinel.ready(&self.dialect).await {
+                Ok(generation) => generation,
+                Err(err) => {
+                    self.checkin(session);
+                    return Err(err);
+                }
+            };
             let tried = match self
                 .dialect
                 .try_lock(&mut session.conn, request, &key)
@@ -267,11 +306,11 @@ impl<D: SessionDialect> Sessions<D> {
             }
             return Ok(match tried.fence {
                 Some(fence) => {
-                    hold(cell, key, session);
+                    hold(cell, key, session, generation);
                     granted(fence)
                 }
                 None if request.wait => {
-                    self.start_wait(request, key, session, cell);
+                    self.start_wait(request, key, session, cell, generation);
                     pending()
                 }
                 None => {
@@ -288,6 +327,7 @@ impl<D: SessionDialect> Sessions<D> {
         key: D::Key,
         mut session: Session<D::Conn>,
         cell: &SlotCell<D>,
+        generation: u64,
     ) {
         let (done, receiver) = watch::channel(false);
         let conn_id = session.conn_id;
@@ -303,6 +343,7 @@ impl<D: SessionDialect> Sessions<D> {
         *locked(cell) = Some(Slot::Waiting(Waiting {
             conn_id,
             key,
+            generation,
             done: receiver,
             task,
         }));
@@ -348,6 +389,7 @@ impl<D: SessionDialect> Sessions<D> {
                 let held = Held::<D> {
                     session: tokio::sync::Mutex::new(Some(session)),
                     key: waiting.key,
+                    generation: waiting.generation,
                 };
                 return self.unlock(&held).await.map(drop);
             }
@@ -371,10 +413,11 @@ impl<D: SessionDialect> Sessions<D> {
     }
 
     /// Renews a held lock on its own connection; `false` if the session is gone (which
-    /// means the server released the lock) or no longer holds it.
+    /// means the server released the lock), no longer holds it, or was made on a server
+    /// that went away since.
     pub(crate) async fn renew(&self, cell: &SlotCell<D>, ttl: Duration) -> Result<bool> {
         let held = match locked(cell).as_ref() {
-            Some(Slot::Held(held)) => held.clone(),
+            Some(Slot::Held(held)) if held.generation == self.sentinel.current() => held.clone(),
             _ => return Ok(false),
         };
         let mut session = held.session.lock().await;
@@ -511,11 +554,18 @@ where
     ))
 }
 
-/// Keeps `session`, which holds `key`, as the lock of the request whose slot is `cell`.
-fn hold<D: SessionDialect>(cell: &SlotCell<D>, key: D::Key, session: Session<D::Conn>) {
+/// Keeps `session`, which holds `key` since a grant asked for in sentinel generation
+/// `generation`, as the lock of the request whose slot is `cell`.
+fn hold<D: SessionDialect>(
+    cell: &SlotCell<D>,
+    key: D::Key,
+    session: Session<D::Conn>,
+    generation: u64,
+) {
     let held = Held {
         session: tokio::sync::Mutex::new(Some(session)),
         key,
+        generation,
     };
     *locked(cell) = Some(Slot::Held(Arc::new(held)));
 }

@@ -97,6 +97,20 @@ impl<D: SessionDialect> Split<D> {
         )
     }
 
+    /// Whether `grant` is a session lock granted before its server went away: the server
+    /// forgot it, though its renewals have not said so yet.
+    pub(crate) fn grant_lost(&self, grant: &Grant) -> bool {
+        let Some(sessions) = self.sessions.as_ref() else {
+            return false;
+        };
+        slot_in::<D>(grant.state()).is_some_and(|slot| sessions.lost(&slot))
+    }
+
+    /// In session mode, news of session locks that may have been lost all at once.
+    pub(crate) fn loss_news(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.sessions.as_ref().map(|sessions| sessions.loss_news())
+    }
+
     /// Releases a session lock (`Some`), or leaves a lease to the caller (`None`).
     pub(crate) async fn release_session(&self, lease: &Grant) -> Option<Result<LeaseOutcome>> {
         let sessions = self.sessions.as_ref()?.clone();

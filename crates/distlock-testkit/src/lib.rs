@@ -261,6 +261,55 @@ pub async fn a_pool_of_one_serves_every_kind(url: &str) {
     mutex.release().await.unwrap();
 }
 
+/// Restarts `server` on a blocking thread (kill, start again, wait until it answers) while
+/// guards are held whose `losses` (their [`lost`](distlock::Guard::lost) futures) must
+/// resolve before the restarted server is back — when it could grant their locks again —
+/// not at their next renewal; gives the server back once it is.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// let pg = distlock_testkit::postgres_server().unwrap();
+/// let client = distlock::Client::connect(&distlock_testkit::postgres_url(&pg)).await.unwrap();
+/// let guard = client.mutex("held").lock().await.unwrap();
+/// let pg = distlock_testkit::restart_losing_first(pg, vec![guard.lost()]).await;
+/// # });
+/// ```
+pub async fn restart_losing_first<F>(mut server: Server, losses: Vec<F>) -> Server
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    use std::time::{Duration, Instant};
+    let lost_at: Vec<_> = losses
+        .into_iter()
+        .map(|lost| {
+            tokio::spawn(async move {
+                lost.await;
+                Instant::now()
+            })
+        })
+        .collect();
+    let (server, back_at) = tokio::task::spawn_blocking(move || {
+        server.restart().unwrap_or_else(|e| panic!("{e}"));
+        (server, Instant::now())
+    })
+    .await
+    .expect("the restart thread ends");
+    for lost in lost_at {
+        let at = tokio::time::timeout(Duration::from_secs(1), lost)
+            .await
+            .expect("the guard turned Lost within a second of the restart")
+            .unwrap();
+        assert!(
+            at < back_at,
+            "the guard turned Lost {:?} after the restarted server was back",
+            at - back_at
+        );
+    }
+    server
+}
+
 /// Takes lock `name` through `url` (TTL 1.5 s, renewed every 200 ms), freezes `server`
 /// with SIGSTOP and asserts the guard goes `AtRisk`, then `Lost`; thaws the server and
 /// asserts a new client gets the lock only after the old holder knew, with a greater

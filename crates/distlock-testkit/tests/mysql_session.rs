@@ -188,19 +188,17 @@ fn connections_go_back_clean_and_are_reused() {
 #[test]
 fn database_restart_loses_every_holder_and_later_tokens_are_greater() {
     distlock_testkit::block_on(async {
-        let mut server = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let server = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
         let url = distlock_testkit::mariadb_url(&server);
         let a = distlock::Client::connect(&url).await.unwrap();
-        let options = LockOptions::new()
-            .ttl(Duration::from_secs(30))
-            .renew_every(Duration::from_millis(200));
+        // Renewed every 10 s: no renewal comes during the test.
+        let options = LockOptions::new().ttl(Duration::from_secs(30));
         let guard = a.mutex("restart").lock_with(&options).await.unwrap();
+        let other = a.mutex("restart-2").lock_with(&options).await.unwrap();
         let token = guard.fencing_token();
 
-        server.restart().unwrap_or_else(|e| panic!("{e}"));
-        tokio::time::timeout(Duration::from_secs(3), guard.lost())
-            .await
-            .expect("a session lock is lost with its session, at the next renewal");
+        let _server =
+            distlock_testkit::restart_losing_first(server, vec![guard.lost(), other.lost()]).await;
 
         let b = distlock::Client::connect(&url).await.unwrap();
         let next = b

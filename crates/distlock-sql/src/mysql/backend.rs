@@ -157,6 +157,14 @@ impl Backend for MysqlBackend {
         Capabilities::full(false)
     }
 
+    fn grant_lost(&self, grant: &Grant) -> bool {
+        self.split.grant_lost(grant)
+    }
+
+    fn loss_news(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.split.loss_news()
+    }
+
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
         self.split.enqueue(ticket);
         Ok(())

@@ -281,6 +281,20 @@ impl SessionDialect for MysqlSessions {
         Ok(released == Some(1))
     }
 
+    async fn sleep(&self, conn: &mut MyConn) -> sqlx::Result<()> {
+        sqlx::query("DO SLEEP(30)")
+            .execute(&mut conn.conn)
+            .await
+            .map(drop)
+    }
+
+    async fn ping(&self, conn: &mut MyConn) -> sqlx::Result<()> {
+        sqlx::query("SELECT 1")
+            .execute(&mut conn.conn)
+            .await
+            .map(drop)
+    }
+
     fn close(conn: MyConn) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let _ = conn.conn.close().await;

@@ -195,6 +195,14 @@ impl Backend for PostgresBackend {
         Capabilities::full(true)
     }
 
+    fn grant_lost(&self, grant: &Grant) -> bool {
+        self.split.grant_lost(grant)
+    }
+
+    fn loss_news(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.split.loss_news()
+    }
+
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
         self.split.enqueue(ticket);
         Ok(())

@@ -113,6 +113,17 @@ impl SessionDialect for PgSessions {
         advisory::unlock(conn, key.1, key.0).await
     }
 
+    async fn sleep(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
+        sqlx::query("SELECT pg_sleep(30)")
+            .execute(conn)
+            .await
+            .map(drop)
+    }
+
+    async fn ping(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
+        sqlx::query("SELECT 1").execute(conn).await.map(drop)
+    }
+
     fn close(conn: PgConnection) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let _ = conn.close().await;
