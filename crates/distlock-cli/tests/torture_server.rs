@@ -14,14 +14,32 @@ const QUICK: &[&str] = &["--workers", "3", "--duration", "8s"];
 /// torture starts its own `kind` of server and pauses and restarts it, besides pausing
 /// and killing holders: the history stays clean.
 fn own_server_is_clean(kind: &str) {
+    let faults = ["server-pause", "pause", "server-restart", "kill"];
+    let (verdict, lines) = own_server_run(kind, &faults, &[]);
+    for fault in ["server-resume", "server-up"] {
+        assert!(
+            lines.contains(&format!(r#""fault":"{fault}""#)),
+            "{kind}: {fault}"
+        );
+    }
+    assert!(
+        verdict["stats"]["acquisitions"].as_u64().unwrap() >= 5,
+        "{verdict:#}"
+    );
+}
+
+/// Runs torture on its own `kind` of server with `faults` and `extra` arguments; asserts
+/// a clean verdict and that every fault struck; the verdict and the history's lines.
+fn own_server_run(kind: &str, faults: &[&str], extra: &[&str]) -> (serde_json::Value, String) {
     let state = tempfile::tempdir().unwrap();
     let history = state.path().join("history.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state.path())
         .env_remove("DISTLOCK_URL")
         .args(["torture", "--json", "--seed", "7", "--server", kind])
-        .args(["--faults", "server-pause,pause,server-restart,kill"])
+        .args(["--faults", &faults.join(",")])
         .args(QUICK)
+        .args(extra)
         .arg("--history")
         .arg(&history)
         .stdin(Stdio::null())
@@ -32,21 +50,27 @@ fn own_server_is_clean(kind: &str) {
     assert_eq!(verdict["clean"], true, "{kind}: {verdict:#}");
     ok(&out);
     let lines = std::fs::read_to_string(&history).unwrap();
-    for fault in [
-        "server-pause",
-        "server-resume",
-        "server-restart",
-        "server-up",
-    ] {
+    for fault in faults.iter().filter(|f| f.starts_with("server-")) {
         assert!(
             lines.contains(&format!(r#""fault":"{fault}""#)),
             "{kind}: {fault}"
         );
     }
-    assert!(
-        verdict["stats"]["acquisitions"].as_u64().unwrap() >= 5,
-        "{verdict:#}"
-    );
+    (verdict, lines)
+}
+
+/// Holds longer than a restart takes: a holder of a session lock learns that the server
+/// restarted (and forgot its lock) before the restarted server can grant the lock to
+/// another worker, so no two holders overlap.
+#[test]
+fn a_restarted_database_leaves_no_session_holder_at_work() {
+    for kind in ["postgres", "mariadb"] {
+        let (verdict, _) = own_server_run(kind, &["server-restart"], &["--hold", "1500ms"]);
+        assert!(
+            verdict["stats"]["transfers"].as_u64().unwrap() >= 3,
+            "{verdict:#}"
+        );
+    }
 }
 
 #[test]
