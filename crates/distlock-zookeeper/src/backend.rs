@@ -236,8 +236,13 @@ impl ZkBackend {
                     Some(stamp) => stamp,
                     None if exclusive && listing.pzxid == node.czxid => node.czxid,
                     None => {
-                        nodes::stamp(&self.sessions.slot.current()?, &node.path, &request.data)
-                            .await?
+                        let live = self.sessions.slot.current()?;
+                        match nodes::stamp(&live, &node.path, &request.data).await? {
+                            Some(stamp) => stamp,
+                            // Gone since the listing (with its session, or deleted by
+                            // someone else): it queues again.
+                            None => return self.missing(ticket, &node).await,
+                        }
                     }
                 };
                 request.watch_grant(&self.sessions, node.session, node.path.clone());

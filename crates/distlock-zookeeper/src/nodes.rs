@@ -146,14 +146,14 @@ pub(crate) async fn list_and_stamp(
 }
 
 /// Writes `data` to the node at `path` again; the transaction's zxid (the node's new
-/// `mzxid`), greater than every zxid before it.
-pub(crate) async fn stamp(live: &Live, path: &str, data: &[u8]) -> Result<i64> {
-    let stat = live
-        .client
-        .set_data(path, data, None)
-        .await
-        .map_err(zk_error("grant"))?;
-    Ok(stat.mzxid)
+/// `mzxid`), greater than every zxid before it. `None` if the node is gone: deleted by
+/// someone else, or gone with the session that made it, so the request lost its place.
+pub(crate) async fn stamp(live: &Live, path: &str, data: &[u8]) -> Result<Option<i64>> {
+    match live.client.set_data(path, data, None).await {
+        Ok(stat) => Ok(Some(stat.mzxid)),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(err) => Err(zk_error("grant")(err)),
+    }
 }
 
 /// Our node under `dir` whose path starts with `prefix`, if session `live` made one.

@@ -65,7 +65,17 @@ pub(crate) async fn poll(
     }
     let token = match stamp {
         Some(stamp) => stamp,
-        None => nodes::stamp(&live, &last.path, &request.data).await?,
+        None => match nodes::stamp(&live, &last.path, &request.data).await? {
+            Some(stamp) => stamp,
+            // A lease node went (with its session, or deleted by someone else): everything
+            // of the request is withdrawn, and it asks again from the start.
+            None => {
+                backend.withdraw(ticket).await?;
+                return Ok(PollOutcome::Pending {
+                    retry_within: Some(std::time::Duration::ZERO),
+                });
+            }
+        },
     };
     // Granted: the place in the queue is given up, as Curator releases its mutex. A failure
     // here does not undo the grant; the place goes with the session at the latest.

@@ -68,15 +68,15 @@ pub async fn worker() -> Result<u8> {
                         error: err.to_string(),
                     },
                 );
-                // A wait that timed out ends at the deadline; bad input (refused
-                // credentials, say) ends the worker; any other failure is asked again, as
-                // a service would. A ZooKeeper request whose node went with its session
-                // while the server was frozen fails its grant with an error the backend
-                // calls permanent; the harness keeps going.
+                // A wait that timed out ends at the deadline; a store out of reach is
+                // asked again; anything else (refused credentials, a backend that calls a
+                // fault permanent when it is not) ends the worker, and the run with it.
                 match err.kind() {
                     ErrorKind::Timeout => {}
-                    ErrorKind::InvalidInput | ErrorKind::Unsupported => return Err(err),
-                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                    _ if err.is_temporary() => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    _ => return Err(err),
                 }
                 continue;
             }
