@@ -391,6 +391,23 @@ fn torture_on_sqlite_is_clean() {
     torture_is_clean(&url, QUICK);
 }
 
+/// A waiter's wall clock jumps ten TTLs ahead while others hold: SQLite's leases expire by
+/// the machine's monotonic clock, so the waiter takes no lease its holder still holds.
+#[test]
+fn torture_jumps_clocks_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("locks.db").display());
+    let mut args = vec!["torture", "--json", "--seed", "7", "--hold", "500ms"];
+    args.extend_from_slice(&["--faults", "clock-jump"]);
+    args.extend_from_slice(QUICK);
+    let out = distlock(&url, dir.path(), &args);
+    let verdict = json_lines(&ok(&out)).pop().unwrap();
+    assert_eq!(verdict["clean"], true, "{verdict:#}");
+    let stats = &verdict["stats"];
+    assert!(stats["faults"].as_u64().unwrap() >= 4, "{stats}");
+    assert!(stats["transfers"].as_u64().unwrap() >= 8, "{stats}");
+}
+
 /// distlock on the schedule that catches the broken schemes above (the defaults, seed 7).
 #[test]
 fn torture_on_redis_is_clean() {

@@ -108,3 +108,51 @@ fn failed_renewals_put_the_lease_at_risk_then_lose_it() {
         .await;
     });
 }
+
+/// Leases expire by the machine's monotonic clock, anchored per boot in the database: a
+/// database last opened in another boot (the machine restarted, every holder with it) has
+/// its leases and waiters deleted when it is opened, and its tokens keep increasing.
+#[test]
+fn leases_of_an_earlier_boot_are_gone_and_tokens_go_on() {
+    use sqlx::{Connection, Executor};
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks.db");
+        let url = format!("sqlite://{}", path.display());
+        let before = distlock::Client::connect(&url).await.unwrap();
+        let options = distlock::LockOptions::new().ttl(Duration::from_secs(60));
+        let held = before.mutex("rebooted").lock_with(&options).await.unwrap();
+        let token = held.fencing_token();
+        // What the machine's restart leaves: the rows, under another boot's anchor.
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        db.execute("UPDATE distlock_clock SET boot = 'an-earlier-boot', anchor_ms = 5")
+            .await
+            .unwrap();
+        db.close().await.unwrap();
+
+        let after = distlock::Client::connect(&url).await.unwrap();
+        let next = after
+            .mutex("rebooted")
+            .try_lock()
+            .await
+            .unwrap()
+            .expect("the earlier boot's lease is gone");
+        assert!(next.fencing_token() > token);
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        let (boot, anchor): (String, i64) =
+            sqlx::query_as("SELECT boot, anchor_ms FROM distlock_clock")
+                .fetch_one(&mut db)
+                .await
+                .unwrap();
+        let this_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        assert_eq!(boot, this_boot.trim(), "anchored again, for this boot");
+        let wall_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        // The wall clock when this boot began, less what it stepped since: in the past.
+        assert!(anchor > 0 && anchor <= wall_ms, "{anchor}");
+        next.release().await.unwrap();
+        drop(held);
+    });
+}

@@ -10,6 +10,7 @@ use distlock_core::{Error, LockState, Result};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use super::clock::LeaseClock;
 use super::config::SqliteConfig;
 use super::wake::{Wake, WakeSocket};
 use super::{db_error, store};
@@ -36,6 +37,8 @@ use crate::tasks::{SqlTicket, detached, outcome, outcomes, poll_detached, settle
 #[derive(Debug)]
 pub struct SqliteBackend {
     pool: SqlitePool,
+    /// The clock the database's leases expire by.
+    clock: LeaseClock,
     wakers: Arc<LocalWakers>,
     socket: WakeSocket,
     /// Deletes idle fencing counters while the client lives (stops when dropped).
@@ -76,7 +79,7 @@ impl SqliteBackend {
         let mut pause = Duration::from_millis(5);
         loop {
             match Self::try_open(&config).await {
-                Ok(pool) => {
+                Ok((pool, clock)) => {
                     let wakers = Arc::new(LocalWakers::new());
                     let sweeper = {
                         let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
@@ -87,6 +90,7 @@ impl SqliteBackend {
                     };
                     return Ok(SqliteBackend {
                         pool,
+                        clock,
                         socket: WakeSocket::listen(wakers.clone()),
                         wakers,
                         _sweeper: sweeper,
@@ -102,7 +106,7 @@ impl SqliteBackend {
         }
     }
 
-    async fn try_open(config: &SqliteConfig) -> Result<SqlitePool> {
+    async fn try_open(config: &SqliteConfig) -> Result<(SqlitePool, LeaseClock)> {
         let options = SqliteConnectOptions::new()
             .filename(&config.path)
             .create_if_missing(true)
@@ -139,8 +143,8 @@ impl SqliteBackend {
                 }
                 _ => db_error("connect")(err),
             })?;
-        store::prepare(&pool).await?;
-        Ok(pool)
+        let clock = store::prepare(&pool).await?;
+        Ok((pool, clock))
     }
 
     /// The pool the store runs on (one connection).
@@ -189,9 +193,9 @@ impl Backend for SqliteBackend {
                 .state::<SqlTicket>()
                 .and_then(|s| s.queued_at)
                 .is_some_and(|at| at.elapsed() < WAITER_LEASE / 3);
-        let (pool, socket) = (self.pool.clone(), self.socket.name().to_owned());
+        let (pool, clock, socket) = (self.pool.clone(), self.clock, self.socket.name().to_owned());
         let polled = poll_detached(ticket, "sqlite", async move {
-            store::poll(&pool, &request, fresh, &socket).await
+            store::poll(&pool, clock, &request, fresh, &socket).await
         })
         .await?;
         match polled.outcome {
@@ -215,9 +219,9 @@ impl Backend for SqliteBackend {
         self.wakers.forget(&ticket.request.token);
         settled(ticket).await;
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
-        let pool = self.pool.clone();
+        let (pool, clock) = (self.pool.clone(), self.clock);
         let wake = detached("sqlite", async move {
-            store::cancel(&pool, &name, &token).await
+            store::cancel(&pool, clock, &name, &token).await
         })
         .await?;
         self.wake(wake);
@@ -225,20 +229,20 @@ impl Backend for SqliteBackend {
     }
 
     async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
-        let pool = self.pool.clone();
+        let (pool, clock) = (self.pool.clone(), self.clock);
         let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
-        let renewed = detached(
-            "sqlite",
-            async move { store::renew(&pool, &tokens, ttl).await },
-        )
+        let renewed = detached("sqlite", async move {
+            store::renew(&pool, clock, &tokens, ttl).await
+        })
         .await?;
         Ok(outcomes(renewed))
     }
 
     async fn release(&self, lease: &Grant) -> Result<LeaseOutcome> {
-        let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
+        let (pool, clock) = (self.pool.clone(), self.clock);
+        let (name, token) = (lease.name.clone(), lease.token.clone());
         let released = detached("sqlite", async move {
-            store::release(&pool, &name, &token).await
+            store::release(&pool, clock, &name, &token).await
         })
         .await?;
         self.wake(released.wake);
@@ -246,9 +250,9 @@ impl Backend for SqliteBackend {
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
-        let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
+        let (pool, clock, name) = (self.pool.clone(), self.clock, name.map(str::to_owned));
         detached("sqlite", async move {
-            store::inspect(&pool, name.as_deref()).await
+            store::inspect(&pool, clock, name.as_deref()).await
         })
         .await
     }

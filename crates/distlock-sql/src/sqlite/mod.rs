@@ -9,11 +9,11 @@
 //! the head waiter through it, so hand-offs between processes do not wait for a backoff to
 //! end. A lost wake-up only costs latency.
 //!
-//! Lease expiry uses this machine's wall clock: a clock jump forward can expire leases
-//! early (their holders then see `Lost` once their own monotonic deadline passes, or at
-//! their next renewal).
+//! Leases expire by this machine's monotonic clock, which no step of the wall clock moves
+//! (see `clock`): a clock jumping forward expires no lease early.
 
 mod backend;
+mod clock;
 mod config;
 
 mod store;

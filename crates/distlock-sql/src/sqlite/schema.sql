@@ -40,3 +40,9 @@ CREATE TABLE IF NOT EXISTS distlock_floor (
     n  INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO distlock_floor (id, n) VALUES (1, 0);
+
+CREATE TABLE IF NOT EXISTS distlock_clock (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    boot      TEXT NOT NULL,
+    anchor_ms INTEGER NOT NULL
+);

@@ -9,6 +9,7 @@ use distlock_core::{Error, LockState, Result};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 
+use super::clock::LeaseClock;
 use super::db_error;
 use super::wake::Wake;
 use crate::lease_engine::{self, LeaseDialect, Locked, Polled, Released};
@@ -21,12 +22,14 @@ use crate::rows::{
 const SCHEMA: &str = include_str!("schema.sql");
 /// The schema this code reads and writes, kept in `PRAGMA user_version`: 2 since fencing
 /// tokens take the clock's floor and idle counters are deleted, so that a distlock that
-/// counted from 1 refuses the database instead of seeding a deleted counter at 1 again.
-const SCHEMA_VERSION: i64 = 2;
+/// counted from 1 refuses the database instead of seeding a deleted counter at 1 again; 3
+/// since leases expire by the monotonic clock (see [`LeaseClock`]), so that a distlock
+/// that expires them by the wall clock refuses it.
+const SCHEMA_VERSION: i64 = 3;
 
 /// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`]; refuses a
-/// database written by a newer distlock.
-pub(super) async fn prepare(pool: &SqlitePool) -> Result<()> {
+/// database written by a newer distlock. The clock its leases expire by.
+pub(super) async fn prepare(pool: &SqlitePool) -> Result<LeaseClock> {
     let err = db_error("connect");
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
     let version: i64 = sqlx::query("PRAGMA user_version")
@@ -66,13 +69,15 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<()> {
             .await
             .map_err(&err)?;
     }
-    tx.commit().await.map_err(&err)
+    let clock = LeaseClock::establish(&mut tx).await.map_err(&err)?;
+    tx.commit().await.map_err(&err)?;
+    Ok(clock)
 }
 
 /// SQLite's steps of the lease-table engine: `BEGIN IMMEDIATE` takes the database's write
-/// lock (the pool has one connection), time is the client's clock, and a waiter is woken
-/// through the socket its process listens on.
-struct SqliteLeases;
+/// lock (the pool has one connection), time is the database's [`LeaseClock`] on this
+/// machine, and a waiter is woken through the socket its process listens on.
+struct SqliteLeases(LeaseClock);
 
 #[async_trait::async_trait]
 impl LeaseDialect for SqliteLeases {
@@ -94,7 +99,7 @@ impl LeaseDialect for SqliteLeases {
         name: &str,
         purge: bool,
     ) -> sqlx::Result<Locked> {
-        let now = now_ms();
+        let now = self.0.now_ms();
         let purged = match purge {
             true => purge_expired(conn, name, now).await?,
             false => 0,
@@ -125,7 +130,7 @@ impl LeaseDialect for SqliteLeases {
              ON CONFLICT (name) DO UPDATE SET value = MAX(value + 1, ?2) RETURNING value",
         )
         .bind(&request.name)
-        .bind(now.saturating_mul(1000))
+        .bind(now_ms().saturating_mul(1000))
         .fetch_one(&mut *conn)
         .await?
         .try_get(0)?;
@@ -219,30 +224,32 @@ impl LeaseDialect for SqliteLeases {
 /// the queue row.
 pub(super) async fn poll(
     pool: &SqlitePool,
+    clock: LeaseClock,
     request: &LockRequest,
     fresh: bool,
     socket: &str,
 ) -> Result<Polled> {
     if fresh {
-        if let Some(outcome) = peek(pool, request, socket).await? {
+        if let Some(outcome) = peek(pool, clock, request, socket).await? {
             return Ok(Polled {
                 outcome,
                 wake: None,
             });
         }
     }
-    lease_engine::poll(&SqliteLeases, pool, request, socket).await
+    lease_engine::poll(&SqliteLeases(clock), pool, request, socket).await
 }
 
 /// What a queued request can tell read-only: `Some` (still waiting) when no row has expired
 /// and it surely cannot be granted; `None` when the write path must decide.
 async fn peek(
     pool: &SqlitePool,
+    clock: LeaseClock,
     request: &LockRequest,
     socket: &str,
 ) -> Result<Option<PollOutcome>> {
     let err = db_error("acquire");
-    let now = now_ms();
+    let now = clock.now_ms();
     let mut snapshot = pool.begin().await.map_err(&err)?;
     let (holders, waiters) = live_rows(&mut snapshot, &request.name)
         .await
@@ -254,7 +261,7 @@ async fn peek(
     if expired || !queued || may_grant(&holders, &waiters, request, now)? {
         return Ok(None);
     }
-    let pushed = SqliteLeases.pushed(socket);
+    let pushed = SqliteLeases(clock).pushed(socket);
     Ok(Some(PollOutcome::Pending {
         retry_within: retry_within(&holders, &waiters, &request.token, now, pushed),
     }))
@@ -262,19 +269,25 @@ async fn peek(
 
 /// Deletes the queue row and any grant made under `token`; if anything went, the waiter
 /// to wake.
-pub(super) async fn cancel(pool: &SqlitePool, name: &str, token: &str) -> Result<Option<Wake>> {
-    lease_engine::cancel(&SqliteLeases, pool, name, token).await
+pub(super) async fn cancel(
+    pool: &SqlitePool,
+    clock: LeaseClock,
+    name: &str,
+    token: &str,
+) -> Result<Option<Wake>> {
+    lease_engine::cancel(&SqliteLeases(clock), pool, name, token).await
 }
 
 /// Extends each grant under `tokens` to `ttl` from now, if it has not expired, in one
 /// transaction (one flush to disk for all); whether each was renewed, in order.
 pub(super) async fn renew(
     pool: &SqlitePool,
+    clock: LeaseClock,
     tokens: &[String],
     ttl: Duration,
 ) -> Result<Vec<bool>> {
     let err = db_error("renew");
-    let now = now_ms();
+    let now = clock.now_ms();
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
     let mut renewed = Vec::with_capacity(tokens.len());
     for token in tokens {
@@ -296,14 +309,23 @@ pub(super) async fn renew(
 
 /// Deletes the grant under `token`: whether it was there and still valid, and the waiter
 /// to wake.
-pub(super) async fn release(pool: &SqlitePool, name: &str, token: &str) -> Result<Released> {
-    lease_engine::release(&SqliteLeases, pool, name, token).await
+pub(super) async fn release(
+    pool: &SqlitePool,
+    clock: LeaseClock,
+    name: &str,
+    token: &str,
+) -> Result<Released> {
+    lease_engine::release(&SqliteLeases(clock), pool, name, token).await
 }
 
 /// The live holders and waiters of one name, or of every name with any.
-pub(super) async fn inspect(pool: &SqlitePool, name: Option<&str>) -> Result<Vec<LockState>> {
+pub(super) async fn inspect(
+    pool: &SqlitePool,
+    clock: LeaseClock,
+    name: Option<&str>,
+) -> Result<Vec<LockState>> {
     let err = db_error("inspect");
-    let now = now_ms();
+    let now = clock.now_ms();
     let filter = if name.is_some() {
         "name = ?1"
     } else {

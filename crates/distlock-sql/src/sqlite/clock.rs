@@ -1,0 +1,127 @@
+//! The clock SQLite's leases expire by. Every process that shares a database file runs on
+//! one machine, so they can share a clock no wall-clock step moves: the machine's
+//! monotonic clock, the one each holder keeps its own deadline by. Its readings are
+//! offset by an *anchor* kept in the database for the machine's current boot (the wall
+//! clock less the monotonic clock when the boot's first distlock opened the database), so
+//! that they still read as milliseconds since the Unix epoch.
+//!
+//! The wall clock would let a step forward (an NTP correction, a VM resumed) expire every
+//! lease at once in the eyes of waiters, while each holder, on its monotonic deadline,
+//! still holds a valid guard. The monotonic clock restarts with the machine: a database
+//! whose anchor was set in another boot has its leases and waiters deleted (their
+//! processes are gone with that boot), and a new anchor is set. Fencing counters stay, and
+//! keep increasing.
+//!
+//! Where the machine gives no boot id (systems other than Linux), leases keep the wall
+//! clock.
+
+use sqlx::{Row, SqliteConnection};
+
+use crate::lease_table::now_ms;
+
+/// Where the kernel tells the current boot apart from every other.
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The lease clock of one database on this machine's current boot.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LeaseClock {
+    /// Added to the monotonic clock's milliseconds; `None`: the wall clock is used.
+    anchor_ms: Option<i64>,
+}
+
+impl LeaseClock {
+    /// Now, in milliseconds that read as time since the Unix epoch.
+    pub(super) fn now_ms(self) -> i64 {
+        match self.anchor_ms {
+            Some(anchor) => anchor.saturating_add(monotonic_ms()),
+            None => now_ms(),
+        }
+    }
+
+    /// Within the transaction that prepares the database: the anchor of this boot, set
+    /// now if the database has none for it (deleting the leases and waiters of an earlier
+    /// boot).
+    pub(super) async fn establish(conn: &mut SqliteConnection) -> sqlx::Result<LeaseClock> {
+        let Some(boot) = boot_id() else {
+            return Ok(LeaseClock { anchor_ms: None });
+        };
+        let recorded = sqlx::query("SELECT boot, anchor_ms FROM distlock_clock WHERE id = 1")
+            .fetch_optional(&mut *conn)
+            .await?;
+        let anchor = match recorded {
+            Some(row) if row.try_get::<String, _>(0)? == boot => row.try_get(1)?,
+            recorded => {
+                if recorded.is_some() {
+                    // Set in another boot: every holder and waiter of it is gone.
+                    sqlx::query("DELETE FROM distlock_lease")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("DELETE FROM distlock_waiter")
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                let anchor = now_ms().saturating_sub(monotonic_ms());
+                sqlx::query(
+                    "INSERT INTO distlock_clock (id, boot, anchor_ms) VALUES (1, ?1, ?2)
+                     ON CONFLICT (id) DO UPDATE SET boot = ?1, anchor_ms = ?2",
+                )
+                .bind(&boot)
+                .bind(anchor)
+                .execute(&mut *conn)
+                .await?;
+                anchor
+            }
+        };
+        Ok(LeaseClock {
+            anchor_ms: Some(anchor),
+        })
+    }
+}
+
+/// This boot's id, where the system gives one.
+fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string(BOOT_ID).ok()?;
+    let id = id.trim();
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+/// The monotonic clock (`CLOCK_MONOTONIC`: the same for every process of the machine,
+/// never stepped) in milliseconds.
+// `time_t` and `c_long` are 64 bits here, but 32 on other targets.
+#[allow(clippy::unnecessary_cast)]
+fn monotonic_ms() -> i64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec, and CLOCK_MONOTONIC is a clock every
+    // Unix system has; clock_gettime writes nothing else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    debug_assert_eq!(rc, 0, "CLOCK_MONOTONIC is always readable");
+    (now.tv_sec as i64)
+        .saturating_mul(1000)
+        .saturating_add(now.tv_nsec as i64 / 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_monotonic_clock_never_goes_back() {
+        let first = monotonic_ms();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let later = monotonic_ms();
+        assert!(later >= first + 19, "{first} then {later}");
+    }
+
+    #[test]
+    fn a_clock_reads_as_time_since_the_epoch() {
+        let clock = LeaseClock {
+            anchor_ms: Some(now_ms() - monotonic_ms()),
+        };
+        assert!((clock.now_ms() - now_ms()).abs() < 1000);
+        let wall = LeaseClock { anchor_ms: None };
+        assert!((wall.now_ms() - now_ms()).abs() < 1000);
+    }
+}
