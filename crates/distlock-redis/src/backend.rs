@@ -15,6 +15,7 @@ use crate::connection::{self, Conn};
 use crate::errors::{connect_error, redis_error, refusal};
 use crate::foreign::ForeignBackoff;
 use crate::keys::{Key, LockKeys};
+use crate::keyspace::Keyspace;
 use crate::records::{self, AcquireAnswer, RequestRecord, WaitingSnapshot};
 use crate::scripts::{Call, SCRIPTS};
 use crate::wakeups;
@@ -55,14 +56,21 @@ pub struct RedisBackend {
     fence_ttl_ms: u64,
     channel: String,
     wakers: Arc<LocalWakers>,
+    /// Watches of lock keys' keyspace events, on one server (not a cluster).
+    keyspace: Option<Arc<Keyspace>>,
     listener: AbortHandle,
     server: String,
 }
 
-/// What a Redis ticket remembers: whether its waiting request has queued itself, so its
-/// polls go to the full script (the fast path serves only requests nobody queued).
+/// What a Redis ticket remembers (a ticket keeps one state, so all of it is here).
 #[derive(Default)]
-struct Queued(bool);
+struct RedisTicket {
+    /// Whether its waiting request has queued itself, so its polls go to the full script
+    /// (the fast path serves only requests nobody queued).
+    queued: bool,
+    /// How it waits on a lock a foreign client holds.
+    foreign: ForeignBackoff,
+}
 
 /// Grants handed out only once replicas have them: acquires run on a connection of their
 /// own, followed by `WAIT`, which counts the replicas that have that connection's writes
@@ -145,7 +153,16 @@ impl RedisBackend {
         };
         let wakers = Arc::new(LocalWakers::new());
         let channel = format!("distlock:wake:{}", random_id());
-        let listener = wakeups::listen(subscribe_to, channel.clone(), wakers.clone()).await?;
+        let keyspace = seeds
+            .is_empty()
+            .then(|| Keyspace::new(client.get_connection_info().redis_settings().db()));
+        let listener = wakeups::listen(
+            subscribe_to,
+            channel.clone(),
+            wakers.clone(),
+            keyspace.clone(),
+        )
+        .await?;
         let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
         Ok(RedisBackend {
             commands,
@@ -156,6 +173,7 @@ impl RedisBackend {
             fence_ttl_ms: config.fence_ttl.as_millis() as u64,
             channel,
             wakers,
+            keyspace,
             listener,
             server,
         })
@@ -280,8 +298,11 @@ impl RedisBackend {
     /// before the full script, or made by a wait after a failed poll; one map removal, where
     /// tracking which would cost as much), and waits for the replicas, where the client asks
     /// for them.
-    async fn granted(&self, ticket: &Ticket, fence: u64) -> Result<PollOutcome> {
+    async fn granted(&self, ticket: &mut Ticket, fence: u64) -> Result<PollOutcome> {
         self.wakers.forget(&ticket.request.token);
+        if let Some(state) = ticket.state_mut::<RedisTicket>() {
+            state.foreign = ForeignBackoff::default();
+        }
         if let Some(acknowledged) = &self.acknowledged {
             self.await_replicas(acknowledged, ticket).await?;
         }
@@ -370,6 +391,41 @@ impl RedisBackend {
     fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {
         LockKeys::new(&self.prefix, name)
     }
+
+    /// Makes a waiting request that found a foreign client holding its lock watch the
+    /// lock's key for keyspace events, where the server publishes them: `Some(true)` if it
+    /// started watching now, `Some(false)` if it already did, `None` if it cannot.
+    async fn watch_key(&self, ticket: &mut Ticket) -> Option<bool> {
+        let keyspace = self.keyspace.as_ref()?;
+        if ticket
+            .state::<RedisTicket>()
+            .is_some_and(|state| state.foreign.watch.is_some())
+        {
+            return Some(false);
+        }
+        if keyspace.ask_due() {
+            let mut conn = self.any_conn();
+            let asked: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("notify-keyspace-events")
+                .query_async(&mut conn)
+                .await;
+            match asked {
+                Ok(setting) => keyspace.answered(setting.get(1).map_or("", String::as_str)),
+                Err(err) => {
+                    tracing::debug!(error = %err, "cannot read notify-keyspace-events; polling foreign holders");
+                    keyspace.answered("");
+                }
+            }
+        }
+        if !keyspace.published() {
+            return None;
+        }
+        let key = format!("{}{}", self.prefix, ticket.request.name);
+        let watch = keyspace.watch(&key, &ticket.request.token).await?;
+        ticket.state_or_default::<RedisTicket>().foreign.watch = Some(watch);
+        Some(true)
+    }
 }
 
 #[async_trait]
@@ -391,7 +447,7 @@ impl Backend for RedisBackend {
     /// exclusive (the common case: a free lock nobody waits for); later polls of a waiting
     /// request, which has queued itself, go to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
-        let queued = ticket.state::<Queued>().is_some_and(|q| q.0);
+        let queued = ticket.state::<RedisTicket>().is_some_and(|s| s.queued);
         let record = RequestRecord::of(&ticket.request).to_json()?;
         let conn = self.request_conn(&ticket.request.name);
         if !queued && ticket.request.kind.is_exclusive() {
@@ -433,23 +489,32 @@ impl Backend for RedisBackend {
             AcquireAnswer::Refused { left, foreign } => {
                 // A waiting request the full script refused has taken its place in the queue.
                 if ticket.request.wait {
-                    ticket.state_or_default::<Queued>().0 = true;
+                    ticket.state_or_default::<RedisTicket>().queued = true;
                 }
                 // Only a waiting request keeps its ticket from poll to poll (a RedLock poll
-                // or a try makes a new one), so only it can back off.
+                // or a try makes a new one), so only it can back off, or watch the key.
                 let backs_off = foreign && ticket.request.wait;
-                let backoff = ticket.state_or_default::<ForeignBackoff>();
-                let retry_within = match backs_off {
+                let watching = match backs_off {
+                    true => self.watch_key(ticket).await,
+                    false => None,
+                };
+                let backoff = &mut ticket.state_or_default::<RedisTicket>().foreign;
+                let lease_end = left.unwrap_or(Duration::MAX);
+                let retry_within = match (backs_off, watching) {
+                    // Subscribed just now: a release before it would go unseen, so look.
+                    (true, Some(true)) => Some(Duration::ZERO),
+                    // The key's release wakes the waiter; a bounded backstop all the same.
+                    (true, Some(false)) => Some(ForeignBackoff::LONGEST.min(lease_end)),
                     // The core polls a millisecond after `retry_within` (past a lease's
                     // end); the backoff is the whole interval between polls.
-                    true => Some(
+                    (true, None) => Some(
                         backoff
                             .next(left)
                             .saturating_sub(Duration::from_millis(1))
-                            .min(left.unwrap_or(Duration::MAX)),
+                            .min(lease_end),
                     ),
-                    false => {
-                        *backoff = ForeignBackoff::default();
+                    (false, _) => {
+                        backoff.restart();
                         left
                     }
                 };
@@ -465,6 +530,9 @@ impl Backend for RedisBackend {
 
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         self.wakers.forget(&ticket.request.token);
+        if let Some(state) = ticket.state_mut::<RedisTicket>() {
+            state.foreign = ForeignBackoff::default();
+        }
         // A name that makes no key never reached the server: nothing to withdraw.
         let Ok(keys) = self.keys(&ticket.request.name) else {
             return Ok(());

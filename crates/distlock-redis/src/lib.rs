@@ -105,6 +105,7 @@ mod connection;
 mod errors;
 mod foreign;
 mod keys;
+mod keyspace;
 mod records;
 pub mod redlock;
 mod scripts;

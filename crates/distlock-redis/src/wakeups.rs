@@ -1,5 +1,6 @@
 //! The one subscription each client keeps: wake-ups for its waiters arrive on a channel of
-//! its own, and are handed to the waiting tasks.
+//! its own, and are handed to the waiting tasks; so do lock keys' keyspace events, where
+//! waiters watch them (see [`Keyspace`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +11,17 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
+use crate::keyspace::Keyspace;
+
 /// Subscribes to `channel` on the first of `servers` that answers and keeps the
-/// subscription up (moving on to the next server, with backoff) until aborted. Returns once
-/// the first subscription is in place.
+/// subscription up (moving on to the next server, with backoff) until aborted; hands the
+/// connection to `keyspace` (one server only) for its watches. Returns once the first
+/// subscription is in place.
 pub(crate) async fn listen(
     servers: Vec<redis::Client>,
     channel: String,
     wakers: Arc<LocalWakers>,
+    keyspace: Option<Arc<Keyspace>>,
 ) -> Result<AbortHandle> {
     let (ready, subscribed) = oneshot::channel();
     let task = tokio::spawn(async move {
@@ -31,11 +36,23 @@ pub(crate) async fn listen(
                     if let Some(ready) = ready.take() {
                         let _ = ready.send(Ok(()));
                     }
-                    let mut messages = pubsub.into_on_message();
+                    let (sink, mut messages) = pubsub.split();
+                    if let Some(keyspace) = &keyspace {
+                        keyspace.connected(sink).await;
+                    }
                     while let Some(message) = messages.next().await {
-                        if let Ok(token) = message.get_payload::<String>() {
-                            wakers.wake(&token);
+                        let Ok(payload) = message.get_payload::<String>() else {
+                            continue;
+                        };
+                        let event = keyspace.as_ref().is_some_and(|keyspace| {
+                            keyspace.deliver(message.get_channel_name(), &payload, &wakers)
+                        });
+                        if !event {
+                            wakers.wake(&payload);
                         }
+                    }
+                    if let Some(keyspace) = &keyspace {
+                        keyspace.disconnected().await;
                     }
                     tracing::debug!("wake-up subscription ended; subscribing again");
                 }

@@ -86,8 +86,17 @@ if shared then
   end
 end
 
+-- A foreign client's lock seen by a waiter within this many milliseconds.
+local FOREIGN_RECENT = 1000
+
+-- A waiter that has waited past the starvation limit keeps newcomers from overtaking it,
+-- unless it was refused for a foreign client's lock lately: clients other than distlock
+-- overtake it whatever it keeps, so the other distlock waiters would only yield their
+-- chances to them.
 local function starving(info)
-  return tonumber(info.s) <= now() - tonumber(ARGV[8])
+  local t = now()
+  if info.x and tonumber(info.x) > t - FOREIGN_RECENT then return false end
+  return tonumber(info.s) <= t - tonumber(ARGV[8])
 end
 
 -- The queue: only as much of it as the decision needs, so that the cost of a poll does not
@@ -159,6 +168,9 @@ if granted then
   return grant(my_seq)
 end
 
+-- A lock a foreign client holds (its bare token, not our record).
+local foreign = held and holder_token == held
+
 if wait then
   local raw = redis.call('HGET', WAITERS, token)
   local info = raw and cjson.decode(raw)
@@ -168,6 +180,7 @@ if wait then
     redis.call('ZADD', QUEUE, redis.call('INCR', SEQ), token)
   end
   info.e = text(now() + tonumber(ARGV[7]))
+  if foreign then info.x = text(now()) end
   redis.call('HSET', WAITERS, token, cjson.encode(info))
   keep_alive(2 * tonumber(ARGV[7]), QUEUE, WAITERS, SEQ)
 end
@@ -178,7 +191,6 @@ if #first > 0 then
   local left = tonumber(first[2]) - now()
   if soonest < 0 or left < soonest then soonest = left end
 end
--- A lock a foreign client holds (its bare token, not our record) gets no wake-up when it
--- goes: the caller polls it with a backoff instead of sleeping on the holder's TTL.
-local foreign = (held and holder_token == held) and 1 or 0
-return {0, soonest, foreign}
+-- A lock a foreign client holds gets no wake-up when it goes: the caller polls it with a
+-- backoff instead of sleeping on the holder's TTL.
+return {0, soonest, foreign and 1 or 0}

@@ -8,7 +8,8 @@ local LOCK, FENCE, QUEUE, LEASES, WAITERS, SEQ, LEASE_INFO =
 -- FENCE       string: the fencing counter
 -- QUEUE       zset: queued request token -> arrival number
 -- LEASES      zset: shared grant token (reader, semaphore permits) -> expiry (server ms)
--- WAITERS     hash: queued request token -> json {s, e, c, f, k, n, l, o, h, p}
+-- WAITERS     hash: queued request token -> json {s, e, c, f, x, k, n, l, o, h, p}; x: when
+--             it was last refused for a foreign client's lock
 -- SEQ         string: arrival numbers
 -- LEASE_INFO  hash: shared grant token -> json {k, n, l, o, h, p, a, f}
 -- Large numbers are stored as text: cjson would round them to 14 digits.
