@@ -250,10 +250,14 @@ impl LeaseCore {
         self.status.subscribe()
     }
 
-    /// How the grant stands now: `Lost` once marked so, or once its safe deadline passed.
+    /// How the grant stands now: `Lost` once marked so, once its safe deadline passed, or
+    /// once the backend learned that the store dropped it.
     pub(crate) fn health(&self) -> Health {
         let status = self.status();
-        match status.health != Health::Lost && Instant::now() >= status.safe_until {
+        let lost = status.health != Health::Lost
+            && (Instant::now() >= status.safe_until
+                || self.client.backend.grant_lost(&self.handle));
+        match lost {
             true => Health::Lost,
             false => status.health,
         }

@@ -370,8 +370,9 @@ async fn run(running: Running) {
                     news = None;
                 }
                 for core in shared.lease_grants() {
-                    if core.client.backend.grant_lost(&core.handle) {
-                        core.mark_lost(DROPPED_EARLY);
+                    let held = core.status().health != Health::Lost;
+                    if held && core.client.backend.grant_lost(&core.handle) {
+                        dropped_early(&core);
                     }
                 }
             }
@@ -390,6 +391,13 @@ async fn run(running: Running) {
             }
         }
     }
+}
+
+/// Marks a lease grant the backend reported dropped `Lost`, and gives it back: where the
+/// store still holds it after all (the backend could not tell), it is freed at once.
+fn dropped_early(core: &Arc<LeaseCore>) {
+    core.mark_lost(DROPPED_EARLY);
+    core.release_in_background();
 }
 
 /// When a fresh grant is first checked: its first renewal, or its safe deadline.
@@ -442,7 +450,7 @@ fn check(shared: &Arc<Shared>, core: &Arc<LeaseCore>, now: Instant) {
         return;
     }
     if core.client.backend.grant_lost(&core.handle) {
-        core.mark_lost(DROPPED_EARLY);
+        dropped_early(core);
         return;
     }
     if now >= status.safe_until {

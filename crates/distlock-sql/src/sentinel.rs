@@ -1,23 +1,32 @@
-//! Session mode's sentinel: one connection per client that waits in a long server-side
-//! sleep, so that the client learns within milliseconds that its database server went
-//! away. A server that restarts (or crashes, or fails over) forgets every session lock at
-//! once, and grants them again as soon as it is back up, which takes it a fraction of a
-//! second; a holder that learned of it only at its next renewal would go on working under
-//! a lock somebody else already holds.
+//! Session mode's sentinel: one connection per client that waits in a server-side sleep,
+//! so that the client learns within milliseconds that its database server went away. A
+//! server that restarts (or crashes) forgets every session lock at once, and grants them
+//! again as soon as it is back up, which takes it a fraction of a second; a holder that
+//! learned of it only at its next renewal would go on working under a lock somebody else
+//! already holds.
 //!
 //! The sentinel counts *generations*: even while it watches the server over a live
-//! connection, odd from the moment that connection broke until a new one is made. A
-//! session lock records the generation in force before the statement that granted it was
-//! sent, and is lost as soon as the generation moves on. Locks are only asked for while
-//! the sentinel watches, so no grant escapes it: one made on a server that restarted
-//! before the sentinel noticed is counted lost too, which errs on the safe side.
+//! connection, odd from the moment that connection broke (or its task ended) until a new
+//! one is made. A session lock records the generation in force before the statement that
+//! granted it was sent, and is lost as soon as the generation moves on. Locks are only
+//! asked for while the sentinel watches, on connections made in the same generation, so no
+//! grant escapes it: one made on a server that restarted before the sentinel noticed is
+//! counted lost too, which errs on the safe side.
+//!
+//! What it sees is a broken connection: a server process that ends, closing its sockets.
+//! A server host that loses power, or a network that drops everything, breaks nothing the
+//! client can see; the sentinel then notices within [`SLEEP_WITHIN`], and each lock's own
+//! renewals within its TTL. A failover to another server (a virtual address or DNS name
+//! moved) is such a case: the new primary holds none of the session locks from the start,
+//! so session mode is not safe across a failover, as the README says.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use distlock_core::{Error, ErrorKind, Result};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 use crate::sessions::SessionDialect;
 
@@ -32,6 +41,12 @@ const LAST_RETRY: Duration = Duration::from_secs(1);
 /// The pause after a sleep statement that failed on a connection that still answers (a
 /// statement time limit of the server's, say).
 const AFTER_STATEMENT_ERROR: Duration = Duration::from_millis(100);
+/// How long one sleep statement (the dialect's, about ten seconds) may take before its
+/// connection counts as broken: an answer that never comes is a connection that is gone
+/// without a word (a server host down, a network dropping everything).
+pub(crate) const SLEEP_WITHIN: Duration = Duration::from_secs(15);
+/// A connection that broke sooner than this after it was made is not made again at once.
+const SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// A client's watch on its database server, started by the first session lock asked for
 /// and stopped when the client's session store is dropped.
@@ -40,7 +55,9 @@ pub(crate) struct Sentinel {
     /// Why the sentinel's last connection attempt failed, for the error of an acquire that
     /// could not wait for it.
     last_error: Arc<Mutex<Option<String>>>,
-    task: OnceLock<AbortHandle>,
+    /// The task, started by the first session lock asked for, and again whenever it ended
+    /// (its runtime shut down).
+    task: Mutex<Option<AbortHandle>>,
 }
 
 impl Sentinel {
@@ -49,20 +66,23 @@ impl Sentinel {
         Sentinel {
             generation: watch::channel(1).0,
             last_error: Arc::default(),
-            task: OnceLock::new(),
+            task: Mutex::default(),
         }
     }
 
-    /// Starts the sentinel's task, if it is not running yet, on `dialect`'s connections.
+    /// Starts the sentinel's task on `dialect`'s connections, if it is not running (not
+    /// yet, or no longer: the runtime it ran on ended).
     pub(crate) fn start<D: SessionDialect>(&self, dialect: &Arc<D>) {
-        self.task.get_or_init(|| {
-            let watching = watch_server(
-                dialect.clone(),
-                self.generation.clone(),
-                self.last_error.clone(),
-            );
-            tokio::spawn(watching).abort_handle()
-        });
+        let mut task = locked(&self.task);
+        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let watching = watch_server(
+            dialect.clone(),
+            self.generation.clone(),
+            self.last_error.clone(),
+        );
+        *task = Some(tokio::spawn(watching).abort_handle());
     }
 
     /// The generation a grant about to be asked for records: at once while the sentinel
@@ -78,12 +98,7 @@ impl Sentinel {
         match tokio::time::timeout(WATCH_WITHIN, generation.wait_for(|g| watching(*g))).await {
             Ok(Ok(now)) => Ok(*now),
             _ => {
-                let why = match self
-                    .last_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .as_ref()
-                {
+                let why = match locked(&self.last_error).as_ref() {
                     Some(err) => format!(": {err}"),
                     None => String::new(),
                 };
@@ -112,9 +127,28 @@ impl Sentinel {
 
 impl Drop for Sentinel {
     fn drop(&mut self) {
-        if let Some(task) = self.task.get() {
+        if let Some(task) = locked(&self.task).as_ref() {
             task.abort();
         }
+    }
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Moves the generation on to odd when the sentinel's watch ends, however it ends: its
+/// connection broke, or its task was dropped (its runtime shut down), after which nothing
+/// watches the server until it is started again.
+struct Watching<'a>(&'a watch::Sender<u64>);
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|g| {
+            if watching(*g) {
+                *g += 1;
+            }
+        });
     }
 }
 
@@ -132,41 +166,58 @@ async fn watch_server<D: SessionDialect>(
 ) {
     let mut retry = FIRST_RETRY;
     loop {
-        let mut conn = match dialect.connect().await {
+        let mut conn = match dialect.connect_sentinel().await {
             Ok(conn) => conn,
             Err(err) => {
-                *last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+                tracing::debug!(backend = D::BACKEND, error = %err, "the connection that watches the database server cannot be made; trying again");
+                *locked(&last_error) = Some(err.to_string());
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(LAST_RETRY);
                 continue;
             }
         };
-        retry = FIRST_RETRY;
+        *locked(&last_error) = None;
         generation.send_modify(|g| *g += 1);
-        let why = watch_until_gone(&*dialect, &mut conn).await;
-        generation.send_modify(|g| *g += 1);
+        let started = Instant::now();
+        let why = {
+            let _watching = Watching(&generation);
+            watch_until_gone(&*dialect, &mut conn).await
+        };
         tracing::warn!(
             backend = D::BACKEND,
             error = %why,
             "the connection that watches the database server broke; every session lock this client held is counted lost"
         );
         drop(conn);
+        // A connection that breaks at once (a proxy that drops it after the login, say) is
+        // not made again in a tight loop.
+        match started.elapsed() < SHORT_WATCH {
+            true => {
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(LAST_RETRY);
+            }
+            false => retry = FIRST_RETRY,
+        }
     }
 }
 
-/// Sleeps on the server over `conn` until the connection breaks; what broke it.
-async fn watch_until_gone<D: SessionDialect>(dialect: &D, conn: &mut D::Conn) -> sqlx::Error {
+/// Sleeps on the server over `conn` until the connection breaks; what broke it (or that a
+/// sleep or ping went unanswered past [`SLEEP_WITHIN`]).
+async fn watch_until_gone<D: SessionDialect>(dialect: &D, conn: &mut D::Conn) -> String {
     loop {
-        let err = match dialect.sleep(conn).await {
-            Ok(()) => continue,
-            Err(err) => err,
+        let err = match tokio::time::timeout(SLEEP_WITHIN, dialect.sleep(conn)).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(err)) => err,
+            Err(_) => return format!("no answer within {SLEEP_WITHIN:?}"),
         };
         if !matches!(err, sqlx::Error::Database(_)) {
-            return err;
+            return err.to_string();
         }
         // The server refused the statement and answered: the connection may be whole.
-        if let Err(gone) = dialect.ping(conn).await {
-            return gone;
+        match tokio::time::timeout(SLEEP_WITHIN, dialect.ping(conn)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(gone)) => return gone.to_string(),
+            Err(_) => return format!("no answer within {SLEEP_WITHIN:?}"),
         }
         tokio::time::sleep(AFTER_STATEMENT_ERROR).await;
     }

@@ -106,18 +106,26 @@ pub(crate) trait SessionDialect: Send + Sync + 'static {
     /// Closes a connection; the server releases everything it held.
     fn close(conn: Self::Conn) -> futures_util::future::BoxFuture<'static, ()>;
 
-    /// Sleeps on the server for half a minute or so, doing nothing: the statement the
-    /// [`Sentinel`] waits in, which fails the moment the server goes away.
+    /// A new connection for the [`Sentinel`], named so where the server shows names (so
+    /// that operators can tell it from a stuck query). The default: [`connect`](Self::connect).
+    async fn connect_sentinel(&self) -> Result<Self::Conn> {
+        self.connect().await
+    }
+
+    /// Sleeps on the server for ten seconds, doing nothing: the statement the [`Sentinel`]
+    /// waits in, which fails the moment the server goes away.
     async fn sleep(&self, conn: &mut Self::Conn) -> sqlx::Result<()>;
 
     /// One trivial statement, to see whether a connection still answers.
     async fn ping(&self, conn: &mut Self::Conn) -> sqlx::Result<()>;
 }
 
-/// One connection and the server's id for it.
+/// One connection, the server's id for it, and the sentinel's generation when it was made
+/// (it serves grants of that generation only).
 struct Session<C> {
     conn: C,
     conn_id: i64,
+    generation: u64,
 }
 
 /// A lock held by a session.
@@ -248,6 +256,14 @@ impl<D: SessionDialect> Sessions<D> {
     ) -> Result<PollOutcome> {
         let waited = waiting.task.await.map_err(task_failed::<D>)?;
         match waited.fence {
+            // Granted after the sentinel's connection broke: perhaps by a server that
+            // restarted and forgot it. Given back, and asked for again.
+            Ok(Ok(_)) if self.sentinel.current() != waiting.generation => {
+                close::<D>(waited.session);
+                Ok(PollOutcome::Pending {
+                    retry_within: Some(Duration::ZERO),
+                })
+            }
             Ok(Ok(fence)) => {
                 hold(cell, waiting.key, waited.session, waiting.generation);
                 Ok(granted(fence))
@@ -270,15 +286,10 @@ impl<D: SessionDialect> Sessions<D> {
     ) -> Result<PollOutcome> {
         let key = self.dialect.key(request);
         self.sentinel.start(&self.dialect);
+        let mut regranted = 0;
         loop {
-            let (mut session, reused) = self.checkout().await?;
-            let generation = match self.sentinel.ready(&self.dialect).await {
-                Ok(generation) => generation,
-                Err(err) => {
-                    self.checkin(session);
-                    return Err(err);
-                }
-            };
+            let generation = self.sentinel.ready(&self.dialect).await?;
+            let (mut session, reused) = self.checkout(generation).await?;
             let tried = match self
                 .dialect
                 .try_lock(&mut session.conn, request, &key)
@@ -303,6 +314,13 @@ impl<D: SessionDialect> Sessions<D> {
             if let Some(other) = tried.clash {
                 self.checkin(session);
                 return Err(kind_clash(&request.name, other));
+            }
+            // Granted after the sentinel's connection broke: perhaps by a server that
+            // restarted and forgot it. Given back, and asked for again (a few times).
+            if tried.fence.is_some() && self.sentinel.current() != generation && regranted < 3 {
+                regranted += 1;
+                close::<D>(session);
+                continue;
             }
             return Ok(match tried.fence {
                 Some(fence) => {
@@ -417,10 +435,18 @@ impl<D: SessionDialect> Sessions<D> {
     /// that went away since.
     pub(crate) async fn renew(&self, cell: &SlotCell<D>, ttl: Duration) -> Result<bool> {
         let held = match locked(cell).as_ref() {
-            Some(Slot::Held(held)) if held.generation == self.sentinel.current() => held.clone(),
+            Some(Slot::Held(held)) => held.clone(),
             _ => return Ok(false),
         };
         let mut session = held.session.lock().await;
+        if held.generation != self.sentinel.current() {
+            // Lost by the sentinel's account: closing the connection frees the lock at once
+            // if the server still holds it.
+            if let Some(gone) = session.take() {
+                close::<D>(gone);
+            }
+            return Ok(false);
+        }
         let Some(current) = session.as_mut() else {
             return Ok(false);
         };
@@ -468,12 +494,25 @@ impl<D: SessionDialect> Sessions<D> {
     }
 
     /// An idle connection (`true`: reused), or a new one.
-    async fn checkout(&self) -> Result<(Session<D::Conn>, bool)> {
-        if let Some(session) = locked(&self.idle).pop() {
-            return Ok((session, true));
+    /// An idle connection made in sentinel generation `generation` (`true`: reused), or a
+    /// new one; idle connections of other generations are closed.
+    async fn checkout(&self, generation: u64) -> Result<(Session<D::Conn>, bool)> {
+        loop {
+            let Some(session) = locked(&self.idle).pop() else {
+                break;
+            };
+            match session.generation == generation {
+                true => return Ok((session, true)),
+                false => close::<D>(session),
+            }
         }
         let conn = self.dialect.connect().await?;
-        Ok((Session { conn, conn_id: 0 }, false))
+        let session = Session {
+            conn,
+            conn_id: 0,
+            generation,
+        };
+        Ok((session, false))
     }
 
     fn checkin(&self, session: Session<D::Conn>) {

@@ -339,3 +339,36 @@ fn a_pool_of_one_connection_serves_every_kind() {
             .await;
     });
 }
+
+/// The connection that watches the server, ended by an operator (or a script that kills
+/// long queries): the client cannot tell that from a restart, so its session locks turn
+/// `Lost` at once — on the safe side — and later locks are granted as before.
+#[test]
+fn a_watch_connection_ended_by_an_operator_loses_the_locks_held_then() {
+    distlock_testkit::block_on(async {
+        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::postgres_url(&pg);
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let options = LockOptions::new().ttl(Duration::from_secs(30));
+        let held = client.mutex("watched").lock_with(&options).await.unwrap();
+        let mut db = PgConnection::connect(&url).await.unwrap();
+        let ended: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = 'distlock-sentinel') AS t",
+        )
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+        assert_eq!(ended, 1, "one watch connection per client, named");
+        tokio::time::timeout(Duration::from_secs(1), held.lost())
+            .await
+            .expect("turned Lost at once");
+        let next = client
+            .mutex("watched")
+            .lock_timeout(Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(next.fencing_token() > held.fencing_token());
+        next.release().await.unwrap();
+    });
+}

@@ -282,7 +282,7 @@ impl SessionDialect for MysqlSessions {
     }
 
     async fn sleep(&self, conn: &mut MyConn) -> sqlx::Result<()> {
-        sqlx::query("DO SLEEP(30)")
+        sqlx::query("DO SLEEP(10)")
             .execute(&mut conn.conn)
             .await
             .map(drop)

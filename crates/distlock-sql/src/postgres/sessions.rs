@@ -113,8 +113,15 @@ impl SessionDialect for PgSessions {
         advisory::unlock(conn, key.1, key.0).await
     }
 
+    /// Named `distlock-sentinel` in `pg_stat_activity`, where its `pg_sleep` would
+    /// otherwise look like a stuck query.
+    async fn connect_sentinel(&self) -> Result<PgConnection> {
+        let options = self.options.clone().application_name("distlock-sentinel");
+        options.connect().await.map_err(db_error("connect"))
+    }
+
     async fn sleep(&self, conn: &mut PgConnection) -> sqlx::Result<()> {
-        sqlx::query("SELECT pg_sleep(30)")
+        sqlx::query("SELECT pg_sleep(10)")
             .execute(conn)
             .await
             .map(drop)

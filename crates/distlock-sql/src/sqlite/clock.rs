@@ -12,11 +12,15 @@
 //! processes are gone with that boot), and a new anchor is set. Fencing counters stay, and
 //! keep increasing.
 //!
-//! Where the machine gives no boot id (systems other than Linux), leases keep the wall
-//! clock.
+//! Every process that shares a database must see the same boot id and the same monotonic
+//! clock: one machine, one time namespace. On Linux a process that cannot read the boot id
+//! (no `/proc`) refuses to open the database rather than guess; on systems other than
+//! Linux, which give no boot id, leases keep the wall clock.
 
+use distlock_core::{Error, ErrorKind, Result};
 use sqlx::{Row, SqliteConnection};
 
+use super::db_error;
 use crate::lease_table::now_ms;
 
 /// Where the kernel tells the current boot apart from every other.
@@ -41,24 +45,39 @@ impl LeaseClock {
     /// Within the transaction that prepares the database: the anchor of this boot, set
     /// now if the database has none for it (deleting the leases and waiters of an earlier
     /// boot).
-    pub(super) async fn establish(conn: &mut SqliteConnection) -> sqlx::Result<LeaseClock> {
-        let Some(boot) = boot_id() else {
+    pub(super) async fn establish(conn: &mut SqliteConnection) -> Result<LeaseClock> {
+        let err = db_error("connect");
+        let Some(boot) = boot_id()? else {
             return Ok(LeaseClock { anchor_ms: None });
         };
         let recorded = sqlx::query("SELECT boot, anchor_ms FROM distlock_clock WHERE id = 1")
             .fetch_optional(&mut *conn)
-            .await?;
+            .await
+            .map_err(&err)?;
+        let recorded: Option<(String, i64)> = recorded
+            .map(|row| Ok::<_, sqlx::Error>((row.try_get(0)?, row.try_get(1)?)))
+            .transpose()
+            .map_err(&err)?;
         let anchor = match recorded {
-            Some(row) if row.try_get::<String, _>(0)? == boot => row.try_get(1)?,
+            Some((recorded, anchor)) if recorded == boot => anchor,
             recorded => {
-                if recorded.is_some() {
+                if let Some((earlier, _)) = recorded {
                     // Set in another boot: every holder and waiter of it is gone.
-                    sqlx::query("DELETE FROM distlock_lease")
+                    let leases = sqlx::query("DELETE FROM distlock_lease")
                         .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("DELETE FROM distlock_waiter")
+                        .await
+                        .map_err(&err)?;
+                    let waiters = sqlx::query("DELETE FROM distlock_waiter")
                         .execute(&mut *conn)
-                        .await?;
+                        .await
+                        .map_err(&err)?;
+                    tracing::warn!(
+                        earlier_boot = %earlier,
+                        this_boot = %boot,
+                        leases = leases.rows_affected(),
+                        waiters = waiters.rows_affected(),
+                        "the lock database was last opened in another boot of this machine (or by a process that sees another boot id); its leases and waiters were deleted"
+                    );
                 }
                 let anchor = now_ms().saturating_sub(monotonic_ms());
                 sqlx::query(
@@ -68,7 +87,8 @@ impl LeaseClock {
                 .bind(&boot)
                 .bind(anchor)
                 .execute(&mut *conn)
-                .await?;
+                .await
+                .map_err(&err)?;
                 anchor
             }
         };
@@ -78,11 +98,20 @@ impl LeaseClock {
     }
 }
 
-/// This boot's id, where the system gives one.
-fn boot_id() -> Option<String> {
-    let id = std::fs::read_to_string(BOOT_ID).ok()?;
-    let id = id.trim();
-    (!id.is_empty()).then(|| id.to_owned())
+/// This boot's id; `None` on systems other than Linux, which give none.
+fn boot_id() -> Result<Option<String>> {
+    if !cfg!(target_os = "linux") {
+        return Ok(None);
+    }
+    let id = std::fs::read_to_string(BOOT_ID).map_err(|e| {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!("cannot read this machine's boot id from {BOOT_ID} ({e}): SQLite leases expire by the monotonic clock of one boot, and need it"),
+        )
+        .with_backend("sqlite")
+        .with_operation("connect")
+    })?;
+    Ok(Some(id.trim().to_owned()))
 }
 
 /// The monotonic clock (`CLOCK_MONOTONIC`: the same for every process of the machine,

@@ -24,7 +24,8 @@ const SCHEMA: &str = include_str!("schema.sql");
 /// tokens take the clock's floor and idle counters are deleted, so that a distlock that
 /// counted from 1 refuses the database instead of seeding a deleted counter at 1 again; 3
 /// since leases expire by the monotonic clock (see [`LeaseClock`]), so that a distlock
-/// that expires them by the wall clock refuses it.
+/// that expires them by the wall clock refuses to open it (one that has it open already
+/// goes on until it opens it again).
 const SCHEMA_VERSION: i64 = 3;
 
 /// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`]; refuses a
@@ -69,7 +70,7 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<LeaseClock> {
             .await
             .map_err(&err)?;
     }
-    let clock = LeaseClock::establish(&mut tx).await.map_err(&err)?;
+    let clock = LeaseClock::establish(&mut tx).await?;
     tx.commit().await.map_err(&err)?;
     Ok(clock)
 }
@@ -354,7 +355,16 @@ pub(super) async fn inspect(
     add_live(&mut live, &rows[0], &rows[1]).map_err(&err)?;
     let fences = name_values(&rows[2]).map_err(&err)?;
     snapshot.commit().await.map_err(&err)?;
-    live.into_states(&fences, now)
+    let mut states = live.into_states(&fences, now)?;
+    // Since when each holds or waits, on the wall clock (the rows keep the lease clock).
+    let to_wall = now_ms().saturating_sub(now);
+    for state in &mut states {
+        let metas = state.holders.iter_mut().map(|h| &mut h.meta);
+        for meta in metas.chain(state.waiters.iter_mut().map(|w| &mut w.meta)) {
+            meta.acquired_at_unix_ms = meta.acquired_at_unix_ms.saturating_add_signed(to_wall);
+        }
+    }
+    Ok(states)
 }
 
 /// One `BEGIN IMMEDIATE; UPDATE; COMMIT` round: the floor of every lock operation.
