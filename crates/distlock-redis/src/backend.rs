@@ -70,6 +70,16 @@ struct RedisTicket {
     queued: bool,
     /// How it waits on a lock a foreign client holds.
     foreign: ForeignBackoff,
+    /// Its last poll was refused for a lock a foreign client holds.
+    refused_for_foreign: bool,
+}
+
+/// Whether the last poll of `ticket` was refused for a lock a client other than distlock
+/// holds (RedLock asks this of each master's try).
+pub(crate) fn refused_for_foreign(ticket: &Ticket) -> bool {
+    ticket
+        .state::<RedisTicket>()
+        .is_some_and(|state| state.refused_for_foreign)
 }
 
 /// Grants handed out only once replicas have them: acquires run on a connection of their
@@ -498,7 +508,9 @@ impl Backend for RedisBackend {
                     true => self.watch_key(ticket).await,
                     false => None,
                 };
-                let backoff = &mut ticket.state_or_default::<RedisTicket>().foreign;
+                let state = ticket.state_or_default::<RedisTicket>();
+                state.refused_for_foreign = foreign;
+                let backoff = &mut state.foreign;
                 let lease_end = left.unwrap_or(Duration::MAX);
                 let retry_within = match (backs_off, watching) {
                     // Subscribed just now: a release before it would go unseen, so look.

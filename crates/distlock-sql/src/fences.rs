@@ -1,8 +1,9 @@
 //! The lifetime of fencing counters: every backend keeps one counter row per lock name, so
 //! a service locking `orders/<id>` would grow the table by a row per order, for ever. A
 //! counter never falls below the clock in microseconds at its last grant, so a counter
-//! below the clock less `fence_ttl` has been idle at least that long. Each client deletes
-//! such rows on a task of its own ([`Sweeper`]), and a later grant seeds the name's counter
+//! below the clock less `fence_ttl` has been idle at least that long. Such rows are deleted
+//! on a task of each client's own ([`Sweeper`]) — by one client of a database a period, the
+//! one that claims the period's sweep first — and a later grant seeds the name's counter
 //! again from the clock, above every token it gave.
 //!
 //! Counters below [`FLOORED`] were written by a distlock that counted from 1 (PostgreSQL's
@@ -20,7 +21,7 @@ pub(crate) const SWEEP_LIMIT: i64 = 10_000;
 /// The smallest counter that took the clock's floor: the clock in microseconds in 2001.
 pub(crate) const FLOORED: i64 = 1_000_000_000_000_000;
 
-/// How often a client sweeps after its first sweep, which runs as it connects.
+/// How often a database is swept, at most (see [`sweep_every`]).
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
 /// The most batches of [`SWEEP_LIMIT`] one sweep deletes.
@@ -34,44 +35,118 @@ pub(crate) fn ttl_us(fence_ttl: Duration) -> i64 {
     i64::try_from(fence_ttl.as_micros()).unwrap_or(i64::MAX)
 }
 
-/// The task that deletes a client's idle counters: at once, then every hour, in batches
-/// until one deletes fewer than [`SWEEP_LIMIT`]. A failure (a user without `DELETE`, a
-/// server that refuses the statement, a lock wait past [`BATCH_TIMEOUT`]) is logged and
-/// tried again at the next sweep: the client works on without it. Dropping it stops the
-/// task.
+/// How often a client looks whether the database's sweep is due: an hour, or the
+/// `fence_ttl` if shorter (no counter turns idle sooner).
+pub(crate) fn sweep_every(fence_ttl: Duration) -> Duration {
+    SWEEP_EVERY.min(fence_ttl)
+}
+
+/// How long a claimed sweep keeps others from claiming it before it is done: a client that
+/// claimed it and ended (a `distlock run` that was over at once) holds it up no longer.
+const CLAIM_LEASE: Duration = Duration::from_secs(60);
+
+/// What a client writes in a database's sweep row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SweepMark {
+    /// The sweep is due and this client takes it, for [`CLAIM_LEASE`] at most.
+    Claim,
+    /// The sweep this client took is done.
+    Done,
+}
+
+impl SweepMark {
+    /// The bounds of the row's update, in microseconds, for a database swept every
+    /// `every`: where the last sweep is older than the first, it is set to the clock less
+    /// the second.
+    pub(crate) fn bounds(self, every: Duration) -> (i64, i64) {
+        let every_us = ttl_us(every);
+        match self {
+            SweepMark::Claim => (
+                every_us,
+                every_us.saturating_sub(ttl_us(CLAIM_LEASE.min(every))),
+            ),
+            // Any row: its last sweep is older than a time after the clock.
+            SweepMark::Done => (-(1 << 62), 0),
+        }
+    }
+}
+
+/// The task that deletes idle counters: as the client connects, then every
+/// [`sweep_every`], it claims the database's sweep if it is due (a client that starts and
+/// ends within the hour, like every `distlock run`, costs one cheap update, not a scan),
+/// and, if it got it, deletes in batches until one deletes fewer than [`SWEEP_LIMIT`], then
+/// marks it done. A failure (a user without `DELETE`, a server that refuses the statement,
+/// a lock wait past [`BATCH_TIMEOUT`]) is logged and tried again at the next look: the
+/// client works on without it. Dropping it stops the task.
 #[derive(Debug)]
 pub(crate) struct Sweeper(AbortHandle);
 
 impl Sweeper {
-    /// Starts sweeping with `batch`, which deletes up to [`SWEEP_LIMIT`] idle counters of
-    /// `backend` and says how many went.
-    pub(crate) fn start<F, Fut>(backend: &'static str, batch: F) -> Sweeper
+    /// Starts sweeping `backend` every `every`: `mark` writes the sweep row and says whether
+    /// it changed it (for a claim: whether this client got the sweep); `batch` deletes up
+    /// to [`SWEEP_LIMIT`] idle counters and says how many went.
+    pub(crate) fn start<M, MFut, F, Fut>(
+        backend: &'static str,
+        every: Duration,
+        mark: M,
+        batch: F,
+    ) -> Sweeper
     where
-        F: Fn() -> Fut + Send + 'static,
+        M: Fn(SweepMark) -> MFut + Send + 'static,
+        MFut: Future<Output = sqlx::Result<bool>> + Send + 'static,
+        F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = sqlx::Result<u64>> + Send + 'static,
     {
         let task = tokio::spawn(async move {
             loop {
-                for _ in 0..MAX_BATCHES {
-                    match tokio::time::timeout(BATCH_TIMEOUT, batch()).await {
-                        Ok(Ok(deleted)) if deleted >= SWEEP_LIMIT as u64 => continue,
-                        Ok(Ok(_)) => {}
-                        Ok(Err(err)) => tracing::warn!(
-                            backend,
-                            error = %err,
-                            "could not delete idle fencing counters; trying again in an hour"
-                        ),
-                        Err(_) => tracing::warn!(
-                            backend,
-                            "deleting idle fencing counters took over {BATCH_TIMEOUT:?}; trying again in an hour"
-                        ),
-                    }
-                    break;
+                let claimed = within(backend, "claim", mark(SweepMark::Claim)).await;
+                if claimed == Some(true) && sweep(backend, &batch).await {
+                    within(backend, "mark", mark(SweepMark::Done)).await;
                 }
-                tokio::time::sleep(SWEEP_EVERY).await;
+                tokio::time::sleep(every).await;
             }
         });
         Sweeper(task.abort_handle())
+    }
+}
+
+/// Deletes idle counters with `batch` until one deletes fewer than [`SWEEP_LIMIT`];
+/// whether it got there.
+async fn sweep<F, Fut>(backend: &'static str, batch: &F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = sqlx::Result<u64>>,
+{
+    for _ in 0..MAX_BATCHES {
+        match within(backend, "delete", batch()).await {
+            Some(deleted) if deleted >= SWEEP_LIMIT as u64 => continue,
+            Some(_) => return true,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Runs one statement of the sweep for at most [`BATCH_TIMEOUT`]; `None` (logged) if it
+/// failed or took longer.
+async fn within<T>(
+    backend: &'static str,
+    what: &'static str,
+    statement: impl Future<Output = sqlx::Result<T>>,
+) -> Option<T> {
+    match tokio::time::timeout(BATCH_TIMEOUT, statement).await {
+        Ok(Ok(done)) => Some(done),
+        Ok(Err(err)) => {
+            tracing::warn!(backend, error = %err, "could not {what} idle fencing counters; trying again later");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                backend,
+                "a statement to {what} idle fencing counters took over {BATCH_TIMEOUT:?}; trying again later"
+            );
+            None
+        }
     }
 }
 
@@ -79,6 +154,26 @@ impl Drop for Sweeper {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Writes `mark` in PostgreSQL's sweep row, for sweeps every `every` (see [`SweepMark`]).
+#[cfg(feature = "postgres")]
+pub(crate) async fn mark_postgres(
+    pool: &sqlx::PgPool,
+    every: Duration,
+    mark: SweepMark,
+) -> sqlx::Result<bool> {
+    use crate::postgres::CLOCK_US;
+    let (older_than, set_back) = mark.bounds(every);
+    let done = sqlx::query(&format!(
+        "UPDATE distlock_sweep SET last_us = {CLOCK_US} - $2
+         WHERE id = 1 AND last_us < {CLOCK_US} - $1"
+    ))
+    .bind(older_than)
+    .bind(set_back)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Deletes up to [`SWEEP_LIMIT`] of PostgreSQL's idle counters.
@@ -96,6 +191,28 @@ pub(crate) async fn sweep_postgres(pool: &sqlx::PgPool, fence_ttl: Duration) -> 
     .execute(pool)
     .await?;
     Ok(done.rows_affected())
+}
+
+/// Writes `mark` in MySQL's sweep row, for sweeps every `every` (see [`SweepMark`]).
+/// Found rows and changed rows agree, whichever the driver counts: the condition is in
+/// the `WHERE`, and the clock moves.
+#[cfg(feature = "mysql")]
+pub(crate) async fn mark_mysql(
+    pool: &sqlx::MySqlPool,
+    every: Duration,
+    mark: SweepMark,
+) -> sqlx::Result<bool> {
+    use crate::mysql::CLOCK_US;
+    let (older_than, set_back) = mark.bounds(every);
+    let done = sqlx::query(&format!(
+        "UPDATE distlock_sweep SET last_us = {CLOCK_US} - ?
+         WHERE id = 1 AND last_us < {CLOCK_US} - ?"
+    ))
+    .bind(set_back)
+    .bind(older_than)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Deletes up to [`SWEEP_LIMIT`] of MySQL's idle lease-mode counters, and of session
@@ -139,6 +256,23 @@ pub(crate) async fn sweep_mysql(pool: &sqlx::MySqlPool, fence_ttl: Duration) -> 
     Ok(counters.rows_affected().max(records.rows_affected()))
 }
 
+/// Writes `mark` in SQLite's sweep row, for sweeps every `every` (see [`SweepMark`]), by
+/// this process's clock.
+#[cfg(feature = "sqlite")]
+pub(crate) async fn mark_sqlite(
+    pool: &sqlx::SqlitePool,
+    every: Duration,
+    mark: SweepMark,
+) -> sqlx::Result<bool> {
+    let now_us = crate::lease_table::now_ms().saturating_mul(1000);
+    let (older_than, set_back) = mark.bounds(every);
+    let done = sqlx::query("UPDATE distlock_sweep SET last_us = ?1 WHERE id = 1 AND last_us < ?2")
+        .bind(now_us.saturating_sub(set_back))
+        .bind(now_us.saturating_sub(older_than))
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
 /// Deletes up to [`SWEEP_LIMIT`] of SQLite's idle counters, by this process's clock (the
 /// clients of one database share a machine).
 #[cfg(feature = "sqlite")]

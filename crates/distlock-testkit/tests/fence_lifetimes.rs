@@ -162,3 +162,55 @@ fn mariadb_forgets_idle_fencing_counters_in_both_modes() {
         early.close().await.unwrap();
     });
 }
+
+/// When idle counters were last swept in the database at `db_url`, as the clients record
+/// it (0: never).
+async fn last_sweep(db_url: &str) -> i64 {
+    sqlx::any::install_default_drivers();
+    let mut db = sqlx::AnyConnection::connect(db_url).await.unwrap();
+    let last = sqlx::query_scalar("SELECT last_us FROM distlock_sweep WHERE id = 1")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    db.close().await.unwrap();
+    last
+}
+
+/// One client of a database sweeps it a period: the first to connect claims the sweep, and
+/// the clients that connect within the hour after it do not scan the counters again.
+async fn one_client_sweeps_a_period(url: &str, db_url: &str) {
+    let first = Client::connect(url).await.unwrap();
+    // Claimed, then marked done: wait until the row stops changing.
+    let mut swept = 0;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = last_sweep(db_url).await;
+        if now > 0 && now == swept {
+            break;
+        }
+        swept = now;
+    }
+    assert!(swept > 0, "{url}: the first client swept");
+    for _ in 0..3 {
+        let later = Client::connect(url).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        later.close().await.unwrap();
+    }
+    assert_eq!(last_sweep(db_url).await, swept, "{url}: nobody swept again");
+    first.close().await.unwrap();
+}
+
+#[test]
+fn one_client_a_period_sweeps_each_database() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = format!("sqlite://{}", dir.path().join("locks.db").display());
+        one_client_sweeps_a_period(&sqlite, &sqlite).await;
+        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::postgres_url(&pg);
+        one_client_sweeps_a_period(&url, &url).await;
+        let maria = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::mariadb_url(&maria);
+        one_client_sweeps_a_period(&format!("{url}?mode=lease"), &url).await;
+    });
+}

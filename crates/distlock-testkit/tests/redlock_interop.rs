@@ -98,3 +98,111 @@ fn distlock_and_rslock_exclude_each_other_on_one_key() {
         );
     });
 }
+
+/// Waits for every client to be ready, for at most 30 s.
+async fn started(start: &tokio::sync::Barrier) {
+    tokio::time::timeout(Duration::from_secs(30), start.wait())
+        .await
+        .expect("every client gets ready");
+}
+
+/// rslock's clients, retrying every millisecond, release without a word to distlock's
+/// waiters: two distlock RedLock clients on the same key over the same masters, polling a
+/// foreign holder's lock from a millisecond up, get at least a third of their fair share
+/// together (each at least a quarter of its own), and nobody overlaps.
+#[test]
+fn distlock_gets_its_share_of_a_key_rslock_clients_hammer() {
+    const OURS: usize = 2;
+    const THEIRS: usize = 2;
+    const FOR: Duration = Duration::from_secs(5);
+    distlock_testkit::block_on(async {
+        let masters: Vec<Server> = (0..3)
+            .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let hosts: Vec<String> = masters.iter().map(|s| s.addr().to_string()).collect();
+        let url = format!("redlock://{}/0", hosts.join(","));
+        let uris: Vec<String> = hosts.iter().map(|h| format!("redis://{h}/0")).collect();
+        let inside = Arc::new(AtomicBool::new(false));
+        let start = Arc::new(tokio::sync::Barrier::new(OURS + THEIRS));
+        let until = Arc::new(std::sync::OnceLock::<Instant>::new());
+        let mut ours = Vec::new();
+        for _ in 0..OURS {
+            let client = distlock::Client::connect(&url).await.unwrap();
+            let (inside, start, until) = (inside.clone(), start.clone(), until.clone());
+            ours.push(tokio::spawn(async move {
+                let options = LockOptions::new()
+                    .ttl(Duration::from_secs(2))
+                    .wait(Duration::from_secs(30));
+                started(&start).await;
+                let until = *until.get_or_init(|| Instant::now() + FOR);
+                let mut rounds = 0_u64;
+                while Instant::now() < until {
+                    let guard = client.mutex("hammered").lock_with(&options).await.unwrap();
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    inside.store(false, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                    rounds += 1;
+                }
+                rounds
+            }));
+        }
+        let mut theirs = Vec::new();
+        for at in 0..THEIRS {
+            let uris = uris.clone();
+            let (inside, start, until) = (inside.clone(), start.clone(), until.clone());
+            theirs.push(tokio::spawn(async move {
+                let mut manager = rslock::LockManager::new(uris);
+                manager
+                    .lock(format!("warm-up-{at}").as_str(), Duration::from_secs(1))
+                    .await
+                    .unwrap();
+                manager.set_retry(1, Duration::from_millis(1));
+                started(&start).await;
+                let until = *until.get_or_init(|| Instant::now() + FOR);
+                let mut rounds = 0_u64;
+                while Instant::now() < until {
+                    let Ok(lock) = manager.lock("hammered", Duration::from_secs(2)).await else {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    };
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    inside.store(false, Ordering::SeqCst);
+                    manager.unlock(&lock).await;
+                    rounds += 1;
+                }
+                rounds
+            }));
+        }
+        let finished = |task: tokio::task::JoinHandle<u64>| async move {
+            tokio::time::timeout(Duration::from_secs(60), task)
+                .await
+                .expect("every client finishes")
+                .unwrap()
+        };
+        let mut counts = Vec::new();
+        for task in ours {
+            counts.push(finished(task).await);
+        }
+        let mut others = Vec::new();
+        for task in theirs {
+            others.push(finished(task).await);
+        }
+        let total: u64 = counts.iter().chain(&others).sum();
+        let fair = total / (OURS + THEIRS) as u64;
+        assert!(total > 100, "the key changed hands: {counts:?} {others:?}");
+        let ours_total: u64 = counts.iter().sum();
+        assert!(
+            ours_total * 3 >= fair * OURS as u64,
+            "distlock got {ours_total} of a fair {} (distlock {counts:?}, rslock {others:?})",
+            fair * OURS as u64
+        );
+        for count in &counts {
+            assert!(
+                *count * 4 >= fair,
+                "a distlock client got {count} of a fair {fair} (distlock {counts:?}, rslock {others:?})"
+            );
+        }
+    });
+}

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use distlock_core::backend::{
@@ -16,8 +17,9 @@ use rand::Rng;
 use tokio::sync::OnceCell;
 
 use super::config::RedlockConfig;
-use crate::backend::RedisBackend;
+use crate::backend::{RedisBackend, refused_for_foreign};
 use crate::config::RedisConfig;
+use crate::foreign::ForeignBackoff;
 
 /// The shortest and longest default bound on one master's answer.
 const NODE_TIMEOUT_RANGE: (Duration, Duration) =
@@ -30,9 +32,14 @@ const MAX_RETRY_DELAY: Duration = Duration::from_millis(50);
 const WAITER_NOTE_LEASE: Duration = Duration::from_secs(5);
 const WAITER_NOTE_EVERY: Duration = Duration::from_secs(1);
 
-/// What a RedLock ticket remembers: when its waiter's status record was last written.
+/// What a RedLock ticket remembers (a ticket keeps one state, so all of it is here).
 #[derive(Default)]
-struct Noted(Option<Instant>);
+struct RedlockTicket {
+    /// When its waiter's status record was last written.
+    noted: Option<Instant>,
+    /// How it waits while a foreign RedLock client (rslock, redsync, …) holds the lock.
+    foreign: ForeignBackoff,
+}
 
 /// One master, connected on first use (and again after a failed connection), so a client
 /// starts while a minority of masters is down.
@@ -214,7 +221,7 @@ impl RedlockBackend {
     /// Writes the status record of the ticket's waiting request on every master, unless
     /// written recently; with `waiting` false, removes it if it was written.
     async fn note_waiter(&self, ticket: &mut Ticket, waiting: bool) {
-        let noted = &mut ticket.state_or_default::<Noted>().0;
+        let noted = &mut ticket.state_or_default::<RedlockTicket>().noted;
         let due = match waiting {
             true => match noted {
                 Some(at) if at.elapsed() < WAITER_NOTE_EVERY => false,
@@ -341,12 +348,21 @@ impl Backend for RedlockBackend {
                 .count()
                 >= self.quorum
         };
+        // How many masters refused it for a lock a client other than distlock holds.
+        let foreign = Arc::new(AtomicUsize::new(0));
         let answers = self
             .on_all_until(
                 timeout,
                 |master| {
                     let mut attempt = Ticket::new(attempt.clone());
-                    async move { master.get().await?.poll(&mut attempt).await }
+                    let foreign = foreign.clone();
+                    async move {
+                        let answer = master.get().await?.poll(&mut attempt).await?;
+                        if refused_for_foreign(&attempt) {
+                            foreign.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(answer)
+                    }
                 },
                 granted,
                 late,
@@ -402,8 +418,22 @@ impl Backend for RedlockBackend {
         if request.wait {
             self.note_waiter(ticket, true).await;
         }
+        // Foreign clients retry within milliseconds and wake nobody when they release: a
+        // waiter behind one polls from a millisecond up, as on one Redis server (the core
+        // polls a millisecond after `retry_within`).
+        let backoff = &mut ticket.state_or_default::<RedlockTicket>().foreign;
+        let retry_within = match foreign.load(Ordering::Relaxed) > 0 && request.wait {
+            true => backoff
+                .next(holder_left)
+                .saturating_sub(Duration::from_millis(1))
+                .min(holder_left.unwrap_or(Duration::MAX)),
+            false => {
+                backoff.restart();
+                retry_delay(holder_left)
+            }
+        };
         Ok(PollOutcome::Pending {
-            retry_within: Some(retry_delay(holder_left)),
+            retry_within: Some(retry_within),
         })
     }
 

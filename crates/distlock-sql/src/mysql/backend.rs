@@ -109,11 +109,20 @@ impl MysqlBackend {
             .map_err(db_error("connect"))?;
         schema::prepare(&pool).await?;
         let sweeper = {
-            let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
-            Sweeper::start("mysql", move || {
-                let pool = pool.clone();
-                async move { fences::sweep_mysql(&pool, fence_ttl).await }
-            })
+            let (marked, pool, fence_ttl) = (pool.clone(), pool.clone(), config.fence_ttl);
+            let every = fences::sweep_every(fence_ttl);
+            Sweeper::start(
+                "mysql",
+                every,
+                move |mark| {
+                    let pool = marked.clone();
+                    async move { fences::mark_mysql(&pool, every, mark).await }
+                },
+                move || {
+                    let pool = pool.clone();
+                    async move { fences::sweep_mysql(&pool, fence_ttl).await }
+                },
+            )
         };
         let sessions = match config.mode {
             Mode::Lease => None,

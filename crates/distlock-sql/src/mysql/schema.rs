@@ -11,8 +11,9 @@ use crate::rows::LeaseRow;
 const SCHEMA: &str = include_str!("schema.sql");
 
 /// The tables [`SCHEMA`] creates.
-const SCHEMA_TABLES: [&str; 6] = [
+const SCHEMA_TABLES: [&str; 7] = [
     "distlock_fence",
+    "distlock_sweep",
     "distlock_lease",
     "distlock_waiter",
     "distlock_session_lock",

@@ -80,11 +80,20 @@ impl PostgresBackend {
             .map_err(db_error("connect"))?;
         store::prepare(&pool).await?;
         let sweeper = {
-            let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
-            Sweeper::start("postgres", move || {
-                let pool = pool.clone();
-                async move { fences::sweep_postgres(&pool, fence_ttl).await }
-            })
+            let (marked, pool, fence_ttl) = (pool.clone(), pool.clone(), config.fence_ttl);
+            let every = fences::sweep_every(fence_ttl);
+            Sweeper::start(
+                "postgres",
+                every,
+                move |mark| {
+                    let pool = marked.clone();
+                    async move { fences::mark_postgres(&pool, every, mark).await }
+                },
+                move || {
+                    let pool = pool.clone();
+                    async move { fences::sweep_postgres(&pool, fence_ttl).await }
+                },
+            )
         };
         let sessions = match config.mode {
             Mode::Lease => None,

@@ -26,8 +26,9 @@ const SCHEMA: &str = include_str!("schema.sql");
 const LOCK_CLASS: i32 = 0x646c_6b00;
 
 /// The tables and indexes [`SCHEMA`] creates.
-const SCHEMA_OBJECTS: [&str; 7] = [
+const SCHEMA_OBJECTS: [&str; 8] = [
     "distlock_fence",
+    "distlock_sweep",
     "distlock_lease",
     "distlock_lease_by_name",
     "distlock_waiter",

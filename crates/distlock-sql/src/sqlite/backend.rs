@@ -82,11 +82,21 @@ impl SqliteBackend {
                 Ok((pool, clock)) => {
                     let wakers = Arc::new(LocalWakers::new());
                     let sweeper = {
-                        let (pool, fence_ttl) = (pool.clone(), config.fence_ttl);
-                        Sweeper::start("sqlite", move || {
-                            let pool = pool.clone();
-                            async move { fences::sweep_sqlite(&pool, fence_ttl).await }
-                        })
+                        let (marked, pool, fence_ttl) =
+                            (pool.clone(), pool.clone(), config.fence_ttl);
+                        let every = fences::sweep_every(fence_ttl);
+                        Sweeper::start(
+                            "sqlite",
+                            every,
+                            move |mark| {
+                                let pool = marked.clone();
+                                async move { fences::mark_sqlite(&pool, every, mark).await }
+                            },
+                            move || {
+                                let pool = pool.clone();
+                                async move { fences::sweep_sqlite(&pool, fence_ttl).await }
+                            },
+                        )
                     };
                     return Ok(SqliteBackend {
                         pool,
