@@ -110,6 +110,34 @@ impl Sweeper {
     }
 }
 
+impl Sweeper {
+    /// Starts sweeping `backend`'s database on `pool` for counters idle past `fence_ttl`,
+    /// with the dialect's `mark` (its sweep row: see [`SweepMark`]) and `sweep` (one batch).
+    pub(crate) fn for_pool<P, M, MFut, S, SFut>(
+        backend: &'static str,
+        pool: P,
+        fence_ttl: Duration,
+        mark: M,
+        sweep: S,
+    ) -> Sweeper
+    where
+        P: Clone + Send + Sync + 'static,
+        M: Fn(P, Duration, SweepMark) -> MFut + Send + 'static,
+        MFut: Future<Output = sqlx::Result<bool>> + Send + 'static,
+        S: Fn(P, Duration) -> SFut + Send + Sync + 'static,
+        SFut: Future<Output = sqlx::Result<u64>> + Send + 'static,
+    {
+        let every = sweep_every(fence_ttl);
+        let marked = pool.clone();
+        Sweeper::start(
+            backend,
+            every,
+            move |m| mark(marked.clone(), every, m),
+            move || sweep(pool.clone(), fence_ttl),
+        )
+    }
+}
+
 /// Deletes idle counters with `batch` until one deletes fewer than [`SWEEP_LIMIT`];
 /// whether it got there.
 async fn sweep<F, Fut>(backend: &'static str, batch: &F) -> bool
@@ -159,7 +187,7 @@ impl Drop for Sweeper {
 /// Writes `mark` in PostgreSQL's sweep row, for sweeps every `every` (see [`SweepMark`]).
 #[cfg(feature = "postgres")]
 pub(crate) async fn mark_postgres(
-    pool: &sqlx::PgPool,
+    pool: sqlx::PgPool,
     every: Duration,
     mark: SweepMark,
 ) -> sqlx::Result<bool> {
@@ -171,14 +199,14 @@ pub(crate) async fn mark_postgres(
     ))
     .bind(older_than)
     .bind(set_back)
-    .execute(pool)
+    .execute(&pool)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// Deletes up to [`SWEEP_LIMIT`] of PostgreSQL's idle counters.
 #[cfg(feature = "postgres")]
-pub(crate) async fn sweep_postgres(pool: &sqlx::PgPool, fence_ttl: Duration) -> sqlx::Result<u64> {
+pub(crate) async fn sweep_postgres(pool: sqlx::PgPool, fence_ttl: Duration) -> sqlx::Result<u64> {
     use crate::postgres::CLOCK_US;
     let done = sqlx::query(&format!(
         "DELETE FROM distlock_fence WHERE ctid = ANY(ARRAY(
@@ -188,7 +216,7 @@ pub(crate) async fn sweep_postgres(pool: &sqlx::PgPool, fence_ttl: Duration) -> 
     .bind(FLOORED)
     .bind(ttl_us(fence_ttl))
     .bind(SWEEP_LIMIT)
-    .execute(pool)
+    .execute(&pool)
     .await?;
     Ok(done.rows_affected())
 }
@@ -198,7 +226,7 @@ pub(crate) async fn sweep_postgres(pool: &sqlx::PgPool, fence_ttl: Duration) -> 
 /// the `WHERE`, and the clock moves.
 #[cfg(feature = "mysql")]
 pub(crate) async fn mark_mysql(
-    pool: &sqlx::MySqlPool,
+    pool: sqlx::MySqlPool,
     every: Duration,
     mark: SweepMark,
 ) -> sqlx::Result<bool> {
@@ -210,7 +238,7 @@ pub(crate) async fn mark_mysql(
     ))
     .bind(set_back)
     .bind(older_than)
-    .execute(pool)
+    .execute(&pool)
     .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -220,7 +248,7 @@ pub(crate) async fn mark_mysql(
 /// lease-mode counters go in a read-committed transaction, so the scan locks only the rows
 /// it deletes, not every row a lease transaction may want.
 #[cfg(feature = "mysql")]
-pub(crate) async fn sweep_mysql(pool: &sqlx::MySqlPool, fence_ttl: Duration) -> sqlx::Result<u64> {
+pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> sqlx::Result<u64> {
     use crate::mysql::CLOCK_US;
     let ttl = ttl_us(fence_ttl);
     let mut conn = pool.acquire().await?;
@@ -260,7 +288,7 @@ pub(crate) async fn sweep_mysql(pool: &sqlx::MySqlPool, fence_ttl: Duration) -> 
 /// this process's clock.
 #[cfg(feature = "sqlite")]
 pub(crate) async fn mark_sqlite(
-    pool: &sqlx::SqlitePool,
+    pool: sqlx::SqlitePool,
     every: Duration,
     mark: SweepMark,
 ) -> sqlx::Result<bool> {
@@ -269,17 +297,14 @@ pub(crate) async fn mark_sqlite(
     let done = sqlx::query("UPDATE distlock_sweep SET last_us = ?1 WHERE id = 1 AND last_us < ?2")
         .bind(now_us.saturating_sub(set_back))
         .bind(now_us.saturating_sub(older_than))
-        .execute(pool)
+        .execute(&pool)
         .await?;
     Ok(done.rows_affected() == 1)
 }
 /// Deletes up to [`SWEEP_LIMIT`] of SQLite's idle counters, by this process's clock (the
 /// clients of one database share a machine).
 #[cfg(feature = "sqlite")]
-pub(crate) async fn sweep_sqlite(
-    pool: &sqlx::SqlitePool,
-    fence_ttl: Duration,
-) -> sqlx::Result<u64> {
+pub(crate) async fn sweep_sqlite(pool: sqlx::SqlitePool, fence_ttl: Duration) -> sqlx::Result<u64> {
     let idle_below = crate::lease_table::now_ms()
         .saturating_mul(1000)
         .saturating_sub(ttl_us(fence_ttl));
@@ -290,7 +315,7 @@ pub(crate) async fn sweep_sqlite(
     .bind(FLOORED)
     .bind(idle_below)
     .bind(SWEEP_LIMIT)
-    .execute(pool)
+    .execute(&pool)
     .await?;
     Ok(done.rows_affected())
 }

@@ -108,22 +108,13 @@ impl MysqlBackend {
             .await
             .map_err(db_error("connect"))?;
         schema::prepare(&pool).await?;
-        let sweeper = {
-            let (marked, pool, fence_ttl) = (pool.clone(), pool.clone(), config.fence_ttl);
-            let every = fences::sweep_every(fence_ttl);
-            Sweeper::start(
-                "mysql",
-                every,
-                move |mark| {
-                    let pool = marked.clone();
-                    async move { fences::mark_mysql(&pool, every, mark).await }
-                },
-                move || {
-                    let pool = pool.clone();
-                    async move { fences::sweep_mysql(&pool, fence_ttl).await }
-                },
-            )
-        };
+        let sweeper = Sweeper::for_pool(
+            "mysql",
+            pool.clone(),
+            config.fence_ttl,
+            fences::mark_mysql,
+            fences::sweep_mysql,
+        );
         let sessions = match config.mode {
             Mode::Lease => None,
             Mode::Session => Some(MysqlSessions::new(&config.options, pool.clone())),

@@ -79,22 +79,13 @@ impl PostgresBackend {
             .await
             .map_err(db_error("connect"))?;
         store::prepare(&pool).await?;
-        let sweeper = {
-            let (marked, pool, fence_ttl) = (pool.clone(), pool.clone(), config.fence_ttl);
-            let every = fences::sweep_every(fence_ttl);
-            Sweeper::start(
-                "postgres",
-                every,
-                move |mark| {
-                    let pool = marked.clone();
-                    async move { fences::mark_postgres(&pool, every, mark).await }
-                },
-                move || {
-                    let pool = pool.clone();
-                    async move { fences::sweep_postgres(&pool, fence_ttl).await }
-                },
-            )
-        };
+        let sweeper = Sweeper::for_pool(
+            "postgres",
+            pool.clone(),
+            config.fence_ttl,
+            fences::mark_postgres,
+            fences::sweep_postgres,
+        );
         let sessions = match config.mode {
             Mode::Lease => None,
             Mode::Session => {

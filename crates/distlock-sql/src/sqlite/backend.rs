@@ -81,23 +81,13 @@ impl SqliteBackend {
             match Self::try_open(&config).await {
                 Ok((pool, clock)) => {
                     let wakers = Arc::new(LocalWakers::new());
-                    let sweeper = {
-                        let (marked, pool, fence_ttl) =
-                            (pool.clone(), pool.clone(), config.fence_ttl);
-                        let every = fences::sweep_every(fence_ttl);
-                        Sweeper::start(
-                            "sqlite",
-                            every,
-                            move |mark| {
-                                let pool = marked.clone();
-                                async move { fences::mark_sqlite(&pool, every, mark).await }
-                            },
-                            move || {
-                                let pool = pool.clone();
-                                async move { fences::sweep_sqlite(&pool, fence_ttl).await }
-                            },
-                        )
-                    };
+                    let sweeper = Sweeper::for_pool(
+                        "sqlite",
+                        pool.clone(),
+                        config.fence_ttl,
+                        fences::mark_sqlite,
+                        fences::sweep_sqlite,
+                    );
                     return Ok(SqliteBackend {
                         pool,
                         clock,
