@@ -261,6 +261,34 @@ pub async fn a_pool_of_one_serves_every_kind(url: &str) {
     mutex.release().await.unwrap();
 }
 
+/// Asserts that distlock clients that took a lock `ours` times each, beside clients of
+/// another library (`peer`) that took it `theirs` times each, got at least a third of their
+/// fair share together, each at least a quarter of its own, and that the lock changed
+/// hands at all.
+///
+/// # Examples
+///
+/// ```
+/// distlock_testkit::assert_fair_share(&[40, 30], &[70, 60], "redis-py");
+/// ```
+pub fn assert_fair_share(ours: &[u64], theirs: &[u64], peer: &str) {
+    let total: u64 = ours.iter().chain(theirs).sum();
+    let fair = total / (ours.len() + theirs.len()) as u64;
+    assert!(total > 100, "the key changed hands: {ours:?} {theirs:?}");
+    let ours_total: u64 = ours.iter().sum();
+    let ours_fair = fair * ours.len() as u64;
+    assert!(
+        ours_total * 3 >= ours_fair,
+        "distlock got {ours_total} of a fair {ours_fair} (distlock {ours:?}, {peer} {theirs:?})"
+    );
+    for count in ours {
+        assert!(
+            *count * 4 >= fair,
+            "a distlock client got {count} of a fair {fair} (distlock {ours:?}, {peer} {theirs:?})"
+        );
+    }
+}
+
 /// Restarts `server` on a blocking thread (kill, start again, wait until it answers) while
 /// guards are held whose `losses` (their [`lost`](distlock::Guard::lost) futures) must
 /// resolve before the restarted server is back — when it could grant their locks again —

@@ -191,21 +191,7 @@ fn shares_against_redis_py(redis: &distlock_testkit::Server, ours: usize) {
             text.parse().unwrap()
         })
         .collect();
-    let total: u64 = counts.iter().chain(&theirs).sum();
-    let fair = total / (PY + ours) as u64;
-    assert!(total > 100, "the key changed hands: {counts:?} {theirs:?}");
-    let ours_total: u64 = counts.iter().sum();
-    assert!(
-        ours_total * 3 >= fair * ours as u64,
-        "distlock got {ours_total} of a fair {} (distlock {counts:?}, redis-py {theirs:?})",
-        fair * ours as u64
-    );
-    for count in &counts {
-        assert!(
-            *count * 4 >= fair,
-            "a distlock client got {count} of a fair {fair} (distlock {counts:?}, redis-py {theirs:?})"
-        );
-    }
+    distlock_testkit::assert_fair_share(&counts, &theirs, "redis-py");
 }
 
 /// A waiter that finds a foreign client's lock subscribes to the key's keyspace channel

@@ -11,6 +11,17 @@ use distlock_testkit::Server;
 
 const ROUNDS: u64 = 40;
 
+/// Three Redis masters, distlock's RedLock URL for them, and rslock's.
+fn three_masters() -> (Vec<Server>, String, Vec<String>) {
+    let masters: Vec<Server> = (0..3)
+        .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let hosts: Vec<String> = masters.iter().map(|s| s.addr().to_string()).collect();
+    let url = format!("redlock://{}/0", hosts.join(","));
+    let uris = hosts.iter().map(|h| format!("redis://{h}/0")).collect();
+    (masters, url, uris)
+}
+
 /// One critical section: nobody else inside, and a read-pause-write of the counter.
 async fn critical_section(inside: &AtomicBool, counter: &AtomicU64, who: &str) {
     assert!(
@@ -26,12 +37,7 @@ async fn critical_section(inside: &AtomicBool, counter: &AtomicU64, who: &str) {
 #[test]
 fn distlock_and_rslock_exclude_each_other_on_one_key() {
     distlock_testkit::block_on(async {
-        let masters: Vec<Server> = (0..3)
-            .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
-            .collect();
-        let hosts: Vec<String> = masters.iter().map(|s| s.addr().to_string()).collect();
-        let url = format!("redlock://{}/0", hosts.join(","));
-        let uris: Vec<String> = hosts.iter().map(|h| format!("redis://{h}/0")).collect();
+        let (_masters, url, uris) = three_masters();
         let inside = Arc::new(AtomicBool::new(false));
         let counter = Arc::new(AtomicU64::new(0));
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -116,12 +122,7 @@ fn distlock_gets_its_share_of_a_key_rslock_clients_hammer() {
     const THEIRS: usize = 2;
     const FOR: Duration = Duration::from_secs(5);
     distlock_testkit::block_on(async {
-        let masters: Vec<Server> = (0..3)
-            .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
-            .collect();
-        let hosts: Vec<String> = masters.iter().map(|s| s.addr().to_string()).collect();
-        let url = format!("redlock://{}/0", hosts.join(","));
-        let uris: Vec<String> = hosts.iter().map(|h| format!("redis://{h}/0")).collect();
+        let (_masters, url, uris) = three_masters();
         let inside = Arc::new(AtomicBool::new(false));
         let start = Arc::new(tokio::sync::Barrier::new(OURS + THEIRS));
         let until = Arc::new(std::sync::OnceLock::<Instant>::new());
@@ -189,20 +190,6 @@ fn distlock_gets_its_share_of_a_key_rslock_clients_hammer() {
         for task in theirs {
             others.push(finished(task).await);
         }
-        let total: u64 = counts.iter().chain(&others).sum();
-        let fair = total / (OURS + THEIRS) as u64;
-        assert!(total > 100, "the key changed hands: {counts:?} {others:?}");
-        let ours_total: u64 = counts.iter().sum();
-        assert!(
-            ours_total * 3 >= fair * OURS as u64,
-            "distlock got {ours_total} of a fair {} (distlock {counts:?}, rslock {others:?})",
-            fair * OURS as u64
-        );
-        for count in &counts {
-            assert!(
-                *count * 4 >= fair,
-                "a distlock client got {count} of a fair {fair} (distlock {counts:?}, rslock {others:?})"
-            );
-        }
+        distlock_testkit::assert_fair_share(&counts, &others, "rslock");
     });
 }
