@@ -3,15 +3,19 @@
 //! A client other than distlock (redis-py, redsync, rslock, …) releases a lock with a bare
 //! `DEL` and tells nobody; distlock's waiters on such a lock poll it with a backoff (see
 //! [`ForeignBackoff`](crate::foreign::ForeignBackoff)). Where the server has keyspace
-//! notifications on for generic and expiry events (`notify-keyspace-events` holding `K`
-//! and `g` or `A`; Redis's default is off), a waiter that finds a foreign holder also
-//! watches the lock's key: the client subscribes, on its one wake-up connection, to the
-//! key's keyspace channel while any of its waiters watch it, and a `del` or `expired` there
-//! wakes them at once. A key's subscription outlives its last watch by a second, so a key
-//! foreign clients keep busy is not subscribed afresh for every wait. The server is asked
-//! whether it publishes the events when a waiter first meets a foreign holder, and again at
-//! most once a minute while it does not. Only for one server: a cluster publishes keyspace
-//! events on the node that holds the key alone.
+//! notifications on for generic events (`notify-keyspace-events` holding `K` and `g` or
+//! `A`, best with `x` for expiries too; Redis's default is off), a waiter that finds a
+//! foreign holder also watches the lock's key: the client subscribes, on its one wake-up
+//! connection, to the key's keyspace channel while any of its waiters watch it, and a
+//! `del`, `expired` or `evicted` there wakes them at once (an expiry without `x` is found
+//! by the waiter's 50 ms backstop). A key's subscription outlives its last watch by a
+//! second, so a key foreign clients keep busy is not subscribed afresh for every wait. The
+//! server is asked whether it publishes the events when a waiter first meets a foreign
+//! holder, and again at most once a minute while it does not, or while subscribing fails
+//! (an ACL that allows only distlock's own channels, say). Every subscription change is
+//! bounded by [`SUBSCRIBE_WITHIN`]: a wake-up connection that stops answering costs the
+//! waiters their events, never their polls. Only for one server: a cluster publishes
+//! keyspace events on the node that holds the key alone.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -25,9 +29,12 @@ use tokio::time::Instant;
 const ASK_AGAIN: Duration = Duration::from_secs(60);
 /// How long a key's subscription outlives its last watch.
 const LINGER: Duration = Duration::from_secs(1);
+/// How long a subscription change may take before the wake-up connection counts as gone
+/// for keyspace events (until it is made again).
+const SUBSCRIBE_WITHIN: Duration = Duration::from_secs(1);
 
-/// Events on a lock's key that may have freed it.
-const FREEING: [&str; 4] = ["del", "expired", "evicted", "unlink"];
+/// Events on a lock's key that may have freed it (`UNLINK` publishes `del`).
+const FREEING: [&str; 3] = ["del", "expired", "evicted"];
 
 /// The keyspace watches of one client.
 pub(crate) struct Keyspace {
@@ -51,10 +58,19 @@ struct State {
 
 #[derive(Default)]
 struct Subscriptions {
-    /// The wake-up connection's subscribing half, while it is up.
+    /// The wake-up connection's subscribing half, while it is up and answers.
     sink: Option<PubSubSink>,
     /// The channels subscribed on it.
     subscribed: HashSet<String>,
+}
+
+impl Subscriptions {
+    /// Stops using a wake-up connection whose subscription changes fail or go unanswered,
+    /// until it is made again.
+    fn give_up(&mut self) {
+        self.sink = None;
+        self.subscribed.clear();
+    }
 }
 
 /// A waiter's watch of one key: it stops watching when this is dropped.
@@ -100,8 +116,8 @@ impl Keyspace {
     }
 
     /// Makes waiter `token` watch `key`, subscribing to its channel if it is not yet;
-    /// `None` if the subscription failed. Returns once the subscription is in place (or,
-    /// with the wake-up connection down, will be made when it is up again).
+    /// `None` if the channel is not subscribed (the wake-up connection is down, or the
+    /// subscription failed). Returns once the subscription is in place.
     pub(crate) async fn watch(self: &Arc<Self>, key: &str, token: &str) -> Option<Watch> {
         let channel = format!("{}{key}", self.channel_prefix);
         {
@@ -118,37 +134,59 @@ impl Keyspace {
             channel,
             token: token.to_owned(),
         };
-        let mut subscriptions = self.subscriptions.lock().await;
-        let Subscriptions { sink, subscribed } = &mut *subscriptions;
-        if let Some(sink) = sink
-            .as_mut()
-            .filter(|_| !subscribed.contains(&watch.channel))
-        {
-            if let Err(err) = sink.subscribe(&watch.channel).await {
-                tracing::debug!(error = %err, "cannot subscribe to a lock key's keyspace events");
-                return None;
-            }
-            subscribed.insert(watch.channel.clone());
+        let mut guard = tokio::time::timeout(SUBSCRIBE_WITHIN, self.subscriptions.lock())
+            .await
+            .ok()?;
+        let subscriptions = &mut *guard;
+        if subscriptions.subscribed.contains(&watch.channel) {
+            return Some(watch);
         }
-        Some(watch)
+        // With the wake-up connection down, the waiter polls until it is up again.
+        let sink = subscriptions.sink.as_mut()?;
+        let subscribed = tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(&watch.channel));
+        let failed = match subscribed.await {
+            Ok(Ok(())) => {
+                subscriptions.subscribed.insert(watch.channel.clone());
+                return Some(watch);
+            }
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => {
+                subscriptions.give_up();
+                format!("no answer within {SUBSCRIBE_WITHIN:?}")
+            }
+        };
+        tracing::debug!(error = %failed, "cannot subscribe to a lock key's keyspace events; polling");
+        // Not tried again for a while: each poll would fail the same way.
+        self.state().published = Some((false, Instant::now()));
+        None
     }
 
     /// Unsubscribes from `channel` if nobody has watched it for [`LINGER`].
     async fn unwatched(&self, channel: &str) {
-        let mut subscriptions = self.subscriptions.lock().await;
+        let Ok(mut subscriptions) =
+            tokio::time::timeout(SUBSCRIBE_WITHIN, self.subscriptions.lock()).await
+        else {
+            return;
+        };
         {
             let mut state = self.state();
             let idle = state
                 .idle_since
                 .get(channel)
                 .is_some_and(|since| since.elapsed() >= LINGER);
-            if !idle || !subscriptions.subscribed.remove(channel) {
+            if !idle {
                 return;
             }
             state.idle_since.remove(channel);
         }
+        if !subscriptions.subscribed.remove(channel) {
+            return;
+        }
         if let Some(sink) = subscriptions.sink.as_mut() {
-            let _ = sink.unsubscribe(channel).await;
+            let unsubscribed = tokio::time::timeout(SUBSCRIBE_WITHIN, sink.unsubscribe(channel));
+            if !matches!(unsubscribed.await, Ok(Ok(()))) {
+                subscriptions.give_up();
+            }
         }
     }
 
@@ -159,10 +197,14 @@ impl Keyspace {
         let channels: Vec<String> = self.state().watched.keys().cloned().collect();
         subscriptions.subscribed.clear();
         if !channels.is_empty() {
-            match sink.subscribe(&channels).await {
-                Ok(()) => subscriptions.subscribed.extend(channels),
-                Err(err) => {
-                    tracing::debug!(error = %err, "cannot subscribe to lock keys' keyspace events again");
+            match tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(&channels)).await {
+                Ok(Ok(())) => subscriptions.subscribed.extend(channels),
+                failed => {
+                    tracing::debug!(
+                        ?failed,
+                        "cannot subscribe to lock keys' keyspace events again"
+                    );
+                    return;
                 }
             }
         }
@@ -254,16 +296,17 @@ mod tests {
     async fn a_freeing_event_wakes_the_watchers_of_its_key_alone() {
         let keyspace = Keyspace::new(3);
         let wakers = LocalWakers::new();
-        // No wake-up connection: the watch is kept, and nothing is subscribed.
-        let watch = keyspace.watch("locks:a", "t1").await.unwrap();
+        // No wake-up connection: no watch, and nothing kept.
+        assert!(keyspace.watch("locks:a", "t1").await.is_none());
+        assert!(keyspace.state().watched.is_empty());
+        keyspace
+            .state()
+            .watched
+            .entry("__keyspace@3__:locks:a".into())
+            .or_default()
+            .insert("t1".into());
         assert!(keyspace.deliver("__keyspace@3__:locks:a", "del", &wakers));
         assert!(keyspace.deliver("__keyspace@3__:locks:a", "set", &wakers));
         assert!(!keyspace.deliver("distlock:wake:x", "t1", &wakers));
-        assert_eq!(keyspace.state().watched.len(), 1);
-        drop(watch);
-        assert!(
-            keyspace.state().watched.is_empty(),
-            "the last watch of a key ends it"
-        );
     }
 }

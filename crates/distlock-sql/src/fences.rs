@@ -21,6 +21,27 @@ pub(crate) const SWEEP_LIMIT: i64 = 10_000;
 /// The smallest counter that took the clock's floor: the clock in microseconds in 2001.
 pub(crate) const FLOORED: i64 = 1_000_000_000_000_000;
 
+/// The table that says when a database's idle counters were last swept (one row), for
+/// PostgreSQL and MySQL, which make it apart from their other tables: a database whose
+/// other tables an older distlock made may be used by a user who cannot create it (each
+/// client then sweeps by itself, as before it).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) const SWEEP_TABLE: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS distlock_sweep (id INTEGER PRIMARY KEY, last_us BIGINT NOT NULL)",
+    "INSERT INTO distlock_sweep (id, last_us) SELECT 1, 0 FROM distlock_sweep HAVING COUNT(*) = 0",
+];
+
+/// Logs that the sweep table could not be made (see [`SWEEP_TABLE`]).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn sweep_table_refused(backend: &'static str, err: &sqlx::Error) {
+    tracing::warn!(
+        backend,
+        error = %err,
+        "cannot make the distlock_sweep table, so every client sweeps idle fencing counters by itself; someone allowed to can run: {}",
+        SWEEP_TABLE.join("; ")
+    );
+}
+
 /// How often a database is swept, at most (see [`sweep_every`]).
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
@@ -56,8 +77,8 @@ pub(crate) enum SweepMark {
 
 impl SweepMark {
     /// The bounds of the row's update, in microseconds, for a database swept every
-    /// `every`: where the last sweep is older than the first, it is set to the clock less
-    /// the second.
+    /// `every`: where the last sweep is older than the first (or as far ahead of the clock:
+    /// a clock set back), it is set to the clock less the second.
     pub(crate) fn bounds(self, every: Duration) -> (i64, i64) {
         let every_us = ttl_us(every);
         match self {
@@ -99,8 +120,9 @@ impl Sweeper {
     {
         let task = tokio::spawn(async move {
             loop {
+                // A claim that fails (a database without the sweep table) sweeps anyway.
                 let claimed = within(backend, "claim", mark(SweepMark::Claim)).await;
-                if claimed == Some(true) && sweep(backend, &batch).await {
+                if claimed != Some(false) && sweep(backend, &batch).await {
                     within(backend, "mark", mark(SweepMark::Done)).await;
                 }
                 tokio::time::sleep(every).await;
@@ -195,7 +217,7 @@ pub(crate) async fn mark_postgres(
     let (older_than, set_back) = mark.bounds(every);
     let done = sqlx::query(&format!(
         "UPDATE distlock_sweep SET last_us = {CLOCK_US} - $2
-         WHERE id = 1 AND last_us < {CLOCK_US} - $1"
+         WHERE id = 1 AND (last_us < {CLOCK_US} - $1 OR last_us > {CLOCK_US} + $1)"
     ))
     .bind(older_than)
     .bind(set_back)
@@ -234,9 +256,10 @@ pub(crate) async fn mark_mysql(
     let (older_than, set_back) = mark.bounds(every);
     let done = sqlx::query(&format!(
         "UPDATE distlock_sweep SET last_us = {CLOCK_US} - ?
-         WHERE id = 1 AND last_us < {CLOCK_US} - ?"
+         WHERE id = 1 AND (last_us < {CLOCK_US} - ? OR last_us > {CLOCK_US} + ?)"
     ))
     .bind(set_back)
+    .bind(older_than)
     .bind(older_than)
     .execute(&pool)
     .await?;
@@ -294,13 +317,17 @@ pub(crate) async fn mark_sqlite(
 ) -> sqlx::Result<bool> {
     let now_us = crate::lease_table::now_ms().saturating_mul(1000);
     let (older_than, set_back) = mark.bounds(every);
-    let done = sqlx::query("UPDATE distlock_sweep SET last_us = ?1 WHERE id = 1 AND last_us < ?2")
-        .bind(now_us.saturating_sub(set_back))
-        .bind(now_us.saturating_sub(older_than))
-        .execute(&pool)
-        .await?;
+    let done = sqlx::query(
+        "UPDATE distlock_sweep SET last_us = ?1 WHERE id = 1 AND (last_us < ?2 OR last_us > ?3)",
+    )
+    .bind(now_us.saturating_sub(set_back))
+    .bind(now_us.saturating_sub(older_than))
+    .bind(now_us.saturating_add(older_than))
+    .execute(&pool)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
+
 /// Deletes up to [`SWEEP_LIMIT`] of SQLite's idle counters, by this process's clock (the
 /// clients of one database share a machine).
 #[cfg(feature = "sqlite")]

@@ -224,14 +224,19 @@ impl<D: SessionDialect> Sessions<D> {
         request: &LockRequest,
         cell: &SlotCell<D>,
     ) -> Result<PollOutcome> {
-        let waited = {
+        /// What the slot says to do.
+        enum Next<D: SessionDialect> {
+            Try,
+            Finish(Waiting<D>),
+            Restart(Waiting<D>),
+        }
+        let next = {
             let mut slot = locked(cell);
+            let current = self.sentinel.current();
             match slot.as_ref() {
-                Some(Slot::Waiting(w)) if !*w.done.borrow() => return Ok(pending()),
-                Some(Slot::Waiting(_)) => match slot.take() {
-                    Some(Slot::Waiting(w)) => Some(w),
-                    _ => None,
-                },
+                Some(Slot::Waiting(w)) if !*w.done.borrow() && w.generation == current => {
+                    return Ok(pending());
+                }
                 Some(Slot::Held(_)) => {
                     return Err(Error::new(
                         ErrorKind::Backend,
@@ -239,12 +244,26 @@ impl<D: SessionDialect> Sessions<D> {
                     )
                     .with_backend(D::BACKEND));
                 }
-                None => None,
+                Some(Slot::Waiting(w)) => {
+                    let done = *w.done.borrow();
+                    match slot.take() {
+                        Some(Slot::Waiting(w)) if done => Next::Finish(w),
+                        // A wait on a server that went away by the sentinel's account (its
+                        // connection may hang unanswered): stopped, and asked for again.
+                        Some(Slot::Waiting(w)) => Next::Restart(w),
+                        _ => Next::Try,
+                    }
+                }
+                None => Next::Try,
             }
         };
-        match waited {
-            Some(waiting) => self.finish_wait(request, waiting, cell).await,
-            None => self.try_lock(request, cell).await,
+        match next {
+            Next::Finish(waiting) => self.finish_wait(request, waiting, cell).await,
+            Next::Restart(stale) => {
+                self.stop_wait(&request.token, stale).await?;
+                self.try_lock(request, cell).await
+            }
+            Next::Try => self.try_lock(request, cell).await,
         }
     }
 
@@ -316,11 +335,20 @@ impl<D: SessionDialect> Sessions<D> {
                 return Err(kind_clash(&request.name, other));
             }
             // Granted after the sentinel's connection broke: perhaps by a server that
-            // restarted and forgot it. Given back, and asked for again (a few times).
-            if tried.fence.is_some() && self.sentinel.current() != generation && regranted < 3 {
+            // restarted and forgot it. Given back (closed before the next try, so it is
+            // not refused by its own grant), and asked for again a few times.
+            if tried.fence.is_some() && self.sentinel.current() != generation {
+                close_now::<D>(session).await;
                 regranted += 1;
-                close::<D>(session);
-                continue;
+                if regranted < 3 {
+                    continue;
+                }
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    "the connection that watches the server broke as each grant was made",
+                )
+                .with_backend(D::BACKEND)
+                .temporary());
             }
             return Ok(match tried.fence {
                 Some(fence) => {
@@ -493,7 +521,6 @@ impl<D: SessionDialect> Sessions<D> {
         }
     }
 
-    /// An idle connection (`true`: reused), or a new one.
     /// An idle connection made in sentinel generation `generation` (`true`: reused), or a
     /// new one; idle connections of other generations are closed.
     async fn checkout(&self, generation: u64) -> Result<(Session<D::Conn>, bool)> {
@@ -618,9 +645,12 @@ pub(crate) fn kind_clash(name: &str, other: &str) -> Error {
 
 /// Closes a connection in the background; the server releases everything it held.
 fn close<D: SessionDialect>(session: Session<D::Conn>) {
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(Duration::from_secs(5), D::close(session.conn)).await;
-    });
+    tokio::spawn(close_now::<D>(session));
+}
+
+/// Closes a connection, waiting at most 5 s; the server releases everything it held.
+async fn close_now<D: SessionDialect>(session: Session<D::Conn>) {
+    let _ = tokio::time::timeout(Duration::from_secs(5), D::close(session.conn)).await;
 }
 
 fn granted(fence: i64) -> PollOutcome {

@@ -6,14 +6,14 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{Executor, MySqlPool};
 
 use super::db_error;
+use crate::fences;
 use crate::rows::LeaseRow;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
 /// The tables [`SCHEMA`] creates.
-const SCHEMA_TABLES: [&str; 7] = [
+const SCHEMA_TABLES: [&str; 6] = [
     "distlock_fence",
-    "distlock_sweep",
     "distlock_lease",
     "distlock_waiter",
     "distlock_session_lock",
@@ -38,12 +38,31 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
         .await
         .map_err(&err)?;
     let outdated = text_keyed_tables(&mut conn).await.map_err(&err)?;
-    if present < SCHEMA_TABLES.len() as i64 || !outdated.is_empty() {
+    let swept: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.TABLES
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'distlock_sweep'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(&err)?;
+    let make_tables = present < SCHEMA_TABLES.len() as i64 || !outdated.is_empty();
+    if make_tables || swept == 0 {
         sqlx::query("SELECT GET_LOCK('distlock:schema', 60)")
             .execute(&mut *conn)
             .await
             .map_err(&err)?;
-        let created = create_tables(&mut conn).await;
+        let created = match make_tables {
+            true => create_tables(&mut conn).await,
+            false => Ok(()),
+        };
+        // The one table a database made by an older distlock lacks: a user who may not
+        // create it still connects (each client then sweeps by itself).
+        for statement in fences::SWEEP_TABLE.iter().filter(|_| created.is_ok()) {
+            if let Err(refused) = pool.execute(*statement).await {
+                fences::sweep_table_refused("mysql", &refused);
+                break;
+            }
+        }
         let _ = sqlx::query("SELECT RELEASE_LOCK('distlock:schema')")
             .execute(&mut *conn)
             .await;

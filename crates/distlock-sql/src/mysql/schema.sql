@@ -76,11 +76,4 @@ CREATE TABLE IF NOT EXISTS distlock_session_waiter (
 CREATE TABLE IF NOT EXISTS distlock_name (
     lock_key VARBINARY(256) NOT NULL PRIMARY KEY,
     name     TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
-) ENGINE = InnoDB;
-
--- When idle fencing counters were last swept, so that one client a period sweeps them.
-CREATE TABLE IF NOT EXISTS distlock_sweep (
-    id      INT NOT NULL PRIMARY KEY,
-    last_us BIGINT NOT NULL
-) ENGINE = InnoDB;
-INSERT IGNORE INTO distlock_sweep (id, last_us) VALUES (1, 0)
+) ENGINE = InnoDB

@@ -52,11 +52,4 @@ CREATE UNLOGGED TABLE IF NOT EXISTS distlock_session (
     since_ms    BIGINT NOT NULL,
     ttl_ms      BIGINT NOT NULL
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200);
-CREATE INDEX IF NOT EXISTS distlock_session_by_key ON distlock_session (key);
-
--- When idle fencing counters were last swept, so that one client a period sweeps them.
-CREATE TABLE IF NOT EXISTS distlock_sweep (
-    id      INTEGER PRIMARY KEY,
-    last_us BIGINT NOT NULL
-);
-INSERT INTO distlock_sweep (id, last_us) VALUES (1, 0) ON CONFLICT (id) DO NOTHING
+CREATE INDEX IF NOT EXISTS distlock_session_by_key ON distlock_session (key)

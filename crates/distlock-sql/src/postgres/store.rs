@@ -11,6 +11,7 @@ use distlock_core::{Error, LockKind, LockState, Result};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 
 use super::{CLOCK_MS, FIRST_FENCE, NEXT_FENCE, advisory, db_error};
+use crate::fences;
 use crate::lease_engine::{self, LeaseDialect, Locked, Wake};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::rows::{
@@ -42,14 +43,18 @@ const SCHEMA_OBJECTS: [&str; 8] = [
 /// writing to the table), and the rows of ended sessions go.
 pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     let err = db_error("connect");
-    let missing: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM unnest($1::TEXT[]) AS o WHERE to_regclass(o) IS NULL",
+    let (missing, others): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE o <> 'distlock_sweep')
+         FROM unnest($1::TEXT[]) AS o WHERE to_regclass(o) IS NULL",
     )
     .bind(SCHEMA_OBJECTS)
     .fetch_one(pool)
     .await
     .map_err(&err)?;
-    if missing == 0 {
+    if others == 0 {
+        if missing > 0 {
+            make_sweep_table(pool).await;
+        }
         return purge_dead_sessions(pool).await;
     }
     let mut tx = pool.begin().await.map_err(&err)?;
@@ -58,13 +63,33 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
         .execute(&mut *tx)
         .await
         .map_err(&err)?;
-    for statement in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+    let statements = SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty());
+    for statement in statements.chain(fences::SWEEP_TABLE) {
         sqlx::query(statement)
             .execute(&mut *tx)
             .await
             .map_err(&err)?;
     }
     tx.commit().await.map_err(&err)
+}
+
+/// Makes the sweep table, the one object a database made by an older distlock lacks, under
+/// the schema lock; a failure (a user who may not create tables) is logged, not returned.
+async fn make_sweep_table(pool: &PgPool) {
+    let made = async {
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+            .bind(LOCK_CLASS)
+            .execute(&mut *tx)
+            .await?;
+        for statement in fences::SWEEP_TABLE {
+            sqlx::query(statement).execute(&mut *tx).await?;
+        }
+        tx.commit().await
+    };
+    if let Err(err) = made.await {
+        fences::sweep_table_refused("postgres", &err);
+    }
 }
 
 /// Deletes the session-mode rows of sessions that ended (each session keeps one row, so
