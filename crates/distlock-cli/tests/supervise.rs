@@ -73,9 +73,11 @@ fn every_signal_a_supervisor_sends_reaches_the_command_and_distlock_lives_on() {
         .iter()
         .map(|(name, _)| format!("trap 'echo {name} >> {}' {name}; ", seen.display()))
         .collect();
-    // The command traps each signal and ends, with 3, once told to.
+    // The command traps each signal and ends, with 3, once told to. It counts in the shell
+    // itself: a signal that struck a `$(seq …)` subshell (which keeps no traps) would cut
+    // the loop short.
     let script = format!(
-        "{traps} echo ready >> {seen}; for i in $(seq 600); do [ -e {done} ] && exit 3; sleep 0.05; done; exit 9",
+        "{traps} echo ready >> {seen}; i=0; while [ $i -lt 600 ]; do [ -e {done} ] && exit 3; sleep 0.05; i=$((i + 1)); done; exit 9",
         seen = seen.display(),
         done = done.display()
     );
