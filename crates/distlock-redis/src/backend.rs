@@ -13,13 +13,15 @@ use tokio::task::AbortHandle;
 use crate::config::RedisConfig;
 use crate::connection::{self, Conn};
 use crate::errors::{connect_error, redis_error, refusal};
-use crate::foreign::ForeignBackoff;
 use crate::keys::{Key, LockKeys};
 use crate::keyspace::Keyspace;
 use crate::records::{self, AcquireAnswer, RequestRecord, WaitingSnapshot};
 use crate::scripts::{Call, SCRIPTS};
 use crate::wakeups;
+use refused::RedisTicket;
+pub(crate) use refused::refused_for_foreign;
 
+mod refused;
 mod status;
 
 /// How long a waiter's queue entry lives without being refreshed. The core polls at least
@@ -60,26 +62,6 @@ pub struct RedisBackend {
     keyspace: Option<Arc<Keyspace>>,
     listener: AbortHandle,
     server: String,
-}
-
-/// What a Redis ticket remembers (a ticket keeps one state, so all of it is here).
-#[derive(Default)]
-struct RedisTicket {
-    /// Whether its waiting request has queued itself, so its polls go to the full script
-    /// (the fast path serves only requests nobody queued).
-    queued: bool,
-    /// How it waits on a lock a foreign client holds.
-    foreign: ForeignBackoff,
-    /// Its last poll was refused for a lock a foreign client holds.
-    refused_for_foreign: bool,
-}
-
-/// Whether the last poll of `ticket` was refused for a lock a client other than distlock
-/// holds (RedLock asks this of each master's try).
-pub(crate) fn refused_for_foreign(ticket: &Ticket) -> bool {
-    ticket
-        .state::<RedisTicket>()
-        .is_some_and(|state| state.refused_for_foreign)
 }
 
 /// Grants handed out only once replicas have them: acquires run on a connection of their
@@ -310,9 +292,7 @@ impl RedisBackend {
     /// for them.
     async fn granted(&self, ticket: &mut Ticket, fence: u64) -> Result<PollOutcome> {
         self.wakers.forget(&ticket.request.token);
-        if let Some(state) = ticket.state_mut::<RedisTicket>() {
-            state.foreign = ForeignBackoff::default();
-        }
+        RedisTicket::stop_waiting(ticket);
         if let Some(acknowledged) = &self.acknowledged {
             self.await_replicas(acknowledged, ticket).await?;
         }
@@ -401,41 +381,6 @@ impl RedisBackend {
     fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {
         LockKeys::new(&self.prefix, name)
     }
-
-    /// Makes a waiting request that found a foreign client holding its lock watch the
-    /// lock's key for keyspace events, where the server publishes them: `Some(true)` if it
-    /// started watching now, `Some(false)` if it already did, `None` if it cannot.
-    async fn watch_key(&self, ticket: &mut Ticket) -> Option<bool> {
-        let keyspace = self.keyspace.as_ref()?;
-        if ticket
-            .state::<RedisTicket>()
-            .is_some_and(|state| state.foreign.watch.is_some())
-        {
-            return Some(false);
-        }
-        if keyspace.ask_due() {
-            let mut conn = self.any_conn();
-            let asked: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
-                .arg("GET")
-                .arg("notify-keyspace-events")
-                .query_async(&mut conn)
-                .await;
-            match asked {
-                Ok(setting) => keyspace.answered(setting.get(1).map_or("", String::as_str)),
-                Err(err) => {
-                    tracing::debug!(error = %err, "cannot read notify-keyspace-events; polling foreign holders");
-                    keyspace.answered("");
-                }
-            }
-        }
-        if !keyspace.published() {
-            return None;
-        }
-        let key = format!("{}{}", self.prefix, ticket.request.name);
-        let watch = keyspace.watch(&key, &ticket.request.token).await?;
-        ticket.state_or_default::<RedisTicket>().foreign.watch = Some(watch);
-        Some(true)
-    }
 }
 
 #[async_trait]
@@ -497,39 +442,7 @@ impl Backend for RedisBackend {
         match AcquireAnswer::decode(&answer)? {
             AcquireAnswer::Granted(fence) => self.granted(ticket, fence).await,
             AcquireAnswer::Refused { left, foreign } => {
-                // A waiting request the full script refused has taken its place in the queue.
-                if ticket.request.wait {
-                    ticket.state_or_default::<RedisTicket>().queued = true;
-                }
-                // Only a waiting request keeps its ticket from poll to poll (a RedLock poll
-                // or a try makes a new one), so only it can back off, or watch the key.
-                let backs_off = foreign && ticket.request.wait;
-                let watching = match backs_off {
-                    true => self.watch_key(ticket).await,
-                    false => None,
-                };
-                let state = ticket.state_or_default::<RedisTicket>();
-                state.refused_for_foreign = foreign;
-                let backoff = &mut state.foreign;
-                let lease_end = left.unwrap_or(Duration::MAX);
-                let retry_within = match (backs_off, watching) {
-                    // Subscribed just now: a release before it would go unseen, so look.
-                    (true, Some(true)) => Some(Duration::ZERO),
-                    // The key's release wakes the waiter; a bounded backstop all the same.
-                    (true, Some(false)) => Some(ForeignBackoff::LONGEST.min(lease_end)),
-                    // The core polls a millisecond after `retry_within` (past a lease's
-                    // end); the backoff is the whole interval between polls.
-                    (true, None) => Some(
-                        backoff
-                            .next(left)
-                            .saturating_sub(Duration::from_millis(1))
-                            .min(lease_end),
-                    ),
-                    (false, _) => {
-                        backoff.restart();
-                        left
-                    }
-                };
+                let retry_within = self.refused(ticket, left, foreign).await;
                 Ok(PollOutcome::Pending { retry_within })
             }
         }
@@ -542,9 +455,7 @@ impl Backend for RedisBackend {
 
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         self.wakers.forget(&ticket.request.token);
-        if let Some(state) = ticket.state_mut::<RedisTicket>() {
-            state.foreign = ForeignBackoff::default();
-        }
+        RedisTicket::stop_waiting(ticket);
         // A name that makes no key never reached the server: nothing to withdraw.
         let Ok(keys) = self.keys(&ticket.request.name) else {
             return Ok(());

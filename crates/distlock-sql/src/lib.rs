@@ -56,6 +56,8 @@ mod rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sentinel;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
+mod session_dialect;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sessions;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod split;
