@@ -21,11 +21,10 @@ pub(crate) const SWEEP_LIMIT: i64 = 10_000;
 /// The smallest counter that took the clock's floor: the clock in microseconds in 2001.
 pub(crate) const FLOORED: i64 = 1_000_000_000_000_000;
 
-/// The table that says when a database's idle counters were last swept (one row), for
-/// PostgreSQL and MySQL, which make it apart from their other tables: a database whose
-/// other tables an older distlock made may be used by a user who cannot create it (each
-/// client then sweeps by itself, as before it).
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// The table that says when a database's idle counters were last swept (one row), in SQL
+/// every dialect takes. PostgreSQL and MySQL make it apart from their other tables: a
+/// database whose other tables an older distlock made may be used by a user who cannot
+/// create it (each client then sweeps by itself, as before it).
 pub(crate) const SWEEP_TABLE: [&str; 2] = [
     "CREATE TABLE IF NOT EXISTS distlock_sweep (id INTEGER PRIMARY KEY, last_us BIGINT NOT NULL)",
     "INSERT INTO distlock_sweep (id, last_us) SELECT 1, 0 FROM distlock_sweep HAVING COUNT(*) = 0",

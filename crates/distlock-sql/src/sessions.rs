@@ -210,7 +210,6 @@ impl<D: SessionDialect> Sessions<D> {
         cell: &SlotCell<D>,
     ) -> Result<PollOutcome> {
         let key = self.dialect.key(request);
-        self.sentinel.start(&self.dialect);
         let mut regranted = 0;
         loop {
             let generation = self.sentinel.ready(&self.dialect).await?;

@@ -38,8 +38,7 @@ fn launch(kind: ServerKind) -> Result<(Server, String)> {
             format!("cannot start a {} server for torture: {e}", kind.as_str()),
         )
     };
-    let lease = |url: String| format!("{url}?mode=lease");
-    Ok(match kind {
+    let (server, url) = match kind {
         // With every write on disk before it is answered, as a Redis that is restarted
         // must keep its locks: without, a restart forgets them all.
         ServerKind::Redis => {
@@ -56,19 +55,11 @@ fn launch(kind: ServerKind) -> Result<(Server, String)> {
         ServerKind::Postgres | ServerKind::PostgresLease => {
             let server = distlock_testkit::postgres_server().map_err(failed)?;
             let url = distlock_testkit::postgres_url(&server);
-            let url = match kind {
-                ServerKind::PostgresLease => lease(url),
-                _ => url,
-            };
             (server, url)
         }
         ServerKind::Mariadb | ServerKind::MariadbLease => {
             let server = distlock_testkit::mariadb_server().map_err(failed)?;
             let url = distlock_testkit::mariadb_url(&server);
-            let url = match kind {
-                ServerKind::MariadbLease => lease(url),
-                _ => url,
-            };
             (server, url)
         }
         // Sessions of 2 s: a killed holder's lock is freed within them.
@@ -82,6 +73,13 @@ fn launch(kind: ServerKind) -> Result<(Server, String)> {
             let url = format!("etcd://{}/torture?session_ttl=2s", server.addr());
             (server, url)
         }
+    };
+    // The database servers' lease mode: the same server, another URL.
+    Ok(match kind {
+        ServerKind::PostgresLease | ServerKind::MariadbLease => {
+            (server, format!("{url}?mode=lease"))
+        }
+        _ => (server, url),
     })
 }
 

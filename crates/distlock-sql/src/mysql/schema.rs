@@ -27,24 +27,20 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
     let err = db_error("connect");
     let mut conn = pool.acquire().await.map_err(&err)?;
     let marks = vec!["?"; SCHEMA_TABLES.len()].join(", ");
+    // The tables of [`SCHEMA`] present, and whether the sweep table is, in one round trip.
     let count = format!(
-        "SELECT COUNT(*) FROM information_schema.TABLES
-         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks})"
+        "SELECT CAST(SUM(TABLE_NAME IN ({marks})) AS SIGNED),
+                CAST(SUM(TABLE_NAME = 'distlock_sweep') AS SIGNED)
+         FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
     );
-    let present: i64 = SCHEMA_TABLES
+    let (present, swept): (Option<i64>, Option<i64>) = SCHEMA_TABLES
         .iter()
-        .fold(sqlx::query_scalar(&count), |query, table| query.bind(table))
+        .fold(sqlx::query_as(&count), |query, table| query.bind(table))
         .fetch_one(&mut *conn)
         .await
         .map_err(&err)?;
+    let (present, swept) = (present.unwrap_or(0), swept.unwrap_or(0));
     let outdated = text_keyed_tables(&mut conn).await.map_err(&err)?;
-    let swept: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.TABLES
-         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'distlock_sweep'",
-    )
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(&err)?;
     let make_tables = present < SCHEMA_TABLES.len() as i64 || !outdated.is_empty();
     if make_tables || swept == 0 {
         sqlx::query("SELECT GET_LOCK('distlock:schema', 60)")

@@ -46,10 +46,3 @@ CREATE TABLE IF NOT EXISTS distlock_clock (
     boot      TEXT NOT NULL,
     anchor_ms INTEGER NOT NULL
 );
-
--- When idle fencing counters were last swept, so that one client a period sweeps them.
-CREATE TABLE IF NOT EXISTS distlock_sweep (
-    id      INTEGER PRIMARY KEY,
-    last_us INTEGER NOT NULL
-);
-INSERT OR IGNORE INTO distlock_sweep (id, last_us) VALUES (1, 0);

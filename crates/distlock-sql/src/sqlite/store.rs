@@ -45,7 +45,8 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<LeaseClock> {
         .with_backend("sqlite")
         .with_operation("connect"));
     }
-    for statement in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+    let statements = SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty());
+    for statement in statements.chain(crate::fences::SWEEP_TABLE) {
         sqlx::query(statement)
             .execute(&mut *tx)
             .await
