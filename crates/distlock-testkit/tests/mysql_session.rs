@@ -402,3 +402,14 @@ fn text_keys_of_an_older_schema_become_byte_keys() {
         assert!(padded.is_some(), "`pad ` is a lock of its own");
     });
 }
+
+/// A server frozen mid-call (SIGSTOP): an acquire returns by its deadline and a release by
+/// its operation timeout, the watch connection notwithstanding.
+#[test]
+fn a_hung_server_bounds_every_call_by_its_deadline() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::mariadb_url(&server);
+        distlock_testkit::a_hung_server_bounds_every_call(&url, &server).await;
+    });
+}

@@ -372,3 +372,14 @@ fn a_watch_connection_ended_by_an_operator_loses_the_locks_held_then() {
         next.release().await.unwrap();
     });
 }
+
+/// A server frozen mid-call (SIGSTOP): an acquire returns by its deadline and a release by
+/// its operation timeout, the watch connection notwithstanding.
+#[test]
+fn a_hung_server_bounds_every_call_by_its_deadline() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::postgres_url(&server);
+        distlock_testkit::a_hung_server_bounds_every_call(&url, &server).await;
+    });
+}
