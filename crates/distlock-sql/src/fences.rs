@@ -105,12 +105,7 @@ impl Sweeper {
     /// Starts sweeping `backend` every `every`: `mark` writes the sweep row and says whether
     /// it changed it (for a claim: whether this client got the sweep); `batch` deletes up
     /// to [`SWEEP_LIMIT`] idle counters and says how many went.
-    pub(crate) fn start<M, MFut, F, Fut>(
-        backend: &'static str,
-        every: Duration,
-        mark: M,
-        batch: F,
-    ) -> Sweeper
+    fn start<M, MFut, F, Fut>(backend: &'static str, every: Duration, mark: M, batch: F) -> Sweeper
     where
         M: Fn(SweepMark) -> MFut + Send + 'static,
         MFut: Future<Output = sqlx::Result<bool>> + Send + 'static,

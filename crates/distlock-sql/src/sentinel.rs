@@ -72,7 +72,7 @@ impl Sentinel {
 
     /// Starts the sentinel's task on `dialect`'s connections, if it is not running (not
     /// yet, or no longer: the runtime it ran on ended).
-    pub(crate) fn start<D: SessionDialect>(&self, dialect: &Arc<D>) {
+    fn start<D: SessionDialect>(&self, dialect: &Arc<D>) {
         let mut task = locked(&self.task);
         if task.as_ref().is_some_and(|t| !t.is_finished()) {
             return;

@@ -243,13 +243,7 @@ pub async fn a_pool_of_one_serves_every_kind(url: &str) {
             .unwrap()
             .is_none()
     );
-    let names: Vec<String> = one
-        .status(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
+    let names = status_names(&one).await;
     for name in ["pooled-doc", "pooled-mutex", "pooled-permits"] {
         assert!(
             names.iter().any(|n| n == name),
@@ -259,6 +253,22 @@ pub async fn a_pool_of_one_serves_every_kind(url: &str) {
     reader.release().await.unwrap();
     permit.release().await.unwrap();
     mutex.release().await.unwrap();
+}
+
+/// The names of every lock `client`'s store shows with holders or waiters, as `status`
+/// lists them.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// let client = distlock::Client::connect("memory://names").await.unwrap();
+/// assert!(distlock_testkit::status_names(&client).await.is_empty());
+/// # });
+/// ```
+pub async fn status_names(client: &distlock::Client) -> Vec<String> {
+    let states = client.status(None).await.unwrap();
+    states.into_iter().map(|state| state.name).collect()
 }
 
 /// Asserts that distlock clients that took a lock `ours` times each, beside clients of

@@ -55,13 +55,7 @@ pub async fn odd_names_are_locks_of_their_own(url: &str) {
             "{name:?} is held, and excludes another client"
         );
     }
-    let mut shown: Vec<String> = client
-        .status(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|state| state.name)
-        .collect();
+    let mut shown = crate::status_names(&client).await;
     let mut expected: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     shown.sort();
     expected.sort();

@@ -151,13 +151,7 @@ fn mariadb_forgets_idle_fencing_counters_in_both_modes() {
         client.close().await.unwrap();
         assert_eq!(names, 0);
         let again = early.mutex(LONG).lock().await.unwrap();
-        let shown: Vec<String> = early
-            .status(None)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|state| state.name)
-            .collect();
+        let shown = distlock_testkit::status_names(&early).await;
         assert!(shown.iter().any(|name| name == LONG), "{shown:?}");
         again.release().await.unwrap();
         early.close().await.unwrap();
