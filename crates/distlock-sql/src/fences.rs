@@ -27,7 +27,8 @@ pub(crate) const FLOORED: i64 = 1_000_000_000_000_000;
 /// create it (each client then sweeps by itself, as before it).
 pub(crate) const SWEEP_TABLE: [&str; 2] = [
     "CREATE TABLE IF NOT EXISTS distlock_sweep (id INTEGER PRIMARY KEY, last_us BIGINT NOT NULL)",
-    "INSERT INTO distlock_sweep (id, last_us) SELECT 1, 0 FROM distlock_sweep HAVING COUNT(*) = 0",
+    "INSERT INTO distlock_sweep (id, last_us)
+     SELECT 1, 0 FROM (SELECT COUNT(*) AS n FROM distlock_sweep) AS existing WHERE n = 0",
 ];
 
 /// Logs that the sweep table could not be made (see [`SWEEP_TABLE`]).
