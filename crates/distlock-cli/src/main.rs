@@ -8,6 +8,7 @@ mod exit;
 mod location;
 mod progress;
 mod run;
+mod signals;
 mod status;
 mod torture;
 mod worker_task;

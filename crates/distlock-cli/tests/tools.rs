@@ -63,18 +63,78 @@ fn demo_shows_overselling_without_a_lock_and_none_with_one() {
     }
     assert!(by("optimistic")["retries"].as_u64().unwrap() > 0);
     // The shop file the demo made beside the lock file is gone.
-    let mut dirs = vec![state.path().to_path_buf()];
+    if let Some(left) = shop_file_under(state.path()) {
+        panic!("{} is left", left.display());
+    }
+}
+
+/// Whether a file named `shop.db…` is anywhere under `dir`.
+fn shop_file_under(dir: &Path) -> Option<std::path::PathBuf> {
+    let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            assert!(
-                !name.starts_with("shop.db"),
-                "{} is left",
-                entry.path().display()
-            );
+            if entry.file_name().to_string_lossy().starts_with("shop.db") {
+                return Some(entry.path());
+            }
             if entry.path().is_dir() {
                 dirs.push(entry.path());
             }
+        }
+    }
+    None
+}
+
+/// Ctrl-C (or a supervisor's SIGTERM) in the middle of the demo stops its workers and
+/// still removes the shop it made, and the exit code says which signal ended it.
+#[test]
+fn an_interrupted_demo_leaves_no_shop_behind() {
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let state = tempfile::tempdir().unwrap();
+        // Its errors go to a file: a pipe would stay open while workers it left behind run.
+        let errors = state.path().join("stderr");
+        let mut demo = Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("DISTLOCK_URL")
+            .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
+            .args(["--workers", "2", "--strategies", "lock"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&errors).unwrap())
+            .spawn()
+            .expect("distlock runs");
+        let mut selling = false;
+        for _ in 0..300 {
+            if shop_file_under(state.path()).is_some() {
+                selling = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(selling, "the demo made its shop");
+        // Its workers are buying by now.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe { libc::kill(demo.id() as libc::pid_t, signal) };
+        let mut ended = None;
+        for _ in 0..300 {
+            ended = demo.try_wait().unwrap();
+            if ended.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let Some(status) = ended else {
+            let _ = demo.kill();
+            panic!("the demo did not end within 15 s of signal {signal}");
+        };
+        assert_eq!(
+            status.code(),
+            Some(code),
+            "signal {signal}: {}",
+            std::fs::read_to_string(&errors).unwrap_or_default()
+        );
+        if let Some(left) = shop_file_under(state.path()) {
+            panic!("signal {signal}: {} is left", left.display());
         }
     }
 }

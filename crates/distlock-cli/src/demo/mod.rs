@@ -15,6 +15,7 @@ use tokio::io::AsyncReadExt;
 use crate::args::DemoArgs;
 use crate::location::{lock_url, sqlite_file, state_dir};
 use crate::progress;
+use crate::signals::{self, Caught};
 use crate::worker_task;
 use distlock::sql::fenced::Dialect;
 use shop::{Sale, Shop, dialect_of};
@@ -82,7 +83,17 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         None => default_shop(&lock_url)?,
     };
     let shop = Shop::open(&shop_at, 1).await?;
-    let sold = sell(&args, &lock_url, &shop_at, &shop).await;
+    // A signal that would end the demo (Ctrl-C, a supervisor's SIGTERM) stops the sale
+    // instead: its workers are killed with it, and the shop is removed all the same.
+    let mut caught = Caught::listen(&signals::ending());
+    let sold = tokio::select! {
+        sold = sell(&args, &lock_url, &shop_at, &shop) => sold,
+        number = caught.next() => {
+            eprintln!("distlock demo: stopped by signal {number}");
+            Ok(128u8.saturating_add(number as u8))
+        }
+    };
+    drop(caught);
     if !args.keep {
         // The shop file is removed only when the demo chose it.
         let file = args.shop.is_none().then(|| PathBuf::from(&shop_at));

@@ -1,6 +1,5 @@
 //! `distlock run`: hold a lock while a command runs.
 
-mod signals;
 mod supervise;
 mod terminal;
 
@@ -11,7 +10,7 @@ use distlock::{ErrorKind, LockOptions, Result};
 use crate::args::RunArgs;
 use crate::exit;
 use crate::location::connect;
-use signals::Caught;
+use crate::signals::{self, Caught};
 
 pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     // Too short for any backend: refused before a store that may be down is asked.

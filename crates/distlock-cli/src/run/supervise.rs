@@ -10,10 +10,10 @@ use distlock::Guard;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
-use super::signals::{self, Caught};
 use super::terminal::Terminal;
 use crate::args::RunArgs;
 use crate::exit;
+use crate::signals::{self, Caught};
 
 /// How often the command is looked at even without a SIGCHLD (which the kernel may merge).
 const REAP_BACKSTOP: Duration = Duration::from_millis(500);

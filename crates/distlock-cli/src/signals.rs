@@ -1,7 +1,8 @@
-//! The signals `distlock run` catches. While it waits for the lock, one that would end it
-//! ends the wait instead (the request is withdrawn first); while the command runs, each is
+//! The signals distlock catches. While `distlock run` waits for the lock, one that would end
+//! it ends the wait instead (the request is withdrawn first); while the command runs, each is
 //! forwarded to the command's process group, so no signal a supervisor or a terminal sends
-//! kills distlock and leaves the command running without the lock.
+//! kills distlock and leaves the command running without the lock. `distlock demo` stops on
+//! one and removes its shop before it exits.
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -36,6 +37,22 @@ pub fn forwarded() -> Vec<libc::c_int> {
     // The runtime's signal table ends below SIGRTMAX, which keeps its default action.
     numbers.extend(libc::SIGRTMIN()..libc::SIGRTMAX());
     numbers
+}
+
+/// The signals of [`forwarded`] whose default action ends the process: those distlock
+/// stops on, cleaning up first.
+///
+/// # Examples
+///
+/// ```ignore
+/// assert!(signals::ending().contains(&libc::SIGINT));
+/// assert!(!signals::ending().contains(&libc::SIGWINCH));
+/// ```
+pub fn ending() -> Vec<libc::c_int> {
+    forwarded()
+        .into_iter()
+        .filter(|&n| ends_a_wait(n))
+        .collect()
 }
 
 /// Whether a signal's default action ends the process (so a waiting run gives up on it).
