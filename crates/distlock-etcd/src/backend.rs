@@ -18,8 +18,23 @@ use crate::inspect;
 use crate::queue::{self, Turn};
 use crate::request::{Key, Request, request_mut};
 use crate::session::{Doomed, Live, Sessions};
-use crate::txns::{self, Listing};
+use crate::txns::{self, Enqueued, Listing};
 use crate::watch::{Deletion, Stood, deleted};
+
+/// What a poll's transaction found of its request's key.
+enum Listed {
+    /// The key is queued: the listing of it and those ahead, and whether the transaction
+    /// wrote it (so the listing's revision is a write of ours).
+    Mine {
+        key: Key,
+        listing: Listing,
+        written: bool,
+    },
+    /// The key is gone (deleted by someone else while it waited): it queues again.
+    Gone,
+    /// The lock is busy, and the request, which queues only on a free lock, wrote nothing.
+    Busy(Listing),
+}
 
 /// A distlock client's etcd backend: one session lease at a time (see the crate docs).
 ///
@@ -95,19 +110,29 @@ impl EtcdBackend {
         key
     }
 
-    /// The listing a poll decides on: queueing the key if it is not queued yet, else a read
-    /// (with the key stamped first when `stamp`). True with it if the transaction wrote the
-    /// key, so its revision is new. `None` when the key is gone: deleted by someone else
-    /// while it waited, it queues again, at the end.
+    /// The listing a poll decides on: queueing the key if it is not queued yet (with
+    /// `only_if_free`, only on a lock no key is under), else a read (with the key stamped
+    /// first when `stamp`).
     async fn listing(
         &self,
         live: &Live,
         request: &mut Request,
         stamp: bool,
-    ) -> Result<Option<(Key, Listing, bool)>> {
+        only_if_free: bool,
+    ) -> Result<Listed> {
         let key = self.key_in(live, request);
         if key.created == 0 {
-            let queued = txns::queue(live, &key.name, &request.value, &request.pfx).await?;
+            let queued =
+                match txns::queue(live, &key.name, &request.value, &request.pfx, only_if_free)
+                    .await?
+                {
+                    Enqueued::Queued(queued) => queued,
+                    Enqueued::Busy(listing) => {
+                        // Nothing was written: the request has no key to withdraw.
+                        request.key = None;
+                        return Ok(Listed::Busy(listing));
+                    }
+                };
             if !queued.fresh && queued.lease != live.lease {
                 return Err(Error::new(
                     ErrorKind::Backend,
@@ -123,16 +148,24 @@ impl EtcdBackend {
                 ..key
             };
             request.key = Some(key.clone());
-            return Ok(Some((key, queued.listing, queued.fresh)));
+            return Ok(Listed::Mine {
+                key,
+                listing: queued.listing,
+                written: queued.fresh,
+            });
         }
         let stamp = stamp.then_some(request.value.as_slice());
         match txns::list(live, &key.name, key.created, &request.pfx, stamp).await? {
-            Some(listing) => Ok(Some((key, listing, stamp.is_some()))),
+            Some(listing) => Ok(Listed::Mine {
+                key,
+                listing,
+                written: stamp.is_some(),
+            }),
             None => {
                 if let Some(key) = request.key.as_mut() {
                     key.created = 0;
                 }
-                Ok(None)
+                Ok(Listed::Gone)
             }
         }
     }
@@ -147,17 +180,39 @@ impl EtcdBackend {
             ticket.request.kind,
             ticket.request.permits,
         );
+        let waits = ticket.request.wait;
         let request = request_mut(ticket)?;
         request.blocker = None;
         let mut stamp = std::mem::take(&mut request.likely);
+        // An exclusive request that does not wait queues only on a free lock: on a busy one
+        // it is refused after a read, not after its key was written and deleted again.
+        let mut only_if_free = !waits && kind.is_exclusive();
         // Twice at most: a grant decided on a listing without a write of ours is decided
         // again on a stamped one.
         loop {
-            let Some((key, listing, written)) = self.listing(&live, request, stamp).await? else {
-                return Ok(PollOutcome::Pending {
-                    retry_within: Some(Duration::ZERO),
-                });
-            };
+            let (key, listing, written) =
+                match self.listing(&live, request, stamp, only_if_free).await? {
+                    Listed::Mine {
+                        key,
+                        listing,
+                        written,
+                    } => (key, listing, written),
+                    Listed::Gone => {
+                        return Ok(PollOutcome::Pending {
+                            retry_within: Some(Duration::ZERO),
+                        });
+                    }
+                    Listed::Busy(listing) => {
+                        let queue = queue::contenders(&request.pfx, &listing.kvs);
+                        // Only keys of deeper locks (`a/b`'s under `a`): queue as usual.
+                        if queue.is_empty() {
+                            only_if_free = false;
+                            continue;
+                        }
+                        queue::same_use(&queue, &name, kind)?;
+                        return Ok(PollOutcome::Pending { retry_within: None });
+                    }
+                };
             let queue = queue::contenders(&request.pfx, &listing.kvs);
             // The listing's transaction checked the key exists: it is in the listing.
             let Some(index) = queue

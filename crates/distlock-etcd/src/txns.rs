@@ -59,17 +59,39 @@ fn answers(answer: etcd_client::TxnResponse) -> (i64, Vec<Vec<KeyValue>>) {
     (revision, gets)
 }
 
+/// What queueing a key did.
+#[derive(Debug)]
+pub(crate) enum Enqueued {
+    /// The key is in the queue.
+    Queued(Queued),
+    /// Asked to queue only on a free lock, it found keys under the prefix and wrote
+    /// nothing: their listing.
+    Busy(Listing),
+}
+
 /// Creates `key` with `value` on the session's lease unless it exists (etcd's mutex: `If
 /// CreateRevision(key) = 0 Then Put Else Get`), and lists the contenders under `pfx` in the
-/// same transaction.
-pub(crate) async fn queue(live: &Live, key: &str, value: &[u8], pfx: &str) -> Result<Queued> {
-    let txn = Txn::new()
-        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-        .and_then([
-            TxnOp::put(key, value, Some(PutOptions::new().with_lease(live.lease))),
-            range(pfx),
-        ])
-        .or_else([TxnOp::get(key, None), range(pfx)]);
+/// same transaction. With `only_if_free`, it creates the key only if no key exists under
+/// `pfx` at all (a range compare: every key's create revision 0 holds of an empty range
+/// alone), so a request that would not wait writes nothing on a busy lock.
+pub(crate) async fn queue(
+    live: &Live,
+    key: &str,
+    value: &[u8],
+    pfx: &str,
+    only_if_free: bool,
+) -> Result<Enqueued> {
+    let put = TxnOp::put(key, value, Some(PutOptions::new().with_lease(live.lease)));
+    let txn = match only_if_free {
+        true => Txn::new()
+            .when([Compare::create_revision(pfx, CompareOp::Equal, 0).with_prefix()])
+            .and_then([put, range(pfx)])
+            .or_else([range(pfx)]),
+        false => Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([put, range(pfx)])
+            .or_else([TxnOp::get(key, None), range(pfx)]),
+    };
     let answer = live
         .client
         .kv_client()
@@ -79,6 +101,9 @@ pub(crate) async fn queue(live: &Live, key: &str, value: &[u8], pfx: &str) -> Re
     let fresh = answer.succeeded();
     let (revision, mut gets) = answers(answer);
     let kvs = gets.pop().unwrap_or_default();
+    if only_if_free && !fresh {
+        return Ok(Enqueued::Busy(Listing { revision, kvs }));
+    }
     let (created, lease) = match fresh {
         true => (revision, live.lease),
         false => gets
@@ -86,12 +111,12 @@ pub(crate) async fn queue(live: &Live, key: &str, value: &[u8], pfx: &str) -> Re
             .and_then(|own| own.into_iter().next())
             .map_or((0, 0), |kv| (kv.create_revision(), kv.lease())),
     };
-    Ok(Queued {
+    Ok(Enqueued::Queued(Queued {
         fresh,
         created,
         lease,
         listing: Listing { revision, kvs },
-    })
+    }))
 }
 
 /// Lists the contenders under `pfx` up to `key` (those ahead of it and itself) if `key`

@@ -312,3 +312,64 @@ fn credentials_are_checked_and_never_shown() {
         }
     });
 }
+
+/// The store's revision: it moves with every write.
+async fn revision(endpoint: &str) -> i64 {
+    let mut kv = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap()
+        .kv_client();
+    let answer = kv.get("revision-probe", None).await.unwrap();
+    answer.header().expect("a header").revision()
+}
+
+/// A `try_lock` (or `try_write`) on a busy lock is refused after one read: it writes no
+/// contender key to delete again, so it costs etcd no write and wakes no watcher. On a free
+/// lock it is granted in one write, also where a deeper lock's keys are under its prefix,
+/// and on a name in use as a semaphore it is still refused as bad input.
+#[test]
+fn a_try_on_a_busy_lock_writes_nothing() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let endpoint = server.addr().to_string();
+        let url = format!("etcd://{endpoint}/tries");
+        let holder = distlock::Client::connect(&url).await.unwrap();
+        let trier = distlock::Client::connect(&url).await.unwrap();
+        let held = holder.mutex("busy").lock().await.unwrap();
+        let written = holder.rwlock("shared").read().await.unwrap();
+        let before = revision(&endpoint).await;
+        for _ in 0..5 {
+            assert!(trier.mutex("busy").try_lock().await.unwrap().is_none());
+            assert!(trier.rwlock("shared").try_write().await.unwrap().is_none());
+        }
+        assert_eq!(
+            revision(&endpoint).await,
+            before,
+            "busy tries wrote nothing"
+        );
+
+        let deeper = holder.mutex("busy/deeper").lock().await.unwrap();
+        held.release().await.unwrap();
+        let before = revision(&endpoint).await;
+        let guard = trier
+            .mutex("busy")
+            .try_lock()
+            .await
+            .unwrap()
+            .expect("free but for a deeper lock's key");
+        assert!(guard.fencing_token() > before as u64);
+        assert_eq!(revision(&endpoint).await, before + 1, "one write");
+        guard.release().await.unwrap();
+        deeper.release().await.unwrap();
+        written.release().await.unwrap();
+
+        let permit = holder.semaphore("permits", 2).acquire().await.unwrap();
+        let refused = trier.mutex("permits").try_lock().await.unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            distlock::ErrorKind::InvalidInput,
+            "{refused}"
+        );
+        permit.release().await.unwrap();
+    });
+}
