@@ -3,8 +3,10 @@
 use serde_json::Value;
 
 mod common;
+mod frozen;
 mod guarded;
 mod min_ttl;
+mod waits;
 
 use common::{distlock, ok};
 
@@ -41,7 +43,7 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("etcd://{}/cli", etcd.addr());
     let state = tempfile::tempdir().unwrap();
-    guarded::interrupted_waits_leave_no_queue_entry(&url, state.path());
+    waits::interrupted_waits_leave_no_queue_entry(&url, state.path());
 }
 
 /// `distlock run` frozen (SIGSTOP) past its lease's TTL: etcd expires the lease, another run
@@ -52,7 +54,7 @@ fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
     let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("etcd://{}/cli?session_ttl=1s", etcd.addr());
     let state = tempfile::tempdir().unwrap();
-    guarded::a_frozen_run_stops_its_command_on_resume(&url, state.path());
+    frozen::a_frozen_run_stops_its_command_on_resume(&url, state.path());
 }
 
 /// A run at the shortest TTL it takes holds its lock for ten times its length.

@@ -3,6 +3,7 @@
 mod common;
 mod database;
 mod min_ttl;
+mod waits;
 
 #[test]
 fn demo_status_and_bench_in_session_mode() {
@@ -49,4 +50,16 @@ fn a_hung_server_is_given_up_at_the_connect_timeout() {
         &distlock_testkit::mariadb_url(&db),
         &db,
     );
+}
+
+/// Ctrl-C (and SIGTERM, SIGHUP) while `distlock run` waits, in both modes: it withdraws its
+/// request before it exits with 128 + the signal, so no queue entry is left behind.
+#[test]
+fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = distlock_testkit::mariadb_url(&db);
+    for mode in ["", "?mode=lease"] {
+        let state = tempfile::tempdir().unwrap();
+        waits::interrupted_waits_leave_no_queue_entry(&format!("{url}{mode}"), state.path());
+    }
 }

@@ -3,8 +3,10 @@
 use serde_json::Value;
 
 mod common;
+mod frozen;
 mod guarded;
 mod min_ttl;
+mod waits;
 
 use common::{distlock, ok};
 
@@ -66,7 +68,7 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("redis://{}/0", redis.addr());
     let state = tempfile::tempdir().unwrap();
-    guarded::interrupted_waits_leave_no_queue_entry(&url, state.path());
+    waits::interrupted_waits_leave_no_queue_entry(&url, state.path());
 }
 
 /// `distlock run` frozen (SIGSTOP) past its 1 s lease: another run takes the lock with a
@@ -76,7 +78,7 @@ fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("redis://{}/0", redis.addr());
     let state = tempfile::tempdir().unwrap();
-    guarded::a_frozen_run_stops_its_command_on_resume(&url, state.path());
+    frozen::a_frozen_run_stops_its_command_on_resume(&url, state.path());
 }
 
 /// A server that answers and refuses what the URL asks is bad input (64), not an outage or

@@ -5,8 +5,10 @@
 use serde_json::Value;
 
 mod common;
+mod frozen;
 mod guarded;
 mod min_ttl;
+mod waits;
 
 use common::{distlock, ok};
 
@@ -47,7 +49,7 @@ fn a_frozen_run_whose_session_expired_stops_its_command_on_resume() {
     let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("zk://{}/cli?session_timeout=1s", zk.addr());
     let state = tempfile::tempdir().unwrap();
-    guarded::a_frozen_run_stops_its_command_on_resume(&url, state.path());
+    frozen::a_frozen_run_stops_its_command_on_resume(&url, state.path());
 }
 
 /// Ctrl-C (and SIGTERM, SIGHUP) while `distlock run` waits: it withdraws its request before
@@ -57,7 +59,7 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("zk://{}/cli", zk.addr());
     let state = tempfile::tempdir().unwrap();
-    guarded::interrupted_waits_leave_no_queue_entry(&url, state.path());
+    waits::interrupted_waits_leave_no_queue_entry(&url, state.path());
 }
 
 /// A run at the shortest TTL it takes holds its lock for ten times its length.

@@ -1,0 +1,29 @@
+//! The `distlock` command on SQLite, the default, checked as on every other backend.
+
+mod common;
+mod guarded;
+mod waits;
+
+fn url(state: &std::path::Path) -> String {
+    format!("sqlite://{}", state.join("locks.db").display())
+}
+
+#[test]
+fn runs_guard_commands_and_status_shows_the_holder() {
+    let state = tempfile::tempdir().unwrap();
+    guarded::runs_guard_commands(&url(state.path()), state.path());
+}
+
+#[test]
+fn the_demo_never_oversells_under_the_lock() {
+    let state = tempfile::tempdir().unwrap();
+    guarded::demo_never_oversells(&url(state.path()), state.path());
+}
+
+/// Ctrl-C (and SIGTERM, SIGHUP) while `distlock run` waits: it withdraws its request before
+/// it exits with 128 + the signal, so no queue entry is left behind.
+#[test]
+fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
+    let state = tempfile::tempdir().unwrap();
+    waits::interrupted_waits_leave_no_queue_entry(&url(state.path()), state.path());
+}
