@@ -262,3 +262,51 @@ fn a_run_at_the_minimum_ttl_holds_its_lock() {
         std::time::Duration::from_secs(1),
     );
 }
+
+/// The same on a Redis Cluster and on RedLock's three masters, whose renewals cross
+/// several servers.
+#[test]
+fn a_run_at_the_minimum_ttl_holds_its_lock_on_a_cluster_and_on_redlock() {
+    let state = tempfile::tempdir().unwrap();
+    let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+    min_ttl::holds_at_the_minimum_ttl(
+        &cluster.url(),
+        state.path(),
+        std::time::Duration::from_secs(1),
+    );
+    let masters: Vec<_> = (0..3)
+        .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let hosts: Vec<String> = masters.iter().map(|m| m.addr().to_string()).collect();
+    min_ttl::holds_at_the_minimum_ttl(
+        &format!("redlock://{}/0", hosts.join(",")),
+        state.path(),
+        std::time::Duration::from_secs(1),
+    );
+}
+
+/// A store that holds, under the lock's key, what distlock cannot read (a hash another
+/// program wrote where the lock's string goes) is "any other failure": exit 70, saying what
+/// the server answered.
+#[test]
+fn a_lock_key_another_program_made_a_hash_exits_with_the_software_code() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&["not-a-lock", "field", "value"])
+        .query(&mut conn)
+        .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = distlock(
+        &url,
+        state.path(),
+        &["run", "--name", "not-a-lock", "--", "true"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(stderr.contains("WRONGTYPE"), "{stderr}");
+}

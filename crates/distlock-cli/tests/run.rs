@@ -343,6 +343,12 @@ fn logs_to_a_pipe_have_no_colour_codes() {
         "DISTLOCK_LOG=debug logs: {stderr}"
     );
     assert!(!stderr.contains('\u{1b}'), "no escape codes: {stderr:?}");
+    let help = output(distlock(state.path()).arg("--help"));
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("DISTLOCK_LOG"),
+        "--help tells of DISTLOCK_LOG: {help}"
+    );
 }
 
 /// A typo in a URL parameter (`min_replica` for `min_replicas`) is refused on every
@@ -368,6 +374,10 @@ fn unknown_url_parameters_are_refused_on_every_backend() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{url}: {stderr}");
         assert!(stderr.contains("unknown"), "{url}: {stderr}");
+        assert!(
+            stderr.contains("known: "),
+            "the valid ones are listed: {stderr}"
+        );
         assert!(!stderr.contains("pw-123"), "{url}: {stderr}");
     }
 }

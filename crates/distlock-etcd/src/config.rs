@@ -129,7 +129,11 @@ impl EtcdConfig {
                             ))
                         })?;
                 }
-                other => return Err(refuse(format!("unknown parameter `{other}`"))),
+                other => {
+                    return Err(refuse(format!(
+                        "unknown parameter `{other}` (known: session_ttl, tls_ca for etcds://)"
+                    )));
+                }
             }
         }
         if tls && tls_ca.is_none() {

@@ -126,7 +126,11 @@ impl ZkConfig {
                             ))
                         })?;
                 }
-                other => return Err(refuse(format!("unknown parameter `{other}`"))),
+                other => {
+                    return Err(refuse(format!(
+                        "unknown parameter `{other}` (known: session_timeout, tls_ca for zks://)"
+                    )));
+                }
             }
         }
         if tls && tls_ca.is_none() {

@@ -251,7 +251,11 @@ impl Connector for MemoryConnector {
                         ));
                     }
                 },
-                (key, value) => return refuse(format!("unknown parameter `{key}={value}`")),
+                (key, value) => {
+                    return refuse(format!(
+                        "unknown parameter `{key}={value}` (known: liveness, session_timeout)"
+                    ));
+                }
             }
         }
         if timeout.is_some() && !sessions {
