@@ -115,3 +115,88 @@ fn permits_label(kind: &str, permits: u32) -> String {
         kind.to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use distlock::{HolderInfo, HolderMeta, LockKind, WaiterInfo};
+
+    use super::*;
+
+    fn meta(pid: u32, acquired_at_unix_ms: u64) -> HolderMeta {
+        HolderMeta {
+            host: "db-7".to_owned(),
+            pid,
+            acquired_at_unix_ms,
+        }
+    }
+
+    fn holder(kind: LockKind, token: u64, remaining_ms: Option<u64>) -> HolderInfo {
+        HolderInfo {
+            owner: "owner-a".to_owned(),
+            kind,
+            permits: 2,
+            fencing_token: token,
+            remaining_ms,
+            meta: meta(42, 1),
+        }
+    }
+
+    /// Where each field starts on a line: the offsets of `token `, `ttl left ` and ` by `.
+    fn columns(line: &str) -> (usize, usize, usize) {
+        let at = |what: &str| {
+            line.find(what)
+                .unwrap_or_else(|| panic!("{what} in {line}"))
+        };
+        (at(" token "), at(" ttl left "), at(" by "))
+    }
+
+    #[test]
+    fn holders_line_up_whatever_their_tokens_and_a_session_grant_shows_as_one() {
+        let states = vec![
+            LockState {
+                name: "jobs/a".to_owned(),
+                last_fencing_token: 1_795_665_427_729_000,
+                holders: vec![holder(
+                    LockKind::Semaphore { limit: 4 },
+                    1_795_665_427_729_000,
+                    Some(29_500),
+                )],
+                waiters: vec![WaiterInfo {
+                    owner: "owner-b".to_owned(),
+                    kind: LockKind::Mutex,
+                    permits: 1,
+                    fair: true,
+                    meta: meta(43, 0),
+                }],
+            },
+            LockState {
+                name: "jobs/b".to_owned(),
+                last_fencing_token: 7,
+                holders: vec![holder(LockKind::Mutex, 7, None)],
+                waiters: Vec::new(),
+            },
+        ];
+        let table = table(&states);
+        let held: Vec<&str> = table.lines().filter(|l| l.contains("held:")).collect();
+        assert_eq!(held.len(), 2, "{table}");
+        assert_eq!(columns(held[0]), columns(held[1]), "aligned:\n{table}");
+        assert!(held[0].contains("2 permits") && held[0].contains("ttl left 29.5s"));
+        assert!(held[1].contains("ttl left session"), "{table}");
+        assert!(held[1].contains("(host db-7, pid 42, for "), "{table}");
+        let waiter = table.lines().find(|l| l.contains("wait:")).unwrap();
+        assert!(
+            waiter.contains("wait: mutex ")
+                && waiter.ends_with(" fair by owner-b (host db-7, pid 43)"),
+            "{waiter}"
+        );
+        assert!(
+            !waiter.contains(" for "),
+            "a waiter holds nothing yet: {waiter}"
+        );
+    }
+
+    #[test]
+    fn nothing_held_says_so() {
+        assert_eq!(table(&[]), "no locks are held or awaited\n");
+    }
+}

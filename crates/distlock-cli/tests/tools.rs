@@ -209,6 +209,30 @@ fn bench_reports_every_figure_beside_the_floor() {
     assert_eq!(report["backend"], "sqlite");
 }
 
+/// The table names how its figures were taken: "one run", "medians of 3 runs".
+#[test]
+fn the_bench_table_says_how_many_runs_its_figures_come_from() {
+    let state = tempfile::tempdir().unwrap();
+    for (runs, says) in [("1", "one run of"), ("3", "medians of 3 runs of")] {
+        let (_, out) = distlock(
+            state.path(),
+            &[
+                "--url",
+                "memory://",
+                "bench",
+                "--clients",
+                "2",
+                "--duration",
+                "100ms",
+                "--runs",
+                runs,
+            ],
+        );
+        assert!(out.contains(says), "{out}");
+        assert!(!out.contains("1 runs"), "{out}");
+    }
+}
+
 #[test]
 fn bench_refuses_what_it_cannot_measure_with_a_usage_code() {
     let state = tempfile::tempdir().unwrap();

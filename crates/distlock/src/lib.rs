@@ -143,9 +143,13 @@ impl Client {
     /// use std::time::Duration;
     /// use distlock::{Client, LockOptions};
     ///
-    /// let defaults = LockOptions::new().ttl(Duration::from_secs(10)).wait(Duration::from_secs(2));
+    /// let defaults = LockOptions::new().ttl(Duration::from_secs(10)).wait(Duration::from_millis(200));
     /// let client = Client::connect_with_defaults("memory://", defaults).await?;
     /// let guard = client.mutex("nightly-report").lock().await?;
+    /// assert_eq!(guard.ttl(), Duration::from_secs(10));
+    /// // A second lock of the held name waits 200 ms, not for ever.
+    /// let again = client.mutex("nightly-report").lock().await.unwrap_err();
+    /// assert_eq!(again.kind(), distlock::ErrorKind::Timeout);
     /// # Ok(()) }
     /// ```
     pub async fn connect_with_defaults(url: &str, defaults: LockOptions) -> Result<Client> {
@@ -164,10 +168,14 @@ impl Client {
     /// use std::{sync::Arc, time::Duration};
     /// use distlock::{Client, LockOptions, MemoryBackend};
     ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
     /// let client = Client::with_defaults(
     ///     Arc::new(MemoryBackend::new()),
     ///     LockOptions::new().ttl(Duration::from_secs(5)),
     /// );
+    /// let permit = client.semaphore("exports", 2).acquire().await?;
+    /// assert_eq!(permit.ttl(), Duration::from_secs(5));
+    /// # Ok(()) }
     /// ```
     pub fn with_defaults(
         backend: std::sync::Arc<dyn backend::Backend>,
