@@ -6,6 +6,11 @@
 //! one that claims the period's sweep first — and a later grant seeds the name's counter
 //! again from the clock, above every token it gave.
 //!
+//! The same sweep deletes, on PostgreSQL and MySQL, lease-table rows whose lease or waiting
+//! place ended [`ABANDONED`] ago: a name locked again purges its own expired rows first,
+//! but the rows of a name nobody locks again (a holder that died, a waiter that gave up)
+//! would otherwise stay.
+//!
 //! Counters below [`FLOORED`] were written by a distlock that counted from 1 (PostgreSQL's
 //! lease mode and SQLite before counters took the clock's floor): they are kept, since a
 //! client of that version would seed a deleted one at 1 again.
@@ -15,8 +20,18 @@ use std::time::Duration;
 
 use tokio::task::AbortHandle;
 
-/// The most idle counters one statement deletes.
+/// The most rows one statement of a sweep deletes.
 pub(crate) const SWEEP_LIMIT: i64 = 10_000;
+
+/// How long after its end a grant's or a waiter's row is swept: long past any decision
+/// that could read it (a name's own purge deletes it at its end), and past the moment its
+/// client turned the guard `Lost`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+const ABANDONED: Duration = Duration::from_secs(60);
+
+/// The lease-table tables whose rows end (`expires_at_ms`).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+const ENDING_ROWS: [&str; 2] = ["distlock_lease", "distlock_waiter"];
 
 /// The smallest counter that took the clock's floor: the clock in microseconds in 2001.
 pub(crate) const FLOORED: i64 = 1_000_000_000_000_000;
@@ -221,10 +236,11 @@ pub(crate) async fn mark_postgres(
     Ok(done.rows_affected() == 1)
 }
 
-/// Deletes up to [`SWEEP_LIMIT`] of PostgreSQL's idle counters.
+/// Deletes up to [`SWEEP_LIMIT`] of PostgreSQL's idle counters, and as many rows of each
+/// lease table that ended [`ABANDONED`] ago; the most one statement deleted.
 #[cfg(feature = "postgres")]
 pub(crate) async fn sweep_postgres(pool: sqlx::PgPool, fence_ttl: Duration) -> sqlx::Result<u64> {
-    use crate::postgres::CLOCK_US;
+    use crate::postgres::{CLOCK_MS, CLOCK_US};
     let done = sqlx::query(&format!(
         "DELETE FROM distlock_fence WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM distlock_fence
@@ -235,7 +251,25 @@ pub(crate) async fn sweep_postgres(pool: sqlx::PgPool, fence_ttl: Duration) -> s
     .bind(SWEEP_LIMIT)
     .execute(&pool)
     .await?;
-    Ok(done.rows_affected())
+    let mut most = done.rows_affected();
+    for table in ENDING_ROWS {
+        let ended = sqlx::query(&format!(
+            "DELETE FROM {table} WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM {table} WHERE expires_at_ms < {CLOCK_MS} - $1 LIMIT $2))"
+        ))
+        .bind(abandoned_ms())
+        .bind(SWEEP_LIMIT)
+        .execute(&pool)
+        .await?;
+        most = most.max(ended.rows_affected());
+    }
+    Ok(most)
+}
+
+/// [`ABANDONED`] in milliseconds.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn abandoned_ms() -> i64 {
+    ABANDONED.as_millis() as i64
 }
 
 /// Writes `mark` in MySQL's sweep row, for sweeps every `every` (see [`SweepMark`]).
@@ -261,13 +295,14 @@ pub(crate) async fn mark_mysql(
     Ok(done.rows_affected() == 1)
 }
 
-/// Deletes up to [`SWEEP_LIMIT`] of MySQL's idle lease-mode counters, and of session
-/// mode's records of keys no connection holds, with the full names of those keys. The
-/// lease-mode counters go in a read-committed transaction, so the scan locks only the rows
-/// it deletes, not every row a lease transaction may want.
+/// Deletes up to [`SWEEP_LIMIT`] of MySQL's idle lease-mode counters, as many rows of each
+/// lease table that ended [`ABANDONED`] ago, and of session mode's records of keys no
+/// connection holds, with the full names of those keys. The lease tables' rows go in a
+/// read-committed transaction, so the scans lock only the rows they delete, not every row a
+/// lease transaction may want.
 #[cfg(feature = "mysql")]
 pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> sqlx::Result<u64> {
-    use crate::mysql::CLOCK_US;
+    use crate::mysql::{CLOCK_MS, CLOCK_US};
     let ttl = ttl_us(fence_ttl);
     let mut conn = pool.acquire().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
@@ -282,6 +317,17 @@ pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> s
     .bind(SWEEP_LIMIT)
     .execute(&mut *tx)
     .await?;
+    let mut ended = 0;
+    for table in ENDING_ROWS {
+        let done = sqlx::query(&format!(
+            "DELETE FROM {table} WHERE expires_at_ms < {CLOCK_MS} - ? LIMIT ?"
+        ))
+        .bind(abandoned_ms())
+        .bind(SWEEP_LIMIT)
+        .execute(&mut *tx)
+        .await?;
+        ended = done.rows_affected().max(ended);
+    }
     tx.commit().await?;
     let records = sqlx::query(&format!(
         "DELETE FROM distlock_session_lock
@@ -299,7 +345,10 @@ pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> s
     .bind(SWEEP_LIMIT)
     .execute(&mut *conn)
     .await?;
-    Ok(counters.rows_affected().max(records.rows_affected()))
+    Ok(counters
+        .rows_affected()
+        .max(records.rows_affected())
+        .max(ended))
 }
 
 /// Writes `mark` in SQLite's sweep row, for sweeps every `every` (see [`SweepMark`]), by

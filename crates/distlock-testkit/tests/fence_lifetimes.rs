@@ -2,7 +2,8 @@
 //! deletes the counters idle for longer than the URL's `fence_ttl` (every client looks as it
 //! connects, then every hour or `fence_ttl`, whichever is shorter), keeps the others,
 //! and a name whose counter went gets a token above every one it had. On SQLite, PostgreSQL and MariaDB, in
-//! both modes of the servers.
+//! both modes of the servers. The same sweep deletes the lease-table rows of names nobody
+//! locks again on PostgreSQL and MariaDB.
 
 use std::time::Duration;
 
@@ -215,5 +216,89 @@ fn one_client_a_period_sweeps_each_database() {
         let maria = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
         let url = distlock_testkit::mariadb_url(&maria);
         one_client_sweeps_a_period(&format!("{url}?mode=lease"), &url).await;
+    });
+}
+
+/// The rows of lock `name` in the lease tables of the database at `db_url`.
+async fn rows_of(db: &mut sqlx::AnyConnection, name: &str) -> i64 {
+    let mut rows = 0;
+    for table in ["distlock_lease", "distlock_waiter"] {
+        let count: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM {table} WHERE name = '{name}'"
+        ))
+        .fetch_one(&mut *db)
+        .await
+        .unwrap();
+        rows += count;
+    }
+    rows
+}
+
+/// A name nobody locks again keeps no rows: a grant whose holder vanished and a waiter
+/// that stopped refreshing its place, both ended an hour ago, are swept (a name locked
+/// again purges its own expired rows; these are never looked at again), and a live grant
+/// is left alone. `url` takes lease mode and `fence_ttl` after it.
+async fn abandoned_rows_are_swept(url: &str, db_url: &str, waiter_columns: &str, key: &str) {
+    let client = Client::connect(&format!("{url}mode=lease&fence_ttl=1s"))
+        .await
+        .unwrap();
+    let kept = client.mutex("kept").lock().await.unwrap();
+    let vanished = client
+        .mutex("abandoned")
+        .lock_with(&distlock::LockOptions::new().auto_renew(false))
+        .await
+        .unwrap();
+    std::mem::forget(vanished);
+    let mut db = sqlx::AnyConnection::connect(db_url).await.unwrap();
+    sqlx::query(
+        "UPDATE distlock_lease SET expires_at_ms = expires_at_ms - 3600000
+         WHERE name = 'abandoned'",
+    )
+    .execute(&mut db)
+    .await
+    .unwrap();
+    let an_hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    sqlx::query(&format!(
+        "INSERT INTO distlock_waiter ({waiter_columns}token, name, owner, kind, lim, permits,
+           fair, expires_at_ms, host, pid, since_ms, wake)
+         VALUES ({key}'gave-up', 'abandoned', 'gone', 'mutex', 1, 1, 0, {an_hour_ago}, 'h', 1,
+           {an_hour_ago}, '')"
+    ))
+    .execute(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(rows_of(&mut db, "abandoned").await, 2);
+    let mut left = -1;
+    for _ in 0..300 {
+        left = rows_of(&mut db, "abandoned").await;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left, 0, "{url}: the abandoned rows were swept");
+    assert_eq!(
+        rows_of(&mut db, "kept").await,
+        1,
+        "{url}: a live grant stays"
+    );
+    kept.release().await.unwrap();
+    client.close().await.unwrap();
+}
+
+#[test]
+fn rows_of_abandoned_names_are_swept_from_the_lease_tables() {
+    distlock_testkit::block_on(async {
+        sqlx::any::install_default_drivers();
+        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::postgres_url(&pg);
+        abandoned_rows_are_swept(&format!("{url}?"), &url, "", "").await;
+        let maria = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::mariadb_url(&maria);
+        abandoned_rows_are_swept(&format!("{url}?"), &url, "lock_key, ", "'abandoned', ").await;
     });
 }
