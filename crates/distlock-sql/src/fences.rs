@@ -6,8 +6,8 @@
 //! one that claims the period's sweep first — and a later grant seeds the name's counter
 //! again from the clock, above every token it gave.
 //!
-//! The same sweep deletes, on PostgreSQL and MySQL, lease-table rows whose lease or waiting
-//! place ended [`ABANDONED`] ago: a name locked again purges its own expired rows first,
+//! The same sweep deletes lease-table rows whose lease or waiting place ended [`ABANDONED`]
+//! ago: a name locked again purges its own expired rows first,
 //! but the rows of a name nobody locks again (a holder that died, a waiter that gave up)
 //! would otherwise stay.
 //!
@@ -26,11 +26,9 @@ pub(crate) const SWEEP_LIMIT: i64 = 10_000;
 /// How long after its end a grant's or a waiter's row is swept: long past any decision
 /// that could read it (a name's own purge deletes it at its end), and past the moment its
 /// client turned the guard `Lost`.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 const ABANDONED: Duration = Duration::from_secs(60);
 
 /// The lease-table tables whose rows end (`expires_at_ms`).
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 const ENDING_ROWS: [&str; 2] = ["distlock_lease", "distlock_waiter"];
 
 /// The smallest counter that took the clock's floor: the clock in microseconds in 2001.
@@ -267,7 +265,6 @@ pub(crate) async fn sweep_postgres(pool: sqlx::PgPool, fence_ttl: Duration) -> s
 }
 
 /// [`ABANDONED`] in milliseconds.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 fn abandoned_ms() -> i64 {
     ABANDONED.as_millis() as i64
 }
@@ -373,9 +370,15 @@ pub(crate) async fn mark_sqlite(
 }
 
 /// Deletes up to [`SWEEP_LIMIT`] of SQLite's idle counters, by this process's clock (the
-/// clients of one database share a machine).
+/// clients of one database share a machine), and as many rows of each lease table that
+/// ended [`ABANDONED`] before `lease_now_ms` (the database's lease clock now); the most one
+/// statement deleted.
 #[cfg(feature = "sqlite")]
-pub(crate) async fn sweep_sqlite(pool: sqlx::SqlitePool, fence_ttl: Duration) -> sqlx::Result<u64> {
+pub(crate) async fn sweep_sqlite(
+    pool: sqlx::SqlitePool,
+    fence_ttl: Duration,
+    lease_now_ms: i64,
+) -> sqlx::Result<u64> {
     let idle_below = crate::lease_table::now_ms()
         .saturating_mul(1000)
         .saturating_sub(ttl_us(fence_ttl));
@@ -388,5 +391,17 @@ pub(crate) async fn sweep_sqlite(pool: sqlx::SqlitePool, fence_ttl: Duration) ->
     .bind(SWEEP_LIMIT)
     .execute(&pool)
     .await?;
-    Ok(done.rows_affected())
+    let mut most = done.rows_affected();
+    for table in ENDING_ROWS {
+        let ended = sqlx::query(&format!(
+            "DELETE FROM {table} WHERE rowid IN
+               (SELECT rowid FROM {table} WHERE expires_at_ms < ?1 LIMIT ?2)"
+        ))
+        .bind(lease_now_ms.saturating_sub(abandoned_ms()))
+        .bind(SWEEP_LIMIT)
+        .execute(&pool)
+        .await?;
+        most = most.max(ended.rows_affected());
+    }
+    Ok(most)
 }

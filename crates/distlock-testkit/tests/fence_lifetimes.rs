@@ -3,7 +3,7 @@
 //! connects, then every hour or `fence_ttl`, whichever is shorter), keeps the others,
 //! and a name whose counter went gets a token above every one it had. On SQLite, PostgreSQL and MariaDB, in
 //! both modes of the servers. The same sweep deletes the lease-table rows of names nobody
-//! locks again on PostgreSQL and MariaDB.
+//! locks again.
 
 use std::time::Duration;
 
@@ -237,11 +237,9 @@ async fn rows_of(db: &mut sqlx::AnyConnection, name: &str) -> i64 {
 /// A name nobody locks again keeps no rows: a grant whose holder vanished and a waiter
 /// that stopped refreshing its place, both ended an hour ago, are swept (a name locked
 /// again purges its own expired rows; these are never looked at again), and a live grant
-/// is left alone. `url` takes lease mode and `fence_ttl` after it.
+/// is left alone. `url` is a lease-mode URL with a one-second `fence_ttl`.
 async fn abandoned_rows_are_swept(url: &str, db_url: &str, waiter_columns: &str, key: &str) {
-    let client = Client::connect(&format!("{url}mode=lease&fence_ttl=1s"))
-        .await
-        .unwrap();
+    let client = Client::connect(url).await.unwrap();
     let kept = client.mutex("kept").lock().await.unwrap();
     let vanished = client
         .mutex("abandoned")
@@ -294,11 +292,17 @@ async fn abandoned_rows_are_swept(url: &str, db_url: &str, waiter_columns: &str,
 fn rows_of_abandoned_names_are_swept_from_the_lease_tables() {
     distlock_testkit::block_on(async {
         sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = format!("sqlite://{}", dir.path().join("locks.db").display());
+        let lease = format!("{sqlite}?fence_ttl=1s");
+        abandoned_rows_are_swept(&lease, &sqlite, "", "").await;
         let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
         let url = distlock_testkit::postgres_url(&pg);
-        abandoned_rows_are_swept(&format!("{url}?"), &url, "", "").await;
+        let lease = format!("{url}?mode=lease&fence_ttl=1s");
+        abandoned_rows_are_swept(&lease, &url, "", "").await;
         let maria = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
         let url = distlock_testkit::mariadb_url(&maria);
-        abandoned_rows_are_swept(&format!("{url}?"), &url, "lock_key, ", "'abandoned', ").await;
+        let lease = format!("{url}?mode=lease&fence_ttl=1s");
+        abandoned_rows_are_swept(&lease, &url, "lock_key, ", "'abandoned', ").await;
     });
 }

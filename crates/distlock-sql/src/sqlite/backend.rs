@@ -86,7 +86,9 @@ impl SqliteBackend {
                         pool.clone(),
                         config.fence_ttl,
                         fences::mark_sqlite,
-                        fences::sweep_sqlite,
+                        move |pool, fence_ttl| {
+                            fences::sweep_sqlite(pool, fence_ttl, clock.now_ms())
+                        },
                     );
                     return Ok(SqliteBackend {
                         pool,
