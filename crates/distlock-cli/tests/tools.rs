@@ -84,24 +84,63 @@ fn shop_file_under(dir: &Path) -> Option<std::path::PathBuf> {
     None
 }
 
-/// Ctrl-C (or a supervisor's SIGTERM) in the middle of the demo stops its workers and
-/// still removes the shop it made, and the exit code says which signal ended it.
+/// The processes of group `group` that have not ended (zombies left out).
+fn alive_in_group(group: i32) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+        .filter(|stat| {
+            // After the command's name, in parentheses: state, parent, group, …
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map_or("", |(_, rest)| rest)
+                .split_whitespace()
+                .collect();
+            fields.len() > 2 && fields[0] != "Z" && fields[2] == group.to_string()
+        })
+        .count()
+}
+
+/// A demo started in a process group of its own, which is killed whole if the test ends
+/// before the demo does.
+struct DemoGroup(std::process::Child);
+
+impl Drop for DemoGroup {
+    fn drop(&mut self) {
+        // SAFETY: killpg(2) has no memory-safety preconditions.
+        unsafe { libc::killpg(self.0.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// Ctrl-C in the middle of the demo (SIGINT to its whole process group, as a terminal
+/// sends it, workers included) or a supervisor's SIGTERM (to the demo alone) stops its
+/// workers and still removes the shop it made, and the exit code says which signal ended
+/// it.
 #[test]
 fn an_interrupted_demo_leaves_no_shop_behind() {
-    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+    use std::os::unix::process::CommandExt;
+    for (signal, code, whole_group) in [(libc::SIGINT, 130, true), (libc::SIGTERM, 143, false)] {
         let state = tempfile::tempdir().unwrap();
         // Its errors go to a file: a pipe would stay open while workers it left behind run.
         let errors = state.path().join("stderr");
-        let mut demo = Command::new(env!("CARGO_BIN_EXE_distlock"))
-            .env("XDG_STATE_HOME", state.path())
-            .env_remove("DISTLOCK_URL")
-            .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
-            .args(["--workers", "2", "--strategies", "lock"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&errors).unwrap())
-            .spawn()
-            .expect("distlock runs");
+        let mut demo = DemoGroup(
+            Command::new(env!("CARGO_BIN_EXE_distlock"))
+                .env("XDG_STATE_HOME", state.path())
+                .env_remove("DISTLOCK_URL")
+                .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
+                .args(["--workers", "2", "--strategies", "lock"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&errors).unwrap())
+                .process_group(0)
+                .spawn()
+                .expect("distlock runs"),
+        );
+        let group = demo.0.id() as i32;
         let mut selling = false;
         for _ in 0..300 {
             if shop_file_under(state.path()).is_some() {
@@ -113,20 +152,24 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
         assert!(selling, "the demo made its shop");
         // Its workers are buying by now.
         std::thread::sleep(std::time::Duration::from_millis(1500));
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe { libc::kill(demo.id() as libc::pid_t, signal) };
+        assert!(alive_in_group(group) >= 3, "the demo and its workers run");
+        // SAFETY: kill(2) and killpg(2) have no memory-safety preconditions.
+        unsafe {
+            match whole_group {
+                true => libc::killpg(group, signal),
+                false => libc::kill(group, signal),
+            }
+        };
         let mut ended = None;
         for _ in 0..300 {
-            ended = demo.try_wait().unwrap();
+            ended = demo.0.try_wait().unwrap();
             if ended.is_some() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let Some(status) = ended else {
-            let _ = demo.kill();
-            panic!("the demo did not end within 15 s of signal {signal}");
-        };
+        let status =
+            ended.unwrap_or_else(|| panic!("the demo did not end within 15 s of signal {signal}"));
         assert_eq!(
             status.code(),
             Some(code),
@@ -136,6 +179,15 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
         if let Some(left) = shop_file_under(state.path()) {
             panic!("signal {signal}: {} is left", left.display());
         }
+        let mut alive = usize::MAX;
+        for _ in 0..100 {
+            alive = alive_in_group(group);
+            if alive == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(alive, 0, "signal {signal}: the workers were stopped too");
     }
 }
 

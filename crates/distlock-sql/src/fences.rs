@@ -294,12 +294,12 @@ pub(crate) async fn mark_mysql(
 
 /// Deletes up to [`SWEEP_LIMIT`] of MySQL's idle lease-mode counters, as many rows of each
 /// lease table that ended [`ABANDONED`] ago, and of session mode's records of keys no
-/// connection holds, with the full names of those keys. The lease tables' rows go in a
-/// read-committed transaction, so the scans lock only the rows they delete, not every row a
-/// lease transaction may want.
+/// connection holds, with the full names of those keys. The counters go in a
+/// read-committed transaction, so the scan locks only the rows it deletes, not every row a
+/// lease transaction may want; the lease tables' rows as [`sweep_mysql_ended`] says.
 #[cfg(feature = "mysql")]
 pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> sqlx::Result<u64> {
-    use crate::mysql::{CLOCK_MS, CLOCK_US};
+    use crate::mysql::CLOCK_US;
     let ttl = ttl_us(fence_ttl);
     let mut conn = pool.acquire().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
@@ -314,18 +314,11 @@ pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> s
     .bind(SWEEP_LIMIT)
     .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     let mut ended = 0;
     for table in ENDING_ROWS {
-        let done = sqlx::query(&format!(
-            "DELETE FROM {table} WHERE expires_at_ms < {CLOCK_MS} - ? LIMIT ?"
-        ))
-        .bind(abandoned_ms())
-        .bind(SWEEP_LIMIT)
-        .execute(&mut *tx)
-        .await?;
-        ended = done.rows_affected().max(ended);
+        ended = ended.max(sweep_mysql_ended(&mut conn, table).await?);
     }
-    tx.commit().await?;
     let records = sqlx::query(&format!(
         "DELETE FROM distlock_session_lock
          WHERE fence < {CLOCK_US} - ? AND IS_USED_LOCK(lock_key) IS NULL LIMIT ?"
@@ -346,6 +339,41 @@ pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> s
         .rows_affected()
         .max(records.rows_affected())
         .max(ended))
+}
+
+/// Deletes up to [`SWEEP_LIMIT`] rows of lease table `table` that ended [`ABANDONED`] ago:
+/// their tokens read first (a read that locks nothing), then deleted by token, the end
+/// checked again, in statements of their own. No statement scans the table under locks,
+/// and none leaves a lock held across a round trip: a client frozen mid-sweep (a process
+/// stopped with SIGSTOP) holds up no lease transaction.
+#[cfg(feature = "mysql")]
+async fn sweep_mysql_ended(conn: &mut sqlx::MySqlConnection, table: &str) -> sqlx::Result<u64> {
+    use crate::mysql::CLOCK_MS;
+    // Read as bytes: the column's binary collation reads as binary to the driver.
+    let tokens: Vec<Vec<u8>> = sqlx::query_scalar(&format!(
+        "SELECT token FROM {table} WHERE expires_at_ms < {CLOCK_MS} - ? LIMIT ?"
+    ))
+    .bind(abandoned_ms())
+    .bind(SWEEP_LIMIT)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut deleted = 0;
+    for chunk in tokens.chunks(500) {
+        let placeholders = vec!["?"; chunk.len()].join(", ");
+        let text = format!(
+            "DELETE FROM {table} WHERE token IN ({placeholders}) AND expires_at_ms < {CLOCK_MS} - ?"
+        );
+        let mut query = sqlx::query(&text);
+        for token in chunk {
+            query = query.bind(token);
+        }
+        deleted += query
+            .bind(abandoned_ms())
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+    }
+    Ok(deleted)
 }
 
 /// Writes `mark` in SQLite's sweep row, for sweeps every `every` (see [`SweepMark`]), by

@@ -82,30 +82,53 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         Some(at) => at.clone(),
         None => default_shop(&lock_url)?,
     };
-    let shop = Shop::open(&shop_at, 1).await?;
     // A signal that would end the demo (Ctrl-C, a supervisor's SIGTERM) stops the sale
-    // instead: its workers are killed with it, and the shop is removed all the same.
+    // instead: its workers are killed with it, and the shop is removed all the same. Caught
+    // from before the shop exists, so none finds it made and the demo unprepared.
     let mut caught = Caught::listen(&signals::ending());
-    let sold = tokio::select! {
+    let shop = Shop::open(&shop_at, 1).await?;
+    let mut sold = tokio::select! {
         sold = sell(&args, &lock_url, &shop_at, &shop) => sold,
-        number = caught.next() => {
-            eprintln!("distlock demo: stopped by signal {number}");
-            Ok(128u8.saturating_add(number as u8))
-        }
+        number = caught.next() => Ok(signalled(number)),
     };
-    drop(caught);
+    // Ctrl-C from a terminal reaches the workers too, and the sale may end on a worker
+    // killed by it before the demo reads its own: the signal is what ended it.
+    if sold.is_err() {
+        if let Ok(number) = tokio::time::timeout(SIGNAL_GRACE, caught.next()).await {
+            sold = Ok(signalled(number));
+        }
+    }
     if !args.keep {
         // The shop file is removed only when the demo chose it.
         let file = args.shop.is_none().then(|| PathBuf::from(&shop_at));
-        let removed = shop.remove(file.as_deref()).await;
-        // A failed run's error comes first; a failed clean-up after it is only told.
+        // A second signal ends the demo at once (a table another session keeps locked
+        // would hold up its removal), the shop left as it is.
+        let removed = tokio::select! {
+            removed = shop.remove(file.as_deref()) => removed,
+            number = caught.next() => {
+                eprintln!("distlock demo: stopped again by signal {number}; the shop is left at {}", distlock::redact_url(&shop_at));
+                return Ok(128u8.saturating_add(number as u8));
+            }
+        };
+        // A failed or stopped run's outcome comes first; a failed clean-up after it is only
+        // told.
+        let stopped = matches!(sold, Ok(code) if code > 128);
         match (&sold, removed) {
-            (Ok(_), Err(err)) => return Err(err),
-            (Err(_), Err(err)) => eprintln!("distlock demo: could not remove the shop: {err}"),
+            (Ok(_), Err(err)) if !stopped => return Err(err),
+            (_, Err(err)) => eprintln!("distlock demo: could not remove the shop: {err}"),
             (_, Ok(())) => {}
         }
     }
     sold
+}
+
+/// How long after a sale that failed the demo looks for the signal that may have failed it.
+const SIGNAL_GRACE: Duration = Duration::from_millis(200);
+
+/// The exit code of a demo stopped by signal `number`, told on stderr.
+fn signalled(number: libc::c_int) -> u8 {
+    eprintln!("distlock demo: stopped by signal {number}");
+    128u8.saturating_add(number as u8)
 }
 
 /// Runs every strategy against `shop` (at `shop_at`) and prints what each sold.
