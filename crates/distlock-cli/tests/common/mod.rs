@@ -3,17 +3,23 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// `distlock --url URL ARGS…` with its state directory in `state` and no `DISTLOCK_URL`.
-pub fn distlock(url: &str, state: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_distlock"))
+/// The command `distlock --url URL ARGS…`, its state directory in `state`, no
+/// `DISTLOCK_URL`, and nothing on its standard input.
+pub fn command(url: &str, state: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_distlock"));
+    command
         .env("XDG_STATE_HOME", state)
         .env_remove("DISTLOCK_URL")
         .arg("--url")
         .arg(url)
         .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("distlock runs")
+        .stdin(Stdio::null());
+    command
+}
+
+/// `distlock --url URL ARGS…` run to its end (see [`command`]).
+pub fn distlock(url: &str, state: &Path, args: &[&str]) -> Output {
+    command(url, state, args).output().expect("distlock runs")
 }
 
 /// The standard output of a run that must have succeeded.

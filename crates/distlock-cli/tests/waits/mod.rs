@@ -2,14 +2,13 @@
 //! the helpers that start runs in the background.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use distlock_testkit::{Signal, send};
 
-use crate::common::{distlock, ok};
+use crate::common::{command, distlock, ok};
 
 /// Waits (at most 20 s) until `path` holds a line, and returns it.
 pub fn read_when_written(path: &Path) -> String {
@@ -89,14 +88,6 @@ impl Drop for Running {
 
 /// `distlock --url URL ARGS…` started in the background, as [`distlock`] runs it.
 pub fn spawn(url: &str, state: &Path, args: &[&str]) -> Running {
-    let child = Command::new(env!("CARGO_BIN_EXE_distlock"))
-        .env("XDG_STATE_HOME", state)
-        .env_remove("DISTLOCK_URL")
-        .arg("--url")
-        .arg(url)
-        .args(args)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("distlock starts");
+    let child = command(url, state, args).spawn().expect("distlock starts");
     Running(child)
 }
