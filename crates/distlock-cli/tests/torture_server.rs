@@ -61,13 +61,14 @@ fn own_server_run(kind: &str, faults: &[&str], extra: &[&str]) -> (serde_json::V
 
 /// Holds longer than a restart takes: a holder of a session lock learns that the server
 /// restarted (and forgot its lock) before the restarted server can grant the lock to
-/// another worker, so no two holders overlap.
+/// another worker, so no two holders overlap. In 8 s of 1.5 s holds, a restart or two
+/// taking seconds each, the lock changes hands at least twice.
 #[test]
 fn a_restarted_database_leaves_no_session_holder_at_work() {
     for kind in ["postgres", "mariadb"] {
         let (verdict, _) = own_server_run(kind, &["server-restart"], &["--hold", "1500ms"]);
         assert!(
-            verdict["stats"]["transfers"].as_u64().unwrap() >= 3,
+            verdict["stats"]["transfers"].as_u64().unwrap() >= 2,
             "{verdict:#}"
         );
     }

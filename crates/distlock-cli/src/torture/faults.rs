@@ -278,13 +278,11 @@ impl Workers {
         };
         match kind {
             FaultKind::Pause => {
-                signal(pid, libc::SIGSTOP);
-                recorder.record(target, fault("pause"));
+                signalled(recorder, (target, pid), (libc::SIGSTOP, "pause"));
                 self.resume(target, pid, valid_until, recorder).await;
             }
             _ => {
-                signal(pid, libc::SIGKILL);
-                recorder.record(target, fault("kill"));
+                signalled(recorder, (target, pid), (libc::SIGKILL, "kill"));
                 self.replace(target).await?;
             }
         }
@@ -483,8 +481,7 @@ impl Workers {
     /// moment another worker holds the lock, if one does within [`RESUME_WAIT`].
     async fn resume(&mut self, target: u32, pid: u32, valid_until: u64, recorder: &Recorder) {
         self.wait_out(target, valid_until).await;
-        recorder.record(target, fault("resume"));
-        signal(pid, libc::SIGCONT);
+        signalled(recorder, (target, pid), (libc::SIGCONT, "resume"));
     }
 
     /// Waits until a fault on `target` has outlasted its TTL and its validity,
@@ -522,4 +519,14 @@ impl Workers {
         self.proxies.remove(&target);
         self.spawn().await
     }
+}
+
+/// Sends `signal` to worker `target` (process `pid`) and records it as the fault `name`,
+/// at the moment before it was sent: a kill's effects (a session lock the store frees
+/// as the connection closes, another worker granted it) may be recorded by others before
+/// this process, descheduled between the two steps, could record it after.
+fn signalled(recorder: &Recorder, (target, pid): (u32, u32), (signal_number, name): (i32, &str)) {
+    let at = monotonic_ns();
+    signal(pid, signal_number);
+    recorder.record_at(target, at, fault(name));
 }
