@@ -68,6 +68,22 @@ pub enum ChildTask {
         /// Whether to call `Client::close` before returning.
         close: bool,
     },
+    /// Until `until_unix_ms` (wall clock): lock `name` with a `ttl_ms` lease, create the
+    /// file `inside` (which must not exist: someone else would be inside), hold for a
+    /// millisecond, remove it, release; then report `done` with the number of rounds. One
+    /// side of a test that shares a key with another library's clients.
+    Share {
+        /// The lock URL.
+        url: String,
+        /// The lock name.
+        name: String,
+        /// Lease length in milliseconds.
+        ttl_ms: u64,
+        /// When to stop, in ms since the Unix epoch.
+        until_unix_ms: u64,
+        /// The file whose existence says someone holds the key.
+        inside: PathBuf,
+    },
     /// Report `waiting`, then wait for `name` (in fair mode where the backend has it; for at
     /// most a minute); report `acquired` if it ever gets it.
     Wait {
@@ -238,6 +254,56 @@ impl Drop for ChildProcess {
     }
 }
 
+/// `processes` helper processes (the current test binary's child test `child_test`) that
+/// take `name` at `url` over and over for `run`, each round marked by the file `inside`
+/// ([`ChildTask::Share`]); the rounds each held the lock, once they all finished (within a
+/// minute after `run`). A helper that fails or overlaps another holder fails the test.
+///
+/// # Examples
+///
+/// ```no_run
+/// # let inside = std::path::Path::new("/tmp/inside");
+/// let rounds = distlock_testkit::share_from_processes(
+///     "share_child",
+///     ("redis://127.0.0.1:6379/0", "hammered"),
+///     2,
+///     std::time::Duration::from_secs(5),
+///     inside,
+/// );
+/// assert_eq!(rounds.len(), 2);
+/// ```
+pub fn share_from_processes(
+    child_test: &str,
+    (url, name): (&str, &str),
+    processes: usize,
+    run: Duration,
+    inside: &std::path::Path,
+) -> Vec<u64> {
+    let until = std::time::SystemTime::now() + run;
+    let until_unix_ms = until
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64);
+    let task = ChildTask::Share {
+        url: url.to_owned(),
+        name: name.to_owned(),
+        ttl_ms: 2_000,
+        until_unix_ms,
+        inside: inside.to_owned(),
+    };
+    let mut children: Vec<ChildProcess> = (0..processes)
+        .map(|_| ChildProcess::spawn(child_test, &task).expect("a helper process starts"))
+        .collect();
+    let mut rounds = Vec::new();
+    for child in &mut children {
+        match child.next_event(run + Duration::from_secs(60)) {
+            Some(ChildEvent::Done { sections }) => rounds.push(u64::from(sections)),
+            other => panic!("a sharing helper did not finish: {other:?}"),
+        }
+        assert!(child.wait(Duration::from_secs(30)), "helper exits cleanly");
+    }
+    rounds
+}
+
 /// The body of the child test: runs the task from the environment, if there is one.
 /// Without one (a plain `cargo test -- --ignored` run) it only checks that it was not
 /// given a malformed task.
@@ -329,6 +395,16 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
                 sections: iterations,
             });
         }
+        ChildTask::Share {
+            url,
+            name,
+            ttl_ms,
+            until_unix_ms,
+            inside,
+        } => {
+            let sections = share(&url, &name, ttl_ms, until_unix_ms, &inside).await?;
+            emit(&ChildEvent::Done { sections });
+        }
         ChildTask::Wait { url, name } => {
             let client = Client::connect(&url).await?;
             emit(&ChildEvent::Waiting);
@@ -365,4 +441,39 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The body of [`ChildTask::Share`]: the number of rounds it held `name`.
+async fn share(
+    url: &str,
+    name: &str,
+    ttl_ms: u64,
+    until_unix_ms: u64,
+    inside: &std::path::Path,
+) -> distlock::Result<u32> {
+    let client = Client::connect(url).await?;
+    let mutex = client.mutex(name);
+    let options = LockOptions::new()
+        .ttl(Duration::from_millis(ttl_ms))
+        .wait(Duration::from_secs(30));
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64)
+    };
+    let mut rounds = 0;
+    while now_ms() < until_unix_ms {
+        let guard = mutex.lock_with(&options).await?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(inside)
+            .map_err(|e| distlock::Error::invalid(format!("somebody else is inside: {e}")))?;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        std::fs::remove_file(inside).map_err(|e| distlock::Error::invalid(e.to_string()))?;
+        guard.release().await?;
+        rounds += 1;
+    }
+    client.close().await?;
+    Ok(rounds)
 }

@@ -27,7 +27,7 @@ mod signal;
 mod spec;
 mod zookeeper;
 
-pub use child::{ChildEvent, ChildProcess, ChildTask, run_child};
+pub use child::{ChildEvent, ChildProcess, ChildTask, run_child, share_from_processes};
 pub use conformance::{SessionFaults, Target, memory_session_target};
 pub use etcd::{EtcdCluster, etcd_cluster, etcd_server, etcd_target, etcd_tls_server, etcdctl};
 pub use launchers::{

@@ -96,7 +96,7 @@ fn distlock_and_redis_py_exclude_each_other_on_one_key() {
 }
 
 /// redis-py's clients release without a word to distlock's waiters and retry every
-/// millisecond: two distlock clients on the same key, polling a foreign holder's lock with a
+/// millisecond: two distlock processes on the same key, polling a foreign holder's lock with a
 /// short backoff (the server publishes no keyspace events), still get at least a third of
 /// their fair share together, each at least a quarter of its own, and nobody overlaps.
 #[test]
@@ -106,7 +106,7 @@ fn distlock_gets_its_share_of_a_key_redis_py_clients_hammer() {
 }
 
 /// Where the server publishes keyspace events, distlock's waiters watch a key a foreign
-/// client holds and wake on its release: two distlock clients against two redis-py clients
+/// client holds and wake on its release: two distlock processes against two redis-py processes
 /// get at least a third of their fair share together, each at least a quarter, though
 /// distlock's queue would have them yield to each other.
 #[test]
@@ -124,9 +124,9 @@ fn with_keyspace_events_distlock_waiters_wake_on_a_foreign_release() {
     shares_against_redis_py(&redis, 2);
 }
 
-/// Two redis-py clients and `ours` distlock clients take one key over and over for 5 s,
-/// each holding it for a millisecond: nobody overlaps, the distlock clients get at least a
-/// third of their fair share together, and each at least a quarter of its own.
+/// Two redis-py processes and `ours` distlock processes take one key over and over for
+/// 5 s, each holding it for a millisecond: nobody overlaps, the distlock processes get at
+/// least a third of their fair share together, and each at least a quarter of its own.
 fn shares_against_redis_py(redis: &distlock_testkit::Server, ours: usize) {
     const SECONDS: u64 = 5;
     const PY: usize = 2;
@@ -147,42 +147,14 @@ fn shares_against_redis_py(redis: &distlock_testkit::Server, ours: usize) {
                 .unwrap()
         })
         .collect();
-    let counts: Vec<u64> = distlock_testkit::block_on(async {
-        let url = format!("redis://{}/0", redis.addr());
-        let until = tokio::time::Instant::now() + Duration::from_secs(SECONDS);
-        let mut tasks = Vec::new();
-        for _ in 0..ours {
-            let client = distlock::Client::connect(&url).await.unwrap();
-            let inside = inside.clone();
-            tasks.push(tokio::spawn(async move {
-                let mutex = client.mutex("hammered");
-                let mut rounds = 0;
-                while tokio::time::Instant::now() < until {
-                    let guard = mutex.lock_timeout(Duration::from_secs(30)).await.unwrap();
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&inside)
-                        .expect("nobody else is inside");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    std::fs::remove_file(&inside).unwrap();
-                    guard.release().await.unwrap();
-                    rounds += 1;
-                }
-                rounds
-            }));
-        }
-        let mut counts = Vec::new();
-        for task in tasks {
-            counts.push(
-                tokio::time::timeout(Duration::from_secs(60), task)
-                    .await
-                    .expect("distlock side finishes")
-                    .unwrap(),
-            );
-        }
-        counts
-    });
+    let url = format!("redis://{}/0", redis.addr());
+    let counts = distlock_testkit::share_from_processes(
+        "share_child",
+        (&url, "hammered"),
+        ours,
+        Duration::from_secs(SECONDS),
+        &inside,
+    );
     let theirs: Vec<u64> = py
         .into_iter()
         .map(|child| {
@@ -279,4 +251,10 @@ fn a_waiter_on_a_foreign_lock_watches_its_key_while_it_waits() {
         );
         drop(client);
     });
+}
+
+#[test]
+#[ignore = "runs only as a helper process of the share tests"]
+fn share_child() {
+    distlock_testkit::run_child();
 }

@@ -105,91 +105,82 @@ fn distlock_and_rslock_exclude_each_other_on_one_key() {
     });
 }
 
-/// Waits for every client to be ready, for at most 30 s.
-async fn started(start: &tokio::sync::Barrier) {
-    tokio::time::timeout(Duration::from_secs(30), start.wait())
-        .await
-        .expect("every client gets ready");
-}
-
 /// rslock's clients, retrying every millisecond, release without a word to distlock's
-/// waiters: two distlock RedLock clients on the same key over the same masters, polling a
+/// waiters: two distlock RedLock processes on the same key over the same masters, polling a
 /// foreign holder's lock from a millisecond up, get at least a third of their fair share
-/// together (each at least a quarter of its own), and nobody overlaps.
+/// together (each at least a quarter of its own), and nobody overlaps: a file that exists
+/// while someone holds the key is made by each holder, and must not be there already.
 #[test]
 fn distlock_gets_its_share_of_a_key_rslock_clients_hammer() {
     const OURS: usize = 2;
     const THEIRS: usize = 2;
     const FOR: Duration = Duration::from_secs(5);
-    distlock_testkit::block_on(async {
-        let (_masters, url, uris) = three_masters();
-        let inside = Arc::new(AtomicBool::new(false));
-        let start = Arc::new(tokio::sync::Barrier::new(OURS + THEIRS));
-        let until = Arc::new(std::sync::OnceLock::<Instant>::new());
-        let mut ours = Vec::new();
-        for _ in 0..OURS {
-            let client = distlock::Client::connect(&url).await.unwrap();
-            let (inside, start, until) = (inside.clone(), start.clone(), until.clone());
-            ours.push(tokio::spawn(async move {
-                let options = LockOptions::new()
-                    .ttl(Duration::from_secs(2))
-                    .wait(Duration::from_secs(30));
-                started(&start).await;
-                let until = *until.get_or_init(|| Instant::now() + FOR);
-                let mut rounds = 0_u64;
-                while Instant::now() < until {
-                    let guard = client.mutex("hammered").lock_with(&options).await.unwrap();
-                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    inside.store(false, Ordering::SeqCst);
-                    guard.release().await.unwrap();
-                    rounds += 1;
-                }
-                rounds
-            }));
-        }
-        let mut theirs = Vec::new();
-        for at in 0..THEIRS {
-            let uris = uris.clone();
-            let (inside, start, until) = (inside.clone(), start.clone(), until.clone());
-            theirs.push(tokio::spawn(async move {
-                let mut manager = rslock::LockManager::new(uris);
-                manager
-                    .lock(format!("warm-up-{at}").as_str(), Duration::from_secs(1))
-                    .await
-                    .unwrap();
-                manager.set_retry(1, Duration::from_millis(1));
-                started(&start).await;
-                let until = *until.get_or_init(|| Instant::now() + FOR);
-                let mut rounds = 0_u64;
-                while Instant::now() < until {
-                    let Ok(lock) = manager.lock("hammered", Duration::from_secs(2)).await else {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        continue;
-                    };
-                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    inside.store(false, Ordering::SeqCst);
-                    manager.unlock(&lock).await;
-                    rounds += 1;
-                }
-                rounds
-            }));
-        }
-        let finished = |task: tokio::task::JoinHandle<u64>| async move {
-            tokio::time::timeout(Duration::from_secs(60), task)
-                .await
-                .expect("every client finishes")
-                .unwrap()
-        };
-        let mut counts = Vec::new();
-        for task in ours {
-            counts.push(finished(task).await);
-        }
-        let mut others = Vec::new();
-        for task in theirs {
-            others.push(finished(task).await);
-        }
-        distlock_testkit::assert_fair_share(&counts, &others, "rslock");
+    let (_masters, url, uris) = three_masters();
+    let dir = tempfile::tempdir().unwrap();
+    let inside = dir.path().join("inside");
+    let until = Instant::now() + FOR;
+    let theirs = std::thread::spawn({
+        let inside = inside.clone();
+        move || distlock_testkit::block_on(rslock_rounds(uris, THEIRS, until, inside))
     });
+    let ours = distlock_testkit::share_from_processes(
+        "share_child",
+        (&url, "hammered"),
+        OURS,
+        FOR,
+        &inside,
+    );
+    let theirs = theirs.join().expect("the rslock side finishes");
+    distlock_testkit::assert_fair_share(&ours, &theirs, "rslock");
+}
+
+/// `clients` rslock clients taking the key `hammered` until `until`, marking each round by
+/// the file `inside`: the rounds each held it.
+async fn rslock_rounds(
+    uris: Vec<String>,
+    clients: usize,
+    until: Instant,
+    inside: std::path::PathBuf,
+) -> Vec<u64> {
+    let mut tasks = Vec::new();
+    for at in 0..clients {
+        let (uris, inside) = (uris.clone(), inside.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut manager = rslock::LockManager::new(uris);
+            manager
+                .lock(format!("warm-up-{at}").as_str(), Duration::from_secs(1))
+                .await
+                .unwrap();
+            manager.set_retry(1, Duration::from_millis(1));
+            let mut rounds = 0_u64;
+            while Instant::now() < until {
+                let Ok(lock) = manager.lock("hammered", Duration::from_secs(2)).await else {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
+                };
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&inside)
+                    .expect("nobody else is inside");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                std::fs::remove_file(&inside).unwrap();
+                manager.unlock(&lock).await;
+                rounds += 1;
+            }
+            rounds
+        }));
+    }
+    let mut rounds = Vec::new();
+    for task in tasks {
+        let finished = tokio::time::timeout(Duration::from_secs(60), task).await;
+        rounds.push(finished.expect("every rslock client finishes").unwrap());
+    }
+    rounds
+}
+
+#[test]
+#[ignore = "runs only as a helper process of the share tests"]
+fn share_child() {
+    distlock_testkit::run_child();
 }
