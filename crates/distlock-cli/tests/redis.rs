@@ -1,5 +1,7 @@
 //! The `distlock` command on Redis: run, status, demo and bench against a real server.
 
+use std::process::Command;
+
 use serde_json::Value;
 
 mod common;
@@ -38,6 +40,24 @@ fn run_status_demo_and_bench_work_on_redis() {
     let minimal = uncontended["minimal_cycle_p50_us"].as_f64().unwrap();
     let ratio = uncontended["p50_vs_minimal_cycle_p50"].as_f64().unwrap();
     assert!(minimal > 0.0 && ratio > 0.0, "{uncontended}");
+    // The bench leaves no key behind, its fencing counters included: at most a queue's
+    // arrival counter, which expires within seconds.
+    let port = redis.addr().port().to_string();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["-p", &port])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for key in cli(&["--scan"]).lines().filter(|k| k.contains("bench/")) {
+        let ttl_ms: i64 = cli(&["PTTL", key]).trim().parse().unwrap();
+        assert!(
+            key.ends_with(":seq") && (1..=60_000).contains(&ttl_ms),
+            "{key} is left, for {ttl_ms} ms"
+        );
+    }
 
     let out = distlock(
         &url,

@@ -441,6 +441,37 @@ impl Client {
         self.inner.backend.inspect(name).await
     }
 
+    /// Lets the store drop the fencing counters of `names`, locks this program is done
+    /// with (a service that locks `orders/<id>` can forget an order once it is shipped,
+    /// rather than leave its counter for `fence_ttl`). Only counters idle a second or more
+    /// go (a minute on RedLock, whose masters' clocks may differ) — a lock used again is
+    /// seeded anew from the server's clock, above every token it gave — and holders and
+    /// waiters are untouched, so forgetting a name in use is safe, only useless. Answers
+    /// how many counters went (on RedLock, the most one master dropped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// let client = distlock_core::Client::connect("memory://").await?;
+    /// client.mutex("orders/42").lock().await?.release().await?;
+    /// // The memory backend keeps nothing between grants.
+    /// assert_eq!(client.forget(["orders/42"]).await?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn forget<I, S>(&self, names: I) -> Result<usize>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let names: Vec<S> = names.into_iter().collect();
+        let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+        for name in &names {
+            validate_name(name)?;
+        }
+        self.inner.backend.forget(&names).await
+    }
+
     pub(crate) fn inner(&self) -> &Arc<ClientInner> {
         &self.inner
     }

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome, STARVATION,
-    Ticket, async_trait,
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, LockRequest, MIN_FENCE_TTL,
+    PollOutcome, STARVATION, Ticket, async_trait,
 };
 use distlock_core::{Error, ErrorKind, LockState, Result, Url, WaiterInfo, random_id, redact_url};
 use tokio::task::AbortHandle;
@@ -21,6 +21,7 @@ use crate::wakeups;
 use refused::RedisTicket;
 pub(crate) use refused::refused_for_foreign;
 
+mod forget;
 mod refused;
 mod status;
 
@@ -542,6 +543,10 @@ impl Backend for RedisBackend {
             }
         }
         Ok(states)
+    }
+
+    async fn forget(&self, names: &[&str]) -> Result<usize> {
+        self.forget_names(names, MIN_FENCE_TTL).await
     }
 
     fn floor_op(&self) -> &'static str {

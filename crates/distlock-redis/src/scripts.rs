@@ -38,6 +38,8 @@ pub(crate) struct Scripts {
     pub(crate) cancel: Script,
     pub(crate) restamp: Script,
     pub(crate) redlock_waiting: Script,
+    /// Deletes a lock's fencing counter that is idle long enough (`Client::forget`).
+    pub(crate) forget: Script,
     /// The minimal lock's release, measured against by `distlock bench`: delete the key if
     /// it still holds the token.
     pub(crate) compare_and_delete: Script,
@@ -63,6 +65,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     cancel: compose("", "", include_str!("scripts/cancel.lua")),
     restamp: Script::new(include_str!("scripts/restamp.lua")),
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
+    forget: Script::new(include_str!("scripts/forget.lua")),
     compare_and_delete: Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
     ),

@@ -2,6 +2,7 @@
 //! measured in the same run.
 
 mod median;
+mod names;
 mod stats;
 
 use std::collections::HashMap;
@@ -12,10 +13,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::args::{BenchArgs, Runtime};
+use crate::args::BenchArgs;
 use crate::location::lock_url;
 use crate::progress;
 use crate::worker_task;
+use names::BenchNames;
 use stats::{Samples, ratio};
 
 /// One grant seen by a contending client.
@@ -31,10 +33,6 @@ const MIN_PHASE: Duration = Duration::from_millis(10);
 const MAX_PHASE: Duration = Duration::from_secs(3600);
 /// The most client processes `--processes` starts.
 const MAX_PROCESSES: u32 = 256;
-
-fn unique_name(what: &str) -> String {
-    format!("bench/{what}/{}", distlock::random_id())
-}
 
 pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
     on_worker(run_bench(url.clone(), args)).await
@@ -84,11 +82,17 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
         clients.push(client);
     }
     let bar = progress::bar(4 * u64::from(args.runs) * urls.len() as u64, "floor");
+    let names: Vec<BenchNames> = urls.iter().map(|_| BenchNames::new(args.clients)).collect();
     let mut runs: Vec<Vec<serde_json::Value>> = vec![Vec::new(); urls.len()];
     for _ in 0..args.runs {
-        for ((client, url), seen) in clients.iter().zip(&urls).zip(&mut runs) {
-            seen.push(one_run(client, url, &args, &bar).await?);
+        for (((client, url), names), seen) in clients.iter().zip(&urls).zip(&names).zip(&mut runs) {
+            seen.push(one_run((client, url, names), &args, &bar).await?);
         }
+    }
+    bar.set_message("tidying up");
+    tokio::time::sleep(names::IDLE).await;
+    for (client, names) in clients.iter().zip(&names) {
+        names.forget(client).await;
     }
     bar.finish_and_clear();
     let reports: Vec<serde_json::Value> = runs.iter().map(|r| median::median_report(r)).collect();
@@ -107,8 +111,7 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
 
 /// Every phase once: the floor, then each lock figure beside it.
 async fn one_run(
-    client: &Client,
-    url: &str,
+    (client, url, names): (&Client, &str, &BenchNames),
     args: &BenchArgs,
     bar: &indicatif::ProgressBar,
 ) -> Result<serde_json::Value> {
@@ -117,18 +120,18 @@ async fn one_run(
     let floor_concurrent = measure_floor_concurrent(client, args.clients, args.duration).await?;
     bar.inc(1);
     bar.set_message("uncontended");
-    let uncontended = measure_uncontended(client, args.duration).await?;
+    let uncontended = measure_uncontended(client, names, args.duration).await?;
     bar.inc(1);
     bar.set_message("contended");
     let acquisitions = if args.processes {
-        contend_in_processes(url, args.clients, args.duration, args.runtime).await?
+        contend_in_processes(url, &names.contended(), args).await?
     } else {
-        contend_in_tasks(client, args.clients, args.duration).await?
+        contend_in_tasks(client, &names.contended(), args.clients, args.duration).await?
     };
     let contended = summarize(&acquisitions, args.clients, args.processes, args.duration);
     bar.inc(1);
     bar.set_message("many names");
-    let many = measure_many_names(client, args.clients, args.duration).await?;
+    let many = measure_many_names(client, names, args.clients, args.duration).await?;
     bar.inc(1);
 
     let floor_p50 = floor.percentile(50.0);
@@ -337,10 +340,14 @@ struct Uncontended {
     minimal: Option<Samples>,
 }
 
-async fn measure_uncontended(client: &Client, duration: Duration) -> Result<Uncontended> {
+async fn measure_uncontended(
+    client: &Client,
+    names: &BenchNames,
+    duration: Duration,
+) -> Result<Uncontended> {
     let backend = client.backend();
-    let mutex = client.mutex(unique_name("uncontended"));
-    let minimal_name = unique_name("minimal-cycle");
+    let mutex = client.mutex(names.uncontended());
+    let minimal_name = names.minimal_cycle();
     let mut cycles = Samples::default();
     let mut minimal = backend.cycle_floor_op().map(|_| Samples::default());
     let end = Instant::now() + duration;
@@ -382,13 +389,13 @@ async fn contend(mutex: distlock::Mutex, client: u32, end: Instant) -> Result<Ve
 
 async fn contend_in_tasks(
     client: &Client,
+    name: &str,
     clients: u32,
     duration: Duration,
 ) -> Result<Vec<Acquisition>> {
-    let name = unique_name("contended");
     let end = Instant::now() + duration;
     let tasks: Vec<_> = (0..clients)
-        .map(|i| tokio::spawn(contend(client.mutex(&name), i, end)))
+        .map(|i| tokio::spawn(contend(client.mutex(name), i, end)))
         .collect();
     let mut all = Vec::new();
     for task in tasks {
@@ -400,15 +407,10 @@ async fn contend_in_tasks(
     Ok(all)
 }
 
-async fn contend_in_processes(
-    url: &str,
-    clients: u32,
-    duration: Duration,
-    runtime: Runtime,
-) -> Result<Vec<Acquisition>> {
+async fn contend_in_processes(url: &str, name: &str, args: &BenchArgs) -> Result<Vec<Acquisition>> {
+    let (clients, duration) = (args.clients, args.duration);
     let exe = std::env::current_exe()
         .map_err(|e| Error::invalid(format!("cannot find the distlock binary: {e}")))?;
-    let name = unique_name("contended");
     let start_at_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -419,10 +421,10 @@ async fn contend_in_processes(
         let mut command = tokio::process::Command::new(&exe);
         command
             .arg("bench-worker")
-            .args(["--runtime", runtime.as_str()]);
+            .args(["--runtime", args.runtime.as_str()]);
         let task = BenchTask {
             lock_url: url.to_owned(),
-            name: name.clone(),
+            name: name.to_owned(),
             client,
             start_at_ms,
             duration,
@@ -560,9 +562,14 @@ fn summarize(
 
 /// C tasks, each on a name of its own, all until one shared deadline; the rate is over the
 /// wall time until the last task finished.
-async fn measure_many_names(client: &Client, tasks: u32, duration: Duration) -> Result<f64> {
+async fn measure_many_names(
+    client: &Client,
+    names: &BenchNames,
+    tasks: u32,
+    duration: Duration,
+) -> Result<f64> {
     rounds_per_second(tasks, duration, |i| {
-        let mutex = client.mutex(unique_name(&format!("many/{i}")));
+        let mutex = client.mutex(names.many(i));
         move || {
             let mutex = mutex.clone();
             async move { mutex.lock().await?.release().await }

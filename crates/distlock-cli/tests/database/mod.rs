@@ -126,6 +126,31 @@ pub fn demo_keeps_the_shop_in_the_database(base: &str, mode: &str) {
     }
     assert!(!reports[0]["url"].as_str().unwrap().contains(other_mode));
     assert!(reports[1]["url"].as_str().unwrap().contains(other_mode));
+    assert_eq!(
+        bench_counters(base),
+        0,
+        "the bench forgot its fencing counters"
+    );
+}
+
+/// How many fencing counters of bench locks the database at `base` keeps, in either mode.
+fn bench_counters(base: &str) -> i64 {
+    let sql = match base.starts_with("postgres") {
+        true => "SELECT COUNT(*) FROM distlock_fence WHERE name LIKE 'bench/%'",
+        false => {
+            "SELECT (SELECT COUNT(*) FROM distlock_fence WHERE lock_key LIKE 'bench/%')
+                  + (SELECT COUNT(*) FROM distlock_session_lock WHERE lock_key LIKE 'bench/%')"
+        }
+    };
+    distlock_testkit::block_on(async {
+        sqlx::any::install_default_drivers();
+        let url = base.replacen("mariadb://", "mysql://", 1);
+        let mut db = <sqlx::AnyConnection as sqlx::Connection>::connect(&url)
+            .await
+            .unwrap();
+        let count: i64 = sqlx::query_scalar(sql).fetch_one(&mut db).await.unwrap();
+        count
+    })
 }
 
 /// What a user with a wrong URL meets, given the working `url` of a server database

@@ -188,6 +188,28 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// The state of one lock, or of every lock with holders or waiters.
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>>;
 
+    /// Lets the store drop what it keeps of `names` between their grants: each name's
+    /// fencing counter, where it is the backend's shortest `fence_ttl` or more below the
+    /// server's clock ([`MIN_FENCE_TTL`]; a backend whose servers' clocks may differ, such
+    /// as RedLock's masters, waits longer) — the rule by which `fence_ttl` ends an idle
+    /// counter: a later grant seeds it again from that clock, above every token it gave.
+    /// Holders and waiters are untouched. Answers how many counters went. The default:
+    /// nothing is kept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert_eq!(MemoryBackend::new().forget(&["orders/42"]).await?, 0);
+    /// # Ok(()) }
+    /// ```
+    async fn forget(&self, names: &[&str]) -> Result<usize> {
+        let _ = names;
+        Ok(0)
+    }
+
     /// What [`Backend::floor_round`] does, for benchmark reports.
     fn floor_op(&self) -> &'static str;
 

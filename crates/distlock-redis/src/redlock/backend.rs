@@ -1,6 +1,5 @@
 //! The RedLock store: every operation goes to all masters at once and counts a majority.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -9,14 +8,14 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockRequest, PollOutcome, Ticket,
     async_trait,
 };
-use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result};
+use distlock_core::{Error, ErrorKind, LockState, Result};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
 use rand::Rng;
 use tokio::sync::OnceCell;
 
-use super::config::RedlockConfig;
+use super::config::{MIN_REDLOCK_FENCE_TTL, RedlockConfig};
 use crate::backend::{RedisBackend, refused_for_foreign};
 use crate::config::RedisConfig;
 use crate::foreign::ForeignBackoff;
@@ -73,7 +72,7 @@ impl Master {
 /// ```
 pub struct RedlockBackend {
     masters: Vec<Arc<Master>>,
-    quorum: usize,
+    pub(super) quorum: usize,
     node_timeout: Option<Duration>,
 }
 
@@ -126,7 +125,7 @@ impl RedlockBackend {
     }
 
     /// Runs `op` on every master at once, each bounded by `timeout`.
-    async fn on_all<'a, T, F, Fut>(&'a self, timeout: Duration, op: F) -> Answers<T>
+    pub(super) async fn on_all<'a, T, F, Fut>(&'a self, timeout: Duration, op: F) -> Answers<T>
     where
         F: Fn(&'a RedisBackend) -> Fut,
         Fut: Future<Output = Result<T>> + 'a,
@@ -201,7 +200,7 @@ impl RedlockBackend {
     }
 
     /// An error unless a majority of masters answered.
-    fn quorum_of<T>(&self, operation: &'static str, answers: &Answers<T>) -> Result<()> {
+    pub(super) fn quorum_of<T>(&self, operation: &'static str, answers: &Answers<T>) -> Result<()> {
         let answered = answers.iter().filter(|a| a.is_some()).count();
         if answered >= self.quorum {
             return Ok(());
@@ -510,69 +509,21 @@ impl Backend for RedlockBackend {
         Ok(LeaseOutcome::NotHeld)
     }
 
-    /// Each lock as a majority of masters sees it: holders present on a majority, with the
-    /// fencing token a majority shows (the one the holder was given: the grant stamps it on
-    /// every master of its majority, while a master that answered too late may show a
-    /// higher number of its own), else the highest, and the shortest time left among them.
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        self.states(name).await
+    }
+
+    /// Deletes each name's fencing counter idle [`MIN_REDLOCK_FENCE_TTL`] or more (the
+    /// masters' clocks may differ) on every master that answers; a majority must. The most
+    /// names one master forgot.
+    async fn forget(&self, names: &[&str]) -> Result<usize> {
         let answers = self
-            .on_all(Duration::from_secs(5), |master| master.inspect(name))
+            .on_all(Duration::from_secs(5), |master| {
+                master.forget_names(names, MIN_REDLOCK_FENCE_TTL)
+            })
             .await;
-        self.quorum_of("inspect", &answers)?;
-        type Seen = BTreeMap<String, (Vec<u64>, HolderInfo)>;
-        let mut by_name: BTreeMap<String, (u64, Seen)> = BTreeMap::new();
-        for state in answers.into_iter().flatten().flatten() {
-            let (fence, holders) = by_name.entry(state.name).or_default();
-            *fence = (*fence).max(state.last_fencing_token);
-            for holder in state.holders {
-                let key = format!("{}/{}", holder.owner, holder.kind.as_str());
-                let seen = holders.entry(key).or_insert((Vec::new(), holder.clone()));
-                seen.0.push(holder.fencing_token);
-                seen.1.remaining_ms = match (seen.1.remaining_ms, holder.remaining_ms) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-        }
-        let mut states = Vec::new();
-        for (lock, (last_fencing_token, holders)) in by_name {
-            let noted = self
-                .on_all(Duration::from_secs(5), |master| {
-                    master.redlock_waiters(&lock)
-                })
-                .await;
-            let mut waiters: Vec<_> = noted
-                .into_iter()
-                .flatten()
-                .flatten()
-                .collect::<BTreeMap<_, _>>()
-                .into_values()
-                .collect();
-            waiters.sort_by_key(|w| w.meta.acquired_at_unix_ms);
-            let holders: Vec<_> = holders
-                .into_values()
-                .filter(|(tokens, _)| tokens.len() >= self.quorum)
-                .map(|(tokens, mut holder)| {
-                    let agreed = tokens
-                        .iter()
-                        .find(|t| tokens.iter().filter(|u| u == t).count() >= self.quorum);
-                    holder.fencing_token = agreed
-                        .or(tokens.iter().max())
-                        .copied()
-                        .unwrap_or(holder.fencing_token);
-                    holder
-                })
-                .collect();
-            if name.is_some() || !holders.is_empty() || !waiters.is_empty() {
-                states.push(LockState {
-                    name: lock,
-                    last_fencing_token,
-                    holders,
-                    waiters,
-                });
-            }
-        }
-        Ok(states)
+        self.quorum_of("forget", &answers)?;
+        Ok(answers.into_iter().flatten().max().unwrap_or(0))
     }
 
     fn floor_op(&self) -> &'static str {

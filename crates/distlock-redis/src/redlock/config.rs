@@ -7,7 +7,7 @@ use distlock_core::{Error, Result, Url};
 use crate::config::RedisConfig;
 
 /// The shortest `fence_ttl` of a RedLock's masters.
-const MIN_REDLOCK_FENCE_TTL: Duration = Duration::from_secs(60);
+pub(crate) const MIN_REDLOCK_FENCE_TTL: Duration = Duration::from_secs(60);
 
 /// How to reach the independent masters of a RedLock, parsed from
 /// `redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db]`, or `redlocks://` for TLS to

@@ -49,6 +49,7 @@
 
 mod backend;
 mod config;
+mod status;
 
 pub use backend::RedlockBackend;
 pub use config::RedlockConfig;

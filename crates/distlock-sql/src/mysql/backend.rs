@@ -247,6 +247,17 @@ impl Backend for MysqlBackend {
         Ok(outcome(was_held))
     }
 
+    async fn forget(&self, names: &[&str]) -> Result<usize> {
+        let pool = self.pool.clone();
+        let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
+        detached("mysql", async move {
+            crate::forget::forget_mysql(&pool, &names)
+                .await
+                .map_err(db_error("forget"))
+        })
+        .await
+    }
+
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let (pool, name) = (self.pool.clone(), name.map(str::to_owned));
         let sessions = self.split.sessions().is_some();

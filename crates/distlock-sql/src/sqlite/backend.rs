@@ -251,6 +251,17 @@ impl Backend for SqliteBackend {
         Ok(outcome(released.was_held))
     }
 
+    async fn forget(&self, names: &[&str]) -> Result<usize> {
+        let pool = self.pool.clone();
+        let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
+        detached("sqlite", async move {
+            crate::forget::forget_sqlite(&pool, &names)
+                .await
+                .map_err(db_error("forget"))
+        })
+        .await
+    }
+
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let (pool, clock, name) = (self.pool.clone(), self.clock, name.map(str::to_owned));
         detached("sqlite", async move {

@@ -1,0 +1,159 @@
+//! `Client::forget`: a program done with some locks lets the store drop their fencing
+//! counters at once, rather than after `fence_ttl`. Only counters idle a second or more go;
+//! a holder keeps its lock, and a name locked again gets a token above every one it had.
+//! On every backend that keeps a counter per name.
+
+use std::time::Duration;
+
+use distlock::{Client, ErrorKind, Health};
+
+/// A name longer than MySQL's 64 characters, which it locks under a hashed key.
+const LONG: &str = "forget/long-forget/long-forget/long-forget/long-forget/long-forget/long";
+
+/// The last fencing token `client` shows for `name` (0 when it keeps no counter).
+async fn shown_token(client: &Client, name: &str) -> u64 {
+    let states = client.status(Some(name)).await.unwrap();
+    states.first().map_or(0, |state| state.last_fencing_token)
+}
+
+/// A token of `name`, taken and released at once.
+async fn token_of(client: &Client, name: &str) -> u64 {
+    let guard = client.mutex(name).lock().await.unwrap();
+    let token = guard.fencing_token();
+    guard.release().await.unwrap();
+    token
+}
+
+async fn forgets_idle_counters(url: &str) {
+    let client = Client::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let idle = token_of(&client, "forget/idle").await;
+    let long = token_of(&client, LONG).await;
+    let held = client.mutex("forget/held").lock().await.unwrap();
+    let names = ["forget/idle", LONG, "forget/held", "forget/never-locked"];
+
+    // Used a moment ago: kept.
+    assert_eq!(client.forget(names).await.unwrap(), 0, "{url}");
+    assert_eq!(shown_token(&client, "forget/idle").await, idle, "{url}");
+
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let forgotten = client.forget(names).await.unwrap();
+    assert!(forgotten >= 2, "{url}: {forgotten} forgotten");
+    assert_eq!(shown_token(&client, "forget/idle").await, 0, "{url}: gone");
+    assert_eq!(
+        shown_token(&client, LONG).await,
+        0,
+        "{url}: a long name's too"
+    );
+    // Forgetting a held lock's counter leaves the lock held.
+    assert_eq!(held.health(), Health::Held, "{url}");
+    let state = &client.status(Some("forget/held")).await.unwrap()[0];
+    assert_eq!(state.holders.len(), 1, "{url}: still held");
+    assert!(
+        client
+            .mutex("forget/held")
+            .try_lock()
+            .await
+            .unwrap()
+            .is_none(),
+        "{url}: still exclusive"
+    );
+    // Tokens only grow.
+    assert!(token_of(&client, "forget/idle").await > idle, "{url}");
+    assert!(token_of(&client, LONG).await > long, "{url}");
+    let held_token = held.fencing_token();
+    held.release().await.unwrap();
+    assert!(token_of(&client, "forget/held").await > held_token, "{url}");
+
+    let refused = client.forget(["fine", ""]).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{url}: {refused}");
+    client.close().await.unwrap();
+}
+
+#[test]
+fn sqlite_forgets() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("locks.db").display());
+        forgets_idle_counters(&url).await;
+    });
+}
+
+#[test]
+fn postgres_forgets_in_both_modes() {
+    distlock_testkit::block_on(async {
+        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::postgres_url(&pg);
+        forgets_idle_counters(&url).await;
+        forgets_idle_counters(&format!("{url}?mode=lease")).await;
+    });
+}
+
+#[test]
+fn mariadb_forgets_in_both_modes() {
+    distlock_testkit::block_on(async {
+        let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::mariadb_url(&db);
+        forgets_idle_counters(&url).await;
+        forgets_idle_counters(&format!("{url}?mode=lease")).await;
+    });
+}
+
+#[test]
+fn redis_forgets_alone_and_in_a_cluster() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        forgets_idle_counters(&format!("redis://{}/0", redis.addr())).await;
+        let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+        forgets_idle_counters(&cluster.url()).await;
+    });
+}
+
+/// RedLock's masters may disagree on the time: a counter goes only once idle a minute.
+#[test]
+fn redlock_forgets_counters_idle_a_minute() {
+    distlock_testkit::block_on(async {
+        let masters: Vec<_> = (0..3)
+            .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        let hosts: Vec<String> = masters.iter().map(|m| m.addr().to_string()).collect();
+        let client = Client::connect(&format!("redlock://{}/0", hosts.join(",")))
+            .await
+            .unwrap();
+        let recent = token_of(&client, "forget/recent").await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert_eq!(client.forget(["forget/recent"]).await.unwrap(), 0);
+        assert_eq!(shown_token(&client, "forget/recent").await, recent);
+        // A counter two minutes behind every master's clock, as one idle that long is.
+        let old_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64
+            - 120_000_000;
+        for master in &masters {
+            let mut conn = redis::Client::open(format!("redis://{}/0", master.addr()))
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let _: () = redis::cmd("SET")
+                .arg("{forget/old}:fence")
+                .arg(old_us)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        assert_eq!(shown_token(&client, "forget/old").await, old_us);
+        assert_eq!(
+            client
+                .forget(["forget/old", "forget/recent"])
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(shown_token(&client, "forget/old").await, 0);
+        assert!(token_of(&client, "forget/old").await > old_us);
+        assert_eq!(shown_token(&client, "forget/recent").await, recent);
+    });
+}
