@@ -1,5 +1,7 @@
 //! The `distlock` command on etcd: run, status, demo and bench against a real member.
 
+use std::process::Command;
+
 use serde_json::Value;
 
 mod common;
@@ -34,6 +36,16 @@ fn run_status_demo_and_bench_work_on_etcd() {
     assert_eq!(report["floor"]["op"], "put");
     assert!(report["contended"]["transfers_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap() > 0.0);
+    // The bench leaves no key behind (its keys lived on its session's lease).
+    let keys = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &etcd.addr().to_string()])
+        .args(["get", "--prefix", "--keys-only", "cli/"])
+        .output()
+        .unwrap();
+    assert!(keys.status.success(), "{keys:?}");
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(!keys.contains("bench/"), "{keys}");
 }
 
 /// Ctrl-C (and SIGTERM, SIGHUP) while `distlock run` waits: it withdraws its request before

@@ -358,25 +358,60 @@ fn logs_to_a_pipe_have_no_colour_codes() {
 fn unknown_url_parameters_are_refused_on_every_backend() {
     let state = tempfile::tempdir().unwrap();
     let db = state.path().join("locks.db").display().to_string();
+    // Each with a misspelled parameter, and the right spelling the refusal must list.
     let urls = [
-        "redis://:pw-123@127.0.0.1:1/0?min_replica=1".to_owned(),
-        "redis+cluster://:pw-123@127.0.0.1:1?hosts=127.0.0.1:1&conections=2".to_owned(),
-        "redlock://:pw-123@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0?prefx=a".to_owned(),
-        "postgres://app:pw-123@127.0.0.1:1/app?min_pool=2".to_owned(),
-        "mysql://app:pw-123@127.0.0.1:1/app?ssl_mode=REQUIRED".to_owned(),
-        format!("sqlite://{db}?busy=1s"),
-        "zk://app:pw-123@127.0.0.1:1/base?session=1s".to_owned(),
-        "etcd://app:pw-123@127.0.0.1:1/base?ttl=1s".to_owned(),
-        "memory://?livenes=session".to_owned(),
+        (
+            "redis://:pw-123@127.0.0.1:1/0?min_replica=1".to_owned(),
+            "min_replicas",
+        ),
+        (
+            "rediss://:pw-123@127.0.0.1:1/0?tls_cert=x".to_owned(),
+            "tls_ca",
+        ),
+        (
+            "redis+cluster://:pw-123@127.0.0.1:1?hosts=127.0.0.1:1&conections=2".to_owned(),
+            "connections",
+        ),
+        (
+            "redlock://:pw-123@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0?prefx=a".to_owned(),
+            "prefix",
+        ),
+        (
+            "postgres://app:pw-123@127.0.0.1:1/app?min_pool=2".to_owned(),
+            "pool",
+        ),
+        (
+            "mysql://app:pw-123@127.0.0.1:1/app?ssl_mode=REQUIRED".to_owned(),
+            "ssl-mode",
+        ),
+        (
+            "mariadb://app:pw-123@127.0.0.1:1/app?mod=lease".to_owned(),
+            "mode",
+        ),
+        (format!("sqlite://{db}?busy=1s"), "busy_timeout"),
+        (
+            "zk://app:pw-123@127.0.0.1:1/base?session=1s".to_owned(),
+            "session_timeout",
+        ),
+        (
+            "zks://app:pw-123@127.0.0.1:1/base?ca=x".to_owned(),
+            "tls_ca",
+        ),
+        (
+            "etcd://app:pw-123@127.0.0.1:1/base?ttl=1s".to_owned(),
+            "session_ttl",
+        ),
+        ("memory://?livenes=session".to_owned(), "liveness"),
     ];
-    for url in urls {
+    for (url, right) in urls {
         let out = output(distlock(state.path()).args(["--url", &url, "status"]));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{url}: {stderr}");
         assert!(stderr.contains("unknown"), "{url}: {stderr}");
+        let known = stderr.split_once("known: ").map_or("", |(_, known)| known);
         assert!(
-            stderr.contains("known: "),
-            "the valid ones are listed: {stderr}"
+            known.contains(right),
+            "{url}: the valid ones are listed, {right} among them: {stderr}"
         );
         assert!(!stderr.contains("pw-123"), "{url}: {stderr}");
     }

@@ -259,6 +259,19 @@ fn bench_reports_every_figure_beside_the_floor() {
     let report = bench_report(state.path(), &[], &["--processes", "--duration", "2s"]);
     check_bench(&report, true);
     assert_eq!(report["backend"], "sqlite");
+    // It forgot the fencing counters of its locks.
+    let db = state.path().join("distlock/locks.db");
+    let left: i64 = distlock_testkit::block_on(async {
+        let url = format!("sqlite://{}", db.display());
+        let mut db = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+            .await
+            .unwrap();
+        sqlx::query_scalar("SELECT COUNT(*) FROM distlock_fence WHERE name LIKE 'bench/%'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap()
+    });
+    assert_eq!(left, 0, "no bench counter is left in {}", db.display());
 }
 
 /// The table names how its figures were taken: "one run", "medians of 3 runs".

@@ -7,8 +7,9 @@
 //! `A`, best with `x` for expiries too; Redis's default is off), a waiter that finds a
 //! foreign holder also watches the lock's key: the client subscribes, on its one wake-up
 //! connection, to the key's keyspace channel while any of its waiters watch it, and a
-//! `del`, `expired` or `evicted` there wakes them at once (an expiry without `x` is found
-//! by the waiter's 50 ms backstop). A key's subscription outlives its last watch by a
+//! `del`, `expired` or `evicted` there wakes them at once, beside their backoff polls
+//! (a woken waiter races the releasing client's own next try, and on a loaded machine the
+//! polls find what the wake-ups missed). A key's subscription outlives its last watch by a
 //! second, so a key foreign clients keep busy is not subscribed afresh for every wait. The
 //! server is asked whether it publishes the events when a waiter first meets a foreign
 //! holder, and again at most once a minute while it does not, or while subscribing fails

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use distlock::{Client, ErrorKind, LockOptions};
 use serde::{Deserialize, Serialize};
@@ -68,10 +68,11 @@ pub enum ChildTask {
         /// Whether to call `Client::close` before returning.
         close: bool,
     },
-    /// Until `until_unix_ms` (wall clock): lock `name` with a `ttl_ms` lease, create the
-    /// file `inside` (which must not exist: someone else would be inside), hold for a
-    /// millisecond, remove it, release; then report `done` with the number of rounds. One
-    /// side of a test that shares a key with another library's clients.
+    /// Connect, then from `start_unix_ms` to `end_unix_ms` (wall clock): lock `name` with a
+    /// `ttl_ms` lease, create the file `inside` (which must not exist: someone else would
+    /// be inside), hold for a millisecond, remove it, release; then report `done` with the
+    /// number of rounds. One side of a test that shares a key with another library's
+    /// clients, all sides in one window.
     Share {
         /// The lock URL.
         url: String,
@@ -79,8 +80,10 @@ pub enum ChildTask {
         name: String,
         /// Lease length in milliseconds.
         ttl_ms: u64,
+        /// When to start, in ms since the Unix epoch.
+        start_unix_ms: u64,
         /// When to stop, in ms since the Unix epoch.
-        until_unix_ms: u64,
+        end_unix_ms: u64,
         /// The file whose existence says someone holds the key.
         inside: PathBuf,
     },
@@ -255,19 +258,22 @@ impl Drop for ChildProcess {
 }
 
 /// `processes` helper processes (the current test binary's child test `child_test`) that
-/// take `name` at `url` over and over for `run`, each round marked by the file `inside`
-/// ([`ChildTask::Share`]); the rounds each held the lock, once they all finished (within a
-/// minute after `run`). A helper that fails or overlaps another holder fails the test.
+/// take `name` at `url` over and over from `start` to `end` (wall clock), each round marked
+/// by the file `inside` ([`ChildTask::Share`]); the rounds each held the lock, once they
+/// all finished (within a minute after `end`). A helper that fails or overlaps another
+/// holder fails the test.
 ///
 /// # Examples
 ///
 /// ```no_run
+/// use std::time::{Duration, SystemTime};
 /// # let inside = std::path::Path::new("/tmp/inside");
+/// let start = SystemTime::now() + Duration::from_secs(2);
 /// let rounds = distlock_testkit::share_from_processes(
 ///     "share_child",
 ///     ("redis://127.0.0.1:6379/0", "hammered"),
 ///     2,
-///     std::time::Duration::from_secs(5),
+///     (start, start + Duration::from_secs(5)),
 ///     inside,
 /// );
 /// assert_eq!(rounds.len(), 2);
@@ -276,26 +282,24 @@ pub fn share_from_processes(
     child_test: &str,
     (url, name): (&str, &str),
     processes: usize,
-    run: Duration,
+    (start, end): (SystemTime, SystemTime),
     inside: &std::path::Path,
 ) -> Vec<u64> {
-    let until = std::time::SystemTime::now() + run;
-    let until_unix_ms = until
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as u64);
     let task = ChildTask::Share {
         url: url.to_owned(),
         name: name.to_owned(),
         ttl_ms: 2_000,
-        until_unix_ms,
+        start_unix_ms: unix_ms(start),
+        end_unix_ms: unix_ms(end),
         inside: inside.to_owned(),
     };
     let mut children: Vec<ChildProcess> = (0..processes)
         .map(|_| ChildProcess::spawn(child_test, &task).expect("a helper process starts"))
         .collect();
+    let over = end.duration_since(SystemTime::now()).unwrap_or_default();
     let mut rounds = Vec::new();
     for child in &mut children {
-        match child.next_event(run + Duration::from_secs(60)) {
+        match child.next_event(over + Duration::from_secs(60)) {
             Some(ChildEvent::Done { sections }) => rounds.push(u64::from(sections)),
             other => panic!("a sharing helper did not finish: {other:?}"),
         }
@@ -399,10 +403,12 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
             url,
             name,
             ttl_ms,
-            until_unix_ms,
+            start_unix_ms,
+            end_unix_ms,
             inside,
         } => {
-            let sections = share(&url, &name, ttl_ms, until_unix_ms, &inside).await?;
+            let window = (start_unix_ms, end_unix_ms);
+            let sections = share(&url, &name, ttl_ms, window, &inside).await?;
             emit(&ChildEvent::Done { sections });
         }
         ChildTask::Wait { url, name } => {
@@ -443,12 +449,13 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
     Ok(())
 }
 
-/// The body of [`ChildTask::Share`]: the number of rounds it held `name`.
+/// The body of [`ChildTask::Share`]: the number of rounds it held `name` in `window` (its
+/// start and end in ms since the Unix epoch).
 async fn share(
     url: &str,
     name: &str,
     ttl_ms: u64,
-    until_unix_ms: u64,
+    (start_unix_ms, end_unix_ms): (u64, u64),
     inside: &std::path::Path,
 ) -> distlock::Result<u32> {
     let client = Client::connect(url).await?;
@@ -456,13 +463,13 @@ async fn share(
     let options = LockOptions::new()
         .ttl(Duration::from_millis(ttl_ms))
         .wait(Duration::from_secs(30));
-    let now_ms = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis() as u64)
-    };
+    let now_ms = || unix_ms(SystemTime::now());
+    tokio::time::sleep(Duration::from_millis(
+        start_unix_ms.saturating_sub(now_ms()),
+    ))
+    .await;
     let mut rounds = 0;
-    while now_ms() < until_unix_ms {
+    while now_ms() < end_unix_ms {
         let guard = mutex.lock_with(&options).await?;
         std::fs::OpenOptions::new()
             .write(true)
@@ -476,4 +483,10 @@ async fn share(
     }
     client.close().await?;
     Ok(rounds)
+}
+
+/// `at` in ms since the Unix epoch (0 before it).
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const ROUNDS: u32 = 40;
 
@@ -125,7 +125,7 @@ fn with_keyspace_events_distlock_waiters_wake_on_a_foreign_release() {
 }
 
 /// Two redis-py processes and `ours` distlock processes take one key over and over for
-/// 5 s, each holding it for a millisecond: nobody overlaps, the distlock processes get at
+/// the same 5 s, each holding it for a millisecond: nobody overlaps, the distlock processes get at
 /// least a third of their fair share together, and each at least a quarter of its own.
 fn shares_against_redis_py(redis: &distlock_testkit::Server, ours: usize) {
     const SECONDS: u64 = 5;
@@ -135,12 +135,19 @@ fn shares_against_redis_py(redis: &distlock_testkit::Server, ours: usize) {
     let dir = tempfile::tempdir().unwrap();
     let inside = dir.path().join("inside");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/redis_py_contend.py");
+    // Every side starts together, once all are connected.
+    let start = SystemTime::now() + Duration::from_secs(2);
+    let end = start + Duration::from_secs(SECONDS);
+    let epoch_s = |at: SystemTime| {
+        let since = at.duration_since(UNIX_EPOCH).unwrap();
+        format!("{:.3}", since.as_secs_f64())
+    };
     let py: Vec<_> = (0..PY)
         .map(|_| {
             Command::new(&python)
                 .arg(&script)
                 .arg(redis.port().to_string())
-                .args(["hammered", &SECONDS.to_string()])
+                .args(["hammered", &epoch_s(start), &epoch_s(end)])
                 .arg(&inside)
                 .stdout(std::process::Stdio::piped())
                 .spawn()
@@ -152,7 +159,7 @@ fn shares_against_redis_py(redis: &distlock_testkit::Server, ours: usize) {
         "share_child",
         (&url, "hammered"),
         ours,
-        Duration::from_secs(SECONDS),
+        (start, end),
         &inside,
     );
     let theirs: Vec<u64> = py
@@ -213,8 +220,10 @@ fn a_waiter_on_a_foreign_lock_watches_its_key_while_it_waits() {
         let _: () = redis::cmd("DEL").arg("watched").query(&mut conn).unwrap();
         waiter.await.unwrap().1.release().await.unwrap();
         // The DEL wakes the waiter at once: without the event, it would look again only at
-        // its 50 ms backstop, within 10 ms of the DEL about one time in five.
+        // its next backoff poll (25 to 50 ms apart after 130 ms of one hold), within 10 ms
+        // of the DEL about one time in four.
         let mut woken_at_once = 0;
+        let mut last_del = tokio::time::Instant::now();
         for _ in 0..8 {
             let _: () = redis::cmd("SET")
                 .arg(&["watched", "a-foreign-token", "PX", "30000"])
@@ -226,16 +235,16 @@ fn a_waiter_on_a_foreign_lock_watches_its_key_while_it_waits() {
                 (tokio::time::Instant::now(), guard)
             });
             tokio::time::sleep(Duration::from_millis(130)).await;
-            let deleted = tokio::time::Instant::now();
+            last_del = tokio::time::Instant::now();
             let _: () = redis::cmd("DEL").arg("watched").query(&mut conn).unwrap();
             let (granted, guard) = waiter.await.unwrap();
-            if granted - deleted < Duration::from_millis(10) {
+            if granted - last_del < Duration::from_millis(10) {
                 woken_at_once += 1;
             }
             guard.release().await.unwrap();
         }
         assert!(woken_at_once >= 5, "{woken_at_once} of 8 woken at once");
-        let deleted = tokio::time::Instant::now();
+        // The last watch ended after the last DEL, when its waiter was woken.
         let mut ended = false;
         for _ in 0..300 {
             if subscribers(&mut conn) == 0 {
@@ -246,7 +255,7 @@ fn a_waiter_on_a_foreign_lock_watches_its_key_while_it_waits() {
         }
         assert!(ended, "the subscription ends after the last watch");
         assert!(
-            deleted.elapsed() >= Duration::from_secs(1),
+            last_del.elapsed() >= Duration::from_secs(1),
             "it outlives the last watch by a second"
         );
         drop(client);

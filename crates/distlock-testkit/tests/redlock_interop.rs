@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use distlock::LockOptions;
 use distlock_testkit::Server;
@@ -118,28 +118,30 @@ fn distlock_gets_its_share_of_a_key_rslock_clients_hammer() {
     let (_masters, url, uris) = three_masters();
     let dir = tempfile::tempdir().unwrap();
     let inside = dir.path().join("inside");
-    let until = Instant::now() + FOR;
+    // Every side starts together, once all are connected.
+    let start = SystemTime::now() + Duration::from_secs(2);
+    let window = (start, start + FOR);
     let theirs = std::thread::spawn({
         let inside = inside.clone();
-        move || distlock_testkit::block_on(rslock_rounds(uris, THEIRS, until, inside))
+        move || distlock_testkit::block_on(rslock_rounds(uris, THEIRS, window, inside))
     });
     let ours = distlock_testkit::share_from_processes(
         "share_child",
         (&url, "hammered"),
         OURS,
-        FOR,
+        window,
         &inside,
     );
     let theirs = theirs.join().expect("the rslock side finishes");
     distlock_testkit::assert_fair_share(&ours, &theirs, "rslock");
 }
 
-/// `clients` rslock clients taking the key `hammered` until `until`, marking each round by
-/// the file `inside`: the rounds each held it.
+/// `clients` rslock clients taking the key `hammered` from the start to the end of
+/// `window` (wall clock), marking each round by the file `inside`: the rounds each held it.
 async fn rslock_rounds(
     uris: Vec<String>,
     clients: usize,
-    until: Instant,
+    (start, end): (SystemTime, SystemTime),
     inside: std::path::PathBuf,
 ) -> Vec<u64> {
     let mut tasks = Vec::new();
@@ -152,8 +154,10 @@ async fn rslock_rounds(
                 .await
                 .unwrap();
             manager.set_retry(1, Duration::from_millis(1));
+            let wait = start.duration_since(SystemTime::now()).unwrap_or_default();
+            tokio::time::sleep(wait).await;
             let mut rounds = 0_u64;
-            while Instant::now() < until {
+            while SystemTime::now() < end {
                 let Ok(lock) = manager.lock("hammered", Duration::from_secs(2)).await else {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                     continue;

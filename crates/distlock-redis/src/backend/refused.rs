@@ -67,11 +67,12 @@ impl RedisBackend {
         match (backs_off, watching) {
             // Subscribed just now: a release before it would go unseen, so look.
             (true, Some(true)) => Some(Duration::ZERO),
-            // The key's release wakes the waiter; a bounded backstop all the same.
-            (true, Some(false)) => Some(ForeignBackoff::LONGEST.min(lease_end)),
-            // The core polls a millisecond after `retry_within` (past a lease's end); the
-            // backoff is the whole interval between polls.
-            (true, None) => Some(
+            // The key's release wakes a watching waiter at once, and it polls on the backoff
+            // all the same: woken, it races the releasing client's own next try, which
+            // wins whenever the waiter's process is slow to run (a loaded machine), and
+            // the polls catch the holds that follow. The core polls a millisecond after
+            // `retry_within` (past a lease's end); the backoff is the whole interval.
+            (true, _) => Some(
                 backoff
                     .next(left)
                     .saturating_sub(Duration::from_millis(1))
