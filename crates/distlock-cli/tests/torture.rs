@@ -91,14 +91,30 @@ fn database_schemes_are_clean(url: &str) {
     assert_eq!(tables, 0, "{url}");
 }
 
-/// Runs `--scheme scheme` on `url` with the default faults, duration and TTL: the kinds of
-/// violation found (the run must exit 1), and the history.
-fn caught(url: &str, scheme: &str) -> (Vec<String>, String) {
-    caught_on(url, scheme, &[])
+/// Runs `--scheme scheme` on `url` with the default faults, duration and TTL until a run
+/// finds a violation of `kind`: its history. Faults strike at moments the machine's load
+/// moves, and a broken scheme's weak moment may fall between them, so up to three runs are
+/// made, with seeds 7, 8 and 9.
+fn caught(url: &str, scheme: &str, kind: &str) -> String {
+    caught_on(url, scheme, &[], kind)
 }
 
 /// [`caught`] with `extra` arguments.
-fn caught_on(url: &str, scheme: &str, extra: &[&str]) -> (Vec<String>, String) {
+fn caught_on(url: &str, scheme: &str, extra: &[&str], kind: &str) -> String {
+    let mut found = Vec::new();
+    for seed in ["7", "8", "9"] {
+        let (kinds, history) = one_caught_run(url, scheme, extra, seed);
+        if kinds.iter().any(|k| k == kind) {
+            return history;
+        }
+        found.push(kinds);
+    }
+    panic!("{scheme}: no {kind} in three runs, only {found:?}");
+}
+
+/// One run of [`caught_on`] with `seed`: the kinds of violation found (it exits 1 if it
+/// found any, 0 if none), and the history.
+fn one_caught_run(url: &str, scheme: &str, extra: &[&str], seed: &str) -> (Vec<String>, String) {
     let state = tempfile::tempdir().unwrap();
     let history = state.path().join("history.jsonl");
     let history = history.to_str().unwrap();
@@ -108,7 +124,7 @@ fn caught_on(url: &str, scheme: &str, extra: &[&str]) -> (Vec<String>, String) {
         "--scheme",
         scheme,
         "--seed",
-        "7",
+        seed,
         "--history",
         history,
     ];
@@ -118,7 +134,12 @@ fn caught_on(url: &str, scheme: &str, extra: &[&str]) -> (Vec<String>, String) {
     let Some(verdict) = json_lines(&stdout).pop() else {
         panic!("no verdict: {}", String::from_utf8_lossy(&out.stderr));
     };
-    assert_eq!(out.status.code(), Some(1), "{scheme}: {verdict:#}");
+    let clean = verdict["clean"] == true;
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(!clean)),
+        "{scheme}: {verdict:#}"
+    );
     assert_eq!(verdict["scheme"], scheme);
     let kinds = verdict["violations"]
         .as_array()
@@ -134,8 +155,11 @@ fn caught_on(url: &str, scheme: &str, extra: &[&str]) -> (Vec<String>, String) {
 #[test]
 fn torture_catches_setnx_then_expire() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-    let (kinds, history) = caught(&format!("redis://{}/0", redis.addr()), "setnx-expire");
-    assert!(kinds.contains(&"liveness".to_owned()), "{kinds:?}");
+    let history = caught(
+        &format!("redis://{}/0", redis.addr()),
+        "setnx-expire",
+        "liveness",
+    );
     assert!(history.contains(r#""fault":"kill","step":"between-setnx-and-expire""#));
 }
 
@@ -144,8 +168,11 @@ fn torture_catches_setnx_then_expire() {
 #[test]
 fn torture_catches_get_then_del() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-    let (kinds, history) = caught(&format!("redis://{}/0", redis.addr()), "get-then-del");
-    assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
+    let history = caught(
+        &format!("redis://{}/0", redis.addr()),
+        "get-then-del",
+        "overlap",
+    );
     assert!(history.contains(r#""fault":"pause","step":"between-get-and-del""#));
 }
 
@@ -154,8 +181,8 @@ fn torture_catches_get_then_del() {
 #[test]
 fn torture_catches_getset_timestamps() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-    let (kinds, history) = caught(&format!("redis://{}/0", redis.addr()), "getset-timestamp");
-    assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
+    let url = format!("redis://{}/0", redis.addr());
+    let history = caught(&url, "getset-timestamp", "overlap");
     assert!(history.contains(r#""fault":"pause","step":"between-get-and-del""#));
     // Its key has no TTL: the run removes it.
     no_lock_key_in(&redis);
@@ -169,8 +196,7 @@ fn torture_jumps_clocks() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("redis://{}/0", redis.addr());
     let faults = ["--faults", "clock-jump"];
-    let (kinds, history) = caught_on(&url, "getset-timestamp", &faults);
-    assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
+    let history = caught_on(&url, "getset-timestamp", &faults, "overlap");
     assert!(history.contains(r#""fault":"clock-jump""#));
     let state = tempfile::tempdir().unwrap();
     let mut args = vec!["torture", "--json", "--seed", "7", "--hold", "500ms"];
@@ -190,8 +216,11 @@ fn torture_jumps_clocks() {
 #[test]
 fn torture_catches_no_renewal_on_the_default_schedule() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-    let (kinds, _) = caught(&format!("redis://{}/0", redis.addr()), "no-renewal");
-    assert!(kinds.contains(&"overlap".to_owned()), "{kinds:?}");
+    caught(
+        &format!("redis://{}/0", redis.addr()),
+        "no-renewal",
+        "overlap",
+    );
 }
 
 /// distlock's lock with a resource that ignores tokens: a holder paused after its last
@@ -199,10 +228,10 @@ fn torture_catches_no_renewal_on_the_default_schedule() {
 #[test]
 fn torture_catches_a_resource_without_fencing() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-    let (kinds, _) = caught(&format!("redis://{}/0", redis.addr()), "no-fencing");
-    assert!(
-        kinds.contains(&"stale-write-accepted".to_owned()),
-        "{kinds:?}"
+    caught(
+        &format!("redis://{}/0", redis.addr()),
+        "no-fencing",
+        "stale-write-accepted",
     );
 }
 

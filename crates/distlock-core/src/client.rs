@@ -443,11 +443,18 @@ impl Client {
 
     /// Lets the store drop the fencing counters of `names`, locks this program is done
     /// with (a service that locks `orders/<id>` can forget an order once it is shipped,
-    /// rather than leave its counter for `fence_ttl`). Only counters idle a second or more
-    /// go (a minute on RedLock, whose masters' clocks may differ) — a lock used again is
-    /// seeded anew from the server's clock, above every token it gave — and holders and
-    /// waiters are untouched, so forgetting a name in use is safe, only useless. Answers
-    /// how many counters went (on RedLock, the most one master dropped).
+    /// rather than leave its counter for `fence_ttl`). A counter goes only if it is at
+    /// least a second below the server's clock (a minute on RedLock, whose masters' clocks
+    /// may differ): on a SQL database, one idle that long; on Redis, whose counters count
+    /// up from the clock when first made, one made that long ago. A lock used again is
+    /// seeded anew from the clock, above every token it gave, and holders and waiters are
+    /// untouched, so forgetting a name in use is safe.
+    ///
+    /// What that needs: the server's clock never steps back by more than that second (for
+    /// the names forgotten; `fence_ttl`'s sweep asks it only within `fence_ttl`), and no
+    /// client of a distlock that counted from 1 (PostgreSQL's lease mode before counters
+    /// took the clock's floor) uses the same tables. Answers how many counters went (on
+    /// RedLock, the most one master dropped).
     ///
     /// # Examples
     ///

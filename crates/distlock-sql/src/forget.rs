@@ -30,7 +30,7 @@ pub(crate) async fn forget_postgres(pool: &sqlx::PgPool, names: &[String]) -> sq
 /// Deletes the idle counters of `names` from a MySQL or MariaDB database, in both modes'
 /// tables (a session lock's only while nobody holds its `GET_LOCK`), and the names no row
 /// refers to any more: how many counters went. Each statement names its rows by primary
-/// key and commits alone, so it locks nothing another client waits for long.
+/// key and commits alone, holding its locks only while it runs.
 #[cfg(feature = "mysql")]
 pub(crate) async fn forget_mysql(pool: &sqlx::MySqlPool, names: &[String]) -> sqlx::Result<usize> {
     use crate::mysql::{CLOCK_US, lock_key};

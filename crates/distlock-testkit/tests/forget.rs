@@ -1,6 +1,7 @@
 //! `Client::forget`: a program done with some locks lets the store drop their fencing
-//! counters at once, rather than after `fence_ttl`. Only counters idle a second or more go;
-//! a holder keeps its lock, and a name locked again gets a token above every one it had.
+//! counters at once, rather than after `fence_ttl`. Only counters a second or more below
+//! the clock go; a holder keeps its lock, and a name locked again gets a token above every
+//! one it had.
 //! On every backend that keeps a counter per name. And a counter an operator deletes by
 //! hand is seeded again above every token it gave.
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 use distlock::{Client, ErrorKind, Health};
 
 /// A name longer than MySQL's 64 characters, which it locks under a hashed key.
-const LONG: &str = "forget/long-forget/long-forget/long-forget/long-forget/long-forget/long";
+const LONG: &str = "long-forget/long-forget/long-forget/long-forget/long-forget/long-forget";
 
 /// The last fencing token `client` shows for `name` (0 when it keeps no counter).
 async fn shown_token(client: &Client, name: &str) -> u64 {
@@ -29,43 +30,38 @@ async fn forgets_idle_counters(url: &str) {
     let client = Client::connect(url)
         .await
         .unwrap_or_else(|e| panic!("{url}: {e}"));
-    let idle = token_of(&client, "forget/idle").await;
-    let long = token_of(&client, LONG).await;
-    let held = client.mutex("forget/held").lock().await.unwrap();
-    let names = ["forget/idle", LONG, "forget/held", "forget/never-locked"];
+    // Names of this call alone: the two modes of one database share their tables.
+    let run = distlock::random_id();
+    let [idle_name, long_name, held_name, fresh_name, never] =
+        ["idle", LONG, "held", "fresh", "never-locked"].map(|name| format!("{run}/{name}"));
+    let idle = token_of(&client, &idle_name).await;
+    let long = token_of(&client, &long_name).await;
+    let held = client.mutex(&held_name).lock().await.unwrap();
+    let names = [&idle_name, &long_name, &held_name, &never];
 
-    // Used a moment ago: kept.
-    assert_eq!(client.forget(names).await.unwrap(), 0, "{url}");
-    assert_eq!(shown_token(&client, "forget/idle").await, idle, "{url}");
+    // Made a moment ago: kept.
+    let fresh = token_of(&client, &fresh_name).await;
+    assert_eq!(client.forget([&fresh_name]).await.unwrap(), 0, "{url}");
+    assert_eq!(shown_token(&client, &fresh_name).await, fresh, "{url}");
 
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let forgotten = client.forget(names).await.unwrap();
     assert!(forgotten >= 2, "{url}: {forgotten} forgotten");
-    assert_eq!(shown_token(&client, "forget/idle").await, 0, "{url}: gone");
-    assert_eq!(
-        shown_token(&client, LONG).await,
-        0,
-        "{url}: a long name's too"
-    );
+    assert_eq!(shown_token(&client, &idle_name).await, 0, "{url}: gone");
+    let long_left = shown_token(&client, &long_name).await;
+    assert_eq!(long_left, 0, "{url}: a long name's too");
     // Forgetting a held lock's counter leaves the lock held.
     assert_eq!(held.health(), Health::Held, "{url}");
-    let state = &client.status(Some("forget/held")).await.unwrap()[0];
+    let state = &client.status(Some(&held_name)).await.unwrap()[0];
     assert_eq!(state.holders.len(), 1, "{url}: still held");
-    assert!(
-        client
-            .mutex("forget/held")
-            .try_lock()
-            .await
-            .unwrap()
-            .is_none(),
-        "{url}: still exclusive"
-    );
+    let other = client.mutex(&held_name).try_lock().await.unwrap();
+    assert!(other.is_none(), "{url}: still exclusive");
     // Tokens only grow.
-    assert!(token_of(&client, "forget/idle").await > idle, "{url}");
-    assert!(token_of(&client, LONG).await > long, "{url}");
+    assert!(token_of(&client, &idle_name).await > idle, "{url}");
+    assert!(token_of(&client, &long_name).await > long, "{url}");
     let held_token = held.fencing_token();
     held.release().await.unwrap();
-    assert!(token_of(&client, "forget/held").await > held_token, "{url}");
+    assert!(token_of(&client, &held_name).await > held_token, "{url}");
 
     let refused = client.forget(["fine", ""]).await.unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{url}: {refused}");
@@ -105,7 +101,9 @@ fn mariadb_forgets_in_both_modes() {
 fn redis_forgets_alone_and_in_a_cluster() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        forgets_idle_counters(&format!("redis://{}/0", redis.addr())).await;
+        let url = format!("redis://{}/0", redis.addr());
+        forgets_idle_counters(&url).await;
+        refuses_a_name_with_braces(&url).await;
         let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
         forgets_idle_counters(&cluster.url()).await;
     });
@@ -157,7 +155,17 @@ fn redlock_forgets_counters_idle_a_minute() {
         assert_eq!(shown_token(&client, "forget/old").await, 0);
         assert!(token_of(&client, "forget/old").await > old_us);
         assert!(shown_token(&client, "forget/recent").await >= recent);
+        refuses_a_name_with_braces(&format!("redlock://{}/0", hosts.join(","))).await;
     });
+}
+
+/// A name Redis keys cannot hold (braces pick the cluster slot) is refused as bad input,
+/// before any name is forgotten.
+async fn refuses_a_name_with_braces(url: &str) {
+    let client = Client::connect(url).await.unwrap();
+    let refused = client.forget(["fine", "a{b}"]).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{url}: {refused}");
+    client.close().await.unwrap();
 }
 
 /// An operator deletes the counter of a lock with `statements` on the database at `db_url`

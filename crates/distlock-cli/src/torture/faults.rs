@@ -282,7 +282,7 @@ impl Workers {
                 self.resume(target, pid, valid_until, recorder).await;
             }
             _ => {
-                signalled(recorder, (target, pid), (libc::SIGKILL, "kill"));
+                killed(recorder, target, pid).await;
                 self.replace(target).await?;
             }
         }
@@ -522,11 +522,30 @@ impl Workers {
 }
 
 /// Sends `signal` to worker `target` (process `pid`) and records it as the fault `name`,
-/// at the moment before it was sent: a kill's effects (a session lock the store frees
-/// as the connection closes, another worker granted it) may be recorded by others before
-/// this process, descheduled between the two steps, could record it after.
+/// at the moment before it was sent (its worker may still record what it did until it
+/// stops: a pause is no hold's end, and a resume lets it go on).
 fn signalled(recorder: &Recorder, (target, pid): (u32, u32), (signal_number, name): (i32, &str)) {
     let at = monotonic_ns();
     signal(pid, signal_number);
     recorder.record_at(target, at, fault(name));
+}
+
+/// How long a worker sent SIGSTOP before its kill is given to stop.
+const STOP_WAIT: Duration = Duration::from_millis(200);
+
+/// Kills worker `target` (process `pid`) and records it at a moment when the worker can no
+/// longer record anything, nor has lost anything it holds: stopped first, then the time
+/// taken, then killed. Recorded after the kill, another worker's grant (of a session lock
+/// the store frees as the killed connection closes) could come first in the history;
+/// recorded before a kill that is not yet done, a grant of the victim's own could come
+/// after it; either is a false overlap.
+async fn killed(recorder: &Recorder, target: u32, pid: u32) {
+    signal(pid, libc::SIGSTOP);
+    let deadline = monotonic_ns() + STOP_WAIT.as_nanos() as u64;
+    while !stopped(pid) && monotonic_ns() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let at = monotonic_ns();
+    signal(pid, libc::SIGKILL);
+    recorder.record_at(target, at, fault("kill"));
 }

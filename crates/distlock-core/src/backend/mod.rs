@@ -192,9 +192,10 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// fencing counter, where it is the backend's shortest `fence_ttl` or more below the
     /// server's clock ([`MIN_FENCE_TTL`]; a backend whose servers' clocks may differ, such
     /// as RedLock's masters, waits longer) — the rule by which `fence_ttl` ends an idle
-    /// counter: a later grant seeds it again from that clock, above every token it gave.
-    /// Holders and waiters are untouched. Answers how many counters went. The default:
-    /// nothing is kept.
+    /// counter: a later grant seeds it again from that clock, above every token it gave
+    /// (as long as the clock does not step back by more than that margin). Holders and
+    /// waiters are untouched. Refuses every name before dropping any if one is invalid
+    /// here. Answers how many counters went. The default: nothing is kept.
     ///
     /// # Examples
     ///
