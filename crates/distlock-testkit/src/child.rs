@@ -288,7 +288,7 @@ pub fn share_from_processes(
     let task = ChildTask::Share {
         url: url.to_owned(),
         name: name.to_owned(),
-        ttl_ms: 2_000,
+        ttl_ms: 30_000,
         start_unix_ms: unix_ms(start),
         end_unix_ms: unix_ms(end),
         inside: inside.to_owned(),
