@@ -294,36 +294,33 @@ pub(crate) async fn mark_mysql(
 
 /// Deletes up to [`SWEEP_LIMIT`] of MySQL's idle lease-mode counters, as many rows of each
 /// lease table that ended [`ABANDONED`] ago, and of session mode's records of keys no
-/// connection holds, with the full names of those keys. The counters go in a
-/// read-committed transaction, so the scan locks only the rows it deletes, not every row a
-/// lease transaction may want; the lease tables' rows as [`sweep_mysql_ended`] says.
+/// connection holds, with the full names of those keys. Every statement commits alone: no
+/// lock is held across a round trip, so a client frozen mid-sweep (a process stopped with
+/// SIGSTOP) holds up no lease transaction.
 #[cfg(feature = "mysql")]
 pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> sqlx::Result<u64> {
-    use crate::mysql::CLOCK_US;
-    let ttl = ttl_us(fence_ttl);
+    use crate::mysql::{CLOCK_MS, CLOCK_US};
     let mut conn = pool.acquire().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        .execute(&mut *conn)
-        .await?;
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let counters = sqlx::query(&format!(
-        "DELETE FROM distlock_fence WHERE value >= ? AND value < {CLOCK_US} - ? LIMIT ?"
-    ))
-    .bind(FLOORED)
-    .bind(ttl)
-    .bind(SWEEP_LIMIT)
-    .execute(&mut *tx)
+    let idle = format!("value >= {FLOORED} AND value < {CLOCK_US} - ?");
+    let counters = sweep_mysql_rows(
+        &mut conn,
+        "distlock_fence",
+        "lock_key",
+        &idle,
+        ttl_us(fence_ttl),
+    )
     .await?;
-    tx.commit().await?;
     let mut ended = 0;
     for table in ENDING_ROWS {
-        ended = ended.max(sweep_mysql_ended(&mut conn, table).await?);
+        let done = format!("expires_at_ms < {CLOCK_MS} - ?");
+        ended =
+            ended.max(sweep_mysql_rows(&mut conn, table, "token", &done, abandoned_ms()).await?);
     }
     let records = sqlx::query(&format!(
         "DELETE FROM distlock_session_lock
          WHERE fence < {CLOCK_US} - ? AND IS_USED_LOCK(lock_key) IS NULL LIMIT ?"
     ))
-    .bind(ttl)
+    .bind(ttl_us(fence_ttl))
     .bind(SWEEP_LIMIT)
     .execute(&mut *conn)
     .await?;
@@ -335,45 +332,45 @@ pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> s
     .bind(SWEEP_LIMIT)
     .execute(&mut *conn)
     .await?;
-    Ok(counters
-        .rows_affected()
-        .max(records.rows_affected())
-        .max(ended))
+    Ok(counters.max(records.rows_affected()).max(ended))
 }
 
-/// Deletes up to [`SWEEP_LIMIT`] rows of lease table `table` that ended [`ABANDONED`] ago:
-/// their tokens read first (a read that locks nothing), then deleted by token, the end
-/// checked again, in statements of their own. No statement scans the table under locks,
-/// and none leaves a lock held across a round trip: a client frozen mid-sweep (a process
-/// stopped with SIGSTOP) holds up no lease transaction.
+/// Deletes up to [`SWEEP_LIMIT`] rows of `table` where `condition` holds (its one bind:
+/// `arg`): their keys (column `key`) read first, by a read that locks nothing, then deleted
+/// by key, `condition` checked again, in statements that commit alone. No statement scans
+/// the table under locks, and none leaves a lock held across a round trip.
 #[cfg(feature = "mysql")]
-async fn sweep_mysql_ended(conn: &mut sqlx::MySqlConnection, table: &str) -> sqlx::Result<u64> {
-    use crate::mysql::CLOCK_MS;
-    // Read as bytes: the column's binary collation reads as binary to the driver.
-    let tokens: Vec<Vec<u8>> = sqlx::query_scalar(&format!(
-        "SELECT token FROM {table} WHERE expires_at_ms < {CLOCK_MS} - ? LIMIT ?"
+async fn sweep_mysql_rows(
+    conn: &mut sqlx::MySqlConnection,
+    table: &str,
+    key: &str,
+    condition: &str,
+    arg: i64,
+) -> sqlx::Result<u64> {
+    // Read as bytes: the keys' binary collation reads as binary to the driver.
+    let keys: Vec<Vec<u8>> = sqlx::query_scalar(&format!(
+        "SELECT {key} FROM {table} WHERE {condition} LIMIT ?"
     ))
-    .bind(abandoned_ms())
+    .bind(arg)
     .bind(SWEEP_LIMIT)
     .fetch_all(&mut *conn)
     .await?;
     let mut deleted = 0;
-    for chunk in tokens.chunks(500) {
-        let placeholders = vec!["?"; chunk.len()].join(", ");
+    for chunk in keys.chunks(500) {
         let text = format!(
-            "DELETE FROM {table} WHERE token IN ({placeholders}) AND expires_at_ms < {CLOCK_MS} - ?"
+            "DELETE FROM {table} WHERE {key} IN ({}) AND {condition}",
+            bind_marks(chunk.len())
         );
-        let mut query = sqlx::query(&text);
-        for token in chunk {
-            query = query.bind(token);
-        }
-        deleted += query
-            .bind(abandoned_ms())
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
+        let query = chunk.iter().fold(sqlx::query(&text), |q, k| q.bind(k));
+        deleted += query.bind(arg).execute(&mut *conn).await?.rows_affected();
     }
     Ok(deleted)
+}
+
+/// `?, ?, …`: the marks of `count` binds, for an `IN (…)` list.
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+pub(crate) fn bind_marks(count: usize) -> String {
+    vec!["?"; count].join(", ")
 }
 
 /// Writes `mark` in SQLite's sweep row, for sweeps every `every` (see [`SweepMark`]), by

@@ -49,7 +49,7 @@ pub(crate) async fn forget_mysql(pool: &sqlx::MySqlPool, names: &[String]) -> sq
     ];
     let mut forgotten = 0;
     for chunk in keys.chunks(CHUNK) {
-        let marks = vec!["?"; chunk.len()].join(", ");
+        let marks = crate::fences::bind_marks(chunk.len());
         for (table, idle) in &idle_counters {
             let text = format!("DELETE FROM {table} WHERE lock_key IN ({marks}) AND {idle}");
             let mut query = sqlx::query(&text);
@@ -85,7 +85,7 @@ pub(crate) async fn forget_sqlite(
         .saturating_sub(ttl_us(MIN_FENCE_TTL));
     let mut forgotten = 0;
     for chunk in names.chunks(CHUNK) {
-        let marks = vec!["?"; chunk.len()].join(", ");
+        let marks = crate::fences::bind_marks(chunk.len());
         let text = format!(
             "DELETE FROM distlock_fence WHERE name IN ({marks}) AND value >= ? AND value < ?"
         );

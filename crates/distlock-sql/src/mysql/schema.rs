@@ -26,7 +26,7 @@ const SCHEMA_TABLES: [&str; 6] = [
 pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
     let err = db_error("connect");
     let mut conn = pool.acquire().await.map_err(&err)?;
-    let marks = vec!["?"; SCHEMA_TABLES.len()].join(", ");
+    let marks = crate::fences::bind_marks(SCHEMA_TABLES.len());
     // The tables of [`SCHEMA`] present, and whether the sweep table is, in one round trip.
     let count = format!(
         "SELECT CAST(SUM(TABLE_NAME IN ({marks})) AS SIGNED),
@@ -77,7 +77,7 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
 /// The tables of [`SCHEMA_TABLES`] an older distlock made with text keys, which pad and so
 /// merge `pad` and `pad `.
 async fn text_keyed_tables(conn: &mut MySqlConnection) -> sqlx::Result<Vec<String>> {
-    let marks = vec!["?"; SCHEMA_TABLES.len()].join(", ");
+    let marks = crate::fences::bind_marks(SCHEMA_TABLES.len());
     let sql = format!(
         "SELECT CAST(TABLE_NAME AS CHAR CHARACTER SET utf8mb4) FROM information_schema.COLUMNS
          WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME = 'lock_key'
