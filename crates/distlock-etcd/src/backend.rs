@@ -361,7 +361,7 @@ impl Backend for EtcdBackend {
         let waited = async {
             tokio::select! {
                 _ = states.wait_for(|s| s.id != session || s.valid_until().is_none()) => Ok(false),
-                freed = deleted(&live.client, &blocker) => freed,
+                freed = deleted(&self.sessions.watches, &live.client, &blocker) => freed,
             }
         };
         let freed = match backstop {

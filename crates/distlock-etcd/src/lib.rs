@@ -108,6 +108,7 @@ mod runtime;
 mod session;
 mod txns;
 mod watch;
+mod watches;
 
 use std::sync::Arc;
 

@@ -100,13 +100,13 @@ async fn watch_once(sessions: Weak<Sessions>, session: u64, what: Deletion) -> E
     if this.slot.live().is_none_or(|live| live.id != session) {
         return EntryWatch::Over;
     }
-    let client = this.client().clone();
+    let (client, watches) = (this.client().clone(), this.watches.clone());
     let mut states = this.slot.subscribe();
     drop(this);
     let ended = states.wait_for(|s| s.id != session || s.valid_until().is_none());
     let watched = tokio::select! {
         _ = ended => return EntryWatch::Over,
-        watched = deleted(&client, &what) => watched,
+        watched = deleted(&watches, &client, &what) => watched,
     };
     match watched {
         Ok(true) => EntryWatch::Deleted,

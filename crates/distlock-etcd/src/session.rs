@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use crate::config::EtcdConfig;
 use crate::error::{etcd_error, lease_gone};
 use crate::members::Members;
+use crate::watches::Watches;
 
 /// One session: the lease its keys live on, and its number for the core.
 #[derive(Clone)]
@@ -55,6 +56,8 @@ pub(crate) struct Sessions {
     taken: StdMutex<(u64, u64)>,
     /// Deletes of keys not known to be done, made again once the session answers.
     pub(crate) pending: PendingDeletes<Doomed>,
+    /// The client's one watch stream, which every wait and held key's watch shares.
+    pub(crate) watches: Watches,
 }
 
 /// A contender key to delete once the session answers.
@@ -120,10 +123,11 @@ impl Sessions {
         };
         let sessions = Arc::new(Sessions {
             config,
-            client,
+            client: client.clone(),
             slot: SessionSlot::new("etcd", 1, live.clone(), safe_deadline(asked, ttl)),
             taken: StdMutex::new((1, 0)),
             pending: PendingDeletes::default(),
+            watches: Watches::start(client.clone()),
         });
         tokio::spawn(keep(Arc::downgrade(&sessions), live, ttl));
         if let Some(members) = members {

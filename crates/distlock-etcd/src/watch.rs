@@ -1,5 +1,6 @@
 //! Waiting on etcd: for the deletion of a key, or of any key under a prefix, after a
-//! revision — etcd's `waitDeletes`, one watch per waiter, no polling.
+//! revision — etcd's `waitDeletes`, one watch per waiter (on the client's one watch
+//! stream), no polling.
 //!
 //! A watch is set from the store's current revision, not from the listing's: etcd serves
 //! a watch that starts in the past from a loop that runs every 100 ms, so under
@@ -13,6 +14,7 @@ use distlock_core::{Error, ErrorKind, Result};
 use etcd_client::{Client, EventType, GetOptions, WatchFilterType, WatchOptions};
 
 use crate::error::etcd_error;
+use crate::watches::Watches;
 
 /// What a request waits for: a deletion, after the revision of the listing that made it
 /// wait.
@@ -41,24 +43,14 @@ pub(crate) enum Stood {
 /// Waits until `what` is deleted: true then; false when etcd ends the watch first (it fell
 /// so far behind that its next revision was compacted: the caller reads the state again);
 /// an error when etcd ends it for another reason.
-pub(crate) async fn deleted(client: &Client, what: &Deletion) -> Result<bool> {
+pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion) -> Result<bool> {
     let mut options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
     if matches!(what.stood, Stood::Ahead { .. }) {
         options = options.with_prefix();
     }
-    let mut stream = client
-        .watch_client()
-        .watch(what.key.as_str(), Some(options))
-        .await
-        .map_err(etcd_error("watch"))?;
+    let mut watch = watches.watch(&what.key, options)?;
     loop {
-        let Some(answer) = stream.message().await.map_err(etcd_error("watch"))? else {
-            return Err(
-                Error::new(ErrorKind::Unavailable, "the etcd watch stream ended")
-                    .with_backend("etcd")
-                    .temporary(),
-            );
-        };
+        let answer = watch.message().await?;
         if answer.canceled() {
             return match answer.compact_revision() {
                 // Its next revision was compacted away: the caller reads the state anew.

@@ -373,3 +373,74 @@ fn a_try_on_a_busy_lock_writes_nothing() {
         permit.release().await.unwrap();
     });
 }
+
+/// What etcd counts of its watches (from its `/metrics`): streams open, watchers on them.
+fn watch_counts(endpoint: &str) -> (u64, u64) {
+    use std::io::{Read, Write};
+    let mut http = std::net::TcpStream::connect(endpoint).unwrap();
+    write!(http, "GET /metrics HTTP/1.0\r\nHost: {endpoint}\r\n\r\n").unwrap();
+    let mut page = String::new();
+    http.read_to_string(&mut page).unwrap();
+    let gauge = |name: &str| {
+        page.lines()
+            .find_map(|line| {
+                line.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("etcd's metrics have no {name}")) as u64
+    };
+    (
+        gauge("etcd_debugging_mvcc_watch_stream_total"),
+        gauge("etcd_debugging_mvcc_watcher_total"),
+    )
+}
+
+/// A client's waits and its held keys' watches share one watch stream: etcd counts a
+/// watcher for each, on one stream for each client, not a stream for each. Every wait
+/// still ends in a grant once its lock is released.
+#[test]
+fn a_clients_watches_share_one_stream() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let endpoint = server.addr().to_string();
+        let url = format!("etcd://{endpoint}/streams");
+        let holder = distlock::Client::connect(&url).await.unwrap();
+        let waiter = distlock::Client::connect(&url).await.unwrap();
+        let names: Vec<String> = (0..8).map(|i| format!("shared/{i}")).collect();
+        let mut held = Vec::new();
+        for name in &names {
+            held.push(holder.mutex(name).lock().await.unwrap());
+        }
+        let waits: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let (waiter, name) = (waiter.clone(), name.clone());
+                tokio::spawn(async move {
+                    waiter
+                        .mutex(&name)
+                        .lock_timeout(Duration::from_secs(30))
+                        .await
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (streams, watchers) = loop {
+            let (streams, watchers) = watch_counts(&endpoint);
+            if watchers >= 2 * names.len() as u64 || Instant::now() > deadline {
+                break (streams, watchers);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(watchers, 16, "a watcher for each held key and each wait");
+        assert_eq!(streams, 2, "one stream for each client");
+        for guard in held {
+            guard.release().await.unwrap();
+        }
+        for wait in waits {
+            let guard = wait.await.unwrap().expect("granted once released");
+            guard.release().await.unwrap();
+        }
+    });
+}
