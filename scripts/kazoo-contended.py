@@ -53,6 +53,8 @@ def run(hosts, processes, duration):
     waited = sorted(w for _ in workers for w in waits.get(timeout=duration + 60))
     for w in workers:
         w.join(duration + 60)
+    if not waited:
+        raise SystemExit("no process acquired the lock: is ZooKeeper at " + hosts + "?")
     rate = sum(counts) / duration
     p50, p99 = (waited[int(q * (len(waited) - 1))] for q in (0.5, 0.99))
     ideal = (processes - 1) / rate

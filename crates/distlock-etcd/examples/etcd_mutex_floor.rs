@@ -12,7 +12,8 @@
 //! from the revision of the read that found it, as etcd's `waitDeletes` does (etcd serves
 //! such a watch from a loop that runs every 100 ms once anything was written since), `now`
 //! watches from the current revision and reads the key once the watch stands, as distlock
-//! does.
+//! does. Both watch for deletions only (etcd's `waitDelete` takes every event and looks for
+//! the deletion): the same wake-ups.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

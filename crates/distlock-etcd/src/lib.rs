@@ -67,7 +67,9 @@
 //! connection of its own: one that is down, hangs past 800 ms or knows no leader takes no
 //! requests until it serves again, so a member lost under a running client costs its
 //! calls at most a second of errors (which a waiting `lock` rides out), and a client can
-//! connect while one is down. When none serves, requests go to all of them and fail with
+//! connect while one is down. A client's waits and held keys are all watched on one watch
+//! stream; when its member is taken out, the stream is dropped and every watch set again
+//! on a member that serves. When none serves, requests go to all of them and fail with
 //! the reason. A leader killed under a held lock leaves the guard `Held` (etcd's new leader
 //! keeps the leases, and the keep-alives go on through another member); a quorum lost turns
 //! it `AtRisk`, then `Lost` at the session deadline.

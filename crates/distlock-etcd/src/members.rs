@@ -111,9 +111,10 @@ impl Members {
     }
 
     /// Probes every member and steers `client`'s requests to those that serve (to all when
-    /// none does).
-    async fn steer(&mut self, client: &Client) {
+    /// none does): whether a member was taken out.
+    async fn steer(&mut self, client: &Client) -> bool {
         let (wanted, none_serves) = self.wanted().await;
+        let mut taken_out = false;
         for (member, wanted) in self.members.iter_mut().zip(wanted) {
             if wanted == member.in_use {
                 continue;
@@ -126,6 +127,7 @@ impl Members {
                 continue;
             }
             member.in_use = wanted;
+            taken_out |= !wanted;
             let endpoint = &member.endpoint;
             match (wanted, none_serves) {
                 (true, false) => {
@@ -139,17 +141,24 @@ impl Members {
                 }
             }
         }
+        taken_out
     }
 }
 
 /// Steers the requests of `sessions`' client to the members that serve, every
-/// [`PROBE_EVERY`], until the client is dropped.
+/// [`PROBE_EVERY`], until the client is dropped; the watch stream leaves a member taken
+/// out (one that hangs would hold it without breaking it).
 pub(crate) async fn follow(sessions: Weak<Sessions>, mut members: Members) {
     loop {
         tokio::time::sleep(PROBE_EVERY).await;
-        let Some(client) = sessions.upgrade().map(|s| s.client().clone()) else {
+        let Some((client, watches)) = sessions
+            .upgrade()
+            .map(|s| (s.client().clone(), s.watches.clone()))
+        else {
             return;
         };
-        members.steer(&client).await;
+        if members.steer(&client).await {
+            watches.reset();
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! again at the first watch after it broke; when it breaks, every watch on it ends with a
 //! temporary error (its caller reads the state again and watches anew).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -36,6 +36,8 @@ enum Command {
         answers: mpsc::UnboundedSender<Result<WatchResponse>>,
     },
     Cancel(i64),
+    /// Drop the stream (its member stopped serving): the next watch opens another.
+    Reset,
 }
 
 /// One watch on a client's stream: its answers, in order. Dropped, it is cancelled.
@@ -78,6 +80,15 @@ impl Watches {
     }
 }
 
+impl Watches {
+    /// Moves the watches off the current stream: its watches end with a temporary error
+    /// and are set again on a new one. Called when a member stops serving, which may hold
+    /// the stream without breaking it.
+    pub(crate) fn reset(&self) {
+        let _ = self.commands.send(Command::Reset);
+    }
+}
+
 impl Watch {
     /// The watch's next answer: its creation first, then its events; an error once the
     /// stream broke.
@@ -102,57 +113,174 @@ fn ended(what: &str) -> Error {
         .temporary()
 }
 
+/// Where a watch's answers go.
+type Route = mpsc::UnboundedSender<Result<WatchResponse>>;
+
+/// What the stream is sent: by a task of its own, so the serving task never waits on the
+/// stream's bounded queue while answers wait to be read.
+enum Outgoing {
+    Watch(Vec<u8>, WatchOptions),
+    Cancel(i64),
+}
+
 /// The stream, while it is open.
 struct Stream {
-    requests: WatchRequestSender,
+    requests: mpsc::UnboundedSender<Outgoing>,
     answers: WatchResponseStream,
+    /// The watches whose creation etcd has not answered yet, in the order they were sent
+    /// (etcd answers a stream's creates in order).
+    creating: VecDeque<i64>,
+}
+
+/// The state of the serving task: the watches, and the stream they are on.
+struct Hub {
+    client: Client,
+    routes: HashMap<i64, Route>,
+    stream: Option<Stream>,
 }
 
 /// Serves `client`'s watches until every handle is gone.
 async fn serve(client: Client, mut commands: mpsc::UnboundedReceiver<Command>) {
-    let mut routes: HashMap<i64, mpsc::UnboundedSender<Result<WatchResponse>>> = HashMap::new();
-    let mut stream: Option<Stream> = None;
+    let mut hub = Hub {
+        client,
+        routes: HashMap::new(),
+        stream: None,
+    };
     loop {
         tokio::select! {
             command = commands.recv() => match command {
                 None => return,
-                Some(Command::Watch { id, key, options, answers }) => {
-                    match send_watch(&client, &mut stream, key, options).await {
-                        Ok(()) => {
-                            routes.insert(id, answers);
-                        }
-                        Err(err) => {
-                            stream = None;
-                            let _ = answers.send(Err(err));
-                            broken(&mut routes, "the etcd watch stream broke");
-                        }
-                    }
+                Some(command) => hub.obey(command).await,
+            },
+            answer = next(hub.stream.as_mut()) => match answer {
+                Ok(Some(answer)) => hub.route(answer),
+                Ok(None) | Err(_) => hub.break_stream("the etcd watch stream ended"),
+            },
+        }
+    }
+}
+
+impl Hub {
+    async fn obey(&mut self, command: Command) {
+        match command {
+            Command::Watch {
+                id,
+                key,
+                options,
+                answers,
+            } => match self.send_watch(id, key, options).await {
+                Ok(()) => {
+                    self.routes.insert(id, answers);
                 }
-                Some(Command::Cancel(id)) => {
-                    if routes.remove(&id).is_some()
-                        && let Some(open) = stream.as_mut()
-                        && open.requests.cancel(id).await.is_err()
-                    {
-                        stream = None;
-                        broken(&mut routes, "the etcd watch stream broke");
-                    }
+                Err(err) => {
+                    let _ = answers.send(Err(err));
                 }
             },
-            answer = next(stream.as_mut()) => match answer {
-                Ok(Some(answer)) => {
-                    let id = answer.watch_id();
-                    let done = answer.canceled();
-                    if let Some(route) = routes.get(&id)
-                        && (route.send(Ok(answer)).is_err() || done)
-                    {
-                        routes.remove(&id);
-                    }
+            // A watch whose answers were refused stays routed until its cancel: etcd is
+            // told to drop every watch a caller let go of.
+            Command::Cancel(id) => {
+                if self.routes.remove(&id).is_some() {
+                    self.send(Outgoing::Cancel(id));
                 }
-                Ok(None) | Err(_) => {
-                    stream = None;
-                    broken(&mut routes, "the etcd watch stream ended");
+            }
+            Command::Reset => self
+                .break_stream("the etcd watch stream was moved off a member that stopped serving"),
+        }
+    }
+
+    /// Sends the create of watch `id`, opening the stream with it if none is open.
+    async fn send_watch(&mut self, id: i64, key: Vec<u8>, options: WatchOptions) -> Result<()> {
+        if self.stream.is_some() {
+            self.send(Outgoing::Watch(key, options));
+            if let Some(open) = self.stream.as_mut() {
+                open.creating.push_back(id);
+                return Ok(());
+            }
+            return Err(ended("the etcd watch stream broke"));
+        }
+        let (requests, answers) = self
+            .client
+            .watch_client()
+            .watch(key, Some(options))
+            .await
+            .map_err(etcd_error("watch"))?
+            .split();
+        let (outgoing, queued) = mpsc::unbounded_channel();
+        tokio::spawn(forward(requests, queued));
+        self.stream = Some(Stream {
+            requests: outgoing,
+            answers,
+            creating: VecDeque::from([id]),
+        });
+        Ok(())
+    }
+
+    /// Queues `request` on the open stream; a stream whose sending task is gone broke.
+    fn send(&mut self, request: Outgoing) {
+        let sent = self
+            .stream
+            .as_ref()
+            .is_some_and(|open| open.requests.send(request).is_ok());
+        if !sent && self.stream.is_some() {
+            self.break_stream("the etcd watch stream broke");
+        }
+    }
+
+    /// Hands `answer` to the watch it is for. The answer to a create goes to the oldest
+    /// create not answered yet, whatever id it carries: a create etcd refused carries -1.
+    fn route(&mut self, answer: WatchResponse) {
+        let mut id = answer.watch_id();
+        let created = answer.created();
+        if let Some(expected) = self
+            .stream
+            .as_mut()
+            .filter(|_| created)
+            .and_then(|open| open.creating.pop_front())
+            && expected != id
+        {
+            if !answer.canceled() {
+                // A server that numbers watches itself (etcd before 3.4): its watch is
+                // dropped, and the caller told, as no answer could be told apart.
+                self.send(Outgoing::Cancel(id));
+                if let Some(route) = self.routes.remove(&expected) {
+                    let _ = route.send(Err(Error::new(
+                        ErrorKind::Unsupported,
+                        "this etcd numbers watches itself: distlock needs etcd 3.4 or later",
+                    )
+                    .with_backend("etcd")));
                 }
-            },
+                return;
+            }
+            id = expected;
+        }
+        let ended = answer.canceled();
+        if let Some(route) = self.routes.get(&id) {
+            let _ = route.send(Ok(answer));
+        }
+        if ended {
+            self.routes.remove(&id);
+        }
+    }
+
+    /// Drops the stream and ends every watch on it (their callers read the state again and
+    /// watch anew, on a new stream).
+    fn break_stream(&mut self, why: &str) {
+        self.stream = None;
+        for (_, route) in self.routes.drain() {
+            let _ = route.send(Err(ended(why)));
+        }
+    }
+}
+
+/// Sends what `queued` brings on the stream, until either ends.
+async fn forward(mut requests: WatchRequestSender, mut queued: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(request) = queued.recv().await {
+        let sent = match request {
+            Outgoing::Watch(key, options) => requests.watch(key, Some(options)).await,
+            Outgoing::Cancel(id) => requests.cancel(id).await,
+        };
+        if sent.is_err() {
+            return;
         }
     }
 }
@@ -164,38 +292,5 @@ async fn next(
     match stream {
         Some(open) => open.answers.message().await,
         None => std::future::pending().await,
-    }
-}
-
-/// Sends the create of a watch, opening the stream with it if none is open.
-async fn send_watch(
-    client: &Client,
-    stream: &mut Option<Stream>,
-    key: Vec<u8>,
-    options: WatchOptions,
-) -> Result<()> {
-    match stream.as_mut() {
-        Some(open) => open
-            .requests
-            .watch(key, Some(options))
-            .await
-            .map_err(etcd_error("watch")),
-        None => {
-            let (requests, answers) = client
-                .watch_client()
-                .watch(key, Some(options))
-                .await
-                .map_err(etcd_error("watch"))?
-                .split();
-            *stream = Some(Stream { requests, answers });
-            Ok(())
-        }
-    }
-}
-
-/// Ends every watch of a stream that broke.
-fn broken(routes: &mut HashMap<i64, mpsc::UnboundedSender<Result<WatchResponse>>>, why: &str) {
-    for (_, route) in routes.drain() {
-        let _ = route.send(Err(ended(why)));
     }
 }

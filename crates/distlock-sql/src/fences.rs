@@ -312,9 +312,9 @@ pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> s
     .await?;
     let mut ended = 0;
     for table in ENDING_ROWS {
-        let done = format!("expires_at_ms < {CLOCK_MS} - ?");
-        ended =
-            ended.max(sweep_mysql_rows(&mut conn, table, "token", &done, abandoned_ms()).await?);
+        let long_ended = format!("expires_at_ms < {CLOCK_MS} - ?");
+        let swept = sweep_mysql_rows(&mut conn, table, "token", &long_ended, abandoned_ms());
+        ended = ended.max(swept.await?);
     }
     let records = sqlx::query(&format!(
         "DELETE FROM distlock_session_lock

@@ -338,3 +338,35 @@ impl SessionFaults for EtcdFaults {
             .expect("the session channel stays open");
     }
 }
+
+/// What an etcd member at `endpoint` counts of its watches (from its `/metrics`): the
+/// watch streams open on it, and the watchers on them. `None` if it does not answer within
+/// two seconds.
+///
+/// # Examples
+///
+/// ```no_run
+/// let etcd = distlock_testkit::etcd_server()?;
+/// let (streams, watchers) = distlock_testkit::etcd_watch_counts(etcd.addr()).expect("etcd answers");
+/// assert_eq!((streams, watchers), (0, 0));
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn etcd_watch_counts(endpoint: std::net::SocketAddr) -> Option<(u64, u64)> {
+    use std::io::{Read, Write};
+    let within = Duration::from_secs(2);
+    let mut http = std::net::TcpStream::connect_timeout(&endpoint, within).ok()?;
+    http.set_read_timeout(Some(within)).ok()?;
+    write!(http, "GET /metrics HTTP/1.0\r\nHost: {endpoint}\r\n\r\n").ok()?;
+    let mut page = String::new();
+    http.read_to_string(&mut page).ok()?;
+    let gauge = |name: &str| {
+        page.lines().find_map(|line| {
+            let value = line.strip_prefix(name)?.strip_prefix(' ')?;
+            value.parse::<f64>().ok().map(|v| v as u64)
+        })
+    };
+    Some((
+        gauge("etcd_debugging_mvcc_watch_stream_total")?,
+        gauge("etcd_debugging_mvcc_watcher_total")?,
+    ))
+}

@@ -374,29 +374,6 @@ fn a_try_on_a_busy_lock_writes_nothing() {
     });
 }
 
-/// What etcd counts of its watches (from its `/metrics`): streams open, watchers on them.
-fn watch_counts(endpoint: &str) -> (u64, u64) {
-    use std::io::{Read, Write};
-    let mut http = std::net::TcpStream::connect(endpoint).unwrap();
-    write!(http, "GET /metrics HTTP/1.0\r\nHost: {endpoint}\r\n\r\n").unwrap();
-    let mut page = String::new();
-    http.read_to_string(&mut page).unwrap();
-    let gauge = |name: &str| {
-        page.lines()
-            .find_map(|line| {
-                line.strip_prefix(name)?
-                    .strip_prefix(' ')?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .unwrap_or_else(|| panic!("etcd's metrics have no {name}")) as u64
-    };
-    (
-        gauge("etcd_debugging_mvcc_watch_stream_total"),
-        gauge("etcd_debugging_mvcc_watcher_total"),
-    )
-}
-
 /// A client's waits and its held keys' watches share one watch stream: etcd counts a
 /// watcher for each, on one stream for each client, not a stream for each. Every wait
 /// still ends in a grant once its lock is released.
@@ -427,7 +404,8 @@ fn a_clients_watches_share_one_stream() {
             .collect();
         let deadline = Instant::now() + Duration::from_secs(10);
         let (streams, watchers) = loop {
-            let (streams, watchers) = watch_counts(&endpoint);
+            let (streams, watchers) =
+                distlock_testkit::etcd_watch_counts(server.addr()).expect("etcd's metrics");
             if watchers >= 2 * names.len() as u64 || Instant::now() > deadline {
                 break (streams, watchers);
             }

@@ -1,7 +1,8 @@
 //! etcd cluster faults under a held lock: the leader killed (the client's keep-alives move
 //! to another member, and no one else is granted the lock meanwhile), and the quorum lost
 //! (the guard goes `AtRisk`, then `Lost` before the lease could expire; once the quorum is
-//! back the next holder's token is greater).
+//! back the next holder's token is greater); a member that hangs under a waiter's watch
+//! stream (the waiter moves to a member that serves).
 
 use std::time::{Duration, Instant};
 
@@ -116,5 +117,63 @@ fn the_quorum_lost_puts_the_guard_at_risk_then_lost() {
         )
         .await;
         next.release().await.unwrap();
+    });
+}
+
+/// A member that hangs (SIGSTOP) under a waiter's watch stream: the client stops sending to
+/// it within a probe and moves its watches to a member that serves, so the waiter is still
+/// granted the lock once it is released, long before the member runs again.
+#[test]
+fn a_waiter_whose_watch_stream_hangs_moves_to_a_member_that_serves() {
+    distlock_testkit::block_on(async {
+        let cluster = distlock_testkit::etcd_cluster(3).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("etcd://{}/hung?session_ttl=10s", cluster.hosts());
+        let holder = distlock::Client::connect(&url).await.unwrap();
+        let guard = holder.mutex("watched").lock().await.unwrap();
+        // The holder's own key is watched from 100 ms after its grant: let that stream open
+        // first, so the next one is the waiter's.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let streams = |cluster: &distlock_testkit::EtcdCluster| -> Vec<u64> {
+            let counts = cluster
+                .members
+                .iter()
+                .map(|m| distlock_testkit::etcd_watch_counts(m.addr()));
+            counts.map(|c| c.expect("etcd's metrics").0).collect()
+        };
+        let before = streams(&cluster);
+        let waiter = distlock::Client::connect(&url).await.unwrap();
+        let waiting = tokio::spawn(async move {
+            let guard = waiter
+                .mutex("watched")
+                .lock_timeout(Duration::from_secs(30))
+                .await;
+            (guard, Instant::now())
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let hung = loop {
+            let now = streams(&cluster);
+            if let Some(member) = (0..now.len()).find(|&m| now[m] > before[m]) {
+                break member;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the waiter's watch stream never opened"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        cluster.members[hung].pause();
+        // The holder's release may meet the hung member: a delete left unanswered is made
+        // again once the holder's client reaches a member that serves.
+        let _ = guard.release().await;
+        let at_release = Instant::now();
+        let (granted, at) = waiting.await.unwrap();
+        let granted = granted.expect("the waiter is granted though its stream's member hangs");
+        assert!(
+            at.duration_since(at_release) < Duration::from_secs(6),
+            "granted {:?} after the release",
+            at.duration_since(at_release)
+        );
+        granted.release().await.unwrap();
+        cluster.members[hung].resume();
     });
 }
