@@ -402,15 +402,7 @@ fn a_clients_watches_share_one_stream() {
                 })
             })
             .collect();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let (streams, watchers) = loop {
-            let (streams, watchers) =
-                distlock_testkit::etcd_watch_counts(server.addr()).expect("etcd's metrics");
-            if watchers >= 2 * names.len() as u64 || Instant::now() > deadline {
-                break (streams, watchers);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let (streams, watchers) = watch_counts_once(server.addr(), |(_, w)| w >= 16).await;
         assert_eq!(watchers, 16, "a watcher for each held key and each wait");
         assert_eq!(streams, 2, "one stream for each client");
         for guard in held {
@@ -420,5 +412,23 @@ fn a_clients_watches_share_one_stream() {
             let guard = wait.await.unwrap().expect("granted once released");
             guard.release().await.unwrap();
         }
+        // Every watch let go of is cancelled on etcd: none is left behind.
+        let (_, watchers) = watch_counts_once(server.addr(), |(_, w)| w == 0).await;
+        assert_eq!(watchers, 0, "watchers left on etcd");
     });
+}
+
+/// etcd's watch counts once `reached` holds of them, or as they are after 10 s.
+async fn watch_counts_once(
+    endpoint: std::net::SocketAddr,
+    reached: impl Fn((u64, u64)) -> bool,
+) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let counts = distlock_testkit::etcd_watch_counts(endpoint).expect("etcd's metrics");
+        if reached(counts) || Instant::now() > deadline {
+            return counts;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
