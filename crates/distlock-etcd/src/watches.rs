@@ -78,9 +78,7 @@ impl Watches {
             commands: self.commands.clone(),
         })
     }
-}
 
-impl Watches {
     /// Moves the watches off the current stream: its watches end with a temporary error
     /// and are set again on a new one. Called when a member stops serving, which may hold
     /// the stream without breaking it.
