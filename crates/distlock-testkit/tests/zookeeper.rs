@@ -426,3 +426,65 @@ fn session_timeouts_out_of_range_are_refused() {
         }
     });
 }
+
+/// A semaphore request at the head of the queue, waiting for room, whose lease node
+/// someone deletes keeps its place: it makes its lease again and is granted before the
+/// request queued behind it (a smaller fencing token), not sent to the back.
+#[test]
+fn a_semaphore_waiter_whose_lease_is_deleted_keeps_its_place() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("zk://{}/sem", server.addr());
+        let operator = zk::Client::connect(&server.addr().to_string())
+            .await
+            .unwrap();
+        let children = |dir: &'static str| {
+            let operator = operator.clone();
+            async move { operator.list_children(dir).await.unwrap_or_default() }
+        };
+        let until = |dir: &'static str, count: usize| async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while children(dir).await.len() < count {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{dir} never had {count} children"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let holder = distlock::Client::connect(&url).await.unwrap();
+        let held = holder.semaphore("s", 2).acquire_many(2).await.unwrap();
+        let acquire = |url: String| {
+            tokio::spawn(async move {
+                let client = distlock::Client::connect(&url).await.unwrap();
+                let semaphore = client.semaphore("s", 2);
+                let permit = tokio::time::timeout(Duration::from_secs(20), semaphore.acquire());
+                let permit = permit.await;
+                let permit = permit.expect("granted in time").unwrap();
+                let token = permit.fencing_token();
+                permit.release().await.unwrap();
+                token
+            })
+        };
+        let first = acquire(url.clone());
+        until("/sem/s/leases", 3).await;
+        let second = acquire(url.clone());
+        until("/sem/s/locks", 2).await;
+
+        let mut leases = children("/sem/s/leases").await;
+        leases.sort_by_key(|lease| lease[lease.len() - 10..].to_owned());
+        let newest = leases.last().expect("the first waiter's lease");
+        operator
+            .delete(&format!("/sem/s/leases/{newest}"), None)
+            .await
+            .unwrap();
+        // It makes its lease again, from the head of the queue.
+        until("/sem/s/leases", 3).await;
+        held.release().await.unwrap();
+        let (first, second) = (first.await.unwrap(), second.await.unwrap());
+        assert!(
+            first < second,
+            "the waiter whose lease went was granted after the one behind it ({first} > {second})"
+        );
+    });
+}

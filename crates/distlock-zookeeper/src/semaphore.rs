@@ -67,10 +67,18 @@ pub(crate) async fn poll(
         Some(stamp) => stamp,
         None => match nodes::stamp(&live, &last.path, &request.data).await? {
             Some(stamp) => stamp,
-            // A lease node went (with its session, or deleted by someone else): everything
-            // of the request is withdrawn, and it asks again from the start.
+            // A lease node went (deleted by someone else, or with its session): the
+            // request's leases are given up and made again. Its place at the head of the
+            // queue is kept while its queue node lives (one gone with its session queues
+            // again, at the end).
             None => {
-                backend.withdraw(ticket).await?;
+                for lease in std::mem::take(&mut request.leases) {
+                    if lease.session == live.id {
+                        backend
+                            .delete_surely(&live, Doomed::Node(lease.path))
+                            .await?;
+                    }
+                }
                 return Ok(PollOutcome::Pending {
                     retry_within: Some(std::time::Duration::ZERO),
                 });
