@@ -19,7 +19,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
 use crate::lease::{GrantInfo, LeaseCore, RenewPlan, SessionLink};
-use crate::name::validate_name;
+use crate::name::check_name_for;
 use crate::options::LockOptions;
 use crate::owner::{HolderMeta, random_token};
 use crate::telemetry;
@@ -95,7 +95,7 @@ async fn acquire_inner(
     options: &LockOptions,
     attempt: Attempt,
 ) -> Result<Option<Guard>> {
-    validate_name(want.name)?;
+    check_name_for(backend.as_ref(), want.name)?;
     options.validate()?;
     check_permits(want.kind, want.permits)?;
     let caps = backend.capabilities();

@@ -9,7 +9,7 @@ use crate::backend::{Backend, LockKind, LockState};
 use crate::cleanups::Cleanups;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::LeaseCore;
-use crate::name::validate_name;
+use crate::name::check_name_for;
 use crate::options::LockOptions;
 use crate::owner::{Owner, random_id};
 use crate::primitives::{MultiLock, Mutex, RwLock, Semaphore};
@@ -436,7 +436,7 @@ impl Client {
     /// ```
     pub async fn status(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         if let Some(name) = name {
-            validate_name(name)?;
+            check_name_for(self.inner.backend.as_ref(), name)?;
         }
         self.inner.backend.inspect(name).await
     }
@@ -474,7 +474,7 @@ impl Client {
         let names: Vec<S> = names.into_iter().collect();
         let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
         for name in &names {
-            validate_name(name)?;
+            check_name_for(self.inner.backend.as_ref(), name)?;
         }
         self.inner.backend.forget(&names).await
     }

@@ -1,5 +1,6 @@
 //! Lock names: what every backend accepts.
 
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 
 /// The longest lock name accepted, in bytes.
@@ -33,4 +34,11 @@ pub fn validate_name(name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Checks `name` for `backend`: [`validate_name`], then what the backend itself refuses
+/// ([`Backend::check_name`]).
+pub(crate) fn check_name_for(backend: &dyn Backend, name: &str) -> Result<()> {
+    validate_name(name)?;
+    backend.check_name(name)
 }

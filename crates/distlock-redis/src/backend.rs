@@ -512,6 +512,10 @@ impl Backend for RedisBackend {
         })
     }
 
+    fn check_name(&self, name: &str) -> Result<()> {
+        self.keys(name).map(drop)
+    }
+
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         if let Some(name) = name {
             return Ok(vec![self.state_of(name).await?]);

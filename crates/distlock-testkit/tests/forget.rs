@@ -159,12 +159,23 @@ fn redlock_forgets_counters_idle_a_minute() {
     });
 }
 
-/// A name Redis keys cannot hold (braces pick the cluster slot) is refused as bad input,
-/// before any name is forgotten.
+/// A name Redis keys cannot hold (braces pick the cluster slot) is refused as bad input by
+/// `forget` (before any name is forgotten), `lock` and `status` alike: on RedLock too, where
+/// every master refusing it used to read as masters not answering.
 async fn refuses_a_name_with_braces(url: &str) {
     let client = Client::connect(url).await.unwrap();
-    let refused = client.forget(["fine", "a{b}"]).await.unwrap_err();
-    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{url}: {refused}");
+    let refused = [
+        client.forget(["fine", "a{b}"]).await.map(drop).unwrap_err(),
+        client.mutex("a{b}").lock().await.map(drop).unwrap_err(),
+        client.status(Some("a}b")).await.map(drop).unwrap_err(),
+    ];
+    for refused in refused {
+        assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{url}: {refused}");
+        assert!(
+            refused.to_string().contains("may not contain"),
+            "{url}: {refused}"
+        );
+    }
     client.close().await.unwrap();
 }
 

@@ -188,14 +188,31 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// The state of one lock, or of every lock with holders or waiters.
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>>;
 
+    /// Refuses a lock name this backend cannot store, beyond what every backend refuses
+    /// ([`validate_name`](crate::validate_name)). The core asks before every acquire,
+    /// `status` and `forget`, so such a name never reaches a server (where a RedLock would
+    /// report it as masters not answering). The default accepts every name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert!(MemoryBackend::new().check_name("a{b}").is_ok());
+    /// ```
+    fn check_name(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Ok(())
+    }
+
     /// Lets the store drop what it keeps of `names` between their grants: each name's
     /// fencing counter, where it is the backend's shortest `fence_ttl` or more below the
     /// server's clock ([`MIN_FENCE_TTL`]; a backend whose servers' clocks may differ, such
     /// as RedLock's masters, waits longer) — the rule by which `fence_ttl` ends an idle
     /// counter: a later grant seeds it again from that clock, above every token it gave
     /// (as long as the clock does not step back by more than that margin). Holders and
-    /// waiters are untouched. Refuses every name before dropping any if one is invalid
-    /// here. Answers how many counters went. The default: nothing is kept.
+    /// waiters are untouched. Answers how many counters went. The default: nothing is
+    /// kept.
     ///
     /// # Examples
     ///

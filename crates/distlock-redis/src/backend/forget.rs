@@ -12,10 +12,6 @@ impl RedisBackend {
     /// Deletes the fencing counter of each of `names` that is `idle` or more below the
     /// server's clock (each on its own server, in a cluster): how many went.
     pub(crate) async fn forget_names(&self, names: &[&str], idle: Duration) -> Result<usize> {
-        // Every name refused before any is forgotten.
-        for name in names {
-            self.keys(name)?;
-        }
         let mut forgotten = 0;
         for name in names {
             let mut forget = Call::new(&SCRIPTS.forget, self.keys(name)?, &[Key::Fence]);

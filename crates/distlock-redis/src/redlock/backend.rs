@@ -510,6 +510,11 @@ impl Backend for RedlockBackend {
         Ok(LeaseOutcome::NotHeld)
     }
 
+    /// Names with braces are refused, as on Redis.
+    fn check_name(&self, name: &str) -> Result<()> {
+        LockKeys::new("", name).map(drop)
+    }
+
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         self.states(name).await
     }
@@ -518,9 +523,6 @@ impl Backend for RedlockBackend {
     /// master's clock (the masters' clocks may differ) on every master that answers, a
     /// hundred names a call; a majority must answer each. The most names one master forgot.
     async fn forget(&self, names: &[&str]) -> Result<usize> {
-        for name in names {
-            LockKeys::new("", name)?;
-        }
         let mut forgotten = 0;
         for chunk in names.chunks(100) {
             let answers = self
