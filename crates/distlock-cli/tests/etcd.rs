@@ -1,7 +1,5 @@
 //! The `distlock` command on etcd: run, status, demo and bench against a real member.
 
-use std::process::Command;
-
 use serde_json::Value;
 
 mod common;
@@ -37,14 +35,11 @@ fn run_status_demo_and_bench_work_on_etcd() {
     assert!(report["contended"]["transfers_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap() > 0.0);
     // The bench leaves no key behind (its keys lived on its session's lease).
-    let keys = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", &etcd.addr().to_string()])
-        .args(["get", "--prefix", "--keys-only", "cli/"])
-        .output()
-        .unwrap();
-    assert!(keys.status.success(), "{keys:?}");
-    let keys = String::from_utf8_lossy(&keys.stdout);
+    let keys = distlock_testkit::etcdctl(
+        &etcd.addr().to_string(),
+        &["get", "--prefix", "--keys-only", "cli/"],
+    )
+    .expect("etcdctl lists the keys");
     assert!(!keys.contains("bench/"), "{keys}");
 }
 
