@@ -188,12 +188,12 @@ impl Hub {
 
     /// Sends the create of watch `id`, opening the stream with it if none is open.
     async fn send_watch(&mut self, id: i64, key: Vec<u8>, options: WatchOptions) -> Result<()> {
-        if self.stream.is_some() {
-            self.send(Outgoing::Watch(key, options));
-            if let Some(open) = self.stream.as_mut() {
+        if let Some(open) = self.stream.as_mut() {
+            if open.requests.send(Outgoing::Watch(key, options)).is_ok() {
                 open.creating.push_back(id);
                 return Ok(());
             }
+            self.break_stream("the etcd watch stream broke");
             return Err(ended("the etcd watch stream broke"));
         }
         let (requests, answers) = self
