@@ -141,15 +141,28 @@ async fn main() -> Result<(), Failure> {
             start.parse()?,
             seconds.parse()?,
         );
-        println!("{}", cycles.await?);
+        match cycles.await {
+            Ok(cycles) => println!("{cycles}"),
+            Err(err) => {
+                eprintln!("etcd_mutex_floor: a process failed: {err}");
+                std::process::exit(1);
+            }
+        }
         return Ok(());
     }
     let [program, endpoint, mode, processes, duration] = args.as_slice() else {
         return Err("usage: etcd_mutex_floor ENDPOINT now|from-listing PROCESSES DURATION".into());
     };
     let seconds = humantime::parse_duration(duration)?.as_secs_f64();
+    let processes: usize = processes.parse()?;
+    if processes == 0 || !(0.1..=3600.0).contains(&seconds) {
+        return Err("PROCESSES must be 1 or more, DURATION from 100ms to 1h".into());
+    }
+    if !["now", "from-listing"].contains(&mode.as_str()) {
+        return Err(format!("the watch is `now` or `from-listing`, not `{mode}`").into());
+    }
     let start = (epoch_now() + 1.5).to_string();
-    let children = (0..processes.parse::<usize>()?)
+    let children = (0..processes)
         .map(|_| {
             Command::new(program)
                 .args(["process", endpoint, mode, &start, &seconds.to_string()])
@@ -159,11 +172,11 @@ async fn main() -> Result<(), Failure> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut counts = Vec::new();
     for child in children {
-        counts.push(
-            String::from_utf8(child.wait_with_output()?.stdout)?
-                .trim()
-                .parse::<u64>()?,
-        );
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            return Err(format!("a process failed (above): is etcd at {endpoint}?").into());
+        }
+        counts.push(String::from_utf8(out.stdout)?.trim().parse::<u64>()?);
     }
     let total: u64 = counts.iter().sum();
     println!(
