@@ -2,9 +2,10 @@
 //! etcd's own mutex (`etcdctl lock`) too.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use distlock_core::Result;
 use distlock_core::backend::{HolderInfo, LockState, WaiterInfo};
+use distlock_core::{Error, ErrorKind, Result};
 use etcd_client::{Client, GetOptions, KeyValue};
 
 use crate::error::etcd_error;
@@ -12,6 +13,10 @@ use crate::queue;
 
 /// The most keys one `status` reads.
 const MAX_KEYS: i64 = 100_000;
+
+/// How long a `status` waits for etcd's answer: a member that hangs would otherwise hold it
+/// until the connection's keep-alive gives up, 15 s later.
+const READ_BOUND: Duration = Duration::from_secs(5);
 
 /// The largest answer a `status` takes (etcd's default limit of a request is 1.5 MiB; a
 /// range of many keys is larger).
@@ -28,14 +33,22 @@ pub(crate) async fn locks(
         Some(name) => format!("{root}{name}/"),
         None => root.clone(),
     };
-    let mut answer = client
-        .kv_client()
-        .max_decoding_message_size(MAX_ANSWER)
-        .get(
-            range.as_str(),
-            Some(GetOptions::new().with_prefix().with_limit(MAX_KEYS)),
-        )
+    let mut kv = client.kv_client().max_decoding_message_size(MAX_ANSWER);
+    let read = kv.get(
+        range.as_str(),
+        Some(GetOptions::new().with_prefix().with_limit(MAX_KEYS)),
+    );
+    let mut answer = tokio::time::timeout(READ_BOUND, read)
         .await
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("etcd did not answer within {READ_BOUND:?}"),
+            )
+            .with_backend("etcd")
+            .with_operation("inspect")
+            .temporary()
+        })?
         .map_err(etcd_error("inspect"))?;
     if answer.more() {
         // A part of a queue could show a waiter as a holder: say so instead.

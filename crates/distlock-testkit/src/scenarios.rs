@@ -68,7 +68,8 @@ pub async fn odd_names_are_locks_of_their_own(url: &str) {
 
 /// `server` hangs (SIGSTOP) while a client of `url` holds a lock: an acquire returns an
 /// error within its 200 ms wait (plus 100 ms), a release within its 300 ms operation
-/// timeout (plus 100 ms); neither panics nor hangs. The server runs again afterwards.
+/// timeout (plus 100 ms), `status` (an error) and `forget` within 8 s (their backends give
+/// up after 5 s at most); none panics or hangs. The server runs again afterwards.
 ///
 /// # Examples
 ///
@@ -101,6 +102,21 @@ pub async fn a_hung_server_bounds_every_call(url: &str, server: &Server) {
     assert!(
         started.elapsed() < Duration::from_millis(400),
         "the release took {:?}",
+        started.elapsed()
+    );
+    let started = Instant::now();
+    let status = client.status(Some("held")).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "status took {:?}",
+        started.elapsed()
+    );
+    assert!(status.is_err(), "no status from a hung server");
+    let started = Instant::now();
+    let _ = client.forget(["held"]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "forget took {:?}",
         started.elapsed()
     );
     server.resume();

@@ -455,3 +455,14 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
         );
     });
 }
+
+/// The server frozen (SIGSTOP) mid-use: acquire, release, `status` and `forget` each
+/// return within their bounds.
+#[test]
+fn a_hung_server_bounds_every_call_by_its_deadline() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0", server.addr());
+        distlock_testkit::a_hung_server_bounds_every_call(&url, &server).await;
+    });
+}
