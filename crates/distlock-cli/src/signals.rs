@@ -148,9 +148,22 @@ pub fn to_group(group: libc::pid_t, number: libc::c_int) {
     }
 }
 
+/// How long a stop waits for the client's writes under way to end before it stops anyway.
+const WRITES_END_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Stops distlock as job control stops a job, once none of `client`'s writes is under way
+/// (or after [`WRITES_END_WITHIN`]): a SQLite writer stopped in the middle of one would
+/// hold up every other client of the database until continued. Writes wait while it is
+/// stopped, and go on once it is continued.
+pub async fn stop_between_writes(client: &distlock::Client) {
+    let paused = tokio::time::timeout(WRITES_END_WITHIN, client.pause_writes()).await;
+    stop_self();
+    drop(paused);
+}
+
 /// Stops distlock itself, as job control stops a job: the shell sees it stopped, and its
 /// `fg` or `bg` continues it with SIGCONT.
-pub fn stop_self() {
+fn stop_self() {
     // SAFETY: kill(2) has no memory-safety preconditions; SIGSTOP cannot be caught.
     unsafe {
         libc::kill(libc::getpid(), libc::SIGSTOP);

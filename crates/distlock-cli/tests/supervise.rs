@@ -281,6 +281,27 @@ fn ctrl_z_in_a_terminal_stops_distlock_with_its_command_and_both_continue() {
         Some('T'),
         "distlock stopped with its command, as a job does"
     );
+    // It stopped between writes: another client of the same database takes a lock.
+    let mut other = Running(
+        Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("DISTLOCK_URL")
+            .args(["run", "--name", "other", "--wait", "10s", "--", "true"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let other_ends = Instant::now() + Duration::from_secs(15);
+    let mut other_status = None;
+    while other_status.is_none() && Instant::now() < other_ends {
+        other_status = other.0.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        other_status.and_then(|status| status.code()),
+        Some(0),
+        "another run on the same database while this one is stopped"
+    );
     // `script` stops itself when its command stops; continued, it continues its command,
     // as a shell's `fg` continues a job.
     let script = terminal.script.0.id() as i32;

@@ -353,6 +353,26 @@ impl Client {
         self.inner.cleanups.settle(within).await
     }
 
+    /// Waits until none of this client's writes to its store is under way, and holds new
+    /// ones back until the answer is dropped: take it before the process stops itself (on
+    /// SIGTSTP, as `distlock run` does), so that it does not stop in the middle of a write
+    /// others must wait for (see [`Backend::pause_writes`]). Renewals wait too: drop it
+    /// as soon as the process runs again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// let client = distlock_core::Client::connect("memory://").await?;
+    /// let paused = client.pause_writes().await;
+    /// // ... stop the process here (SIGSTOP to itself) ...
+    /// drop(paused);
+    /// # Ok(()) }
+    /// ```
+    pub async fn pause_writes(&self) -> crate::backend::WritesPaused {
+        self.inner.backend.pause_writes().await
+    }
+
     /// Releases every grant held through this client (the guards still around find them
     /// released, `Lost`) and waits for the clean-ups running in the background (a dropped
     /// guard's release, a dropped acquire's cancel), each bounded by its operation timeout.

@@ -156,3 +156,107 @@ fn leases_of_an_earlier_boot_are_gone_and_tokens_go_on() {
         drop(held);
     });
 }
+
+/// A writer that holds the database (a process stopped in the middle of a write keeps the
+/// write lock until it runs again) does not keep a client from connecting, which only
+/// reads a database that needs no change; its lock requests wait, within their deadline,
+/// and are granted once the writer is done.
+#[test]
+fn a_stalled_writer_delays_lock_requests_but_not_connecting() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks.db");
+        let url = format!("sqlite://{}", path.display());
+        distlock::Client::connect(&url)
+            .await
+            .unwrap()
+            .close()
+            .await
+            .unwrap();
+
+        let stall = StalledWriter::start(&path).await;
+        let started = std::time::Instant::now();
+        let client = tokio::time::timeout(Duration::from_secs(3), distlock::Client::connect(&url))
+            .await
+            .expect("connecting does not wait for the write lock")
+            .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let options = distlock::LockOptions::new().wait(Duration::from_secs(20));
+        let waiting = tokio::spawn(async move {
+            let guard = client.mutex("stalled").lock_with(&options).await?;
+            guard.release().await
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            !waiting.is_finished(),
+            "no grant while the writer holds the database"
+        );
+        stall.stop().await;
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("granted once the writer is done")
+            .unwrap()
+            .unwrap();
+    });
+}
+
+/// `pause_writes`, which a process takes before it stops itself (Ctrl-Z): it waits for the
+/// client's write under way, then holds new ones back until dropped, while the other
+/// clients of the database write on.
+#[test]
+fn paused_writes_wait_for_the_one_under_way_and_hold_new_ones_back() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks.db");
+        let url = format!("sqlite://{}", path.display());
+        let client = distlock::Client::connect(&url).await.unwrap();
+
+        // A request whose write waits for another writer: under way.
+        let stall = StalledWriter::start(&path).await;
+        let under_way = {
+            let client = client.clone();
+            tokio::spawn(async move { client.mutex("first").lock().await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), client.pause_writes())
+                .await
+                .is_err(),
+            "the pause waits for the write under way"
+        );
+        stall.stop().await;
+        let first = tokio::time::timeout(Duration::from_secs(10), under_way)
+            .await
+            .expect("the write under way ends")
+            .unwrap()
+            .unwrap();
+
+        let paused = tokio::time::timeout(Duration::from_secs(5), client.pause_writes())
+            .await
+            .expect("nothing under way: paused at once");
+        assert!(paused.is_holding());
+        let held_back = {
+            let client = client.clone();
+            tokio::spawn(async move { client.mutex("second").lock().await })
+        };
+        let other = distlock::Client::connect(&url).await.unwrap();
+        let elsewhere = tokio::time::timeout(Duration::from_secs(5), other.mutex("third").lock())
+            .await
+            .expect("another client writes while this one is paused")
+            .unwrap();
+        assert!(!held_back.is_finished(), "held back while paused");
+        drop(paused);
+        let second = tokio::time::timeout(Duration::from_secs(5), held_back)
+            .await
+            .expect("let go once the pause is dropped")
+            .unwrap()
+            .unwrap();
+        for guard in [first, second, elsewhere] {
+            guard.release().await.unwrap();
+        }
+    });
+}

@@ -35,7 +35,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
             false => mutex.lock_with(&options).await.map(Some),
         }
     };
-    let acquired = match until_signalled(attempt, &mut caught).await {
+    let acquired = match until_signalled(attempt, &client, &mut caught).await {
         Ok(acquired) => acquired,
         Err(number) => {
             // The wait was given up: its request is withdrawn in the background, and
@@ -60,7 +60,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         }
         Err(err) => return Err(err),
     };
-    let code = supervise::supervise(&args, &guard, &mut caught).await;
+    let code = supervise::supervise(&args, &client, &guard, &mut caught).await;
     match guard.release().await {
         Ok(()) => {}
         Err(err) if err.kind() == ErrorKind::NotHeld => {
@@ -110,6 +110,7 @@ const RELEASE_WITHIN: Duration = Duration::from_secs(2);
 /// job; other signals are let pass.
 async fn until_signalled<T>(
     wait: impl std::future::Future<Output = T>,
+    client: &distlock::Client,
     caught: &mut Caught,
 ) -> std::result::Result<T, libc::c_int> {
     tokio::pin!(wait);
@@ -121,7 +122,7 @@ async fn until_signalled<T>(
                     return Err(number);
                 }
                 if number == libc::SIGTSTP {
-                    signals::stop_self();
+                    signals::stop_between_writes(client).await;
                 }
             }
         }

@@ -20,7 +20,12 @@ const REAP_BACKSTOP: Duration = Duration::from_millis(500);
 
 /// Runs the command and waits for it. `caught` holds the signals caught since before the
 /// grant: each is forwarded once the command runs. Returns distlock's exit code.
-pub async fn supervise(args: &RunArgs, guard: &Guard, caught: &mut Caught) -> u8 {
+pub async fn supervise(
+    args: &RunArgs,
+    client: &distlock::Client,
+    guard: &Guard,
+    caught: &mut Caught,
+) -> u8 {
     let terminal = Terminal::of_this_job();
     // Listen before the command starts, so its end is never missed.
     let mut child_changed = match signal(SignalKind::child()) {
@@ -61,7 +66,7 @@ pub async fn supervise(args: &RunArgs, guard: &Guard, caught: &mut Caught) -> u8
                 if let Some(terminal) = terminal {
                     terminal.take_back(group);
                 }
-                signals::stop_self();
+                signals::stop_between_writes(client).await;
             }
             // Stopped by SIGSTOP: whoever stopped it continues it.
             State::Stopped(_) => {}

@@ -63,6 +63,7 @@ mod runtime;
 mod session;
 mod sessions;
 mod ticket;
+mod writes;
 
 use std::any::Any;
 use std::fmt;
@@ -87,6 +88,7 @@ pub use runtime::SideRuntime;
 pub use session::{Liveness, Session, SessionState};
 pub use sessions::{Attempt, LossFlag, LossWatch, PendingDeletes, SessionSlot};
 pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
+pub use writes::WritesPaused;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -226,6 +228,27 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     async fn forget(&self, names: &[&str]) -> Result<usize> {
         let _ = names;
         Ok(0)
+    }
+
+    /// Waits until none of this client's writes to the store is under way, and holds new
+    /// ones back until the answer is dropped. A process about to stop itself (as job
+    /// control stops it on Ctrl-Z) takes it first, so that it does not stop in the middle
+    /// of a write every other client must wait for: a SQLite writer holds the database
+    /// file's one write lock, and keeps it while stopped. Keep it short: renewals wait too.
+    /// The default holds nothing back, for stores whose other clients do not wait on one
+    /// client's writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert!(!MemoryBackend::new().pause_writes().await.is_holding());
+    /// # }
+    /// ```
+    async fn pause_writes(&self) -> WritesPaused {
+        WritesPaused::none()
     }
 
     /// What [`Backend::floor_round`] does, for benchmark reports.

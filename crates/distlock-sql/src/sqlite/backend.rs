@@ -4,11 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, async_trait,
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
+    async_trait,
 };
 use distlock_core::{Error, LockState, Result};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use tokio::sync::RwLock;
 
 use super::clock::LeaseClock;
 use super::config::SqliteConfig;
@@ -41,6 +43,9 @@ pub struct SqliteBackend {
     clock: LeaseClock,
     wakers: Arc<LocalWakers>,
     socket: WakeSocket,
+    /// Every statement of this client's runs with a read hold of it, so that
+    /// [`Backend::pause_writes`] can wait for those under way and hold new ones back.
+    writes: Arc<RwLock<()>>,
     /// Deletes idle fencing counters while the client lives (stops when dropped).
     _sweeper: Sweeper,
 }
@@ -81,13 +86,20 @@ impl SqliteBackend {
             match Self::try_open(&config).await {
                 Ok((pool, clock)) => {
                     let wakers = Arc::new(LocalWakers::new());
+                    let writes = Arc::new(RwLock::new(()));
+                    let (marks, sweeps) = (writes.clone(), writes.clone());
                     let sweeper = Sweeper::for_pool(
                         "sqlite",
                         pool.clone(),
                         config.fence_ttl,
-                        fences::mark_sqlite,
+                        move |pool, every, mark| {
+                            gated(marks.clone(), fences::mark_sqlite(pool, every, mark))
+                        },
                         move |pool, fence_ttl| {
-                            fences::sweep_sqlite(pool, fence_ttl, clock.now_ms())
+                            gated(
+                                sweeps.clone(),
+                                fences::sweep_sqlite(pool, fence_ttl, clock.now_ms()),
+                            )
                         },
                     );
                     return Ok(SqliteBackend {
@@ -95,6 +107,7 @@ impl SqliteBackend {
                         clock,
                         socket: WakeSocket::listen(wakers.clone()),
                         wakers,
+                        writes,
                         _sweeper: sweeper,
                     });
                 }
@@ -196,9 +209,13 @@ impl Backend for SqliteBackend {
                 .and_then(|s| s.queued_at)
                 .is_some_and(|at| at.elapsed() < WAITER_LEASE / 3);
         let (pool, clock, socket) = (self.pool.clone(), self.clock, self.socket.name().to_owned());
-        let polled = poll_detached(ticket, "sqlite", async move {
-            store::poll(&pool, clock, &request, fresh, &socket).await
-        })
+        let polled = poll_detached(
+            ticket,
+            "sqlite",
+            gated(self.writes.clone(), async move {
+                store::poll(&pool, clock, &request, fresh, &socket).await
+            }),
+        )
         .await?;
         match polled.outcome {
             PollOutcome::Granted { .. } => self.wakers.forget(&ticket.request.token),
@@ -222,9 +239,12 @@ impl Backend for SqliteBackend {
         settled(ticket).await;
         let (name, token) = (ticket.request.name.clone(), ticket.request.token.clone());
         let (pool, clock) = (self.pool.clone(), self.clock);
-        let wake = detached("sqlite", async move {
-            store::cancel(&pool, clock, &name, &token).await
-        })
+        let wake = detached(
+            "sqlite",
+            gated(self.writes.clone(), async move {
+                store::cancel(&pool, clock, &name, &token).await
+            }),
+        )
         .await?;
         self.wake(wake);
         Ok(())
@@ -233,9 +253,12 @@ impl Backend for SqliteBackend {
     async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
         let (pool, clock) = (self.pool.clone(), self.clock);
         let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
-        let renewed = detached("sqlite", async move {
-            store::renew(&pool, clock, &tokens, ttl).await
-        })
+        let renewed = detached(
+            "sqlite",
+            gated(self.writes.clone(), async move {
+                store::renew(&pool, clock, &tokens, ttl).await
+            }),
+        )
         .await?;
         Ok(outcomes(renewed))
     }
@@ -243,9 +266,12 @@ impl Backend for SqliteBackend {
     async fn release(&self, lease: &Grant) -> Result<LeaseOutcome> {
         let (pool, clock) = (self.pool.clone(), self.clock);
         let (name, token) = (lease.name.clone(), lease.token.clone());
-        let released = detached("sqlite", async move {
-            store::release(&pool, clock, &name, &token).await
-        })
+        let released = detached(
+            "sqlite",
+            gated(self.writes.clone(), async move {
+                store::release(&pool, clock, &name, &token).await
+            }),
+        )
         .await?;
         self.wake(released.wake);
         Ok(outcome(released.was_held))
@@ -254,11 +280,14 @@ impl Backend for SqliteBackend {
     async fn forget(&self, names: &[&str]) -> Result<usize> {
         let pool = self.pool.clone();
         let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
-        detached("sqlite", async move {
-            crate::forget::forget_sqlite(&pool, &names)
-                .await
-                .map_err(db_error("forget"))
-        })
+        detached(
+            "sqlite",
+            gated(self.writes.clone(), async move {
+                crate::forget::forget_sqlite(&pool, &names)
+                    .await
+                    .map_err(db_error("forget"))
+            }),
+        )
         .await
     }
 
@@ -270,12 +299,31 @@ impl Backend for SqliteBackend {
         .await
     }
 
+    /// Waits for the statements under way (a SQLite writer holds the database file's one
+    /// write lock, and keeps it while stopped) and holds new ones back.
+    async fn pause_writes(&self) -> WritesPaused {
+        WritesPaused::holding(self.writes.clone().write_owned().await)
+    }
+
     fn floor_op(&self) -> &'static str {
         "BEGIN IMMEDIATE; UPDATE; COMMIT"
     }
 
     async fn floor_round(&self) -> Result<()> {
         let pool = self.pool.clone();
-        detached("sqlite", async move { store::floor_round(&pool).await }).await
+        detached(
+            "sqlite",
+            gated(self.writes.clone(), async move {
+                store::floor_round(&pool).await
+            }),
+        )
+        .await
     }
+}
+
+/// `work`, run with a read hold of `writes`, taken when it starts and kept until it ends
+/// (on the task that runs it, even if its caller gave up).
+async fn gated<T>(writes: Arc<RwLock<()>>, work: impl Future<Output = T>) -> T {
+    let _writing = writes.read_owned().await;
+    work.await
 }

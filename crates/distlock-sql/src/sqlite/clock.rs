@@ -42,6 +42,20 @@ impl LeaseClock {
         }
     }
 
+    /// The anchor of this boot, if the database has one for it; read only, so it needs
+    /// no write lock.
+    pub(super) async fn recorded(conn: &mut SqliteConnection) -> Result<Option<LeaseClock>> {
+        let Some(boot) = boot_id()? else {
+            return Ok(Some(LeaseClock { anchor_ms: None }));
+        };
+        Ok(match anchor_of(conn).await? {
+            Some((recorded, anchor)) if recorded == boot => Some(LeaseClock {
+                anchor_ms: Some(anchor),
+            }),
+            _ => None,
+        })
+    }
+
     /// Within the transaction that prepares the database: the anchor of this boot, set
     /// now if the database has none for it (deleting the leases and waiters of an earlier
     /// boot).
@@ -50,15 +64,7 @@ impl LeaseClock {
         let Some(boot) = boot_id()? else {
             return Ok(LeaseClock { anchor_ms: None });
         };
-        let recorded = sqlx::query("SELECT boot, anchor_ms FROM distlock_clock WHERE id = 1")
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(&err)?;
-        let recorded: Option<(String, i64)> = recorded
-            .map(|row| Ok::<_, sqlx::Error>((row.try_get(0)?, row.try_get(1)?)))
-            .transpose()
-            .map_err(&err)?;
-        let anchor = match recorded {
+        let anchor = match anchor_of(conn).await? {
             Some((recorded, anchor)) if recorded == boot => anchor,
             recorded => {
                 if let Some((earlier, _)) = recorded {
@@ -96,6 +102,19 @@ impl LeaseClock {
             anchor_ms: Some(anchor),
         })
     }
+}
+
+/// The boot and anchor the database records, if any.
+async fn anchor_of(conn: &mut SqliteConnection) -> Result<Option<(String, i64)>> {
+    let err = db_error("connect");
+    sqlx::query("SELECT boot, anchor_ms FROM distlock_clock WHERE id = 1")
+        .fetch_optional(&mut *conn)
+        .await
+        .and_then(|row| {
+            row.map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+                .transpose()
+        })
+        .map_err(&err)
 }
 
 /// This boot's id; `None` on systems other than Linux, which give none.

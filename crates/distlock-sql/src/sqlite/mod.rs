@@ -11,6 +11,12 @@
 //!
 //! Leases expire by this machine's monotonic clock, which no step of the wall clock moves
 //! (see `clock`): a clock jumping forward expires no lease early.
+//!
+//! The database has one write lock, which a process stopped in the middle of a write keeps
+//! until it runs again, holding up every other client's writes (their renewals too). So
+//! each write is short (a renewal is one statement), a client opening a database that needs
+//! no change only reads it, and [`Backend::pause_writes`] lets a process that stops itself
+//! (Ctrl-Z) stop between writes.
 
 mod backend;
 mod clock;

@@ -28,9 +28,26 @@ const SCHEMA: &str = include_str!("schema.sql");
 /// goes on until it opens it again).
 const SCHEMA_VERSION: i64 = 3;
 
+/// The tables a prepared database has.
+const TABLES: [&str; 6] = [
+    "distlock_fence",
+    "distlock_lease",
+    "distlock_waiter",
+    "distlock_floor",
+    "distlock_clock",
+    "distlock_sweep",
+];
+
 /// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`]; refuses a
 /// database written by a newer distlock. The clock its leases expire by.
+///
+/// A database that needs no change is only read: a process stopped in the middle of a
+/// write (SIGSTOP) holds SQLite's write lock until it runs again, and opening the database
+/// meanwhile must not wait for it (a lock request then waits, within its deadline).
 pub(super) async fn prepare(pool: &SqlitePool) -> Result<LeaseClock> {
+    if let Some(clock) = prepared(pool).await? {
+        return Ok(clock);
+    }
     let err = db_error("connect");
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
     let version: i64 = sqlx::query("PRAGMA user_version")
@@ -72,7 +89,44 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<LeaseClock> {
             .map_err(&err)?;
     }
     let clock = LeaseClock::establish(&mut tx).await?;
+    // A database with nothing in it has nothing to sweep: its first sweep is due a period
+    // from now, not in the first process that opens it.
+    sqlx::query(
+        "UPDATE distlock_sweep SET last_us = ?1 WHERE id = 1 AND last_us = 0
+           AND NOT EXISTS (SELECT 1 FROM distlock_fence)
+           AND NOT EXISTS (SELECT 1 FROM distlock_lease)
+           AND NOT EXISTS (SELECT 1 FROM distlock_waiter)",
+    )
+    .bind(now_ms().saturating_mul(1000))
+    .execute(&mut *tx)
+    .await
+    .map_err(&err)?;
     tx.commit().await.map_err(&err)?;
+    Ok(clock)
+}
+
+/// The lease clock of a database that needs no change (this distlock's schema, every
+/// table, an anchor of this boot), read in a read transaction; `None` if it needs one.
+async fn prepared(pool: &SqlitePool) -> Result<Option<LeaseClock>> {
+    let err = db_error("connect");
+    let mut snapshot = pool.begin().await.map_err(&err)?;
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut *snapshot)
+        .await
+        .map_err(&err)?;
+    let marks = crate::fences::bind_marks(TABLES.len());
+    let count =
+        format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ({marks})");
+    let mut tables = sqlx::query_scalar(&count);
+    for table in TABLES {
+        tables = tables.bind(table);
+    }
+    let tables: i64 = tables.fetch_one(&mut *snapshot).await.map_err(&err)?;
+    let clock = match version == SCHEMA_VERSION && tables == TABLES.len() as i64 {
+        true => LeaseClock::recorded(&mut snapshot).await?,
+        false => None,
+    };
+    snapshot.commit().await.map_err(&err)?;
     Ok(clock)
 }
 
@@ -280,8 +334,16 @@ pub(super) async fn cancel(
     lease_engine::cancel(&SqliteLeases(clock), pool, name, token).await
 }
 
-/// Extends each grant under `tokens` to `ttl` from now, if it has not expired, in one
-/// transaction (one flush to disk for all); whether each was renewed, in order.
+/// The most grants one renewal statement names (SQLite takes at most 32,766 parameters).
+const RENEWED_AT_ONCE: usize = 5_000;
+
+/// Extends each grant under `tokens` to `ttl` from now, if it has not expired; whether each
+/// was renewed, in order. Each [`RENEWED_AT_ONCE`] grants are one `UPDATE` that commits by
+/// itself: one flush to disk for all, and SQLite's write lock held only while it runs
+/// (a process stopped in the middle holds it, and every other writer waits). A read that
+/// takes no write lock then tells which were renewed: the grants live after the update
+/// are exactly those it renewed (one it skipped had expired, and one released meanwhile
+/// is gone, which is as good as not held).
 pub(super) async fn renew(
     pool: &SqlitePool,
     clock: LeaseClock,
@@ -290,23 +352,30 @@ pub(super) async fn renew(
 ) -> Result<Vec<bool>> {
     let err = db_error("renew");
     let now = clock.now_ms();
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(&err)?;
-    let mut renewed = Vec::with_capacity(tokens.len());
-    for token in tokens {
-        let rows = sqlx::query(
-            "UPDATE distlock_lease SET expires_at_ms = ?3 WHERE token = ?1 AND expires_at_ms > ?2",
-        )
-        .bind(token)
-        .bind(now)
-        .bind(now.saturating_add(millis(ttl)))
-        .execute(&mut *tx)
-        .await
-        .map_err(&err)?
-        .rows_affected();
-        renewed.push(rows == 1);
+    let mut renewed = std::collections::HashSet::new();
+    for chunk in tokens.chunks(RENEWED_AT_ONCE) {
+        let marks = crate::fences::bind_marks(chunk.len());
+        let update = format!(
+            "UPDATE distlock_lease SET expires_at_ms = ? WHERE expires_at_ms > ? AND token IN ({marks})"
+        );
+        let mut query = sqlx::query(&update)
+            .bind(now.saturating_add(millis(ttl)))
+            .bind(now);
+        for token in chunk {
+            query = query.bind(token);
+        }
+        query.execute(pool).await.map_err(&err)?;
+        let live = format!(
+            "SELECT token FROM distlock_lease WHERE expires_at_ms > ? AND token IN ({marks})"
+        );
+        let mut query = sqlx::query_scalar(&live).bind(now);
+        for token in chunk {
+            query = query.bind(token);
+        }
+        let live: Vec<String> = query.fetch_all(pool).await.map_err(&err)?;
+        renewed.extend(live);
     }
-    tx.commit().await.map_err(&err)?;
-    Ok(renewed)
+    Ok(tokens.iter().map(|t| renewed.contains(t)).collect())
 }
 
 /// Deletes the grant under `token`: whether it was there and still valid, and the waiter
