@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use tokio::task::AbortHandle;
 
+use crate::tasks::WriteGate;
+
 /// The most rows one statement of a sweep deletes.
 pub(crate) const SWEEP_LIMIT: i64 = 10_000;
 
@@ -142,10 +144,12 @@ impl Sweeper {
 
 impl Sweeper {
     /// Starts sweeping `backend`'s database on `pool` for counters idle past `fence_ttl`,
-    /// with the dialect's `mark` (its sweep row: see [`SweepMark`]) and `sweep` (one batch).
+    /// with the dialect's `mark` (its sweep row: see [`SweepMark`]) and `sweep` (one batch),
+    /// each through the client's write gate `writes`.
     pub(crate) fn for_pool<P, M, MFut, S, SFut>(
         backend: &'static str,
         pool: P,
+        writes: &WriteGate,
         fence_ttl: Duration,
         mark: M,
         sweep: S,
@@ -159,11 +163,12 @@ impl Sweeper {
     {
         let every = sweep_every(fence_ttl);
         let marked = pool.clone();
+        let (marks, sweeps) = (writes.clone(), writes.clone());
         Sweeper::start(
             backend,
             every,
-            move |m| mark(marked.clone(), every, m),
-            move || sweep(pool.clone(), fence_ttl),
+            move |m| marks.pass(mark(marked.clone(), every, m)),
+            move || sweeps.pass(sweep(pool.clone(), fence_ttl)),
         )
     }
 }

@@ -1,6 +1,6 @@
 //! Pieces every SQL backend's `Backend` implementation shares.
 
-use distlock_core::backend::LeaseOutcome;
+use distlock_core::backend::{LeaseOutcome, WritesPaused};
 use distlock_core::{Error, ErrorKind, Result};
 
 /// Runs database work on a task of its own and waits for it: if the caller gives up (an
@@ -14,6 +14,35 @@ where
     tokio::spawn(work).await.map_err(|e| {
         Error::new(ErrorKind::Backend, format!("a database task failed: {e}")).with_backend(backend)
     })?
+}
+
+/// The gate every write of one client passes, so that
+/// [`Backend::pause_writes`](distlock_core::backend::Backend::pause_writes) can wait for
+/// the writes under way and hold new ones back: a process stopped in the middle of one
+/// keeps what it locked (SQLite's one write lock, a transaction's row and name locks)
+/// until it runs again, and every other client of the lock waits for it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteGate(std::sync::Arc<tokio::sync::RwLock<()>>);
+
+impl WriteGate {
+    /// `work`, run with a read hold of the gate, taken when it starts and kept until it
+    /// ends (on the task that runs it, even if its caller gave up).
+    pub(crate) fn pass<T, F>(&self, work: F) -> impl Future<Output = T> + use<T, F>
+    where
+        F: Future<Output = T>,
+    {
+        let gate = self.0.clone();
+        async move {
+            let _writing = gate.read_owned().await;
+            work.await
+        }
+    }
+
+    /// Waits for the writes under way, and holds new ones back until the answer is
+    /// dropped.
+    pub(crate) async fn pause(&self) -> WritesPaused {
+        WritesPaused::holding(self.0.clone().write_owned().await)
+    }
 }
 
 /// Maps a database error to a distlock error of `backend` for `operation`. Connection

@@ -99,3 +99,11 @@ fn a_client_cut_off_loses_its_lease_before_it_ends() {
         .await;
     });
 }
+
+#[test]
+fn paused_writes_hold_back_this_client_alone() {
+    distlock_testkit::block_on(async {
+        distlock_testkit::conformance::paused_writes_hold_back_this_client_alone(&target().await)
+            .await;
+    });
+}

@@ -144,3 +144,11 @@ fn a_black_holed_client_goes_at_risk_then_lost_before_the_lease_ends() {
         distlock_testkit::ProxyMode::BlackHole,
     ));
 }
+
+#[test]
+fn paused_writes_hold_back_this_client_alone() {
+    distlock_testkit::block_on(async {
+        distlock_testkit::conformance::paused_writes_hold_back_this_client_alone(&target().await)
+            .await;
+    });
+}

@@ -235,28 +235,8 @@ fn paused_writes_wait_for_the_one_under_way_and_hold_new_ones_back() {
             .unwrap()
             .unwrap();
 
-        let paused = tokio::time::timeout(Duration::from_secs(5), client.pause_writes())
-            .await
-            .expect("nothing under way: paused at once");
-        assert!(paused.is_holding());
-        let held_back = {
-            let client = client.clone();
-            tokio::spawn(async move { client.mutex("second").lock().await })
-        };
-        let other = distlock::Client::connect(&url).await.unwrap();
-        let elsewhere = tokio::time::timeout(Duration::from_secs(5), other.mutex("third").lock())
-            .await
-            .expect("another client writes while this one is paused")
-            .unwrap();
-        assert!(!held_back.is_finished(), "held back while paused");
-        drop(paused);
-        let second = tokio::time::timeout(Duration::from_secs(5), held_back)
-            .await
-            .expect("let go once the pause is dropped")
-            .unwrap()
-            .unwrap();
-        for guard in [first, second, elsewhere] {
-            guard.release().await.unwrap();
-        }
+        first.release().await.unwrap();
+        let target = distlock_testkit::Target::new(url);
+        distlock_testkit::conformance::paused_writes_hold_back_this_client_alone(&target).await;
     });
 }

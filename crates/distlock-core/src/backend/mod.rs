@@ -233,10 +233,10 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// Waits until none of this client's writes to the store is under way, and holds new
     /// ones back until the answer is dropped. A process about to stop itself (as job
     /// control stops it on Ctrl-Z) takes it first, so that it does not stop in the middle
-    /// of a write every other client must wait for: a SQLite writer holds the database
-    /// file's one write lock, and keeps it while stopped. Keep it short: renewals wait too.
-    /// The default holds nothing back, for stores whose other clients do not wait on one
-    /// client's writes.
+    /// of a write other clients must wait for: a SQLite writer holds the database file's
+    /// one write lock, and a SQL transaction the locks it took, and keeps them while
+    /// stopped. Keep it short: renewals wait too. The default holds nothing back, for
+    /// stores whose other clients do not wait on one client's writes.
     ///
     /// # Examples
     ///

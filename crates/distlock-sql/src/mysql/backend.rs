@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, async_trait,
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
+    async_trait,
 };
 use distlock_core::{LockKind, LockState, Result, random_id};
 use sqlx::mysql::MySqlPoolOptions;
@@ -19,7 +20,7 @@ use super::store::{self, Wake};
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
 use crate::split::Split;
-use crate::tasks::{SqlTicket, detached, first_connection, outcome, poll_detached};
+use crate::tasks::{SqlTicket, WriteGate, detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one MySQL or MariaDB database.
 ///
@@ -44,6 +45,9 @@ pub struct MysqlBackend {
     channel: String,
     redacted: String,
     split: Split<MysqlSessions>,
+    /// What every write of this client's to the lease tables passes (see
+    /// [`Backend::pause_writes`]).
+    writes: WriteGate,
     /// Deletes idle fencing counters while the client lives (stops when dropped).
     _sweeper: Sweeper,
 }
@@ -108,9 +112,11 @@ impl MysqlBackend {
             .await
             .map_err(db_error("connect"))?;
         schema::prepare(&pool).await?;
+        let writes = WriteGate::default();
         let sweeper = Sweeper::for_pool(
             "mysql",
             pool.clone(),
+            &writes,
             config.fence_ttl,
             fences::mark_mysql,
             fences::sweep_mysql,
@@ -128,6 +134,7 @@ impl MysqlBackend {
             channel,
             redacted: config.redacted,
             split,
+            writes,
             _sweeper: sweeper,
         })
     }
@@ -181,13 +188,13 @@ impl Backend for MysqlBackend {
         let queued = ticket
             .state::<SqlTicket>()
             .is_some_and(|s| s.queued_at.is_some());
-        let (polled, next) = poll_detached(ticket, "mysql", async move {
+        let poll = async move {
             if queued && let Some(waiting) = store::peek(&pool, &request).await? {
                 return Ok((waiting, None));
             }
             store::poll(&pool, &request, &channel, sessions).await
-        })
-        .await?;
+        };
+        let (polled, next) = poll_detached(ticket, "mysql", self.writes.pass(poll)).await?;
         wake(next);
         match polled {
             PollOutcome::Granted { .. } => self.split.wakers.forget(&ticket.request.token),
@@ -214,23 +221,17 @@ impl Backend for MysqlBackend {
             ticket.request.name.clone(),
             ticket.request.token.clone(),
         );
-        let next = detached(
-            "mysql",
-            async move { store::cancel(&pool, &name, &token).await },
-        )
-        .await?;
+        let cancel = async move { store::cancel(&pool, &name, &token).await };
+        let next = detached("mysql", self.writes.pass(cancel)).await?;
         wake(next);
         Ok(())
     }
 
     async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
-        let pool = self.pool.clone();
-        renew_split(
-            self.split.sessions(),
-            leases,
-            ttl,
-            move |tokens| async move { store::renew(&pool, &tokens, ttl).await },
-        )
+        let (pool, writes) = (self.pool.clone(), self.writes.clone());
+        renew_split(self.split.sessions(), leases, ttl, move |tokens| {
+            writes.pass(async move { store::renew(&pool, &tokens, ttl).await })
+        })
         .await
     }
 
@@ -239,10 +240,8 @@ impl Backend for MysqlBackend {
             return released;
         }
         let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
-        let (was_held, next) = detached("mysql", async move {
-            store::release(&pool, &name, &token).await
-        })
-        .await?;
+        let release = async move { store::release(&pool, &name, &token).await };
+        let (was_held, next) = detached("mysql", self.writes.pass(release)).await?;
         wake(next);
         Ok(outcome(was_held))
     }
@@ -250,12 +249,12 @@ impl Backend for MysqlBackend {
     async fn forget(&self, names: &[&str]) -> Result<usize> {
         let pool = self.pool.clone();
         let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
-        detached("mysql", async move {
+        let forget = async move {
             crate::forget::forget_mysql(&pool, &names)
                 .await
                 .map_err(db_error("forget"))
-        })
-        .await
+        };
+        detached("mysql", self.writes.pass(forget)).await
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
@@ -265,6 +264,12 @@ impl Backend for MysqlBackend {
             store::inspect(&pool, name.as_deref(), sessions).await
         })
         .await
+    }
+
+    /// Waits for this client's writes to the lease tables under way (a transaction holds
+    /// its rows' locks until it ends), and holds new ones back.
+    async fn pause_writes(&self) -> WritesPaused {
+        self.writes.pause().await
     }
 
     fn floor_op(&self) -> &'static str {

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, async_trait,
+    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
+    async_trait,
 };
 use distlock_core::{Error, ErrorKind, LockKind, LockState, Result, random_id};
 use sqlx::PgPool;
@@ -17,7 +18,7 @@ use super::{db_error, store};
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
 use crate::split::Split;
-use crate::tasks::{detached, first_connection, outcome, poll_detached};
+use crate::tasks::{WriteGate, detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one PostgreSQL database.
 ///
@@ -45,6 +46,9 @@ pub struct PostgresBackend {
     listener: AbortHandle,
     redacted: String,
     split: Split<PgSessions>,
+    /// What every write of this client's to the lease tables passes (see
+    /// [`Backend::pause_writes`]).
+    writes: WriteGate,
     /// Deletes idle fencing counters while the client lives (stops when dropped).
     _sweeper: Sweeper,
 }
@@ -79,9 +83,11 @@ impl PostgresBackend {
             .await
             .map_err(db_error("connect"))?;
         store::prepare(&pool).await?;
+        let writes = WriteGate::default();
         let sweeper = Sweeper::for_pool(
             "postgres",
             pool.clone(),
+            &writes,
             config.fence_ttl,
             fences::mark_postgres,
             fences::sweep_postgres,
@@ -103,6 +109,7 @@ impl PostgresBackend {
             listener,
             redacted: config.redacted,
             split,
+            writes,
             _sweeper: sweeper,
         })
     }
@@ -217,9 +224,12 @@ impl Backend for PostgresBackend {
             ticket.request.clone(),
             self.channel.clone(),
         );
-        let polled = poll_detached(ticket, "postgres", async move {
-            store::poll(&pool, &request, &channel).await
-        })
+        let polled = poll_detached(
+            ticket,
+            "postgres",
+            self.writes
+                .pass(async move { store::poll(&pool, &request, &channel).await }),
+        )
         .await?;
         if let PollOutcome::Granted { .. } = polled {
             self.split.wakers.forget(&ticket.request.token);
@@ -241,20 +251,15 @@ impl Backend for PostgresBackend {
             ticket.request.name.clone(),
             ticket.request.token.clone(),
         );
-        detached("postgres", async move {
-            store::cancel(&pool, &name, &token).await
-        })
-        .await
+        let cancel = async move { store::cancel(&pool, &name, &token).await };
+        detached("postgres", self.writes.pass(cancel)).await
     }
 
     async fn renew_many(&self, leases: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
-        let pool = self.pool.clone();
-        renew_split(
-            self.split.sessions(),
-            leases,
-            ttl,
-            move |tokens| async move { store::renew(&pool, &tokens, ttl).await },
-        )
+        let (pool, writes) = (self.pool.clone(), self.writes.clone());
+        renew_split(self.split.sessions(), leases, ttl, move |tokens| {
+            writes.pass(async move { store::renew(&pool, &tokens, ttl).await })
+        })
         .await
     }
 
@@ -263,22 +268,20 @@ impl Backend for PostgresBackend {
             return released;
         }
         let (pool, name, token) = (self.pool.clone(), lease.name.clone(), lease.token.clone());
-        let was_held = detached("postgres", async move {
-            store::release(&pool, &name, &token).await
-        })
-        .await?;
+        let release = async move { store::release(&pool, &name, &token).await };
+        let was_held = detached("postgres", self.writes.pass(release)).await?;
         Ok(outcome(was_held))
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {
         let pool = self.pool.clone();
         let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
-        detached("postgres", async move {
+        let forget = async move {
             crate::forget::forget_postgres(&pool, &names)
                 .await
                 .map_err(db_error("forget"))
-        })
-        .await
+        };
+        detached("postgres", self.writes.pass(forget)).await
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
@@ -288,6 +291,12 @@ impl Backend for PostgresBackend {
             store::inspect(&pool, name.as_deref(), sessions).await
         })
         .await
+    }
+
+    /// Waits for this client's writes to the lease tables under way (a transaction holds
+    /// the name's lock until it ends), and holds new ones back.
+    async fn pause_writes(&self) -> WritesPaused {
+        self.writes.pause().await
     }
 
     fn floor_op(&self) -> &'static str {

@@ -10,7 +10,6 @@ use distlock_core::backend::{
 use distlock_core::{Error, LockState, Result};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use tokio::sync::RwLock;
 
 use super::clock::LeaseClock;
 use super::config::SqliteConfig;
@@ -18,7 +17,7 @@ use super::wake::{Wake, WakeSocket};
 use super::{db_error, store};
 use crate::fences::{self, Sweeper};
 use crate::lease_table::WAITER_LEASE;
-use crate::tasks::{SqlTicket, detached, outcome, outcomes, poll_detached, settled};
+use crate::tasks::{SqlTicket, WriteGate, detached, outcome, outcomes, poll_detached, settled};
 
 /// A lock store in one SQLite database file.
 ///
@@ -43,9 +42,8 @@ pub struct SqliteBackend {
     clock: LeaseClock,
     wakers: Arc<LocalWakers>,
     socket: WakeSocket,
-    /// Every statement of this client's runs with a read hold of it, so that
-    /// [`Backend::pause_writes`] can wait for those under way and hold new ones back.
-    writes: Arc<RwLock<()>>,
+    /// What every write of this client's passes (see [`Backend::pause_writes`]).
+    writes: WriteGate,
     /// Deletes idle fencing counters while the client lives (stops when dropped).
     _sweeper: Sweeper,
 }
@@ -86,20 +84,15 @@ impl SqliteBackend {
             match Self::try_open(&config).await {
                 Ok((pool, clock)) => {
                     let wakers = Arc::new(LocalWakers::new());
-                    let writes = Arc::new(RwLock::new(()));
-                    let (marks, sweeps) = (writes.clone(), writes.clone());
+                    let writes = WriteGate::default();
                     let sweeper = Sweeper::for_pool(
                         "sqlite",
                         pool.clone(),
+                        &writes,
                         config.fence_ttl,
-                        move |pool, every, mark| {
-                            gated(marks.clone(), fences::mark_sqlite(pool, every, mark))
-                        },
+                        fences::mark_sqlite,
                         move |pool, fence_ttl| {
-                            gated(
-                                sweeps.clone(),
-                                fences::sweep_sqlite(pool, fence_ttl, clock.now_ms()),
-                            )
+                            fences::sweep_sqlite(pool, fence_ttl, clock.now_ms())
                         },
                     );
                     return Ok(SqliteBackend {
@@ -212,9 +205,8 @@ impl Backend for SqliteBackend {
         let polled = poll_detached(
             ticket,
             "sqlite",
-            gated(self.writes.clone(), async move {
-                store::poll(&pool, clock, &request, fresh, &socket).await
-            }),
+            self.writes
+                .pass(async move { store::poll(&pool, clock, &request, fresh, &socket).await }),
         )
         .await?;
         match polled.outcome {
@@ -241,9 +233,8 @@ impl Backend for SqliteBackend {
         let (pool, clock) = (self.pool.clone(), self.clock);
         let wake = detached(
             "sqlite",
-            gated(self.writes.clone(), async move {
-                store::cancel(&pool, clock, &name, &token).await
-            }),
+            self.writes
+                .pass(async move { store::cancel(&pool, clock, &name, &token).await }),
         )
         .await?;
         self.wake(wake);
@@ -255,9 +246,8 @@ impl Backend for SqliteBackend {
         let tokens: Vec<String> = leases.iter().map(|l| l.token.clone()).collect();
         let renewed = detached(
             "sqlite",
-            gated(self.writes.clone(), async move {
-                store::renew(&pool, clock, &tokens, ttl).await
-            }),
+            self.writes
+                .pass(async move { store::renew(&pool, clock, &tokens, ttl).await }),
         )
         .await?;
         Ok(outcomes(renewed))
@@ -268,9 +258,8 @@ impl Backend for SqliteBackend {
         let (name, token) = (lease.name.clone(), lease.token.clone());
         let released = detached(
             "sqlite",
-            gated(self.writes.clone(), async move {
-                store::release(&pool, clock, &name, &token).await
-            }),
+            self.writes
+                .pass(async move { store::release(&pool, clock, &name, &token).await }),
         )
         .await?;
         self.wake(released.wake);
@@ -282,7 +271,7 @@ impl Backend for SqliteBackend {
         let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
         detached(
             "sqlite",
-            gated(self.writes.clone(), async move {
+            self.writes.pass(async move {
                 crate::forget::forget_sqlite(&pool, &names)
                     .await
                     .map_err(db_error("forget"))
@@ -302,7 +291,7 @@ impl Backend for SqliteBackend {
     /// Waits for the statements under way (a SQLite writer holds the database file's one
     /// write lock, and keeps it while stopped) and holds new ones back.
     async fn pause_writes(&self) -> WritesPaused {
-        WritesPaused::holding(self.writes.clone().write_owned().await)
+        self.writes.pause().await
     }
 
     fn floor_op(&self) -> &'static str {
@@ -313,17 +302,9 @@ impl Backend for SqliteBackend {
         let pool = self.pool.clone();
         detached(
             "sqlite",
-            gated(self.writes.clone(), async move {
-                store::floor_round(&pool).await
-            }),
+            self.writes
+                .pass(async move { store::floor_round(&pool).await }),
         )
         .await
     }
-}
-
-/// `work`, run with a read hold of `writes`, taken when it starts and kept until it ends
-/// (on the task that runs it, even if its caller gave up).
-async fn gated<T>(writes: Arc<RwLock<()>>, work: impl Future<Output = T>) -> T {
-    let _writing = writes.read_owned().await;
-    work.await
 }

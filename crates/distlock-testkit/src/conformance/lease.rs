@@ -302,3 +302,41 @@ pub async fn max_hold_stops_renewal(target: &Target) {
     .await;
     assert!(ok, "the lock is free after max_hold plus the ttl");
 }
+
+/// For stores whose other clients wait on one client's writes (SQLite's write lock, a SQL
+/// transaction's locks): while a client's writes are paused (as a process pauses them
+/// before it stops itself), its lock requests are held back and go on once the pause is
+/// dropped, and another client writes meanwhile.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::conformance::paused_writes_hold_back_this_client_alone(&target).await;
+/// ```
+pub async fn paused_writes_hold_back_this_client_alone(target: &Target) {
+    let (name, elsewhere) = (unique("paused-writes"), unique("elsewhere"));
+    let client = target.client().await;
+    let paused = tokio::time::timeout(Duration::from_secs(5), client.pause_writes())
+        .await
+        .expect("nothing under way: paused at once");
+    assert!(paused.is_holding(), "this store's writes can be paused");
+    let held_back = {
+        let client = client.clone();
+        tokio::spawn(async move { client.mutex(&name).lock().await })
+    };
+    let other = target.client().await;
+    let theirs = tokio::time::timeout(Duration::from_secs(5), other.mutex(&elsewhere).lock())
+        .await
+        .expect("another client writes while this one is paused")
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!held_back.is_finished(), "held back while paused");
+    drop(paused);
+    let ours = tokio::time::timeout(Duration::from_secs(5), held_back)
+        .await
+        .expect("let go once the pause is dropped")
+        .unwrap()
+        .unwrap();
+    ours.release().await.unwrap();
+    theirs.release().await.unwrap();
+}
