@@ -281,7 +281,9 @@ fn ctrl_z_in_a_terminal_stops_distlock_with_its_command_and_both_continue() {
         Some('T'),
         "distlock stopped with its command, as a job does"
     );
-    // It stopped between writes: another client of the same database takes a lock.
+    // Stopped, it holds up no other client of the database, which takes a lock meanwhile.
+    // (A smoke test: a stop lands in the middle of a write rarely; the testkit's
+    // paused-writes tests check that distlock stops between them.)
     let mut other = Running(
         Command::new(env!("CARGO_BIN_EXE_distlock"))
             .env("XDG_STATE_HOME", state.path())

@@ -353,11 +353,12 @@ impl Client {
         self.inner.cleanups.settle(within).await
     }
 
-    /// Waits until none of this client's writes to its store is under way, and holds new
-    /// ones back until the answer is dropped: take it before the process stops itself (on
-    /// SIGTSTP, as `distlock run` does), so that it does not stop in the middle of a write
-    /// others must wait for (see [`Backend::pause_writes`]). Renewals wait too: drop it
-    /// as soon as the process runs again.
+    /// Waits until none of this client's writes that others would wait on is under way,
+    /// and holds new ones back until the answer is dropped: take it before the process
+    /// stops itself (on SIGTSTP, as `distlock run` does), so that it does not stop in the
+    /// middle of one (see [`Backend::pause_writes`]). The client's operations, renewals
+    /// too, wait for its drop: await none of them while holding it, and drop it as soon
+    /// as the process runs again.
     ///
     /// # Examples
     ///

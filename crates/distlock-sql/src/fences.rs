@@ -118,10 +118,11 @@ impl SweepMark {
 pub(crate) struct Sweeper(AbortHandle);
 
 impl Sweeper {
-    /// Starts sweeping `backend` every `every`: `mark` writes the sweep row and says whether
-    /// it changed it (for a claim: whether this client got the sweep); `batch` deletes up
-    /// to [`SWEEP_LIMIT`] idle counters and says how many went.
-    fn start<M, MFut, F, Fut>(backend: &'static str, every: Duration, mark: M, batch: F) -> Sweeper
+    /// Starts sweeping every `every`, running each statement through `statements`: `mark`
+    /// writes the sweep row and says whether it changed it (for a claim: whether this
+    /// client got the sweep); `batch` deletes up to [`SWEEP_LIMIT`] idle counters and says
+    /// how many went.
+    fn start<M, MFut, F, Fut>(statements: Statements, every: Duration, mark: M, batch: F) -> Sweeper
     where
         M: Fn(SweepMark) -> MFut + Send + 'static,
         MFut: Future<Output = sqlx::Result<bool>> + Send + 'static,
@@ -131,25 +132,25 @@ impl Sweeper {
         let task = tokio::spawn(async move {
             loop {
                 // A claim that fails (a database without the sweep table) sweeps anyway.
-                let claimed = within(backend, "claim", mark(SweepMark::Claim)).await;
-                if claimed != Some(false) && sweep(backend, &batch).await {
-                    within(backend, "mark", mark(SweepMark::Done)).await;
+                let claimed = statements.run("claim", mark(SweepMark::Claim)).await;
+                if claimed != Some(false) && sweep(&statements, &batch).await {
+                    statements.run("mark", mark(SweepMark::Done)).await;
                 }
                 tokio::time::sleep(every).await;
             }
         });
         Sweeper(task.abort_handle())
     }
-}
 
-impl Sweeper {
     /// Starts sweeping `backend`'s database on `pool` for counters idle past `fence_ttl`,
     /// with the dialect's `mark` (its sweep row: see [`SweepMark`]) and `sweep` (one batch),
-    /// each through the client's write gate `writes`.
+    /// each statement passing the client's write gate `writes` where one is given (SQLite:
+    /// a process stopped in the middle of a statement holds the database's write lock; a
+    /// server finishes a statement whether or not its client is stopped).
     pub(crate) fn for_pool<P, M, MFut, S, SFut>(
         backend: &'static str,
         pool: P,
-        writes: &WriteGate,
+        writes: Option<&WriteGate>,
         fence_ttl: Duration,
         mark: M,
         sweep: S,
@@ -163,25 +164,28 @@ impl Sweeper {
     {
         let every = sweep_every(fence_ttl);
         let marked = pool.clone();
-        let (marks, sweeps) = (writes.clone(), writes.clone());
-        Sweeper::start(
+        let statements = Statements {
             backend,
+            writes: writes.cloned(),
+        };
+        Sweeper::start(
+            statements,
             every,
-            move |m| marks.pass(mark(marked.clone(), every, m)),
-            move || sweeps.pass(sweep(pool.clone(), fence_ttl)),
+            move |m| mark(marked.clone(), every, m),
+            move || sweep(pool.clone(), fence_ttl),
         )
     }
 }
 
 /// Deletes idle counters with `batch` until one deletes fewer than [`SWEEP_LIMIT`];
 /// whether it got there.
-async fn sweep<F, Fut>(backend: &'static str, batch: &F) -> bool
+async fn sweep<F, Fut>(statements: &Statements, batch: &F) -> bool
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = sqlx::Result<u64>>,
+    Fut: Future<Output = sqlx::Result<u64>> + Send + 'static,
 {
     for _ in 0..MAX_BATCHES {
-        match within(backend, "delete", batch()).await {
+        match statements.run("delete", batch()).await {
             Some(deleted) if deleted >= SWEEP_LIMIT as u64 => continue,
             Some(_) => return true,
             None => return false,
@@ -190,25 +194,47 @@ where
     false
 }
 
-/// Runs one statement of the sweep for at most [`BATCH_TIMEOUT`]; `None` (logged) if it
-/// failed or took longer.
-async fn within<T>(
+/// How a sweep runs its statements: the backend's name, for its logs, and the client's
+/// write gate, where its statements must pass it.
+struct Statements {
     backend: &'static str,
-    what: &'static str,
-    statement: impl Future<Output = sqlx::Result<T>>,
-) -> Option<T> {
-    match tokio::time::timeout(BATCH_TIMEOUT, statement).await {
-        Ok(Ok(done)) => Some(done),
-        Ok(Err(err)) => {
+    writes: Option<WriteGate>,
+}
+
+impl Statements {
+    /// Runs one statement of the sweep on a task of its own, which holds the write gate
+    /// (waited for first) until the statement ends; waits for it at most
+    /// [`BATCH_TIMEOUT`]. `None` (logged) if it failed or took longer: it then ends on its
+    /// own (the driver runs a statement it started to its end anyway).
+    async fn run<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        statement: impl Future<Output = sqlx::Result<T>> + Send + 'static,
+    ) -> Option<T> {
+        let backend = self.backend;
+        let hold = match &self.writes {
+            Some(writes) => Some(writes.hold().await),
+            None => None,
+        };
+        let running = tokio::spawn(async move {
+            let _writing = hold;
+            statement.await
+        });
+        let failed = |err: &dyn std::fmt::Display| {
             tracing::warn!(backend, error = %err, "could not {what} idle fencing counters; trying again later");
             None
-        }
-        Err(_) => {
-            tracing::warn!(
-                backend,
-                "a statement to {what} idle fencing counters took over {BATCH_TIMEOUT:?}; trying again later"
-            );
-            None
+        };
+        match tokio::time::timeout(BATCH_TIMEOUT, running).await {
+            Ok(Ok(Ok(done))) => Some(done),
+            Ok(Ok(Err(err))) => failed(&err),
+            Ok(Err(err)) => failed(&err),
+            Err(_) => {
+                tracing::warn!(
+                    backend,
+                    "a statement to {what} idle fencing counters took over {BATCH_TIMEOUT:?}; trying again later"
+                );
+                None
+            }
         }
     }
 }
@@ -388,6 +414,20 @@ pub(crate) async fn mark_sqlite(
 ) -> sqlx::Result<bool> {
     let now_us = crate::lease_table::now_ms().saturating_mul(1000);
     let (older_than, set_back) = mark.bounds(every);
+    if let SweepMark::Claim = mark {
+        // Read first: an UPDATE takes the database's write lock even where it changes
+        // nothing, and every client looks as it opens the database.
+        let last: Option<i64> =
+            sqlx::query_scalar("SELECT last_us FROM distlock_sweep WHERE id = 1")
+                .fetch_optional(&pool)
+                .await?;
+        let due = last.is_some_and(|last| {
+            last < now_us.saturating_sub(older_than) || last > now_us.saturating_add(older_than)
+        });
+        if !due {
+            return Ok(false);
+        }
+    }
     let done = sqlx::query(
         "UPDATE distlock_sweep SET last_us = ?1 WHERE id = 1 AND (last_us < ?2 OR last_us > ?3)",
     )

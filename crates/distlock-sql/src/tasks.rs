@@ -31,11 +31,16 @@ impl WriteGate {
     where
         F: Future<Output = T>,
     {
-        let gate = self.0.clone();
+        let gate = self.clone();
         async move {
-            let _writing = gate.read_owned().await;
+            let _writing = gate.hold().await;
             work.await
         }
+    }
+
+    /// A read hold of the gate: no pause begins while it lives.
+    pub(crate) async fn hold(&self) -> tokio::sync::OwnedRwLockReadGuard<()> {
+        self.0.clone().read_owned().await
     }
 
     /// Waits for the writes under way, and holds new ones back until the answer is

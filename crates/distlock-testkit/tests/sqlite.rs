@@ -240,3 +240,47 @@ fn paused_writes_wait_for_the_one_under_way_and_hold_new_ones_back() {
         distlock_testkit::conformance::paused_writes_hold_back_this_client_alone(&target).await;
     });
 }
+
+/// Opening a database looks read-only first, and still repairs what the write path made:
+/// a missing sweep row comes back (without it no client would sweep idle counters again),
+/// and a database of a newer schema is refused as such, even while another process holds
+/// the write lock.
+#[test]
+fn opening_repairs_a_missing_row_and_refuses_a_newer_schema() {
+    use sqlx::{Connection, Executor};
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks.db");
+        let url = format!("sqlite://{}", path.display());
+        distlock::Client::connect(&url)
+            .await
+            .unwrap()
+            .close()
+            .await
+            .unwrap();
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        db.execute("DELETE FROM distlock_sweep").await.unwrap();
+        distlock::Client::connect(&url)
+            .await
+            .unwrap()
+            .close()
+            .await
+            .unwrap();
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM distlock_sweep WHERE id = 1")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+        assert_eq!(rows, 1, "the sweep row is back");
+
+        db.execute("PRAGMA user_version = 99").await.unwrap();
+        db.close().await.unwrap();
+        let stall = StalledWriter::start(&path).await;
+        let err = tokio::time::timeout(Duration::from_secs(3), distlock::Client::connect(&url))
+            .await
+            .expect("refused without waiting for the write lock")
+            .unwrap_err();
+        assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
+        assert!(err.to_string().contains("newer distlock"), "{err}");
+        stall.stop().await;
+    });
+}

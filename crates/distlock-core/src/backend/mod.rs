@@ -230,13 +230,14 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         Ok(0)
     }
 
-    /// Waits until none of this client's writes to the store is under way, and holds new
-    /// ones back until the answer is dropped. A process about to stop itself (as job
-    /// control stops it on Ctrl-Z) takes it first, so that it does not stop in the middle
-    /// of a write other clients must wait for: a SQLite writer holds the database file's
-    /// one write lock, and a SQL transaction the locks it took, and keeps them while
-    /// stopped. Keep it short: renewals wait too. The default holds nothing back, for
-    /// stores whose other clients do not wait on one client's writes.
+    /// Waits until none of this client's writes that others would wait on is under way,
+    /// and holds new ones back until the answer is dropped. A process about to stop itself
+    /// (as job control stops it on Ctrl-Z) takes it first, so that it does not stop in the
+    /// middle of one: a SQLite writer holds the database file's one write lock, and a
+    /// lease-table transaction the locks it took, and keeps them while stopped. Keep it
+    /// short, and await none of the client's operations while holding it: they wait for
+    /// its drop (renewals too). The default holds nothing back, for stores whose other
+    /// clients do not wait on one client's writes.
     ///
     /// # Examples
     ///

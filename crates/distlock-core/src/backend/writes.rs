@@ -14,6 +14,7 @@ use std::fmt;
 /// assert!(held.is_holding());
 /// assert!(!WritesPaused::none().is_holding());
 /// ```
+#[must_use = "writes go on as soon as this is dropped"]
 pub struct WritesPaused(Option<Box<dyn Send + Sync>>);
 
 impl WritesPaused {

@@ -112,11 +112,10 @@ impl MysqlBackend {
             .await
             .map_err(db_error("connect"))?;
         schema::prepare(&pool).await?;
-        let writes = WriteGate::default();
         let sweeper = Sweeper::for_pool(
             "mysql",
             pool.clone(),
-            &writes,
+            None,
             config.fence_ttl,
             fences::mark_mysql,
             fences::sweep_mysql,
@@ -134,7 +133,7 @@ impl MysqlBackend {
             channel,
             redacted: config.redacted,
             split,
-            writes,
+            writes: WriteGate::default(),
             _sweeper: sweeper,
         })
     }

@@ -83,11 +83,10 @@ impl PostgresBackend {
             .await
             .map_err(db_error("connect"))?;
         store::prepare(&pool).await?;
-        let writes = WriteGate::default();
         let sweeper = Sweeper::for_pool(
             "postgres",
             pool.clone(),
-            &writes,
+            None,
             config.fence_ttl,
             fences::mark_postgres,
             fences::sweep_postgres,
@@ -109,7 +108,7 @@ impl PostgresBackend {
             listener,
             redacted: config.redacted,
             split,
-            writes,
+            writes: WriteGate::default(),
             _sweeper: sweeper,
         })
     }

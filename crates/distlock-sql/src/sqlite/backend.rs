@@ -88,7 +88,7 @@ impl SqliteBackend {
                     let sweeper = Sweeper::for_pool(
                         "sqlite",
                         pool.clone(),
-                        &writes,
+                        Some(&writes),
                         config.fence_ttl,
                         fences::mark_sqlite,
                         move |pool, fence_ttl| {

@@ -14,8 +14,9 @@
 //!
 //! The database has one write lock, which a process stopped in the middle of a write keeps
 //! until it runs again, holding up every other client's writes (their renewals too). So
-//! each write is short (a renewal is one statement), a client opening a database that needs
-//! no change only reads it, and [`Backend::pause_writes`] lets a process that stops itself
+//! each write is short (a renewal writes in one statement), a client opening a database
+//! that needs no change only reads it (and looks whether the idle-counter sweep is due
+//! before it claims it), and [`Backend::pause_writes`] lets a process that stops itself
 //! (Ctrl-Z) stop between writes.
 
 mod backend;

@@ -28,14 +28,16 @@ const SCHEMA: &str = include_str!("schema.sql");
 /// goes on until it opens it again).
 const SCHEMA_VERSION: i64 = 3;
 
-/// The tables a prepared database has.
-const TABLES: [&str; 6] = [
+/// The tables and indexes a prepared database has.
+const OBJECTS: [&str; 8] = [
     "distlock_fence",
     "distlock_lease",
     "distlock_waiter",
     "distlock_floor",
     "distlock_clock",
     "distlock_sweep",
+    "distlock_lease_by_name",
+    "distlock_waiter_by_name",
 ];
 
 /// Creates the tables, or brings an older database up to [`SCHEMA_VERSION`]; refuses a
@@ -56,11 +58,7 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<LeaseClock> {
         .and_then(|row| row.try_get(0))
         .map_err(&err)?;
     if version > SCHEMA_VERSION {
-        return Err(distlock_core::Error::invalid(format!(
-            "the lock database has schema version {version}, written by a newer distlock; this one knows up to {SCHEMA_VERSION}"
-        ))
-        .with_backend("sqlite")
-        .with_operation("connect"));
+        return Err(newer(version));
     }
     let statements = SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty());
     for statement in statements.chain(crate::fences::SWEEP_TABLE) {
@@ -106,7 +104,8 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<LeaseClock> {
 }
 
 /// The lease clock of a database that needs no change (this distlock's schema, every
-/// table, an anchor of this boot), read in a read transaction; `None` if it needs one.
+/// table and index, the one-row tables' rows, an anchor of this boot), read in a read
+/// transaction; `None` if it needs one.
 async fn prepared(pool: &SqlitePool) -> Result<Option<LeaseClock>> {
     let err = db_error("connect");
     let mut snapshot = pool.begin().await.map_err(&err)?;
@@ -114,20 +113,43 @@ async fn prepared(pool: &SqlitePool) -> Result<Option<LeaseClock>> {
         .fetch_one(&mut *snapshot)
         .await
         .map_err(&err)?;
-    let marks = crate::fences::bind_marks(TABLES.len());
-    let count =
-        format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ({marks})");
-    let mut tables = sqlx::query_scalar(&count);
-    for table in TABLES {
-        tables = tables.bind(table);
+    if version > SCHEMA_VERSION {
+        return Err(newer(version));
     }
-    let tables: i64 = tables.fetch_one(&mut *snapshot).await.map_err(&err)?;
-    let clock = match version == SCHEMA_VERSION && tables == TABLES.len() as i64 {
+    let count = format!(
+        "SELECT COUNT(*) FROM sqlite_master WHERE name IN ({})",
+        crate::fences::bind_marks(OBJECTS.len())
+    );
+    let mut objects = sqlx::query_scalar(&count);
+    for object in OBJECTS {
+        objects = objects.bind(object);
+    }
+    let objects: i64 = objects.fetch_one(&mut *snapshot).await.map_err(&err)?;
+    let rows: i64 = match version == SCHEMA_VERSION && objects == OBJECTS.len() as i64 {
+        true => sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM distlock_floor WHERE id = 1)
+                  + (SELECT COUNT(*) FROM distlock_sweep WHERE id = 1)",
+        )
+        .fetch_one(&mut *snapshot)
+        .await
+        .map_err(&err)?,
+        false => 0,
+    };
+    let clock = match rows == 2 {
         true => LeaseClock::recorded(&mut snapshot).await?,
         false => None,
     };
     snapshot.commit().await.map_err(&err)?;
     Ok(clock)
+}
+
+/// The refusal of a database written by a newer distlock.
+fn newer(version: i64) -> Error {
+    Error::invalid(format!(
+        "the lock database has schema version {version}, written by a newer distlock; this one knows up to {SCHEMA_VERSION}"
+    ))
+    .with_backend("sqlite")
+    .with_operation("connect")
 }
 
 /// SQLite's steps of the lease-table engine: `BEGIN IMMEDIATE` takes the database's write
