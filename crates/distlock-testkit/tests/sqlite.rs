@@ -157,6 +157,17 @@ fn leases_of_an_earlier_boot_are_gone_and_tokens_go_on() {
     });
 }
 
+/// A database made by a client that opened it and closed: its directory (removed when
+/// dropped), its path and its URL.
+async fn new_database() -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locks.db");
+    let url = format!("sqlite://{}", path.display());
+    let client = distlock::Client::connect(&url).await.unwrap();
+    client.close().await.unwrap();
+    (dir, path, url)
+}
+
 /// A writer that holds the database (a process stopped in the middle of a write keeps the
 /// write lock until it runs again) does not keep a client from connecting, which only
 /// reads a database that needs no change; its lock requests wait, within their deadline,
@@ -164,15 +175,7 @@ fn leases_of_an_earlier_boot_are_gone_and_tokens_go_on() {
 #[test]
 fn a_stalled_writer_delays_lock_requests_but_not_connecting() {
     distlock_testkit::block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("locks.db");
-        let url = format!("sqlite://{}", path.display());
-        distlock::Client::connect(&url)
-            .await
-            .unwrap()
-            .close()
-            .await
-            .unwrap();
+        let (_dir, path, url) = new_database().await;
 
         let stall = StalledWriter::start(&path).await;
         let started = std::time::Instant::now();
@@ -210,9 +213,7 @@ fn a_stalled_writer_delays_lock_requests_but_not_connecting() {
 #[test]
 fn paused_writes_wait_for_the_one_under_way_and_hold_new_ones_back() {
     distlock_testkit::block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("locks.db");
-        let url = format!("sqlite://{}", path.display());
+        let (_dir, path, url) = new_database().await;
         let client = distlock::Client::connect(&url).await.unwrap();
 
         // A request whose write waits for another writer: under way.
@@ -249,15 +250,7 @@ fn paused_writes_wait_for_the_one_under_way_and_hold_new_ones_back() {
 fn opening_repairs_a_missing_row_and_refuses_a_newer_schema() {
     use sqlx::{Connection, Executor};
     distlock_testkit::block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("locks.db");
-        let url = format!("sqlite://{}", path.display());
-        distlock::Client::connect(&url)
-            .await
-            .unwrap()
-            .close()
-            .await
-            .unwrap();
+        let (_dir, path, url) = new_database().await;
         let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
         db.execute("DELETE FROM distlock_sweep").await.unwrap();
         distlock::Client::connect(&url)
