@@ -33,8 +33,14 @@ fn clean_run(url: &str, schedule: &[&str]) -> String {
     ok(&out);
     let stats = &verdict["stats"];
     assert!(stats["faults"].as_u64().unwrap() >= 4, "{stats}");
-    // RedLock has no queue: a releasing holder often takes the lock straight back.
-    assert!(stats["transfers"].as_u64().unwrap() >= 10, "{stats}");
+    // RedLock has no queue: a releasing holder often takes the lock straight back (one run
+    // in CI saw 6 transfers in 173 grants), so there it changes hands for sure only when a
+    // fault takes it from its holder.
+    let transfers = match url.starts_with("redlock://") {
+        true => 4,
+        false => 10,
+    };
+    assert!(stats["transfers"].as_u64().unwrap() >= transfers, "{stats}");
     assert!(
         stats["critical_sections"].as_u64().unwrap() >= 20,
         "{stats}"
