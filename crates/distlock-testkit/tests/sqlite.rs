@@ -277,3 +277,56 @@ fn opening_repairs_a_missing_row_and_refuses_a_newer_schema() {
         stall.stop().await;
     });
 }
+
+/// A database file this process may only read, until dropped: immutable for root (whom
+/// file modes do not stop; the suite runs as root in CI), read-only by its mode otherwise.
+struct ReadOnly(std::path::PathBuf);
+
+impl ReadOnly {
+    fn set(path: &std::path::Path) -> ReadOnly {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let status = std::process::Command::new("chattr")
+                .arg("+i")
+                .arg(path)
+                .status()
+                .expect("chattr (e2fsprogs) runs");
+            assert!(status.success(), "chattr +i {}", path.display());
+        } else {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        }
+        ReadOnly(path.to_owned())
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        } else {
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o644));
+        }
+    }
+}
+
+/// A lock database this process may not write (made by another user, who alone may
+/// write it) is a clear error that says so, not a database failure.
+#[test]
+fn a_database_this_process_may_not_write_is_a_clear_error() {
+    distlock_testkit::block_on(async {
+        let (_dir, path, url) = new_database().await;
+        let _read_only = ReadOnly::set(&path);
+        let err = match distlock::Client::connect(&url).await {
+            Ok(client) => client.mutex("read-only").try_lock().await.unwrap_err(),
+            Err(err) => err,
+        };
+        assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
+        assert!(err.to_string().contains("may not write"), "{err}");
+    });
+}

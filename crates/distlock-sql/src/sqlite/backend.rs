@@ -14,7 +14,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use super::clock::LeaseClock;
 use super::config::SqliteConfig;
 use super::wake::{Wake, WakeSocket};
-use super::{db_error, store};
+use super::{SQLITE_CANTOPEN, db_error, primary_code, store};
 use crate::fences::{self, Sweeper};
 use crate::lease_table::WAITER_LEASE;
 use crate::tasks::{SqlTicket, WriteGate, detached, outcome, outcomes, poll_detached, settled};
@@ -136,12 +136,7 @@ impl SqliteBackend {
             .map_err(|err| match &err {
                 // SQLITE_CANTOPEN, or one of its extended codes: the path names nothing
                 // this user may open or create.
-                sqlx::Error::Database(db)
-                    if db
-                        .code()
-                        .and_then(|code| code.parse::<i32>().ok())
-                        .is_some_and(|code| code & 0xff == 14) =>
-                {
+                sqlx::Error::Database(db) if primary_code(db.as_ref()) == Some(SQLITE_CANTOPEN) => {
                     Error::invalid(format!(
                         "cannot open the lock database {}: {db}",
                         config.path.display()

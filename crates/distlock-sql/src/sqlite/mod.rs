@@ -56,9 +56,34 @@ impl Connector for SqliteConnector {
     }
 }
 
-/// Maps a database error to a distlock error for `operation`.
+/// SQLite's primary result code for a file it cannot open.
+pub(crate) const SQLITE_CANTOPEN: i32 = 14;
+
+/// SQLite's primary result code for a write to a database this connection may only read.
+const SQLITE_READONLY: i32 = 8;
+
+/// The primary result code of a SQLite error (its extended code carries more in its upper
+/// bits).
+pub(crate) fn primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
+    db.code()
+        .and_then(|code| code.parse::<i32>().ok())
+        .map(|code| code & 0xff)
+}
+
+/// Maps a database error to a distlock error for `operation`. A write this process may
+/// not make (a database file another user made, and this one may only read) is bad
+/// input: every client of a lock database writes it.
 pub(crate) fn db_error(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {
     move |err| {
+        if let sqlx::Error::Database(db) = &err
+            && primary_code(db.as_ref()) == Some(SQLITE_READONLY)
+        {
+            return Error::invalid(format!(
+                "sqlite {operation} failed: this process may not write the lock database, and every client writes it (with the -wal and -shm files beside it): {db}"
+            ))
+            .with_backend("sqlite")
+            .with_operation(operation);
+        }
         let (kind, temporary) = match &err {
             sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
                 (ErrorKind::Unavailable, true)
