@@ -5,14 +5,18 @@ use std::time::Duration;
 
 use distlock_core::{Error, Result, Url};
 
+/// The longest `busy_timeout`: how long one statement may wait for another process's
+/// write (a lock request waits longer by asking again, within its own deadline).
+const MAX_BUSY_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// How to open a SQLite lock database, parsed from its URL.
 ///
 /// `sqlite:///abs/path/locks.db` (absolute) or `sqlite://relative/locks.db`, with optional
-/// query parameters `busy_timeout` (a duration, default `5s`), `synchronous` (`full`, the
-/// default, or `normal`: faster, but a power loss may roll back the last grants; fencing
-/// tokens still only increase, as they never fall below the clock in microseconds) and
-/// `fence_ttl` (how long a name's fencing counter is kept after its last grant, default a
-/// day).
+/// query parameters `busy_timeout` (a duration up to `1h`, default `5s`), `synchronous`
+/// (`full`, the default, or `normal`: faster, but a power loss may roll back the last
+/// grants; fencing tokens still only increase, as they never fall below the clock in
+/// microseconds) and `fence_ttl` (how long a name's fencing counter is kept after its last
+/// grant, default a day).
 ///
 /// # Examples
 ///
@@ -69,9 +73,14 @@ impl SqliteConfig {
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "busy_timeout" => {
-                    config.busy_timeout = humantime::parse_duration(&value).map_err(|e| {
-                        Error::invalid(format!("busy_timeout `{value}` is not a duration: {e}"))
-                    })?
+                    config.busy_timeout = humantime::parse_duration(&value)
+                        .ok()
+                        .filter(|timeout| *timeout <= MAX_BUSY_TIMEOUT)
+                        .ok_or_else(|| {
+                            Error::invalid(format!(
+                                "busy_timeout `{value}` is not a duration from 0s to 1h"
+                            ))
+                        })?
                 }
                 "fence_ttl" => config.fence_ttl = distlock_core::backend::parse_fence_ttl(&value)?,
                 "synchronous" => {
@@ -132,6 +141,15 @@ mod tests {
         let err = parse("sqlite:///x.db?synchronous=sometimes").unwrap_err();
         assert!(err.message().contains("sometimes"));
         assert!(parse("sqlite:///x.db?busy_timeout=soon").is_err());
+        // SQLite counts it in milliseconds in an `int`: 25 days would not fit.
+        let err = parse("sqlite:///x.db?busy_timeout=25days").unwrap_err();
+        assert!(err.message().contains("from 0s to 1h"), "{err}");
+        assert_eq!(
+            parse("sqlite:///x.db?busy_timeout=0s")
+                .unwrap()
+                .busy_timeout,
+            Duration::ZERO
+        );
         assert!(parse("sqlite::memory:").is_err());
     }
 }
