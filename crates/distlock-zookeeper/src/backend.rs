@@ -422,9 +422,9 @@ async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
             return Ok(false);
         };
         let watcher = match blocker {
-            Blocker::Node(path) => match live.client.check_and_watch_stat(path).await {
-                Ok((None, _)) => return Ok(true),
-                Ok((Some(_), watcher)) => watcher,
+            Blocker::Node(path) => match nodes::watch(&live, path).await {
+                Ok(None) => return Ok(true),
+                Ok(Some(watcher)) => watcher,
                 Err(err) => return Err(zk_error("wait")(err)),
             },
             Blocker::Children { dir, limit } => {

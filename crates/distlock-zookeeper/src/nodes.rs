@@ -86,7 +86,12 @@ pub(crate) struct Listing {
 
 /// Lists `dir`'s children; none if it does not exist.
 pub(crate) async fn list(live: &Live, dir: &str) -> Result<Listing> {
-    match live.client.get_children(dir).await {
+    listing(live.client.get_children(dir).await)
+}
+
+/// The listing a `getChildren2` answered.
+fn listing(answer: std::result::Result<(Vec<String>, zk::Stat), zk::Error>) -> Result<Listing> {
+    match answer {
         Ok((children, stat)) => Ok(Listing {
             children,
             pzxid: stat.pzxid,
@@ -107,8 +112,9 @@ pub(crate) async fn create_and_list(
     data: &[u8],
 ) -> Result<(Node, Option<Listing>)> {
     let options = zk::CreateMode::EphemeralSequential.with_acls(live.acls);
+    // Sent in the order of these calls (see `list_and_stamp`): the create, then the listing.
     let created = live.client.create(prefix, data, &options);
-    let listed = list(live, dir);
+    let listed = live.client.get_children(dir);
     let (created, listed) = tokio::join!(created, listed);
     match created {
         Ok((stat, seq)) => Ok((
@@ -117,7 +123,7 @@ pub(crate) async fn create_and_list(
                 session: live.id,
                 czxid: stat.czxid,
             },
-            listed.ok(),
+            listing(listed).ok(),
         )),
         Err(zk::Error::ConnectionLoss | zk::Error::Custom(_)) => {
             match find_own(live, dir, prefix).await? {
@@ -139,10 +145,12 @@ pub(crate) async fn list_and_stamp(
     path: &str,
     data: &[u8],
 ) -> Result<(Listing, Option<i64>)> {
-    let listed = list(live, dir);
+    // zookeeper-client sends a request when its method is called, not when its future is
+    // first polled: the listing is sent first, so the server answers it first.
+    let listed = live.client.get_children(dir);
     let stamped = live.client.set_data(path, data, None);
     let (listed, stamped) = tokio::join!(listed, stamped);
-    Ok((listed?, stamped.ok().map(|stat| stat.mzxid)))
+    Ok((listing(listed)?, stamped.ok().map(|stat| stat.mzxid)))
 }
 
 /// Writes `data` to the node at `path` again; the transaction's zxid (the node's new
@@ -153,6 +161,20 @@ pub(crate) async fn stamp(live: &Live, path: &str, data: &[u8]) -> Result<Option
         Ok(stat) => Ok(Some(stat.mzxid)),
         Err(zk::Error::NoNode) => Ok(None),
         Err(err) => Err(zk_error("grant")(err)),
+    }
+}
+
+/// Watches the node at `path` until it is deleted or written again: the watcher, or `None`
+/// if the node is gone already. A data watch: an exists watch on a missing node would stay
+/// on the server, waiting for a create, and dropping it would cost a request to remove it.
+pub(crate) async fn watch(
+    live: &Live,
+    path: &str,
+) -> std::result::Result<Option<zk::OneshotWatcher>, zk::Error> {
+    match live.client.get_and_watch_data(path).await {
+        Ok((_, _, watcher)) => Ok(Some(watcher)),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(err) => Err(err),
     }
 }
 

@@ -9,7 +9,7 @@ use distlock_core::{Error, ErrorKind, LockKind, Result};
 use zookeeper_client as zk;
 
 use crate::names;
-use crate::nodes::{Listing, Node};
+use crate::nodes::{self, Listing, Node};
 use crate::session::Sessions;
 
 /// A request's state.
@@ -132,12 +132,12 @@ async fn watch_once(sessions: Weak<Sessions>, session: u64, path: String) -> Ent
     if live.id != session {
         return EntryWatch::Over;
     }
-    let watched = live.client.check_and_watch_stat(&path).await;
+    let watched = nodes::watch(&live, &path).await;
     // The watch does not keep the session open: a session this client ends must close.
     drop(live);
     match watched {
-        Ok((None, _)) => EntryWatch::Deleted,
-        Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
+        Ok(None) => EntryWatch::Deleted,
+        Ok(Some(watcher)) => match watcher.changed().await.event_type {
             zk::EventType::NodeDeleted => EntryWatch::Deleted,
             zk::EventType::Session => EntryWatch::Over,
             _ => EntryWatch::Again,
