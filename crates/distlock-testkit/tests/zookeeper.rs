@@ -488,3 +488,82 @@ fn a_semaphore_waiter_whose_lease_is_deleted_keeps_its_place() {
         );
     });
 }
+
+/// Names that would lie inside another lock's node — a semaphore's `locks` and `leases`, a
+/// contender's name — are locks of their own (escaped, see the crate docs): each is held
+/// beside the lock above it, which neither takes it for a semaphore nor queues behind it.
+#[test]
+fn names_like_a_locks_own_nodes_are_locks_of_their_own() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("zk://{}/own", server.addr());
+        let (a, b) = (
+            distlock::Client::connect(&url).await.unwrap(),
+            distlock::Client::connect(&url).await.unwrap(),
+        );
+        let held = |name: &'static str, client: &distlock::Client| {
+            let mutex = client.mutex(name);
+            async move {
+                let guard = mutex.try_lock().await.unwrap();
+                guard.unwrap_or_else(|| panic!("`{name}` is free"))
+            }
+        };
+        let inner = held("job/locks", &b).await;
+        let contender = held("job/lock-0000000001", &b).await;
+        let job = held("job", &a).await;
+        let leases = held("pool/leases", &b).await;
+        let permit = a.semaphore("pool", 1).try_acquire().await.unwrap();
+        assert!(
+            permit.is_some(),
+            "`pool/leases` takes none of `pool`'s permits"
+        );
+        let queue = held("pool/locks", &b).await;
+        for guard in [inner, contender, job, leases, queue] {
+            guard.release().await.unwrap();
+        }
+        permit.unwrap().release().await.unwrap();
+    });
+}
+
+/// A mutex and a semaphore asked for at once on one name are never both granted: each
+/// makes its node before it reads the other's place, so the later one sees the earlier.
+#[test]
+fn a_mutex_and_a_semaphore_asked_at_once_on_one_name_are_never_both_granted() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("zk://{}/kinds", server.addr());
+        let (a, b) = (
+            distlock::Client::connect(&url).await.unwrap(),
+            distlock::Client::connect(&url).await.unwrap(),
+        );
+        let mut refused = 0;
+        for round in 0..20 {
+            let name = format!("both-{round}");
+            let (mutex, semaphore) = (a.mutex(&name), b.semaphore(&name, 2));
+            let (locked, acquired) = tokio::join!(mutex.try_lock(), semaphore.try_acquire());
+            for outcome in [locked.as_ref().err(), acquired.as_ref().err()]
+                .into_iter()
+                .flatten()
+            {
+                assert_eq!(
+                    outcome.kind(),
+                    distlock::ErrorKind::InvalidInput,
+                    "{outcome}"
+                );
+                refused += 1;
+            }
+            let (locked, acquired) = (locked.ok().flatten(), acquired.ok().flatten());
+            assert!(
+                locked.is_none() || acquired.is_none(),
+                "round {round}: `{name}` held as a mutex and as a semaphore at once"
+            );
+            if let Some(guard) = locked {
+                guard.release().await.unwrap();
+            }
+            if let Some(permit) = acquired {
+                permit.release().await.unwrap();
+            }
+        }
+        assert!(refused >= 20, "every round refused one of them ({refused})");
+    });
+}

@@ -37,7 +37,10 @@
 //! A lock name that is a valid ZooKeeper path relative to the base (no empty, `.` or `..`
 //! segment, no character ZooKeeper refuses) and has no `%` is used verbatim, so it matches a
 //! Curator path. Any other name is the single node `%` + its percent-encoded bytes (all but
-//! ASCII letters, digits and `-._~`), e.g. `a//b` is `<base>/%a%2F%2Fb`.
+//! ASCII letters, digits and `-._~`), e.g. `a//b` is `<base>/%a%2F%2Fb`. So is a name one of
+//! whose segments after the first a lock's node holds itself — `locks`, `leases`, or a
+//! contender's name such as `lock-0000000001` — so that `jobs/locks` is a lock of its own,
+//! `<base>/%jobs%2Flocks`, not a semaphore's queue inside lock `jobs`.
 //!
 //! # Sessions and what `Lost` means
 //!

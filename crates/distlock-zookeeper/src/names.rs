@@ -3,10 +3,13 @@
 //! A lock named `orders/42` is the node `<base>/orders/42`, so a Curator
 //! `InterProcessMutex(client, "<base>/orders/42")` contends for the same lock. A name
 //! ZooKeeper cannot store as a path (an empty or `.`/`..` segment, a leading, trailing or
-//! doubled `/`, characters ZooKeeper refuses) or that contains `%` is stored as the single
-//! node `<base>/%<percent-encoded name>` instead: every byte but ASCII letters, digits and
-//! `-._~` becomes `%XX`. Names used verbatim never contain `%`, and escaped ones always
-//! start with it, so no two names share a node.
+//! doubled `/`, characters ZooKeeper refuses), that contains `%`, or one of whose segments
+//! after the first would be read as part of the lock above it (`locks` or `leases`, a
+//! semaphore's own nodes, or a contender's name such as `lock-0000000001`) is stored as
+//! the single node `<base>/%<percent-encoded name>` instead: every byte but ASCII letters,
+//! digits and `-._~` becomes `%XX`. Names used verbatim never contain `%`, and escaped ones
+//! always start with it, so no two names share a node; and no lock's node lies among
+//! another lock's contenders or inside a semaphore's queue or leases.
 //!
 //! The children of a lock's node are its contenders, ordered by the 10-digit sequence
 //! number ZooKeeper appends; any other child is ignored. Recognised names:
@@ -38,6 +41,12 @@ pub(crate) fn storable_segment(segment: &str) -> bool {
         })
 }
 
+/// Whether a node named `segment` just below a lock's node would be read as part of that
+/// lock: a semaphore's `locks` or `leases`, or a contender.
+fn reserved_below_a_lock(segment: &str) -> bool {
+    segment == "locks" || segment == "leases" || contender(segment).is_some()
+}
+
 /// The node of lock `name` under `base` (see the module docs).
 ///
 /// # Examples
@@ -47,7 +56,9 @@ pub(crate) fn storable_segment(segment: &str) -> bool {
 /// assert_eq!(lock_path("/b", "a//b"), "/b/%a%2F%2Fb");
 /// ```
 pub(crate) fn lock_path(base: &str, name: &str) -> String {
-    let verbatim = !name.contains('%') && name.split('/').all(storable_segment);
+    let verbatim = !name.contains('%')
+        && name.split('/').all(storable_segment)
+        && !name.split('/').skip(1).any(reserved_below_a_lock);
     if verbatim {
         format!("{base}/{name}")
     } else {
@@ -76,6 +87,10 @@ pub(crate) fn check_name(name: &str) {
     assert!(
         relative.split('/').all(storable_segment),
         "{name:?} -> {path:?}"
+    );
+    assert!(
+        !relative.split('/').skip(1).any(reserved_below_a_lock),
+        "{name:?} -> {path:?} lies inside another lock's node"
     );
     assert_eq!(lock_name("/base", &path).as_deref(), Some(name), "{path:?}");
 }
@@ -170,12 +185,23 @@ mod tests {
         fn path_like_names_have_a_node_of_their_own(name in "[a./%\u{e000}\u{9f}]{1,8}") {
             check_name(&name);
         }
+
+        #[test]
+        fn no_name_lies_inside_another_locks_node(
+            name in "(a|locks|leases|lock-0000000001)(/(a|locks|leases|x__rlock__0000000002)){0,3}"
+        ) {
+            check_name(&name);
+        }
     }
 
     #[test]
     fn names_that_are_paths_are_used_verbatim_and_others_are_escaped() {
         assert_eq!(lock_path("/b", "orders/42"), "/b/orders/42");
         assert_eq!(lock_path("/b", "a b:c"), "/b/a b:c");
+        // Only below a lock's node are these names part of it; the base is not a lock.
+        assert_eq!(lock_path("/b", "locks/x"), "/b/locks/x");
+        assert_eq!(lock_path("/b", "lock-0000000001"), "/b/lock-0000000001");
+        assert_eq!(lock_path("/b", "x/locksmith"), "/b/x/locksmith");
         for (name, path) in [
             ("a//b", "/b/%a%2F%2Fb"),
             ("/lead", "/b/%%2Flead"),
@@ -184,6 +210,13 @@ mod tests {
             ("50%", "/b/%50%25"),
             ("x/./y", "/b/%x%2F.%2Fy"),
             ("\u{e000}", "/b/%%EE%80%80"),
+            ("jobs/locks", "/b/%jobs%2Flocks"),
+            ("jobs/leases/x", "/b/%jobs%2Fleases%2Fx"),
+            ("x/lock-0000000001", "/b/%x%2Flock-0000000001"),
+            (
+                "x/f2e1d3__rlock__0000000005/y",
+                "/b/%x%2Ff2e1d3__rlock__0000000005%2Fy",
+            ),
         ] {
             assert_eq!(lock_path("/b", name), path, "{name:?}");
             assert_eq!(lock_name("/b", path).as_deref(), Some(name));
