@@ -132,6 +132,7 @@ mod tests {
                 kind,
                 permits,
                 meta: HolderMeta::this_process(),
+                fencing_token: None,
             },
         }
     }

@@ -20,6 +20,7 @@ pub(crate) fn claim(key: &str, value: &[u8], lease: i64) -> HolderRecord {
             pid: 0,
             acquired_at_unix_ms: 0,
         },
+        fencing_token: None,
     })
 }
 

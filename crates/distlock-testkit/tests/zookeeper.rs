@@ -567,3 +567,45 @@ fn a_mutex_and_a_semaphore_asked_at_once_on_one_name_are_never_both_granted() {
         assert!(refused >= 20, "every round refused one of them ({refused})");
     });
 }
+
+/// A mutex granted after a wait gets a token above its node's creation (the queue listing's
+/// `pzxid`) and writes it into its record: `status`, from another client, shows that token
+/// once the record arrives, a round trip after the grant.
+#[test]
+fn status_shows_the_token_of_a_holder_granted_after_a_wait() {
+    distlock_testkit::block_on(async {
+        let target = target().await;
+        let (a, b) = (target.client().await, target.client().await);
+        let first = a.mutex("after-wait").lock().await.unwrap();
+        let waiter = tokio::spawn(async move {
+            let mutex = b.mutex("after-wait");
+            mutex.lock_timeout(Duration::from_secs(20)).await
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while a.status(Some("after-wait")).await.unwrap()[0].waiters.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the waiter never queued");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let before = first.fencing_token();
+        first.release().await.unwrap();
+        let next = waiter.await.unwrap().unwrap();
+        assert!(next.fencing_token() > before);
+        let shown = |states: Vec<distlock::LockState>| -> Vec<u64> {
+            states[0].holders.iter().map(|h| h.fencing_token).collect()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let tokens = shown(a.status(Some("after-wait")).await.unwrap());
+            if tokens == [next.fencing_token()] {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "status shows {tokens:?}, the holder has {}",
+                next.fencing_token()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        next.release().await.unwrap();
+    });
+}

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session, Ticket,
-    async_trait,
+    Backend, Capabilities, Grant, HolderRecord, LeaseOutcome, Liveness, LockState, PollOutcome,
+    Session, Ticket, async_trait,
 };
 use distlock_core::{Error, LockKind, Result};
 use tokio::sync::watch;
@@ -209,9 +209,12 @@ impl ZkBackend {
     /// A lock's poll: granted when no contender ahead conflicts.
     async fn poll_lock(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let node = self.queue_node(ticket).await?;
-        let (listing, stamp) = self.queue_listing(ticket, &node, true).await?;
-        let children = listing.children;
-        if semaphore::is_semaphore(&children) {
+        let exclusive = ticket.request.kind.is_exclusive();
+        // A reader's fencing token is a write to its node after the listing that grants it
+        // (see the crate docs), sent in the same round trip when the grant is likely.
+        let (listing, stamp) = self.queue_listing(ticket, &node, !exclusive).await?;
+        let children = &listing.children;
+        if semaphore::is_semaphore(children) {
             return Err(Error::invalid(format!(
                 "`{}` is in use as a semaphore, not as a {}",
                 ticket.request.name,
@@ -219,43 +222,47 @@ impl ZkBackend {
             ))
             .with_backend("zookeeper"));
         }
-        let queue = names::queue(&children);
+        let queue = names::queue(children);
         let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
             return self.missing(ticket, &node).await;
         };
-        let exclusive = ticket.request.kind.is_exclusive();
-        let request = request_mut(ticket)?;
-        match names::blocker(&queue, index) {
-            None => {
-                // The fencing token: the zxid of a write made after the listing that decided
-                // the grant, so it is above every token granted before. An exclusive grant
-                // decided on the listing sent with its create, nothing having joined or left
-                // the queue since the create, keeps the create's zxid instead (every earlier
-                // grant had left, with a token below its deletion's zxid): no extra write.
-                let token = match stamp {
-                    Some(stamp) => stamp,
-                    None if exclusive && listing.pzxid == node.czxid => node.czxid,
-                    None => {
-                        let live = self.sessions.slot.current()?;
-                        match nodes::stamp(&live, &node.path, &request.data).await? {
-                            Some(stamp) => stamp,
-                            // Gone since the listing (with its session, or deleted by
-                            // someone else): it queues again.
-                            None => return self.missing(ticket, &node).await,
-                        }
-                    }
-                };
-                request.watch_grant(&self.sessions, node.session, node.path.clone());
-                Ok(PollOutcome::Granted {
-                    fencing_token: token_of(token)?,
-                    session: Some(node.session),
-                })
-            }
-            Some(ahead) => {
-                request.blocker = Some(Blocker::Node(format!("{}/{}", request.dir, ahead.name)));
-                self.pending(ticket).await
-            }
+        if let Some(ahead) = names::blocker(&queue, index) {
+            let request = request_mut(ticket)?;
+            request.blocker = Some(Blocker::Node(format!("{}/{}", request.dir, ahead.name)));
+            return self.pending(ticket).await;
         }
+        let token = match stamp {
+            Some(stamp) => stamp,
+            None if exclusive => self.exclusive_token(ticket, &node, &listing)?,
+            None => {
+                let live = self.sessions.slot.current()?;
+                match nodes::stamp(&live, &node.path, &request_mut(ticket)?.data).await? {
+                    Some(stamp) => stamp,
+                    // Gone since the listing (with its session, or deleted by someone
+                    // else): it queues again.
+                    None => return self.missing(ticket, &node).await,
+                }
+            }
+        };
+        request_mut(ticket)?.watch_grant(&self.sessions, node.session, node.path.clone());
+        Ok(PollOutcome::Granted {
+            fencing_token: token_of(token)?,
+            session: Some(node.session),
+        })
+    }
+
+    /// The fencing token of a mutex or writer granted on `listing`: the listing's `pzxid`,
+    /// the transaction that last changed the queue (see the crate docs). No write waits for
+    /// it: when it is not the node's creation (`czxid`, which `status` shows by default),
+    /// the grant's record with the token is sent, not waited for, so `status` shows it.
+    fn exclusive_token(&self, ticket: &Ticket, node: &Node, listing: &Listing) -> Result<i64> {
+        let token = listing.pzxid.max(node.czxid);
+        if token != node.czxid {
+            let live = self.sessions.slot.current()?;
+            let record = HolderRecord::encode_granted(&ticket.request, token_of(token)?);
+            nodes::record_grant(&live, &node.path, &record);
+        }
+        Ok(token)
     }
 
     /// A request that must wait: a waiting one keeps its nodes; one that does not wait
@@ -327,7 +334,7 @@ impl Backend for ZkBackend {
                 .unwrap_or(Ok(false))?,
             None => waited.await?,
         };
-        // The next poll will likely grant: it stamps its node in the same round trip.
+        // The next poll will likely grant: a reader's stamps its node in the same round trip.
         request.likely = freed;
         Ok(())
     }
@@ -415,7 +422,7 @@ pub(crate) fn token_of(zxid: i64) -> Result<u64> {
 
 /// Waits until `blocker` lets its waiter go or its session ends: true when the node it
 /// waited for was deleted, or the leases left room. A change of the node's data (a waiter
-/// ahead stamping its node) sets the watch again instead of waking the waiter.
+/// ahead stamping or recording its grant) sets the watch again instead of waking the waiter.
 async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
     loop {
         let Some(live) = sessions.slot.live() else {

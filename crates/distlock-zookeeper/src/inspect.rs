@@ -96,11 +96,12 @@ async fn lock(client: &zk::Client, dir: &str, name: String) -> Result<Option<Loc
             Err(zk::Error::NoNode) => continue,
             other => other.map_err(zk_error("inspect"))?,
         };
-        state.last_fencing_token = state.last_fencing_token.max(stat.mzxid.max(0) as u64);
         match names::blocker(&queue, index) {
-            None => state
-                .holders
-                .push(Record::holder(contender, &data, stat.mzxid)),
+            None => {
+                let holder = Record::holder(contender, &data, stat.mzxid);
+                state.last_fencing_token = state.last_fencing_token.max(holder.fencing_token);
+                state.holders.push(holder);
+            }
             Some(_) => state.waiters.push(Record::waiter(contender, &data)),
         }
     }

@@ -57,18 +57,29 @@
 //! # Fencing
 //!
 //! A grant's fencing token is a ZooKeeper transaction id (zxid): unique, increasing across
-//! the ensemble (a new leader's epoch makes it larger still), and durable. It is taken at
-//! grant, not at create: a poll that may grant (its wait ended because the node ahead went)
-//! writes its node again right behind the listing that decides, and the token is that
-//! write's zxid — above every token granted before, which was written before the listing,
-//! so tokens strictly increase in grant order for every kind, readers granted together
-//! included (a node's `czxid` would not: two readers waiting on one writer are granted at
-//! once, and the younger may be seen first). One exception costs nothing: an exclusive
-//! request granted on the listing sent with its create, with nothing joined or left the
-//! queue since (`pzxid == czxid`), keeps its create's zxid — every earlier grant left
-//! before it, with a token below its deletion. A waiter's watch on the node ahead ignores
-//! these writes. A semaphore stamps its last lease. `status` shows each holder's node's
-//! last write (`mzxid`), the same number.
+//! the ensemble (a new leader's epoch makes it larger still), and durable. Tokens strictly
+//! increase in grant order for every kind:
+//!
+//! * A mutex or writer is granted on a listing of its queue that shows it first. Its token
+//!   is that listing's `pzxid`, the transaction that last changed the queue. Every earlier
+//!   holder's node was deleted before the listing, by a transaction no later than the
+//!   `pzxid` and later than that holder's token; every later holder is granted only after
+//!   this one's node is deleted, later still. So no write stands between the end of a wait
+//!   and the grant: one read. When the token is not the node's creation (`czxid`), the
+//!   holder writes it into its node's record right after the grant, without waiting for
+//!   the answer, for `status`.
+//! * A reader's token is a write to its own node (a stamp) made after the listing that
+//!   grants it — in the same round trip, when its wait has just ended — so it is above
+//!   every token granted before that listing, and readers granted together each get one of
+//!   their own (they would share a listing's `pzxid`; and their nodes' `czxid`s would not
+//!   follow grant order, as the younger of two readers freed by one writer may be granted
+//!   first).
+//! * A semaphore's request stamps its last lease the same way.
+//!
+//! A waiter's watch on the node ahead ignores these writes. `status` shows each holder's
+//! token: the one in its node's record, else its node's last write (`mzxid`); in the
+//! moment between a mutex's or writer's grant and the arrival of its record, that is the
+//! node's creation, below the token.
 
 mod backend;
 mod config;

@@ -178,6 +178,14 @@ pub(crate) async fn watch(
     }
 }
 
+/// Writes `data` to the node at `path` without waiting for the answer: a grant's record,
+/// which only `status` reads. zookeeper-client sends the request now, so it comes before
+/// the session's later requests, such as the release's delete. If it fails, the node
+/// keeps the record it was created with.
+pub(crate) fn record_grant(live: &Live, path: &str, data: &[u8]) {
+    drop(live.client.set_data(path, data, None));
+}
+
 /// Our node under `dir` whose path starts with `prefix`, if session `live` made one.
 pub(crate) async fn find_own(live: &Live, dir: &str, prefix: &str) -> Result<Option<Node>> {
     Ok(find_all_own(live, dir, prefix).await?.into_iter().next())

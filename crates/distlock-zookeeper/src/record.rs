@@ -40,14 +40,16 @@ impl Record {
         }
     }
 
-    /// `contender` as a holder whose grant's fencing token is `zxid` (its node's last write).
+    /// `contender` as a holder: its grant's fencing token is the one its record holds, else
+    /// `zxid` (its node's last write).
     pub(crate) fn holder(contender: &Contender, data: &[u8], zxid: i64) -> HolderInfo {
         let (owner, kind, meta) = Record::read(contender, data);
+        let recorded = HolderRecord::decode(data).and_then(|record| record.fencing_token);
         HolderInfo {
             owner,
             kind,
             permits: 1,
-            fencing_token: zxid.max(0) as u64,
+            fencing_token: recorded.unwrap_or(zxid.max(0) as u64),
             remaining_ms: None,
             meta,
         }

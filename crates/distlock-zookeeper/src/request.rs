@@ -33,7 +33,7 @@ pub(crate) struct Request {
     /// first poll.
     pub(crate) listing: Option<Listing>,
     /// Whether its last wait ended because what it waited for went: its next poll will
-    /// likely grant, and stamps its node in the same round trip.
+    /// likely grant, and a reader's stamps its node in the same round trip.
     pub(crate) likely: bool,
     /// Whether a create of its queue node may have been made without its answer (lost, or
     /// dropped halfway): the next one first looks for it by its prefix.

@@ -1,6 +1,7 @@
 //! The holder record a queue-based backend stores with each request (a ZooKeeper node's
 //! data, an etcd key's value): who asks, for what, from where, so `distlock status` can
-//! show it. Written once per request, as compact JSON.
+//! show it. Written once per request, as compact JSON, and again with the grant's fencing
+//! token where the store cannot tell it otherwise (see [`HolderRecord::encode_granted`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +35,8 @@ pub struct HolderRecord {
     pub permits: u32,
     /// Host, process and when the request was made.
     pub meta: HolderMeta,
+    /// The grant's fencing token, in a record written again once granted.
+    pub fencing_token: Option<u64>,
 }
 
 /// The stored form: short field names, since it travels with every request.
@@ -48,6 +51,8 @@ struct Stored {
     h: String,
     p: u32,
     a: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    t: Option<u64>,
 }
 
 fn one() -> u32 {
@@ -61,6 +66,29 @@ impl HolderRecord {
     ///
     /// See [`HolderRecord`].
     pub fn encode(request: &LockRequest) -> Vec<u8> {
+        Self::stored(request, None)
+    }
+
+    /// The stored record of `request`, granted with `fencing_token`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use distlock_core::{HolderMeta, LockKind, Owner};
+    /// # use distlock_core::backend::{HolderRecord, LockRequest};
+    /// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
+    /// #   owner: Owner::random(), token: "t".into(), ttl: std::time::Duration::from_secs(1),
+    /// #   fair: true, wait: true, meta: HolderMeta::this_process() };
+    /// let stored = HolderRecord::encode_granted(&request, 42);
+    /// assert_eq!(HolderRecord::decode(&stored).unwrap().fencing_token, Some(42));
+    /// let queued = HolderRecord::encode(&request);
+    /// assert_eq!(HolderRecord::decode(&queued).unwrap().fencing_token, None);
+    /// ```
+    pub fn encode_granted(request: &LockRequest, fencing_token: u64) -> Vec<u8> {
+        Self::stored(request, Some(fencing_token))
+    }
+
+    fn stored(request: &LockRequest, fencing_token: Option<u64>) -> Vec<u8> {
         serde_json::to_vec(&Stored {
             o: request.owner.as_str().to_owned(),
             k: request.kind.as_str().to_owned(),
@@ -69,6 +97,7 @@ impl HolderRecord {
             h: request.meta.host.clone(),
             p: request.meta.pid,
             a: request.meta.acquired_at_unix_ms,
+            t: fencing_token,
         })
         .unwrap_or_default()
     }
@@ -89,6 +118,7 @@ impl HolderRecord {
                 pid: stored.p,
                 acquired_at_unix_ms: stored.a,
             },
+            fencing_token: stored.t,
         })
     }
 }
