@@ -582,8 +582,14 @@ fn status_shows_the_token_of_a_holder_granted_after_a_wait() {
             mutex.lock_timeout(Duration::from_secs(20)).await
         });
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while a.status(Some("after-wait")).await.unwrap()[0].waiters.is_empty() {
-            assert!(std::time::Instant::now() < deadline, "the waiter never queued");
+        while a.status(Some("after-wait")).await.unwrap()[0]
+            .waiters
+            .is_empty()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the waiter never queued"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let before = first.fencing_token();

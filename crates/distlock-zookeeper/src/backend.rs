@@ -231,9 +231,21 @@ impl ZkBackend {
             request.blocker = Some(Blocker::Node(format!("{}/{}", request.dir, ahead.name)));
             return self.pending(ticket).await;
         }
+        let mut record = None;
         let token = match stamp {
             Some(stamp) => stamp,
-            None if exclusive => self.exclusive_token(ticket, &node, &listing)?,
+            None if exclusive => {
+                // The listing's `pzxid`, the transaction that last changed the queue (see
+                // the crate docs): no write stands between the end of the wait and the
+                // grant. `status` shows a node's creation unless its record says otherwise.
+                let token = listing.pzxid.max(node.czxid);
+                if token != node.czxid {
+                    let token = token_of(token)?;
+                    record = Some(HolderRecord::encode_granted(&ticket.request, token));
+                    self.sessions.unrecorded.note(&node.path, token);
+                }
+                token
+            }
             None => {
                 let live = self.sessions.slot.current()?;
                 match nodes::stamp(&live, &node.path, &request_mut(ticket)?.data).await? {
@@ -244,25 +256,11 @@ impl ZkBackend {
                 }
             }
         };
-        request_mut(ticket)?.watch_grant(&self.sessions, node.session, node.path.clone());
+        request_mut(ticket)?.watch_grant(&self.sessions, node.session, node.path.clone(), record);
         Ok(PollOutcome::Granted {
             fencing_token: token_of(token)?,
             session: Some(node.session),
         })
-    }
-
-    /// The fencing token of a mutex or writer granted on `listing`: the listing's `pzxid`,
-    /// the transaction that last changed the queue (see the crate docs). No write waits for
-    /// it: when it is not the node's creation (`czxid`, which `status` shows by default),
-    /// the grant's record with the token is sent, not waited for, so `status` shows it.
-    fn exclusive_token(&self, ticket: &Ticket, node: &Node, listing: &Listing) -> Result<i64> {
-        let token = listing.pzxid.max(node.czxid);
-        if token != node.czxid {
-            let live = self.sessions.slot.current()?;
-            let record = HolderRecord::encode_granted(&ticket.request, token_of(token)?);
-            nodes::record_grant(&live, &node.path, &record);
-        }
-        Ok(token)
     }
 
     /// A request that must wait: a waiting one keeps its nodes; one that does not wait
@@ -362,6 +360,9 @@ impl Backend for ZkBackend {
         };
         // The deletion below is this release's, not a loss to report.
         request.gone.releasing();
+        if let Some(node) = &request.node {
+            self.sessions.unrecorded.forget(&node.path);
+        }
         let held = match grant.kind {
             LockKind::Semaphore { .. } => request.leases.iter().collect::<Vec<_>>(),
             _ => request.node.iter().collect(),
@@ -394,7 +395,7 @@ impl Backend for ZkBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let live = self.sessions.slot.current()?;
-        inspect::locks(&live.client, self.base(), name).await
+        inspect::locks(&live.client, &self.sessions.unrecorded, self.base(), name).await
     }
 
     fn floor_op(&self) -> &'static str {
@@ -421,8 +422,9 @@ pub(crate) fn token_of(zxid: i64) -> Result<u64> {
 }
 
 /// Waits until `blocker` lets its waiter go or its session ends: true when the node it
-/// waited for was deleted, or the leases left room. A change of the node's data (a waiter
-/// ahead stamping or recording its grant) sets the watch again instead of waking the waiter.
+/// waited for was deleted, or the leases left room. Any other change of the node (children
+/// under a foreign contender's node, which ZooKeeper lets no ephemeral node have) sets the
+/// watch again instead of waking the waiter.
 async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
     loop {
         let Some(live) = sessions.slot.live() else {
@@ -447,7 +449,7 @@ async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
         // The watch does not keep the session open: a session this client ends must close.
         drop(live);
         match watcher.changed().await.event_type {
-            zk::EventType::NodeDataChanged => continue,
+            zk::EventType::NodeChildrenChanged | zk::EventType::NodeDataChanged => continue,
             zk::EventType::Session => return Ok(false),
             _ => return Ok(true),
         }

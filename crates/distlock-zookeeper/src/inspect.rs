@@ -8,6 +8,7 @@ use zookeeper_client as zk;
 use crate::error::zk_error;
 use crate::names;
 use crate::record::Record;
+use crate::request::Unrecorded;
 use crate::semaphore::is_semaphore;
 
 /// The most nodes one `status` of every lock visits under the base.
@@ -16,14 +17,20 @@ const MAX_VISITED: usize = 10_000;
 /// The state of lock `name`, or of every lock under `base` with contenders.
 pub(crate) async fn locks(
     client: &zk::Client,
+    unrecorded: &Unrecorded,
     base: &str,
     name: Option<&str>,
 ) -> Result<Vec<LockState>> {
     match name {
         Some(name) => Ok(vec![
-            lock(client, &names::lock_path(base, name), name.to_owned())
-                .await?
-                .unwrap_or_else(|| empty(name)),
+            lock(
+                client,
+                unrecorded,
+                &names::lock_path(base, name),
+                name.to_owned(),
+            )
+            .await?
+            .unwrap_or_else(|| empty(name)),
         ]),
         None => {
             let mut states = Vec::new();
@@ -42,7 +49,7 @@ pub(crate) async fn locks(
                 let contended = semaphore || children.iter().any(|c| names::contender(c).is_some());
                 if dir != base && contended {
                     if let Some(name) = names::lock_name(base, &dir) {
-                        if let Some(state) = lock(client, &dir, name).await? {
+                        if let Some(state) = lock(client, unrecorded, &dir, name).await? {
                             states.push(state);
                         }
                     }
@@ -80,8 +87,14 @@ async fn children_of(client: &zk::Client, dir: &str) -> Result<Vec<String>> {
     }
 }
 
-/// The state of the lock whose node is `dir`; `None` if it has no contenders.
-async fn lock(client: &zk::Client, dir: &str, name: String) -> Result<Option<LockState>> {
+/// The state of the lock whose node is `dir`; `None` if it has no contenders. This
+/// client's own holders show their tokens though their records do not yet.
+async fn lock(
+    client: &zk::Client,
+    unrecorded: &Unrecorded,
+    dir: &str,
+    name: String,
+) -> Result<Option<LockState>> {
     let children = children_of(client, dir).await?;
     if is_semaphore(&children) {
         return semaphore(client, dir, name).await;
@@ -92,13 +105,17 @@ async fn lock(client: &zk::Client, dir: &str, name: String) -> Result<Option<Loc
     }
     let mut state = empty(&name);
     for (index, contender) in queue.iter().enumerate() {
-        let (data, stat) = match client.get_data(&format!("{dir}/{}", contender.name)).await {
+        let path = format!("{dir}/{}", contender.name);
+        let (data, stat) = match client.get_data(&path).await {
             Err(zk::Error::NoNode) => continue,
             other => other.map_err(zk_error("inspect"))?,
         };
         match names::blocker(&queue, index) {
             None => {
-                let holder = Record::holder(contender, &data, stat.mzxid);
+                let mut holder = Record::holder(contender, &data, stat.mzxid);
+                if let Some(token) = unrecorded.token(&path) {
+                    holder.fencing_token = token;
+                }
                 state.last_fencing_token = state.last_fencing_token.max(holder.fencing_token);
                 state.holders.push(holder);
             }

@@ -66,8 +66,9 @@
 //!   `pzxid` and later than that holder's token; every later holder is granted only after
 //!   this one's node is deleted, later still. So no write stands between the end of a wait
 //!   and the grant: one read. When the token is not the node's creation (`czxid`), the
-//!   holder writes it into its node's record right after the grant, without waiting for
-//!   the answer, for `status`.
+//!   holder writes it into its node's record once the grant has lasted 10 ms, for
+//!   `status` (written at once, it would delay the release of a short hold, which comes
+//!   after it in the session).
 //! * A reader's token is a write to its own node (a stamp) made after the listing that
 //!   grants it — in the same round trip, when its wait has just ended — so it is above
 //!   every token granted before that listing, and readers granted together each get one of
@@ -76,10 +77,11 @@
 //!   first).
 //! * A semaphore's request stamps its last lease the same way.
 //!
-//! A waiter's watch on the node ahead ignores these writes. `status` shows each holder's
-//! token: the one in its node's record, else its node's last write (`mzxid`); in the
-//! moment between a mutex's or writer's grant and the arrival of its record, that is the
-//! node's creation, below the token.
+//! A waiter watches the node ahead for its deletion alone (a watch on its children, which
+//! an ephemeral node cannot have), so these writes wake no one. `status` shows each
+//! holder's token: the one in its node's record, else its node's last write (`mzxid`). For
+//! the first 10 ms of a mutex's or writer's grant after a wait, another client's `status`
+//! shows the node's creation there, below the token; the holder's own client knows it.
 
 mod backend;
 mod config;

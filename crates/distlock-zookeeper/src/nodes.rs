@@ -164,26 +164,20 @@ pub(crate) async fn stamp(live: &Live, path: &str, data: &[u8]) -> Result<Option
     }
 }
 
-/// Watches the node at `path` until it is deleted or written again: the watcher, or `None`
-/// if the node is gone already. A data watch: an exists watch on a missing node would stay
-/// on the server, waiting for a create, and dropping it would cost a request to remove it.
+/// Watches the node at `path`, a contender's, until it is deleted: the watcher, or `None`
+/// if the node is gone already. A watch on its children: a contender's node is ephemeral
+/// and has none, so the watch fires when the node goes and not when its owner writes it
+/// (a stamp, a grant's record); and unlike an exists watch, none is left on the server
+/// for a node that is gone already.
 pub(crate) async fn watch(
     live: &Live,
     path: &str,
 ) -> std::result::Result<Option<zk::OneshotWatcher>, zk::Error> {
-    match live.client.get_and_watch_data(path).await {
+    match live.client.get_and_watch_children(path).await {
         Ok((_, _, watcher)) => Ok(Some(watcher)),
         Err(zk::Error::NoNode) => Ok(None),
         Err(err) => Err(err),
     }
-}
-
-/// Writes `data` to the node at `path` without waiting for the answer: a grant's record,
-/// which only `status` reads. zookeeper-client sends the request now, so it comes before
-/// the session's later requests, such as the release's delete. If it fails, the node
-/// keeps the record it was created with.
-pub(crate) fn record_grant(live: &Live, path: &str, data: &[u8]) {
-    drop(live.client.set_data(path, data, None));
 }
 
 /// Our node under `dir` whose path starts with `prefix`, if session `live` made one.

@@ -1,6 +1,8 @@
 //! What a request's ticket (and, once granted, its grant) remembers of its nodes.
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use distlock_core::backend::{
     EntryWatch, Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket, watch_entry,
@@ -102,12 +104,84 @@ impl Request {
     /// guard `Lost` unless it was released. The watch is set shortly after the grant,
     /// and only if the grant still exists then, so a short hold costs the server
     /// nothing more; a node deleted in the meantime is found gone when it is set. It is set
-    /// again after any other event (a change of the node's data) and after a failure to set
-    /// it, as long as the session and the grant last.
-    pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, session: u64, path: String) {
+    /// again after a failure to set it, as long as the session and the grant last.
+    ///
+    /// `record`, if any, is written to the node first, once the grant has lasted
+    /// [`RECORD_AFTER`]: a mutex's or writer's record with its fencing token, for `status`.
+    /// Written at once, it would stand between the grant and the release of a short hold
+    /// (the release's delete comes after it in the session), for no reader.
+    pub(crate) fn watch_grant(
+        &self,
+        sessions: &Arc<Sessions>,
+        session: u64,
+        path: String,
+        record: Option<Vec<u8>>,
+    ) {
         let (sessions, gone) = (Arc::downgrade(sessions), self.gone.watch());
-        crate::runtime::SESSIONS.spawn(watch_node(sessions, session, path, gone));
+        crate::runtime::SESSIONS.spawn(async move {
+            if let Some(record) = record {
+                write_record(&sessions, session, &path, &record, &gone).await;
+            }
+            watch_node(sessions, session, path, gone).await;
+        });
     }
+}
+
+/// The fencing tokens of this client's grants whose nodes' records do not show them yet
+/// (written [`RECORD_AFTER`] the grant), by node path: `status` asked by this client shows
+/// its own grants' tokens at once.
+#[derive(Debug, Default)]
+pub(crate) struct Unrecorded(Mutex<HashMap<String, u64>>);
+
+impl Unrecorded {
+    /// The grant whose node is `path` has fencing token `token`, not yet in its record.
+    pub(crate) fn note(&self, path: &str, token: u64) {
+        self.lock().insert(path.to_owned(), token);
+    }
+
+    /// The record of the grant whose node is `path` is written, or the grant is over.
+    pub(crate) fn forget(&self, path: &str) {
+        self.lock().remove(path);
+    }
+
+    /// The fencing token of this client's grant whose node is `path`, if its record does
+    /// not show it yet.
+    pub(crate) fn token(&self, path: &str) -> Option<u64> {
+        self.lock().get(path).copied()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// How long a grant lasts before its record with its fencing token is written.
+pub(crate) const RECORD_AFTER: Duration = Duration::from_millis(10);
+
+/// Writes `record` to `path`, a grant's node in `session`, once the grant has lasted
+/// [`RECORD_AFTER`], if it is still held then. A failure leaves the record the node was
+/// created with.
+async fn write_record(
+    sessions: &Weak<Sessions>,
+    session: u64,
+    path: &str,
+    record: &[u8],
+    gone: &LossWatch,
+) {
+    tokio::time::sleep(RECORD_AFTER).await;
+    let Some(sessions) = sessions.upgrade() else {
+        return;
+    };
+    if let Some(live) = sessions.slot.live().filter(|live| live.id == session) {
+        if gone.is_held() {
+            if let Err(err) = live.client.set_data(path, record, None).await {
+                tracing::debug!(error = %err, node = path, "a grant's record was not written");
+            }
+        }
+    }
+    sessions.unrecorded.forget(path);
 }
 
 /// Watches `path`, a grant's node in `session`, until it is deleted (a loss to report),

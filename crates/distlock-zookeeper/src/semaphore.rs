@@ -95,7 +95,7 @@ pub(crate) async fn poll(
     }
     request.node = None;
     for lease in &request.leases {
-        request.watch_grant(&backend.sessions, lease.session, lease.path.clone());
+        request.watch_grant(&backend.sessions, lease.session, lease.path.clone(), None);
     }
     Ok(PollOutcome::Granted {
         fencing_token: crate::backend::token_of(token)?,

@@ -24,6 +24,7 @@ use zookeeper_client as zk;
 
 use crate::config::ZkConfig;
 use crate::error::zk_error;
+use crate::request::Unrecorded;
 
 /// One ZooKeeper session: the client that speaks in it, and its number for the core.
 #[derive(Clone)]
@@ -59,6 +60,8 @@ pub(crate) struct Sessions {
     /// Deletes not known to be done, made again once the session answers (as Curator's
     /// guaranteed delete).
     pub(crate) pending: PendingDeletes<Doomed>,
+    /// Tokens of this client's grants that their nodes' records do not show yet.
+    pub(crate) unrecorded: Unrecorded,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -92,6 +95,7 @@ impl Sessions {
             config,
             slot: SessionSlot::new("ZooKeeper", 1, live.clone(), valid_until),
             pending: PendingDeletes::default(),
+            unrecorded: Unrecorded::default(),
         });
         tokio::spawn(keep(Arc::downgrade(&sessions), live));
         Ok(sessions)
