@@ -36,6 +36,11 @@ pub async fn odd_names_are_locks_of_their_own(url: &str) {
         "zookeeper",
         "x/./y",
         "sp ace",
+        "lock \u{1f512}",
+        "locks",
+        "leases/x",
+        "lock-0000000001",
+        "jobs/lock-0000000001",
         long.as_str(),
     ];
     let mut guards = Vec::new();

@@ -22,6 +22,20 @@ use crate::request::{Blocker, Request, request_mut};
 use crate::semaphore;
 use crate::session::{Doomed, Live, Sessions};
 
+/// How a poll reads its queue when it has no listing from its create.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum QueueRead {
+    /// A listing alone.
+    Plain,
+    /// A listing, and the request's node stamped right behind it when its wait has just
+    /// ended because the node it waited for went (the grant is likely).
+    Stamped,
+    /// A listing made once the member has caught up with the leader (`sync`): what it
+    /// shows was so at the leader after the poll began, so a node an operator deleted
+    /// before is not taken for a live one.
+    Synced,
+}
+
 /// A distlock client's ZooKeeper backend: one session at a time (see the crate docs).
 ///
 /// # Examples
@@ -109,25 +123,25 @@ impl ZkBackend {
         Ok(node)
     }
 
-    /// The ticket's queue directory: listed with its create, the first time; else listed
-    /// now, with the queue node stamped right behind when `stamped` and the wait before
-    /// ended because the node it waited for went (the grant is likely; the stamp is
-    /// returned).
+    /// The ticket's queue directory: listed with its create, the first time; else read now
+    /// as `read` says (with the stamp, if one was made).
     pub(crate) async fn queue_listing(
         &self,
         ticket: &mut Ticket,
         node: &Node,
-        stamped: bool,
+        read: QueueRead,
     ) -> Result<(Listing, Option<i64>)> {
         let request = request_mut(ticket)?;
         if let Some(listing) = request.listing.take() {
             return Ok((listing, None));
         }
         let live = self.sessions.slot.current()?;
-        let stamped = stamped && std::mem::take(&mut request.likely);
-        match stamped {
-            true => nodes::list_and_stamp(&live, &request.dir, &node.path, &request.data).await,
-            false => Ok((nodes::list(&live, &request.dir).await?, None)),
+        match read {
+            QueueRead::Synced => Ok((nodes::sync_and_list(&live, &request.dir).await?, None)),
+            QueueRead::Stamped if std::mem::take(&mut request.likely) => {
+                nodes::list_and_stamp(&live, &request.dir, &node.path, &request.data).await
+            }
+            _ => Ok((nodes::list(&live, &request.dir).await?, None)),
         }
     }
 
@@ -210,9 +224,15 @@ impl ZkBackend {
     async fn poll_lock(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let node = self.queue_node(ticket).await?;
         let exclusive = ticket.request.kind.is_exclusive();
-        // A reader's fencing token is a write to its node after the listing that grants it
-        // (see the crate docs), sent in the same round trip when the grant is likely.
-        let (listing, stamp) = self.queue_listing(ticket, &node, !exclusive).await?;
+        // A mutex's or writer's fencing token is the listing's `pzxid`, read once the member
+        // this client reaches has caught up with the leader; a reader's is a write to its
+        // node after the listing, sent in the same round trip when the grant is likely (see
+        // the crate docs).
+        let read = match exclusive {
+            true => QueueRead::Synced,
+            false => QueueRead::Stamped,
+        };
+        let (listing, stamp) = self.queue_listing(ticket, &node, read).await?;
         let children = &listing.children;
         if semaphore::is_semaphore(children) {
             return Err(Error::invalid(format!(
@@ -242,7 +262,9 @@ impl ZkBackend {
                 if token != node.czxid {
                     let token = token_of(token)?;
                     record = Some(HolderRecord::encode_granted(&ticket.request, token));
-                    self.sessions.unrecorded.note(&node.path, token);
+                    self.sessions
+                        .unrecorded
+                        .note(&node.path, node.session, token);
                 }
                 token
             }
@@ -352,17 +374,17 @@ impl Backend for ZkBackend {
 
     /// Deletes the grant's node (a semaphore's lease nodes): not held if one was gone.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
-        let Some(live) = self.sessions.slot.live() else {
+        let Some(request) = grant.state::<Request>() else {
             return Ok(LeaseOutcome::NotHeld);
         };
-        let Some(request) = grant.state::<Request>() else {
+        if let Some(node) = &request.node {
+            self.sessions.unrecorded.forget(&node.path);
+        }
+        let Some(live) = self.sessions.slot.live() else {
             return Ok(LeaseOutcome::NotHeld);
         };
         // The deletion below is this release's, not a loss to report.
         request.gone.releasing();
-        if let Some(node) = &request.node {
-            self.sessions.unrecorded.forget(&node.path);
-        }
         let held = match grant.kind {
             LockKind::Semaphore { .. } => request.leases.iter().collect::<Vec<_>>(),
             _ => request.node.iter().collect(),

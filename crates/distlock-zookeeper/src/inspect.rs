@@ -45,9 +45,13 @@ pub(crate) async fn locks(
                     Err(zk::Error::NoNode) => continue,
                     other => other.map_err(zk_error("inspect"))?,
                 };
-                let semaphore = is_semaphore(&children);
+                // Every child of the base is a lock's node (or on the way to one), whatever
+                // its name; below a lock's node, its contenders and a semaphore's `locks`
+                // and `leases` are the lock's own (no lock's node is named so there).
+                let below_base = dir != base;
+                let semaphore = below_base && is_semaphore(&children);
                 let contended = semaphore || children.iter().any(|c| names::contender(c).is_some());
-                if dir != base && contended {
+                if below_base && contended {
                     if let Some(name) = names::lock_name(base, &dir) {
                         if let Some(state) = lock(client, unrecorded, &dir, name).await? {
                             states.push(state);
@@ -60,7 +64,7 @@ pub(crate) async fn locks(
                 pending.extend(
                     children
                         .iter()
-                        .filter(|c| names::contender(c).is_none())
+                        .filter(|c| !below_base || names::contender(c).is_none())
                         .map(|c| format!("{dir}/{c}")),
                 );
             }

@@ -31,13 +31,14 @@ const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 /// Whether ZooKeeper stores `segment` as one node name: not empty, not `.` or `..`, and no
-/// character its path validation refuses.
+/// character its path validation refuses. It checks Java's UTF-16 code units, and refuses
+/// surrogates, so every character beyond U+FFFF (an emoji) too.
 pub(crate) fn storable_segment(segment: &str) -> bool {
     !segment.is_empty()
         && segment != "."
         && segment != ".."
         && !segment.chars().any(|c| {
-            matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+            matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..)
         })
 }
 
@@ -182,7 +183,7 @@ mod tests {
         }
 
         #[test]
-        fn path_like_names_have_a_node_of_their_own(name in "[a./%\u{e000}\u{9f}]{1,8}") {
+        fn path_like_names_have_a_node_of_their_own(name in "[a./%\u{e000}\u{9f}\u{1f512}]{1,8}") {
             check_name(&name);
         }
 
@@ -210,6 +211,7 @@ mod tests {
             ("50%", "/b/%50%25"),
             ("x/./y", "/b/%x%2F.%2Fy"),
             ("\u{e000}", "/b/%%EE%80%80"),
+            ("a\u{1f512}", "/b/%a%F0%9F%94%92"),
             ("jobs/locks", "/b/%jobs%2Flocks"),
             ("jobs/leases/x", "/b/%jobs%2Fleases%2Fx"),
             ("x/lock-0000000001", "/b/%x%2Flock-0000000001"),

@@ -101,6 +101,20 @@ fn listing(answer: std::result::Result<(Vec<String>, zk::Stat), zk::Error>) -> R
     }
 }
 
+/// Lists `dir`'s children once the member this session reaches has caught up with the
+/// leader: a `sync`, and the listing right behind it in the same round trip (the member
+/// answers a session's requests in order). The listing shows at least what the leader had
+/// committed when the sync reached it.
+pub(crate) async fn sync_and_list(live: &Live, dir: &str) -> Result<Listing> {
+    let synced = live.client.sync(dir);
+    let listed = live.client.get_children(dir);
+    let (synced, listed) = tokio::join!(synced, listed);
+    match synced {
+        Ok(()) | Err(zk::Error::NoNode) => listing(listed),
+        Err(err) => Err(zk_error("poll")(err)),
+    }
+}
+
 /// [`create_protected`], with `dir`'s children listed in the same round trip: the list is
 /// sent right behind the create, and ZooKeeper answers a session's requests in order, so it
 /// includes the new node. The listing is `None` when the first create did not simply
@@ -176,6 +190,12 @@ pub(crate) async fn watch(
     match live.client.get_and_watch_children(path).await {
         Ok((_, _, watcher)) => Ok(Some(watcher)),
         Err(zk::Error::NoNode) => Ok(None),
+        // A node this client may not read (a foreign contender's, made with its creator's
+        // ACL): an exists watch needs no permission, and fires on its writes too.
+        Err(zk::Error::NoAuth) => match live.client.check_and_watch_stat(path).await? {
+            (Some(_), watcher) => Ok(Some(watcher)),
+            (None, _) => Ok(None),
+        },
         Err(err) => Err(err),
     }
 }

@@ -119,38 +119,43 @@ impl Request {
     ) {
         let (sessions, gone) = (Arc::downgrade(sessions), self.gone.watch());
         crate::runtime::SESSIONS.spawn(async move {
-            if let Some(record) = record {
-                write_record(&sessions, session, &path, &record, &gone).await;
-            }
-            watch_node(sessions, session, path, gone).await;
+            let recorded = async {
+                if let Some(record) = &record {
+                    write_record(&sessions, session, &path, record, &gone).await;
+                }
+            };
+            let watched = watch_node(sessions.clone(), session, path.clone(), gone.clone());
+            tokio::join!(recorded, watched);
         });
     }
 }
 
-/// The fencing tokens of this client's grants whose nodes' records do not show them yet
-/// (written [`RECORD_AFTER`] the grant), by node path: `status` asked by this client shows
-/// its own grants' tokens at once.
+/// The fencing tokens of this client's grants that their nodes' records may not show yet
+/// (written [`RECORD_AFTER`] the grant), by node path, for as long as each grant is held:
+/// `status` asked by this client shows its own grants' tokens from here.
 #[derive(Debug, Default)]
-pub(crate) struct Unrecorded(Mutex<HashMap<String, u64>>);
+pub(crate) struct Unrecorded(Mutex<HashMap<String, (u64, u64)>>);
 
 impl Unrecorded {
-    /// The grant whose node is `path` has fencing token `token`, not yet in its record.
-    pub(crate) fn note(&self, path: &str, token: u64) {
-        self.lock().insert(path.to_owned(), token);
+    /// The grant whose node is `path`, made in `session`, has fencing token `token`. The
+    /// grants of other sessions, all lost, are forgotten.
+    pub(crate) fn note(&self, path: &str, session: u64, token: u64) {
+        let mut tokens = self.lock();
+        tokens.retain(|_, (made_in, _)| *made_in == session);
+        tokens.insert(path.to_owned(), (session, token));
     }
 
-    /// The record of the grant whose node is `path` is written, or the grant is over.
+    /// The grant whose node is `path` is over.
     pub(crate) fn forget(&self, path: &str) {
         self.lock().remove(path);
     }
 
-    /// The fencing token of this client's grant whose node is `path`, if its record does
-    /// not show it yet.
+    /// The fencing token of this client's grant whose node is `path`, if noted.
     pub(crate) fn token(&self, path: &str) -> Option<u64> {
-        self.lock().get(path).copied()
+        self.lock().get(path).map(|(_, token)| *token)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, u64)>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -160,9 +165,12 @@ impl Unrecorded {
 /// How long a grant lasts before its record with its fencing token is written.
 pub(crate) const RECORD_AFTER: Duration = Duration::from_millis(10);
 
+/// How long a record write that got no answer waits before it is made again.
+const RECORD_RETRY: Duration = Duration::from_millis(100);
+
 /// Writes `record` to `path`, a grant's node in `session`, once the grant has lasted
-/// [`RECORD_AFTER`], if it is still held then. A failure leaves the record the node was
-/// created with.
+/// [`RECORD_AFTER`] and while it is held: made again after a failure that may pass (a lost
+/// connection the session survives), given up when the node or the session is gone.
 async fn write_record(
     sessions: &Weak<Sessions>,
     session: u64,
@@ -171,17 +179,26 @@ async fn write_record(
     gone: &LossWatch,
 ) {
     tokio::time::sleep(RECORD_AFTER).await;
-    let Some(sessions) = sessions.upgrade() else {
-        return;
-    };
-    if let Some(live) = sessions.slot.live().filter(|live| live.id == session) {
-        if gone.is_held() {
-            if let Err(err) = live.client.set_data(path, record, None).await {
+    while gone.is_held() {
+        let Some(live) = sessions.upgrade().and_then(|s| s.slot.live()) else {
+            return;
+        };
+        if live.id != session {
+            return;
+        }
+        let written = live.client.set_data(path, record, None).await;
+        drop(live);
+        match written {
+            Ok(_) => return,
+            Err(zk::Error::ConnectionLoss | zk::Error::SessionMoved | zk::Error::Custom(_)) => {
+                tokio::time::sleep(RECORD_RETRY).await
+            }
+            Err(err) => {
                 tracing::debug!(error = %err, node = path, "a grant's record was not written");
+                return;
             }
         }
     }
-    sessions.unrecorded.forget(path);
 }
 
 /// Watches `path`, a grant's node in `session`, until it is deleted (a loss to report),

@@ -8,7 +8,7 @@ use distlock_core::backend::{PollOutcome, Ticket};
 use distlock_core::{Error, Result};
 use zookeeper_client as zk;
 
-use crate::backend::ZkBackend;
+use crate::backend::{QueueRead, ZkBackend};
 use crate::error::zk_error;
 use crate::names;
 use crate::nodes;
@@ -23,7 +23,9 @@ pub(crate) async fn poll(
     limit: u32,
 ) -> Result<PollOutcome> {
     let node = backend.queue_node(ticket).await?;
-    let (listing, _) = backend.queue_listing(ticket, &node, false).await?;
+    let (listing, _) = backend
+        .queue_listing(ticket, &node, QueueRead::Plain)
+        .await?;
     let queue = names::queue(&listing.children);
     let Some(index) = queue.iter().position(|c| c.name == node.name()) else {
         return backend.missing(ticket, &node).await;
