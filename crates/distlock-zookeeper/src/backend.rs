@@ -30,10 +30,6 @@ pub(crate) enum QueueRead {
     /// A listing, and the request's node stamped right behind it when its wait has just
     /// ended because the node it waited for went (the grant is likely).
     Stamped,
-    /// A listing made once the member has caught up with the leader (`sync`): what it
-    /// shows was so at the leader after the poll began, so a node an operator deleted
-    /// before is not taken for a live one.
-    Synced,
 }
 
 /// A distlock client's ZooKeeper backend: one session at a time (see the crate docs).
@@ -137,7 +133,6 @@ impl ZkBackend {
         }
         let live = self.sessions.slot.current()?;
         match read {
-            QueueRead::Synced => Ok((nodes::sync_and_list(&live, &request.dir).await?, None)),
             QueueRead::Stamped if std::mem::take(&mut request.likely) => {
                 nodes::list_and_stamp(&live, &request.dir, &node.path, &request.data).await
             }
@@ -224,12 +219,11 @@ impl ZkBackend {
     async fn poll_lock(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let node = self.queue_node(ticket).await?;
         let exclusive = ticket.request.kind.is_exclusive();
-        // A mutex's or writer's fencing token is the listing's `pzxid`, read once the member
-        // this client reaches has caught up with the leader; a reader's is a write to its
-        // node after the listing, sent in the same round trip when the grant is likely (see
-        // the crate docs).
+        // A mutex's or writer's fencing token is the listing's `pzxid`; a reader's is a
+        // write to its node after the listing, sent in the same round trip when the grant
+        // is likely (see the crate docs).
         let read = match exclusive {
-            true => QueueRead::Synced,
+            true => QueueRead::Plain,
             false => QueueRead::Stamped,
         };
         let (listing, stamp) = self.queue_listing(ticket, &node, read).await?;

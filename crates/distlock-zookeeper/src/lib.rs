@@ -54,6 +54,13 @@
 //! turns `Lost` at once and a new session serves later requests; a waiter whose node went
 //! with the old session queues again in the new one.
 //!
+//! A node deleted by someone else (an operator, a forced release) loses its grant alone:
+//! each grant watches its own node from 100 ms after the grant, and a mutex or writer
+//! granted after a wait writes its record 10 ms after the grant, which finds the node gone
+//! sooner. The next holder's token is greater. A member of the ensemble that had not yet
+//! applied such a deletion of a waiter's node may still grant it; the record's write, which
+//! the leader answers, finds it out, and that grant's token is below the next holder's.
+//!
 //! # Fencing
 //!
 //! A grant's fencing token is a ZooKeeper transaction id (zxid): unique, increasing across

@@ -101,20 +101,6 @@ fn listing(answer: std::result::Result<(Vec<String>, zk::Stat), zk::Error>) -> R
     }
 }
 
-/// Lists `dir`'s children once the member this session reaches has caught up with the
-/// leader: a `sync`, and the listing right behind it in the same round trip (the member
-/// answers a session's requests in order). The listing shows at least what the leader had
-/// committed when the sync reached it.
-pub(crate) async fn sync_and_list(live: &Live, dir: &str) -> Result<Listing> {
-    let synced = live.client.sync(dir);
-    let listed = live.client.get_children(dir);
-    let (synced, listed) = tokio::join!(synced, listed);
-    match synced {
-        Ok(()) | Err(zk::Error::NoNode) => listing(listed),
-        Err(err) => Err(zk_error("poll")(err)),
-    }
-}
-
 /// [`create_protected`], with `dir`'s children listed in the same round trip: the list is
 /// sent right behind the create, and ZooKeeper answers a session's requests in order, so it
 /// includes the new node. The listing is `None` when the first create did not simply

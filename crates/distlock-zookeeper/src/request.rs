@@ -170,7 +170,10 @@ const RECORD_RETRY: Duration = Duration::from_millis(100);
 
 /// Writes `record` to `path`, a grant's node in `session`, once the grant has lasted
 /// [`RECORD_AFTER`] and while it is held: made again after a failure that may pass (a lost
-/// connection the session survives), given up when the node or the session is gone.
+/// connection the session survives), given up when the session is gone. A node found gone
+/// is a loss to report: the grant's node was deleted by someone else — possibly before the
+/// grant, which a member that had not yet applied the deletion decided (its token is then
+/// below the next holder's, whose grant came after the deletion).
 async fn write_record(
     sessions: &Weak<Sessions>,
     session: u64,
@@ -190,6 +193,12 @@ async fn write_record(
         drop(live);
         match written {
             Ok(_) => return,
+            Err(zk::Error::NoNode) => {
+                if let Some(sessions) = sessions.upgrade() {
+                    gone.report(&sessions.slot);
+                }
+                return;
+            }
             Err(zk::Error::ConnectionLoss | zk::Error::SessionMoved | zk::Error::Custom(_)) => {
                 tokio::time::sleep(RECORD_RETRY).await
             }
