@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use crate::server::Server;
 
 /// Names a user may pick — nested (`orders` and `orders/42`), doubled, leading and trailing
-/// slashes, dots, `%`, unicode, spaces, the longest allowed — are each a lock of their own,
+/// slashes, dots, `%`, unicode (an emoji too), spaces, names a store keeps for itself
+/// (`locks`, `leases`, `lock-0000000001`), the longest allowed — are each a lock of their own,
 /// all held at once by one client against `url`, and `status` gives each name back as it
 /// was; once released, none is left.
 ///

@@ -185,6 +185,10 @@ impl ZkBackend {
                 prefix: request.lease_prefix(),
             });
         }
+        if let Some(node) = &request.node {
+            // A grant the core turned away (made in a session that ended meanwhile).
+            self.sessions.unrecorded.forget(&node.path);
+        }
         match request.node.take() {
             Some(node) if node.session == live.id => doomed.push(Doomed::Node(node.path)),
             Some(_) => {}
@@ -256,9 +260,10 @@ impl ZkBackend {
                 if token != node.czxid {
                     let token = token_of(token)?;
                     record = Some(HolderRecord::encode_granted(&ticket.request, token));
+                    let live = self.sessions.slot.current()?.id;
                     self.sessions
                         .unrecorded
-                        .note(&node.path, node.session, token);
+                        .note(&node.path, node.session, token, live);
                 }
                 token
             }

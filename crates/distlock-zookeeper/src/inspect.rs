@@ -47,7 +47,8 @@ pub(crate) async fn locks(
                 };
                 // Every child of the base is a lock's node (or on the way to one), whatever
                 // its name; below a lock's node, its contenders and a semaphore's `locks`
-                // and `leases` are the lock's own (no lock's node is named so there).
+                // and `leases` are the lock's own (no lock's node is named so there), and
+                // any other child leads to more locks.
                 let below_base = dir != base;
                 let semaphore = below_base && is_semaphore(&children);
                 let contended = semaphore || children.iter().any(|c| names::contender(c).is_some());
@@ -58,13 +59,11 @@ pub(crate) async fn locks(
                         }
                     }
                 }
-                if semaphore {
-                    continue;
-                }
                 pending.extend(
                     children
                         .iter()
                         .filter(|c| !below_base || names::contender(c).is_none())
+                        .filter(|c| !semaphore || (c.as_str() != "locks" && c.as_str() != "leases"))
                         .map(|c| format!("{dir}/{c}")),
                 );
             }

@@ -55,11 +55,16 @@
 //! with the old session queues again in the new one.
 //!
 //! A node deleted by someone else (an operator, a forced release) loses its grant alone:
-//! each grant watches its own node from 100 ms after the grant, and a mutex or writer
-//! granted after a wait writes its record 10 ms after the grant, which finds the node gone
-//! sooner. The next holder's token is greater. A member of the ensemble that had not yet
-//! applied such a deletion of a waiter's node may still grant it; the record's write, which
-//! the leader answers, finds it out, and that grant's token is below the next holder's.
+//! each grant watches its own node from 100 ms after the grant, and a mutex or writer whose
+//! token is not its node's creation writes its record 10 ms after the grant, which finds
+//! the node gone sooner. Until then the holder still believes it holds, beside the next
+//! holder, whose token is greater: a fenced resource refuses the old holder's writes once
+//! it has seen the new one's. One case more comes with an ensemble: a member that has not
+//! yet applied such a deletion of a *waiter's* node may grant that waiter after the next
+//! holder was granted elsewhere. Its token is below the next holder's (its grant was
+//! decided on the older state), and the two hold together until its record's write, which
+//! the leader answers, finds the node gone: 10 ms and a write's round trip after the grant;
+//! a hold shorter than that learns it at its release, which answers `NotHeld`.
 //!
 //! # Fencing
 //!
@@ -85,10 +90,16 @@
 //! * A semaphore's request stamps its last lease the same way.
 //!
 //! A waiter watches the node ahead for its deletion alone (a watch on its children, which
-//! an ephemeral node cannot have), so these writes wake no one. `status` shows each
-//! holder's token: the one in its node's record, else its node's last write (`mzxid`). For
-//! the first 10 ms of a mutex's or writer's grant after a wait, another client's `status`
-//! shows the node's creation there, below the token; the holder's own client knows it.
+//! an ephemeral node cannot have), so these writes wake no one (a node it may not read,
+//! made with its creator's ACL, is watched with `exists`, and its writes only set the watch
+//! again). `status` shows each holder's token: the one in its node's record, else its
+//! node's last write (`mzxid`). Until a mutex's or writer's record with its token arrives
+//! (10 ms and a write's round trip after the grant), another client's `status` shows the
+//! node's creation there, below the token; the holder's own client shows the token.
+//!
+//! The `pzxid` a listing answers must not go back: ZooKeeper before 3.6 could set it back
+//! when it replayed its log at a restart (ZOOKEEPER-3145, ZOOKEEPER-3249). Use 3.6 or
+//! later (Debian's is 3.8).
 
 mod backend;
 mod config;

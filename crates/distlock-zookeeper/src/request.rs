@@ -138,10 +138,11 @@ pub(crate) struct Unrecorded(Mutex<HashMap<String, (u64, u64)>>);
 
 impl Unrecorded {
     /// The grant whose node is `path`, made in `session`, has fencing token `token`. The
-    /// grants of other sessions, all lost, are forgotten.
-    pub(crate) fn note(&self, path: &str, session: u64, token: u64) {
+    /// grants of sessions other than `live` (the one that serves now), all lost, are
+    /// forgotten.
+    pub(crate) fn note(&self, path: &str, session: u64, token: u64, live: u64) {
         let mut tokens = self.lock();
-        tokens.retain(|_, (made_in, _)| *made_in == session);
+        tokens.retain(|_, (made_in, _)| *made_in == live);
         tokens.insert(path.to_owned(), (session, token));
     }
 
@@ -169,8 +170,8 @@ pub(crate) const RECORD_AFTER: Duration = Duration::from_millis(10);
 const RECORD_RETRY: Duration = Duration::from_millis(100);
 
 /// Writes `record` to `path`, a grant's node in `session`, once the grant has lasted
-/// [`RECORD_AFTER`] and while it is held: made again after a failure that may pass (a lost
-/// connection the session survives), given up when the session is gone. A node found gone
+/// [`RECORD_AFTER`] and while it is held: made again after a failure (a lost connection the
+/// session survives, a server that throttles), given up when the session is gone. A node found gone
 /// is a loss to report: the grant's node was deleted by someone else — possibly before the
 /// grant, which a member that had not yet applied the deletion decided (its token is then
 /// below the next holder's, whose grant came after the deletion).
@@ -199,12 +200,12 @@ async fn write_record(
                 }
                 return;
             }
-            Err(zk::Error::ConnectionLoss | zk::Error::SessionMoved | zk::Error::Custom(_)) => {
-                tokio::time::sleep(RECORD_RETRY).await
+            Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed) => {
+                return;
             }
             Err(err) => {
-                tracing::debug!(error = %err, node = path, "a grant's record was not written");
-                return;
+                tracing::debug!(error = %err, node = path, "a grant's record is written again");
+                tokio::time::sleep(RECORD_RETRY).await;
             }
         }
     }
