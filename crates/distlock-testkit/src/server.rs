@@ -442,15 +442,21 @@ fn process_tree(pid: u32) -> Vec<u32> {
 /// A port nobody listens on right now, on 127.0.0.1, picked at random below the kernel's
 /// range of ephemeral ports: a port from that range (what binding port 0 gives) may be
 /// taken by any outgoing connection before the server binds it, which made an etcd member
-/// fail to start with "address already in use" while other tests were connecting.
+/// fail to start with "address already in use" while other tests were connecting. No port
+/// is given twice in one process: a launch picks several before any is bound (a ZooKeeper
+/// ensemble's peer ports, then each member's client port), and once two of them were one.
 ///
 /// # Examples
 ///
 /// ```
-/// let port = distlock_testkit::free_port().unwrap();
-/// assert!(port > 0);
+/// let (one, other) = (distlock_testkit::free_port().unwrap(), distlock_testkit::free_port().unwrap());
+/// assert_ne!(one, other);
 /// ```
 pub fn free_port() -> std::io::Result<u16> {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
@@ -458,12 +464,23 @@ pub fn free_port() -> std::io::Result<u16> {
     if ephemeral_low > FIRST_PORT {
         for _ in 0..200 {
             let port = FIRST_PORT + random_below(ephemeral_low - FIRST_PORT);
-            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.push(port);
                 return Ok(port);
             }
         }
     }
-    Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+    for _ in 0..200 {
+        let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
+        if !given.contains(&port) {
+            given.push(port);
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        "every free port found was given already",
+    ))
 }
 
 /// The lowest port [`free_port`] picks: above the ports services commonly use.

@@ -260,7 +260,7 @@ impl ZkBackend {
                 if token != node.czxid {
                     let token = token_of(token)?;
                     record = Some(HolderRecord::encode_granted(&ticket.request, token));
-                    let live = self.sessions.slot.current()?.id;
+                    let live = self.sessions.slot.live().map_or(node.session, |l| l.id);
                     self.sessions
                         .unrecorded
                         .note(&node.path, node.session, token, live);
