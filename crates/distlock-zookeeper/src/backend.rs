@@ -186,7 +186,8 @@ impl ZkBackend {
             });
         }
         if let Some(node) = &request.node {
-            // A grant the core turned away (made in a session that ended meanwhile).
+            // Withdrawn after its grant, when the core turned it away (made in a session
+            // that ended meanwhile).
             self.sessions.unrecorded.forget(&node.path);
         }
         match request.node.take() {
@@ -443,9 +444,9 @@ pub(crate) fn token_of(zxid: i64) -> Result<u64> {
 }
 
 /// Waits until `blocker` lets its waiter go or its session ends: true when the node it
-/// waited for was deleted, or the leases left room. Any other change of the node (children
-/// under a foreign contender's node, which ZooKeeper lets no ephemeral node have) sets the
-/// watch again instead of waking the waiter.
+/// waited for was deleted, or the leases left room. A change that is not one of those (a
+/// write to a node watched with `exists`, a change among the leases that leaves no room)
+/// sets the watch again instead of waking the waiter.
 async fn wait_for(sessions: &Sessions, blocker: &Blocker) -> Result<bool> {
     loop {
         let Some(live) = sessions.slot.live() else {

@@ -106,7 +106,7 @@ impl Request {
     /// nothing more; a node deleted in the meantime is found gone when it is set. It is set
     /// again after a failure to set it, as long as the session and the grant last.
     ///
-    /// `record`, if any, is written to the node first, once the grant has lasted
+    /// `record`, if any, is written to the node beside the watch, once the grant has lasted
     /// [`RECORD_AFTER`]: a mutex's or writer's record with its fencing token, for `status`.
     /// Written at once, it would stand between the grant and the release of a short hold
     /// (the release's delete comes after it in the session), for no reader.
@@ -166,15 +166,16 @@ impl Unrecorded {
 /// How long a grant lasts before its record with its fencing token is written.
 pub(crate) const RECORD_AFTER: Duration = Duration::from_millis(10);
 
-/// How long a record write that got no answer waits before it is made again.
+/// How long a record write that failed waits before it is made again.
 const RECORD_RETRY: Duration = Duration::from_millis(100);
 
 /// Writes `record` to `path`, a grant's node in `session`, once the grant has lasted
-/// [`RECORD_AFTER`] and while it is held: made again after a failure (a lost connection the
-/// session survives, a server that throttles), given up when the session is gone. A node found gone
-/// is a loss to report: the grant's node was deleted by someone else — possibly before the
-/// grant, which a member that had not yet applied the deletion decided (its token is then
-/// below the next holder's, whose grant came after the deletion).
+/// [`RECORD_AFTER`] and while it is held: made again after a failure (a lost connection
+/// the session survives, a server that throttles), given up when the session is gone. A
+/// node found gone is a loss to report: the grant's node was deleted by someone else —
+/// possibly before the grant, which a member that had not yet applied the deletion
+/// decided (its token is then below the next holder's, whose grant came after the
+/// deletion).
 async fn write_record(
     sessions: &Weak<Sessions>,
     session: u64,
