@@ -70,7 +70,9 @@
 //!
 //! A grant's fencing token is a ZooKeeper transaction id (zxid): unique, increasing across
 //! the ensemble (a new leader's epoch makes it larger still), and durable. Tokens strictly
-//! increase in grant order for every kind:
+//! increase in grant order for every kind — the order in which the grants were decided,
+//! which is also the order their holders learn of them but for the lagging member's case
+//! above:
 //!
 //! * A mutex or writer is granted on a listing of its queue that shows it first. Its token
 //!   is that listing's `pzxid`, the transaction that last changed the queue. Every earlier
