@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use distlock_core::backend::duration_within;
 use distlock_core::{Error, Result, Url};
 
 /// How locks are held on a server database.
@@ -127,14 +128,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub fn connect_timeout(url: &Url) -> Result<Duration> {
     match url.query_pairs().find(|(key, _)| key == "connect_timeout") {
         None => Ok(DEFAULT_CONNECT_TIMEOUT),
-        Some((_, value)) => humantime::parse_duration(&value)
-            .ok()
-            .filter(|d| (Duration::from_millis(10)..=Duration::from_secs(3600)).contains(d))
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "connect_timeout `{value}` is not a duration between 10ms and 1h"
-                ))
-            }),
+        Some((_, value)) => duration_within(
+            "connect_timeout",
+            &value,
+            Duration::from_millis(10)..=Duration::from_secs(3600),
+        ),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use distlock_core::backend::duration_within;
 use distlock_core::{Error, Result, Url, redact_url};
 
 /// The session timeout asked of the server unless the URL says otherwise (the server may
@@ -117,14 +118,8 @@ impl ZkConfig {
                 "tls_ca" if tls => tls_ca = Some(std::path::PathBuf::from(&*value)),
                 "tls_ca" => return Err(refuse("tls_ca is for zks:// (TLS)".into())),
                 "session_timeout" => {
-                    session_timeout = humantime::parse_duration(&value)
-                        .ok()
-                        .filter(|t| SESSION_TIMEOUTS.contains(t))
-                        .ok_or_else(|| {
-                            refuse(format!(
-                                "session_timeout `{value}` is not a duration from 200ms to 1h"
-                            ))
-                        })?;
+                    session_timeout = duration_within("session_timeout", &value, SESSION_TIMEOUTS)
+                        .map_err(|err| refuse(err.message().to_owned()))?;
                 }
                 other => {
                     return Err(refuse(format!(

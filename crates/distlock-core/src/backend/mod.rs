@@ -57,6 +57,7 @@
 mod fence_ttl;
 mod info;
 mod keeping;
+mod params;
 mod record;
 mod request;
 mod runtime;
@@ -82,6 +83,7 @@ pub use fence_ttl::{
 };
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use keeping::{EntryWatch, until_done, watch_entry};
+pub use params::duration_within;
 pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;

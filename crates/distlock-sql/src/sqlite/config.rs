@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use distlock_core::backend::duration_within;
 use distlock_core::{Error, Result, Url};
 
 /// The longest `busy_timeout`: how long one statement may wait for another process's
@@ -73,14 +74,8 @@ impl SqliteConfig {
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "busy_timeout" => {
-                    config.busy_timeout = humantime::parse_duration(&value)
-                        .ok()
-                        .filter(|timeout| *timeout <= MAX_BUSY_TIMEOUT)
-                        .ok_or_else(|| {
-                            Error::invalid(format!(
-                                "busy_timeout `{value}` is not a duration from 0s to 1h"
-                            ))
-                        })?
+                    config.busy_timeout =
+                        duration_within("busy_timeout", &value, Duration::ZERO..=MAX_BUSY_TIMEOUT)?
                 }
                 "fence_ttl" => config.fence_ttl = distlock_core::backend::parse_fence_ttl(&value)?,
                 "synchronous" => {
