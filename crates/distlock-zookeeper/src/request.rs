@@ -5,11 +5,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use distlock_core::backend::{
-    EntryWatch, Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket, watch_entry,
+    EntryWatch, Grant, HolderRecord, LockRequest, LossFlag, LossWatch, Ticket, until_done,
+    watch_entry,
 };
 use distlock_core::{Error, ErrorKind, LockKind, Result};
 use zookeeper_client as zk;
 
+use crate::error::zk_error;
 use crate::names;
 use crate::nodes::{self, Listing, Node};
 use crate::session::Sessions;
@@ -164,10 +166,7 @@ impl Unrecorded {
 }
 
 /// How long a grant lasts before its record with its fencing token is written.
-pub(crate) const RECORD_AFTER: Duration = Duration::from_millis(10);
-
-/// How long a record write that failed waits before it is made again.
-const RECORD_RETRY: Duration = Duration::from_millis(100);
+const RECORD_AFTER: Duration = Duration::from_millis(10);
 
 /// Writes `record` to `path`, a grant's node in `session`, once the grant has lasted
 /// [`RECORD_AFTER`] and while it is held: made again after a failure (a lost connection
@@ -184,31 +183,29 @@ async fn write_record(
     gone: &LossWatch,
 ) {
     tokio::time::sleep(RECORD_AFTER).await;
-    while gone.is_held() {
+    // Whether the node was found gone.
+    let attempt = || async {
         let Some(live) = sessions.upgrade().and_then(|s| s.slot.live()) else {
-            return;
+            return Ok(false);
         };
         if live.id != session {
-            return;
+            return Ok(false);
         }
-        let written = live.client.set_data(path, record, None).await;
-        drop(live);
-        match written {
-            Ok(_) => return,
-            Err(zk::Error::NoNode) => {
-                if let Some(sessions) = sessions.upgrade() {
-                    gone.report(&sessions.slot);
-                }
-                return;
-            }
+        match live.client.set_data(path, record, None).await {
+            Ok(_) => Ok(false),
+            Err(zk::Error::NoNode) => Ok(true),
             Err(zk::Error::SessionExpired | zk::Error::ClientClosed | zk::Error::AuthFailed) => {
-                return;
+                Ok(false)
             }
-            Err(err) => {
-                tracing::debug!(error = %err, node = path, "a grant's record is written again");
-                tokio::time::sleep(RECORD_RETRY).await;
-            }
+            Err(err) => Err(zk_error("record a grant")(err)),
         }
+    };
+    if !gone.is_held() {
+        return;
+    }
+    let found_gone = until_done("record a grant's token", || gone.is_held(), attempt).await;
+    if let (Some(true), Some(sessions)) = (found_gone, sessions.upgrade()) {
+        gone.report(&sessions.slot);
     }
 }
 
