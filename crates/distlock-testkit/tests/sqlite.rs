@@ -284,35 +284,31 @@ struct ReadOnly(std::path::PathBuf);
 
 impl ReadOnly {
     fn set(path: &std::path::Path) -> ReadOnly {
-        use std::os::unix::fs::PermissionsExt;
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            let status = std::process::Command::new("chattr")
-                .arg("+i")
-                .arg(path)
-                .status()
-                .expect("chattr (e2fsprogs) runs");
-            assert!(status.success(), "chattr +i {}", path.display());
-        } else {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).unwrap();
-        }
+        assert!(read_only(path, true), "{} made read-only", path.display());
         ReadOnly(path.to_owned())
     }
 }
 
 impl Drop for ReadOnly {
     fn drop(&mut self) {
-        use std::os::unix::fs::PermissionsExt;
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            let _ = std::process::Command::new("chattr")
-                .arg("-i")
-                .arg(&self.0)
-                .status();
-        } else {
-            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o644));
-        }
+        read_only(&self.0, false);
     }
+}
+
+/// Makes `path` read-only to this process, or writable again: whether that worked.
+fn read_only(path: &std::path::Path, on: bool) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let flag = if on { "+i" } else { "-i" };
+        let status = std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(path)
+            .status();
+        return status.expect("chattr (e2fsprogs) runs").success();
+    }
+    let mode = if on { 0o444 } else { 0o644 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).is_ok()
 }
 
 /// A lock database this process may not write (made by another user, who alone may

@@ -15,12 +15,8 @@ async fn target() -> distlock_testkit::Target {
 #[test]
 fn names_like_a_locks_own_nodes_are_locks_of_their_own() {
     distlock_testkit::block_on(async {
-        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
-        let url = format!("zk://{}/own", server.addr());
-        let (a, b) = (
-            distlock::Client::connect(&url).await.unwrap(),
-            distlock::Client::connect(&url).await.unwrap(),
-        );
+        let target = target().await;
+        let (a, b) = (target.client().await, target.client().await);
         let held = |name: &'static str, client: &distlock::Client| {
             let mutex = client.mutex(name);
             async move {
@@ -69,12 +65,8 @@ fn names_like_a_locks_own_nodes_are_locks_of_their_own() {
 #[test]
 fn a_mutex_and_a_semaphore_asked_at_once_on_one_name_are_never_both_granted() {
     distlock_testkit::block_on(async {
-        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
-        let url = format!("zk://{}/kinds", server.addr());
-        let (a, b) = (
-            distlock::Client::connect(&url).await.unwrap(),
-            distlock::Client::connect(&url).await.unwrap(),
-        );
+        let target = target().await;
+        let (a, b) = (target.client().await, target.client().await);
         let mut refused = 0;
         for round in 0..20 {
             let name = format!("both-{round}");
