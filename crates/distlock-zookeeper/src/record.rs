@@ -20,50 +20,47 @@ impl Record {
 
     /// What `data`, the node data of `contender`, says of its holder: our record, or a
     /// foreign contender described by its node name.
-    fn read(contender: &Contender, data: &[u8]) -> (String, LockKind, HolderMeta) {
-        let fallback_kind = match contender.role {
-            Role::Exclusive if contender.name.contains("__WRIT__") => LockKind::Write,
-            Role::Exclusive => LockKind::Mutex,
-            Role::Shared => LockKind::Read,
-        };
-        match HolderRecord::decode(data) {
-            Some(record) => (record.owner, record.kind, record.meta),
-            None => (
-                format!("foreign client (node {})", contender.name),
-                fallback_kind,
-                HolderMeta {
-                    host: String::from_utf8_lossy(data).chars().take(64).collect(),
-                    pid: 0,
-                    acquired_at_unix_ms: 0,
-                },
-            ),
-        }
+    fn read(contender: &Contender, data: &[u8]) -> HolderRecord {
+        HolderRecord::decode(data).unwrap_or_else(|| HolderRecord {
+            owner: format!("foreign client (node {})", contender.name),
+            kind: match contender.role {
+                Role::Exclusive if contender.name.contains("__WRIT__") => LockKind::Write,
+                Role::Exclusive => LockKind::Mutex,
+                Role::Shared => LockKind::Read,
+            },
+            permits: 1,
+            meta: HolderMeta {
+                host: String::from_utf8_lossy(data).chars().take(64).collect(),
+                pid: 0,
+                acquired_at_unix_ms: 0,
+            },
+            fencing_token: None,
+        })
     }
 
     /// `contender` as a holder: its grant's fencing token is the one its record holds, else
     /// `zxid` (its node's last write).
     pub(crate) fn holder(contender: &Contender, data: &[u8], zxid: i64) -> HolderInfo {
-        let (owner, kind, meta) = Record::read(contender, data);
-        let recorded = HolderRecord::decode(data).and_then(|record| record.fencing_token);
+        let record = Record::read(contender, data);
         HolderInfo {
-            owner,
-            kind,
+            owner: record.owner,
+            kind: record.kind,
             permits: 1,
-            fencing_token: recorded.unwrap_or(zxid.max(0) as u64),
+            fencing_token: record.fencing_token.unwrap_or(zxid.max(0) as u64),
             remaining_ms: None,
-            meta,
+            meta: record.meta,
         }
     }
 
     /// `contender` as a waiter.
     pub(crate) fn waiter(contender: &Contender, data: &[u8]) -> WaiterInfo {
-        let (owner, kind, meta) = Record::read(contender, data);
+        let record = Record::read(contender, data);
         WaiterInfo {
-            kind,
+            kind: record.kind,
             permits: 1,
-            owner,
+            owner: record.owner,
             fair: true,
-            meta,
+            meta: record.meta,
         }
     }
 }
