@@ -8,6 +8,8 @@ pub const USAGE: u8 = 64;
 pub const UNAVAILABLE: u8 = 69;
 /// Anything else that went wrong inside distlock.
 pub const SOFTWARE: u8 = 70;
+/// The run succeeded, but its output could not all be written (a closed pipe, a full disk).
+pub const IO_ERROR: u8 = 74;
 /// The lock is busy (`--no-wait`) or the wait timed out.
 pub const BUSY: u8 = 75;
 /// The lock was lost while the command ran.

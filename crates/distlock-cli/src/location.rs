@@ -65,3 +65,24 @@ pub async fn connect(given: &Option<String>) -> Result<(String, Client)> {
     let client = Client::connect(&url).await?;
     Ok((url, client))
 }
+
+/// Connects to the lock URL for `what`, a use whose locks other processes must see: a
+/// backend whose locks live inside one process (`memory://`) is refused, naming `what`.
+pub async fn connect_shared(given: &Option<String>, what: &str) -> Result<(String, Client)> {
+    let (url, client) = connect(given).await?;
+    refuse_process_local(&client, what)?;
+    Ok((url, client))
+}
+
+/// An `InvalidInput` error when `client`'s locks live inside this process only, so that
+/// `what` (a use that spans processes) would exclude nothing and show nothing.
+pub fn refuse_process_local(client: &Client, what: &str) -> Result<()> {
+    match client.backend().capabilities().cross_process {
+        true => Ok(()),
+        false => Err(Error::invalid(format!(
+            "{what}, but {}:// locks live inside one process and no other process sees them; \
+             use a store processes share, such as sqlite:// (the default) or redis://",
+            client.backend().scheme()
+        ))),
+    }
+}

@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod exit;
 mod location;
+mod output;
 mod progress;
 mod run;
 mod signals;
@@ -19,6 +20,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use args::{Cli, Command};
+use output::errln;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -31,6 +33,9 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // A closed or full stderr loses the line; the default would report it with a
+        // panicking `eprintln!`.
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             // sqlx warns of every statement over a second; here those are waits on purpose
@@ -47,7 +52,7 @@ fn main() -> ExitCode {
     let runtime = match flavour.build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("distlock: cannot start the async runtime: {err}");
+            errln!("distlock: cannot start the async runtime: {err}");
             return ExitCode::from(exit::SOFTWARE);
         }
     };
@@ -63,9 +68,9 @@ fn main() -> ExitCode {
             Command::TortureWorker => torture::worker().await,
         };
         outcome.unwrap_or_else(|err| {
-            eprintln!("distlock: {err}");
+            errln!("distlock: {err}");
             exit::for_error(&err)
         })
     });
-    ExitCode::from(code)
+    ExitCode::from(output::exit_code(code))
 }

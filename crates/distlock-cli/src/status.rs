@@ -5,17 +5,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use distlock::{LockState, Result};
 
 use crate::args::StatusArgs;
-use crate::location::connect;
+use crate::location::connect_shared;
+use crate::output::outln;
 
 pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
-    let (_, client) = connect(url).await?;
+    if let Some(name) = &args.name {
+        distlock::validate_name(name)?;
+    }
+    let (_, client) = connect_shared(url, "`status` shows the locks other processes hold").await?;
     let states = client.status(args.name.as_deref()).await?;
     if args.json {
         let json = serde_json::to_string_pretty(&states)
             .map_err(|e| distlock::Error::invalid(format!("cannot encode status: {e}")))?;
-        println!("{json}");
+        outln!("{json}");
     } else {
-        print!("{}", table(&states));
+        crate::output::stdout_text(&table(&states));
     }
     Ok(0)
 }

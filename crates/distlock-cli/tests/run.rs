@@ -238,7 +238,7 @@ fn exit_codes_are_the_documented_ones() {
     std::fs::write(&not_executable, "echo hi\n").unwrap();
     let not_executable = not_executable.display().to_string();
     let directory = format!("sqlite://{}", state.path().display());
-    let cases: [(&[&str], i32, &str); 12] = [
+    let cases: [(&[&str], i32, &str); 18] = [
         (
             &["run", "--name", "a", "--", "sh", "-c", "exit 7"],
             7,
@@ -296,6 +296,54 @@ fn exit_codes_are_the_documented_ones() {
             "nothing listening",
         ),
         (
+            &[
+                "--url",
+                "redis://127.0.0.1:1",
+                "run",
+                "--name",
+                "",
+                "--",
+                "true",
+            ],
+            64,
+            "an empty name, refused before the store that is down is asked",
+        ),
+        (
+            &[
+                "--url",
+                "redis://127.0.0.1:1",
+                "run",
+                "--name",
+                "a",
+                "--ttl",
+                "1000y",
+                "--",
+                "true",
+            ],
+            64,
+            "a TTL past the maximum, refused before the store is asked",
+        ),
+        (
+            &["--url", "redis://127.0.0.1:1", "status", "a\tb"],
+            64,
+            "a name with a control character, refused before the store is asked",
+        ),
+        (
+            &["--url", "memory://", "run", "--name", "a", "--", "true"],
+            64,
+            "memory:// for run: no other process sees its locks",
+        ),
+        (
+            &["--url", "memory://", "status"],
+            64,
+            "memory:// for status",
+        ),
+        (
+            &["status"],
+            74,
+            "output that cannot be written (stdout is /dev/full here)",
+        ),
+        (
             &["run", "--name", "a", "--no-such-flag", "--", "true"],
             2,
             "a syntax error",
@@ -303,7 +351,12 @@ fn exit_codes_are_the_documented_ones() {
         (&["run", "--help"], 0, "help"),
     ];
     for (args, expected, what) in cases {
-        let out = output(distlock(state.path()).args(args));
+        let mut command = distlock(state.path());
+        if expected == 74 {
+            let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+            command.stdout(full.unwrap());
+        }
+        let out = output(command.args(args));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
             out.status.code(),

@@ -473,8 +473,12 @@ impl LeaseCore {
         self.release_grant().await
     }
 
-    /// Releases the grant, waiting at most the operation timeout for the backend.
+    /// Releases the grant, waiting at most the operation timeout for the backend. A grant
+    /// already `Lost` (its guard's `lost()` fired) is still deleted, as the store may keep it
+    /// a while yet, but its release is `NotHeld` even when the store found it: the guard's
+    /// verdict stands, so code that checks the release learns what `lost()` told.
     async fn release_grant(&self) -> Result<()> {
+        let lost_before = self.health() == Health::Lost;
         self.stop();
         let scheme = self.scheme();
         let release = self.client.backend.release(&self.handle).instrument(
@@ -502,6 +506,15 @@ impl LeaseCore {
             }
         };
         match outcome {
+            LeaseOutcome::Done if lost_before => {
+                self.mark_released();
+                Err(Error::new(
+                    ErrorKind::NotHeld,
+                    "the grant had been lost before the release (its lost() had fired); the store's copy is deleted now",
+                )
+                .with_backend(scheme)
+                .with_operation("release"))
+            }
             LeaseOutcome::Done => {
                 self.mark_released();
                 Ok(())

@@ -237,8 +237,21 @@ impl LockOptions {
         self.renew_every.unwrap_or(self.ttl / 3)
     }
 
-    /// Checks the options, naming the first thing that is wrong.
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the options, naming the first thing that is wrong: the check every acquire
+    /// makes first, for a caller that would refuse bad options before connecting to a store
+    /// that may be down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use distlock_core::{ErrorKind, LockOptions};
+    ///
+    /// assert!(LockOptions::new().validate().is_ok());
+    /// let huge = LockOptions::new().ttl(Duration::from_secs(1_000 * 365 * 86_400));
+    /// assert_eq!(huge.validate().unwrap_err().kind(), ErrorKind::InvalidInput);
+    /// ```
+    pub fn validate(&self) -> Result<()> {
         if self.ttl.is_zero() {
             return Err(Error::invalid("ttl must not be zero"));
         }

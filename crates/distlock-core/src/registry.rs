@@ -214,6 +214,14 @@ pub fn url_path(url: &Url) -> std::result::Result<String, &'static str> {
 }
 
 pub(crate) async fn connect(url: &str) -> Result<Arc<dyn Backend>> {
+    // Every backend's connections, renewals and background releases run on Tokio: polled
+    // by another executor (futures' block_on, async-std, smol), a driver would panic inside.
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::invalid(
+            "distlock needs a Tokio runtime: connect from inside one (#[tokio::main], \
+             #[tokio::test], or Runtime::block_on)",
+        ));
+    }
     let parsed = parse_lock_url(url)?;
     let connector = {
         let map = CONNECTORS.read().unwrap_or_else(|p| p.into_inner());

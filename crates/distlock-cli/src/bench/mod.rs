@@ -14,7 +14,8 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 use crate::args::BenchArgs;
-use crate::location::lock_url;
+use crate::location::{lock_url, refuse_process_local};
+use crate::output::outln;
 use crate::progress;
 use crate::worker_task;
 use names::BenchNames;
@@ -73,11 +74,11 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
     let mut clients = Vec::new();
     for url in &urls {
         let client = Client::connect(url).await?;
-        if args.processes && !client.backend().capabilities().cross_process {
-            return Err(Error::invalid(format!(
-                "--processes needs a backend shared by processes; {} is process-local",
-                client.backend().scheme()
-            )));
+        if args.processes {
+            refuse_process_local(
+                &client,
+                "--processes runs its clients as separate processes",
+            )?;
         }
         clients.push(client);
     }
@@ -98,7 +99,7 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
     let reports: Vec<serde_json::Value> = runs.iter().map(|r| median::median_report(r)).collect();
     for report in &reports {
         if args.json {
-            println!("{report}");
+            outln!("{report}");
         } else {
             print_table(report);
         }
@@ -193,9 +194,9 @@ async fn one_run(
 
 /// One line per backend with the ratios to its own floor, for comparing them.
 fn print_side_by_side(reports: &[serde_json::Value]) {
-    println!("side by side (each against its own floor):");
+    outln!("side by side (each against its own floor):");
     for r in reports {
-        println!(
+        outln!(
             "  {:<48} uncontended p50 {:>6.2}x   contended transfers {:>6.3}x   many names {:>5.2}x",
             r["url"].as_str().unwrap_or("?"),
             r["uncontended"]["p50_vs_floor_p50"].as_f64().unwrap_or(0.0),
@@ -219,20 +220,20 @@ fn print_table(r: &serde_json::Value) {
         Some(n) => format!("medians of {n} runs"),
         None => "? runs".to_owned(),
     };
-    println!(
+    outln!(
         "backend {}  ({}), {} runtime, {runs} of {} s per phase",
         r["backend"].as_str().unwrap_or("?"),
         r["url"].as_str().unwrap_or("?"),
         r["runtime"].as_str().unwrap_or("?"),
         r["duration_s"]
     );
-    println!(
+    outln!(
         "floor        {:<32} p50 {:>9.2} us   {:>10.0} ops/s",
         r["floor"]["op"].as_str().unwrap_or("?"),
         f(&["floor", "p50_us"]),
         f(&["floor", "ops_per_s"])
     );
-    println!(
+    outln!(
         "uncontended  acquire+release                  p50 {:>9.2} us ({:.2}x floor)  p99 {:.2} us  {:.0} cycles/s ({:.2}x floor)",
         f(&["uncontended", "p50_us"]),
         f(&["uncontended", "p50_vs_floor_p50"]),
@@ -241,14 +242,14 @@ fn print_table(r: &serde_json::Value) {
         f(&["uncontended", "cycles_vs_floor_ops"])
     );
     if let Some(op) = r["uncontended"]["minimal_cycle_op"].as_str() {
-        println!(
+        outln!(
             "minimal lock {:<32} p50 {:>9.2} us   acquire+release p50 is {:.2}x this, measured in turns",
             op,
             f(&["uncontended", "minimal_cycle_p50_us"]),
             f(&["uncontended", "p50_vs_minimal_cycle_p50"]),
         );
     }
-    println!(
+    outln!(
         "contended    {} clients{} on one name     {:.0} acquisitions/s, {:.0} transfers/s ({:.3}x floor ops), wait p50 {:.0} us p99 {:.0} us, per client {}..{}",
         f(&["contended", "clients"]),
         if r["contended"]["processes"].as_bool().unwrap_or(false) {
@@ -264,7 +265,7 @@ fn print_table(r: &serde_json::Value) {
         f(&["contended", "per_client_min"]),
         f(&["contended", "per_client_max"])
     );
-    println!(
+    outln!(
         "many names   {} tasks, one name each         {:.0} cycles/s ({:.2}x floor ops, {:.2}x the floor at that concurrency: {:.0} ops/s)",
         f(&["many_names", "tasks"]),
         f(&["many_names", "cycles_per_s"]),
@@ -490,7 +491,7 @@ async fn run_worker() -> Result<u8> {
     ))
     .await;
     let seen = contend(mutex, args.client, Instant::now() + args.duration).await?;
-    println!(
+    outln!(
         "{}",
         serde_json::to_string(&seen).expect("acquisitions serialise")
     );

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::output::errln;
 use distlock::backend::MIN_FENCE_TTL;
 use distlock::{Client, random_id};
 
@@ -55,7 +56,7 @@ impl BenchNames {
             .into_iter()
             .chain((0..self.many).map(|task| self.many(task)));
         if let Err(err) = client.forget(names).await {
-            eprintln!(
+            errln!(
                 "distlock bench: the bench's fencing counters stay until their fence_ttl: {err}"
             );
         }

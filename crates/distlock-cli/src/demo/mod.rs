@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use crate::args::DemoArgs;
-use crate::location::{lock_url, sqlite_file, state_dir};
+use crate::location::{lock_url, refuse_process_local, sqlite_file, state_dir};
+use crate::output::{errln, outln};
 use crate::progress;
 use crate::signals::{self, Caught};
 use crate::worker_task;
@@ -71,12 +72,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
     let lock_url = lock_url(url)?;
     if args.strategies.iter().any(|s| s == "lock") {
         let client = Client::connect(&lock_url).await?;
-        if !client.backend().capabilities().cross_process {
-            return Err(Error::invalid(format!(
-                "the `lock` strategy runs in several processes, but {} locks only inside one process; use a shared backend such as sqlite://",
-                client.backend().scheme()
-            )));
-        }
+        refuse_process_local(&client, "the `lock` strategy runs in several processes")?;
     }
     let shop_at = match &args.shop {
         Some(at) => at.clone(),
@@ -106,7 +102,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         let removed = tokio::select! {
             removed = shop.remove(file.as_deref()) => removed,
             number = caught.next() => {
-                eprintln!("distlock demo: stopped again by signal {number}; the shop is left at {}", distlock::redact_url(&shop_at));
+                errln!("distlock demo: stopped again by signal {number}; the shop is left at {}", distlock::redact_url(&shop_at));
                 return Ok(128u8.saturating_add(number as u8));
             }
         };
@@ -115,7 +111,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         let stopped = matches!(sold, Ok(code) if code > 128);
         match (&sold, removed) {
             (Ok(_), Err(err)) if !stopped => return Err(err),
-            (_, Err(err)) => eprintln!("distlock demo: could not remove the shop: {err}"),
+            (_, Err(err)) => errln!("distlock demo: could not remove the shop: {err}"),
             (_, Ok(())) => {}
         }
     }
@@ -127,25 +123,33 @@ const SIGNAL_GRACE: Duration = Duration::from_millis(200);
 
 /// The exit code of a demo stopped by signal `number`, told on stderr.
 fn signalled(number: libc::c_int) -> u8 {
-    eprintln!("distlock demo: stopped by signal {number}");
+    errln!("distlock demo: stopped by signal {number}");
     128u8.saturating_add(number as u8)
 }
 
 /// Runs every strategy against `shop` (at `shop_at`) and prints what each sold.
 async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Result<u8> {
     if !args.json {
-        println!(
+        outln!(
             "selling {} units to {} buyers from {} worker processes ({} buyers at once in each)",
-            args.stock, args.buyers, args.workers, args.concurrency
+            args.stock,
+            args.buyers,
+            args.workers,
+            args.concurrency
         );
-        println!(
+        outln!(
             "locks: {}   shop: {}",
             distlock::redact_url(lock_url),
             distlock::redact_url(shop_at)
         );
-        println!(
+        outln!(
             "{:<18} {:>7} {:>9} {:>11} {:>9} {:>8}",
-            "strategy", "orders", "oversold", "stock left", "buys/s", "retries"
+            "strategy",
+            "orders",
+            "oversold",
+            "stock left",
+            "buys/s",
+            "retries"
         );
     }
     let bar = progress::bar(args.strategies.len() as u64, "strategies");
@@ -177,12 +181,12 @@ async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Re
 
 fn print_report(report: &StrategyReport, json: bool) {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(report).expect("reports serialise")
         );
     } else {
-        println!(
+        outln!(
             "{:<18} {:>7} {:>9} {:>11} {:>9.0} {:>8}",
             report.strategy,
             report.orders,
@@ -331,7 +335,7 @@ pub async fn worker() -> Result<u8> {
         total.sold_out += report.sold_out;
         total.retries += report.retries;
     }
-    println!(
+    outln!(
         "{}",
         serde_json::to_string(&total).expect("reports serialise")
     );

@@ -9,15 +9,15 @@ use distlock::{ErrorKind, LockOptions, Result};
 
 use crate::args::RunArgs;
 use crate::exit;
-use crate::location::connect;
+use crate::location::connect_shared;
+use crate::output::errln;
 use crate::signals::{self, Caught};
 
 pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
-    // Too short for any backend: refused before a store that may be down is asked.
+    // What is wrong whatever the store (a name no backend takes, a TTL too short or too
+    // long) is refused before a store that may be down or hanging is asked.
+    distlock::validate_name(&args.name)?;
     check_ttl(args.ttl, "any backend", SHORTEST_TTL)?;
-    let (_, client) = connect(url).await?;
-    let scheme = client.backend().scheme();
-    check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
     // The release after the command is bounded by the operation timeout: once the command
     // has ended, a store that is gone only leaves the lease to expire, and must not keep the
     // caller (a shell, a supervisor) waiting.
@@ -26,6 +26,11 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     if let Some(wait) = args.wait {
         options = options.wait(wait);
     }
+    options.validate()?;
+    let (_, client) =
+        connect_shared(url, "`run` holds a lock that other processes respect").await?;
+    let scheme = client.backend().scheme();
+    check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
     let mutex = client.mutex(&args.name).with_options(options.clone());
     // Caught from before the wait until the command ends: none is lost in between.
     let mut caught = Caught::listen(&signals::forwarded());
@@ -41,7 +46,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
             // The wait was given up: its request is withdrawn in the background, and
             // waited for, so the next holder is not kept waiting for it to expire.
             if !client.settle(SETTLE).await {
-                eprintln!(
+                errln!(
                     "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
                 );
             }
@@ -51,11 +56,11 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     let guard = match acquired {
         Ok(Some(guard)) => guard,
         Ok(None) => {
-            eprintln!("distlock: lock `{}` is busy", args.name);
+            errln!("distlock: lock `{}` is busy", args.name);
             return Ok(exit::BUSY);
         }
         Err(err) if err.kind() == ErrorKind::Timeout => {
-            eprintln!("distlock: {err}");
+            errln!("distlock: {err}");
             return Ok(exit::BUSY);
         }
         Err(err) => return Err(err),
@@ -65,10 +70,10 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         Ok(()) => {}
         Err(err) if err.kind() == ErrorKind::NotHeld => {
             if code != exit::LOST {
-                eprintln!("distlock: warning: the lock was already gone at release: {err}");
+                errln!("distlock: warning: the lock was already gone at release: {err}");
             }
         }
-        Err(err) => eprintln!("distlock: warning: release failed (the lease will expire): {err}"),
+        Err(err) => errln!("distlock: warning: release failed (the lease will expire): {err}"),
     }
     Ok(code)
 }

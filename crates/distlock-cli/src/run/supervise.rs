@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::terminal::Terminal;
 use crate::args::RunArgs;
 use crate::exit;
+use crate::output::errln;
 use crate::signals::{self, Caught};
 
 /// How often the command is looked at even without a SIGCHLD (which the kernel may merge).
@@ -31,7 +32,7 @@ pub async fn supervise(
     let mut child_changed = match signal(SignalKind::child()) {
         Ok(stream) => stream,
         Err(err) => {
-            eprintln!("distlock: cannot watch the command: {err}");
+            errln!("distlock: cannot watch the command: {err}");
             return exit::SOFTWARE;
         }
     };
@@ -41,7 +42,7 @@ pub async fn supervise(
             if let Some(terminal) = terminal {
                 terminal.reclaim();
             }
-            eprintln!("distlock: cannot run `{}`: {err}", args.command[0]);
+            errln!("distlock: cannot run `{}`: {err}", args.command[0]);
             return match err.kind() {
                 std::io::ErrorKind::NotFound => exit::NOT_FOUND,
                 _ => exit::NOT_EXECUTABLE,
@@ -71,7 +72,7 @@ pub async fn supervise(
             // Stopped by SIGSTOP: whoever stopped it continues it.
             State::Stopped(_) => {}
             State::Gone(err) => {
-                eprintln!("distlock: lost track of the command: {err}");
+                errln!("distlock: lost track of the command: {err}");
                 break exit::SOFTWARE;
             }
         }
@@ -81,14 +82,14 @@ pub async fn supervise(
             _ = child_changed.recv() => {}
             _ = tokio::time::sleep(REAP_BACKSTOP) => {}
             _ = &mut lost, if lost_at.is_none() => {
-                eprintln!("distlock: lock `{}` was lost; stopping the command", args.name);
+                errln!("distlock: lock `{}` was lost; stopping the command", args.name);
                 signals::to_group(group, libc::SIGTERM);
                 // A stopped command acts on SIGTERM only once continued.
                 signals::to_group(group, libc::SIGCONT);
                 lost_at = Some(Instant::now());
             }
             _ = sleep_until_opt(kill_at) => {
-                eprintln!("distlock: the command outlived the {:?} grace period; killing it", args.kill_grace);
+                errln!("distlock: the command outlived the {:?} grace period; killing it", args.kill_grace);
                 signals::to_group(group, libc::SIGKILL);
                 lost_at = Some(Instant::now() + Duration::from_secs(3600));
             }

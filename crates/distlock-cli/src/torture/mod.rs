@@ -26,7 +26,8 @@ use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::args::{FaultKind, Scheme, ServerKind, TortureArgs};
-use crate::location::{connect, state_dir};
+use crate::location::{connect_shared, state_dir};
+use crate::output::{errln, outln};
 
 pub use worker::worker;
 
@@ -145,7 +146,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     )?;
     print_verdict(&args, &verdict, &files, seed, backend);
     if let Some(signal) = interrupted {
-        eprintln!(
+        errln!(
             "distlock torture: interrupted (signal {signal}): the verdict covers the run so far"
         );
         return Ok(128 + signal as u8);
@@ -172,15 +173,10 @@ async fn check_store(
     given: &Option<String>,
     args: &TortureArgs,
 ) -> Result<(String, &'static str, Option<link::Link>)> {
-    let (url, client) = connect(given).await?;
+    let (url, client) =
+        connect_shared(given, "torture runs its workers as separate processes").await?;
     let capabilities = client.backend().capabilities();
     let backend = client.backend().scheme();
-    if !capabilities.cross_process {
-        return Err(Error::invalid(format!(
-            "torture runs workers as separate processes, which share no {backend}:// lock; use a \
-             backend they share"
-        )));
-    }
     if args.fair && !capabilities.fair {
         return Err(Error::new(
             ErrorKind::Unsupported,
@@ -429,11 +425,11 @@ fn print_verdict(args: &TortureArgs, verdict: &Verdict, files: &Files, seed: u64
             "violations": verdict.violations,
             "stats": verdict.stats,
         });
-        println!("{out}");
+        outln!("{out}");
         return;
     }
     let stats = &verdict.stats;
-    println!(
+    outln!(
         "torture {backend} ({}): {} workers, {:?}, ttl {:?}, faults {:?}, seed {seed}",
         args.scheme.as_str(),
         args.workers,
@@ -441,7 +437,7 @@ fn print_verdict(args: &TortureArgs, verdict: &Verdict, files: &Files, seed: u64
         args.ttl,
         args.faults
     );
-    println!(
+    outln!(
         "  {} acquisitions, {} transfers, {} faults; counter {} after {} critical sections ({} lost updates, {} stale unfenced writes)",
         stats.acquisitions,
         stats.transfers,
@@ -451,25 +447,25 @@ fn print_verdict(args: &TortureArgs, verdict: &Verdict, files: &Files, seed: u64
         stats.lost_updates,
         stats.stale_unfenced_writes
     );
-    println!(
+    outln!(
         "  fenced resource: {} writes accepted, {} stale writes refused; longest free while waiting {:.0} ms",
         stats.writes_accepted,
         stats.stale_writes_refused,
         stats.longest_free_wait_ns as f64 / 1e6
     );
-    println!("  history: {}", history.display());
-    println!("  report: {}", report.display());
+    outln!("  history: {}", history.display());
+    outln!("  report: {}", report.display());
     match verdict.clean() {
-        true => println!("verdict: clean"),
+        true => outln!("verdict: clean"),
         false => {
-            println!("verdict: {} violations", verdict.violations.len());
+            outln!("verdict: {} violations", verdict.violations.len());
             // Sorted by kind: the first few of each kind.
             for of_kind in verdict.violations.chunk_by(|a, b| a.kind == b.kind) {
                 for violation in of_kind.iter().take(LISTED) {
-                    println!("  {:?}: {}", violation.kind, violation.message);
+                    outln!("  {:?}: {}", violation.kind, violation.message);
                 }
                 if of_kind.len() > LISTED {
-                    println!(
+                    outln!(
                         "  … and {} more {:?} (--json lists them all)",
                         of_kind.len() - LISTED,
                         of_kind[0].kind

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::output::errln;
 use distlock::{Error, Result};
 use distlock_cli::history::{Event, What, monotonic_ns};
 
@@ -48,7 +49,7 @@ impl Recorder {
         line.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(err) = file.write_all(line.as_bytes()) {
-            eprintln!("distlock torture: cannot write the history: {err}");
+            errln!("distlock torture: cannot write the history: {err}");
             std::process::exit(i32::from(crate::exit::SOFTWARE));
         }
     }

@@ -1,0 +1,231 @@
+//! Every subcommand with its output closed (`| head -1`, whose reader is gone before the
+//! first line) or full (`> /dev/full`): no panic, the clean-up it owes done, and the exit
+//! code the run earned, or 74 where only the output failed.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The exit code of a run that succeeded but could not write all its output.
+const IO_ERROR: i32 = 74;
+const BUSY: i32 = 75;
+
+/// Where a subcommand's output goes.
+#[derive(Debug, Clone, Copy)]
+enum Sink {
+    /// A pipe whose reading end is closed before the command starts.
+    ClosedPipe,
+    /// `/dev/full`: every write fails with ENOSPC.
+    Full,
+}
+
+impl Sink {
+    fn stdio(self) -> Stdio {
+        match self {
+            Sink::ClosedPipe => {
+                let (reader, writer) = std::io::pipe().expect("a pipe");
+                drop(reader);
+                writer.into()
+            }
+            Sink::Full => std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full opens")
+                .into(),
+        }
+    }
+}
+
+const SINKS: [Sink; 2] = [Sink::ClosedPipe, Sink::Full];
+
+fn distlock(state: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_distlock"));
+    command
+        .env("XDG_STATE_HOME", state)
+        .env_remove("DISTLOCK_URL")
+        .args(args)
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs `args` with standard output sent to `sink`, standard error kept for the message.
+fn with_stdout(state: &Path, args: &[&str], sink: Sink) -> Output {
+    distlock(state, args)
+        .stdout(sink.stdio())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("distlock runs")
+}
+
+fn assert_no_panic(out: &Output, what: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    assert_ne!(out.status.code(), Some(101), "{what}: {stderr}");
+}
+
+fn assert_code(out: &Output, code: i32, what: &str) {
+    assert_no_panic(out, what);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn status_to_a_closed_or_full_stdout_exits_74() {
+    let state = tempfile::tempdir().unwrap();
+    for sink in SINKS {
+        for args in [&["status"][..], &["status", "--json"], &["status", "a/b"]] {
+            let out = with_stdout(state.path(), args, sink);
+            assert_code(&out, IO_ERROR, &format!("{args:?} to {sink:?}"));
+        }
+    }
+}
+
+#[test]
+fn a_demo_that_cannot_print_still_sells_and_removes_its_shop() {
+    for sink in SINKS {
+        let state = tempfile::tempdir().unwrap();
+        let args = [
+            "demo",
+            "--stock",
+            "5",
+            "--buyers",
+            "10",
+            "--workers",
+            "2",
+            "--strategies",
+            "none,lock",
+        ];
+        let out = with_stdout(state.path(), &args, sink);
+        assert_code(&out, IO_ERROR, &format!("demo to {sink:?}"));
+        assert!(
+            !state.path().join("distlock/shop.db").exists(),
+            "demo to {sink:?}: its shop is removed"
+        );
+    }
+}
+
+#[test]
+fn bench_to_a_closed_or_full_stdout_exits_74() {
+    let state = tempfile::tempdir().unwrap();
+    for sink in SINKS {
+        for json in [false, true] {
+            let mut args = vec!["--url", "memory://", "bench", "--duration", "10ms"];
+            if json {
+                args.push("--json");
+            }
+            let out = with_stdout(state.path(), &args, sink);
+            assert_code(&out, IO_ERROR, &format!("{args:?} to {sink:?}"));
+        }
+    }
+}
+
+#[test]
+fn torture_to_a_closed_or_full_stdout_checks_its_history_and_exits_74() {
+    for sink in SINKS {
+        let state = tempfile::tempdir().unwrap();
+        let args = [
+            "torture",
+            "--workers",
+            "2",
+            "--duration",
+            "1s",
+            "--faults",
+            "none",
+            "--ttl",
+            "3s",
+        ];
+        let out = with_stdout(state.path(), &args, sink);
+        assert_code(&out, IO_ERROR, &format!("torture to {sink:?}"));
+        let runs = state.path().join("distlock/torture");
+        let report = std::fs::read_dir(&runs)
+            .expect("the run has its directory")
+            .flatten()
+            .any(|run| run.path().join("report.html").is_file());
+        assert!(report, "torture to {sink:?} wrote its report all the same");
+    }
+}
+
+/// `distlock run --no-wait … 2>&1 | true` on a busy lock: busy, whatever became of the
+/// message that says so; and a command that ran keeps its own exit code.
+#[test]
+fn run_keeps_its_exit_codes_when_its_messages_cannot_be_written() {
+    let state = tempfile::tempdir().unwrap();
+    let marker = state.path().join("started");
+    let mut holder = distlock(state.path(), &["run", "--name", "x", "--", "sh", "-c"])
+        .arg(format!("touch {}; sleep 30", marker.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !marker.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(marker.exists(), "the holder's command started");
+    for sink in SINKS {
+        let out = distlock(
+            state.path(),
+            &["run", "--name", "x", "--no-wait", "--", "true"],
+        )
+        .stdout(sink.stdio())
+        .stderr(sink.stdio())
+        .output()
+        .expect("distlock runs");
+        assert_eq!(out.status.code(), Some(BUSY), "busy, output to {sink:?}");
+        let out = distlock(
+            state.path(),
+            &["run", "--name", "y", "--", "sh", "-c", "exit 3"],
+        )
+        .stdout(sink.stdio())
+        .stderr(sink.stdio())
+        .output()
+        .expect("distlock runs");
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "the command's code, output to {sink:?}"
+        );
+        let out = distlock(state.path(), &["run", "--name", "y", "--", "true"])
+            .stdout(sink.stdio())
+            .stderr(sink.stdio())
+            .output()
+            .expect("distlock runs");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "run writes no output of its own"
+        );
+    }
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(holder.id() as libc::pid_t, libc::SIGTERM) };
+    holder.wait().unwrap();
+}
+
+/// Errors and logs to a closed or full stderr: the exit code of the error, no panic.
+#[test]
+fn errors_to_a_closed_or_full_stderr_keep_their_codes() {
+    let state = tempfile::tempdir().unwrap();
+    for sink in SINKS {
+        for (args, code) in [
+            (&["--url", "bogus://x", "status"][..], 64),
+            (&["--url", "redis://127.0.0.1:1", "status"], 69),
+            (&["run", "--name", "", "--", "true"], 64),
+        ] {
+            let out = distlock(state.path(), args)
+                .env("DISTLOCK_LOG", "debug")
+                .stdout(Stdio::null())
+                .stderr(sink.stdio())
+                .output()
+                .expect("distlock runs");
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{args:?}, stderr to {sink:?}"
+            );
+        }
+    }
+}
