@@ -49,6 +49,12 @@ fn main() -> ExitCode {
         Command::BenchWorker(args) => args.runtime,
         _ => args::Runtime::MultiThread,
     };
+    if let Err(err) = descriptors_to_start() {
+        errln!(
+            "distlock: this process has no file descriptors left to start with (raise `ulimit -n`): {err}"
+        );
+        return ExitCode::from(exit::SOFTWARE);
+    }
     let runtime = match flavour.build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -73,4 +79,13 @@ fn main() -> ExitCode {
         })
     });
     ExitCode::from(output::exit_code(code))
+}
+
+/// Opens, and closes again, more descriptors than the runtime takes when it starts (its
+/// poller, its waker, its signal pipe): Tokio panics where one of them cannot be had.
+fn descriptors_to_start() -> std::io::Result<()> {
+    let pairs: std::io::Result<Vec<_>> = (0..4)
+        .map(|_| std::os::unix::net::UnixStream::pair())
+        .collect();
+    pairs.map(drop)
 }

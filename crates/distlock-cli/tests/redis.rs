@@ -105,8 +105,10 @@ fn a_frozen_run_whose_lease_expired_stops_its_command_on_resume() {
 /// an internal failure, and the password never shows.
 #[test]
 fn a_url_the_server_refuses_is_bad_input() {
-    let redis = distlock_testkit::redis_server_with(&["--requirepass", "s3cret"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let [redis, second, third] = [(); 3].map(|()| {
+        distlock_testkit::redis_server_with(&["--requirepass", "s3cret"])
+            .unwrap_or_else(|e| panic!("{e}"))
+    });
     let state = tempfile::tempdir().unwrap();
     for (url, what) in [
         (
@@ -116,6 +118,19 @@ fn a_url_the_server_refuses_is_bad_input() {
         (
             format!("redis://:s3cret@{}/99", redis.addr()),
             "a database index out of range",
+        ),
+        (
+            format!("redis+cluster://:s3cret@{}", redis.addr()),
+            "a cluster URL naming a node in no cluster",
+        ),
+        (
+            format!(
+                "redlock://:wrong-pw@{},{},{}",
+                redis.addr(),
+                second.addr(),
+                third.addr()
+            ),
+            "a password every RedLock master refuses",
         ),
     ] {
         let out = distlock(&url, state.path(), &["status"]);
@@ -330,4 +345,40 @@ fn a_lock_key_another_program_made_a_hash_exits_with_the_software_code() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(70), "{stderr}");
     assert!(stderr.contains("WRONGTYPE"), "{stderr}");
+}
+
+/// A process out of file descriptors is not a store that is down: never 69, and the
+/// message names the limit to raise. The limit is set low enough for some of the runs to
+/// run out as they connect (how many descriptors a run opens first varies by build).
+#[test]
+fn running_out_of_file_descriptors_is_blamed_on_the_limit_not_the_server() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    let mut ran_out = 0;
+    for limit in 6..=24 {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n {limit} && exec \"$0\" --url \"$1\" status",
+            ))
+            .arg(env!("CARGO_BIN_EXE_distlock"))
+            .arg(&url)
+            .env("XDG_STATE_HOME", state.path())
+            .output()
+            .expect("sh runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 70)),
+            "limit {limit}: {stderr}"
+        );
+        if out.status.code() == Some(70) {
+            assert!(
+                stderr.contains("file descriptors"),
+                "limit {limit}: {stderr}"
+            );
+            ran_out += 1;
+        }
+    }
+    assert!(ran_out > 0, "no run ran out of descriptors");
 }

@@ -238,7 +238,7 @@ fn exit_codes_are_the_documented_ones() {
     std::fs::write(&not_executable, "echo hi\n").unwrap();
     let not_executable = not_executable.display().to_string();
     let directory = format!("sqlite://{}", state.path().display());
-    let cases: [(&[&str], i32, &str); 18] = [
+    let cases: [(&[&str], i32, &str); 19] = [
         (
             &["run", "--name", "a", "--", "sh", "-c", "exit 7"],
             7,
@@ -294,6 +294,17 @@ fn exit_codes_are_the_documented_ones() {
             &["--url", "redis://127.0.0.1:1", "status"],
             69,
             "nothing listening",
+        ),
+        (
+            &[
+                "demo",
+                "--shop",
+                "/no/such/directory/shop.db",
+                "--strategies",
+                "none",
+            ],
+            64,
+            "a shop in a directory that does not exist",
         ),
         (
             &[

@@ -165,7 +165,16 @@ impl Error {
     /// let err = distlock_core::Error::invalid("x").with_source(io);
     /// assert!(err.source().is_some());
     /// ```
+    ///
+    /// A source that says this process, or the system, has no file descriptors left
+    /// (`EMFILE`, `ENFILE`) makes the error [`ErrorKind::Backend`] with a message that says
+    /// so, whatever kind it was built with: the store is not at fault, and waiting for it
+    /// will not help.
     pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
+        if let Some(note) = descriptors_exhausted(&source) {
+            self.kind = ErrorKind::Backend;
+            self.message = format!("{note}; {}", self.message);
+        }
         self.source = Some(Arc::new(source));
         self
     }
@@ -246,6 +255,29 @@ impl fmt::Debug for Error {
     }
 }
 
+/// What to tell when `source`, or an error below it, is a process or the system out of file
+/// descriptors. Some clients keep the I/O error only as text below theirs, so the text is
+/// read too.
+fn descriptors_exhausted(source: &(dyn StdError + 'static)) -> Option<&'static str> {
+    const PROCESS: &str = "this process has no file descriptors left (EMFILE; raise `ulimit -n`)";
+    const SYSTEM: &str = "the system has no file descriptors left (ENFILE)";
+    let mut next = Some(source);
+    while let Some(err) = next {
+        let code = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error);
+        let text = err.to_string();
+        if code == Some(libc::EMFILE) || text.contains(&format!("(os error {})", libc::EMFILE)) {
+            return Some(PROCESS);
+        }
+        if code == Some(libc::ENFILE) || text.contains(&format!("(os error {})", libc::ENFILE)) {
+            return Some(SYSTEM);
+        }
+        next = err.source();
+    }
+    None
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.kind, self.message)?;
@@ -276,6 +308,25 @@ impl StdError for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_is_never_the_stores_fault() {
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let err = Error::new(ErrorKind::Unavailable, "redis connect failed").with_source(emfile);
+        assert_eq!(err.kind(), ErrorKind::Backend);
+        assert!(err.message().contains("ulimit -n"), "{err}");
+        // Known only by its text, below a client's own error.
+        let wrapped = Error::new(ErrorKind::Unavailable, "connect failed").with_source(
+            std::io::Error::other(format!(
+                "pool: {}",
+                std::io::Error::from_raw_os_error(libc::ENFILE)
+            )),
+        );
+        assert_eq!(wrapped.kind(), ErrorKind::Backend, "{wrapped}");
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let err = Error::new(ErrorKind::Unavailable, "connect failed").with_source(refused);
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
+    }
 
     #[test]
     fn display_names_kind_context_and_cause() {

@@ -32,9 +32,22 @@ pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
 /// a user without the rights, a database index out of range) makes the URL bad input; any
 /// other failure is the server's or the link's, as for every other call.
 pub(crate) fn connect_error(err: redis::RedisError) -> Error {
+    let text = err.to_string();
+    if text.contains("cluster support disabled") {
+        return Error::invalid(
+            "the URL asks for a Redis Cluster, but the node is not in one; use redis://",
+        )
+        .with_backend("redis")
+        .with_operation("connect");
+    }
+    // The cluster client reports a first connection that failed as an I/O error with the
+    // server's refusal only in its text.
     let refused = err.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
-        || err.to_string().contains("DB index is out of range");
+        || ["AuthenticationFailed", "WRONGPASS", "NOAUTH", "NOPERM"]
+            .iter()
+            .any(|refusal| text.contains(refusal))
+        || text.contains("DB index is out of range");
     if !refused {
         return redis_error("connect")(err);
     }

@@ -37,6 +37,23 @@ fn shop_error(what: &'static str) -> impl Fn(sqlx::Error) -> Error {
     }
 }
 
+/// A failed open of the shop at `location`: bad input when the server answered and refused
+/// (a wrong password, a database that does not exist, a certificate it does not trust, a
+/// file SQLite cannot open), the server's unavailability otherwise.
+fn open_error(location: &str, e: sqlx::Error) -> Error {
+    let kind = match &e {
+        sqlx::Error::Database(_) | sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => {
+            distlock::ErrorKind::InvalidInput
+        }
+        _ => distlock::ErrorKind::Unavailable,
+    };
+    Error::new(
+        kind,
+        format!("cannot open the shop at {}", distlock::redact_url(location)),
+    )
+    .with_source(e)
+}
+
 /// Where a shop lives: a database URL (`postgres://`, `mysql://`) or a SQLite file path.
 /// A URL of another scheme (`redis://…`) cannot hold a shop: bad input, not a file name.
 pub fn dialect_of(location: &str) -> Result<Dialect> {
@@ -60,6 +77,18 @@ fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
             let file = location.strip_prefix("sqlite://").unwrap_or(location);
             let path = std::path::absolute(Path::new(file))
                 .map_err(|e| Error::invalid(format!("bad shop path {location}: {e}")))?;
+            if path.is_dir() {
+                return Err(Error::invalid(format!(
+                    "the shop {} is a directory; name a file",
+                    path.display()
+                )));
+            }
+            if !path.parent().is_some_and(Path::is_dir) {
+                return Err(Error::invalid(format!(
+                    "the shop's directory does not exist: {}",
+                    path.parent().unwrap_or(&path).display()
+                )));
+            }
             let url = distlock::Url::from_file_path(&path)
                 .map_err(|()| Error::invalid(format!("bad shop path {}", path.display())))?;
             Ok(format!("sqlite{}?mode=rwc", &url.as_str()["file".len()..]))
@@ -89,13 +118,7 @@ impl Shop {
             })
             .connect(&url)
             .await
-            .map_err(|e| {
-                Error::new(
-                    distlock::ErrorKind::Unavailable,
-                    format!("cannot open the shop at {}", distlock::redact_url(location)),
-                )
-                .with_source(e)
-            })?;
+            .map_err(|e| open_error(location, e))?;
         let shop = Shop { pool, dialect };
         for statement in shop.schema() {
             sqlx::query(statement)

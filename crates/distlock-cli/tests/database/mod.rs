@@ -188,6 +188,14 @@ pub fn a_wrong_url_fails_at_once_and_says_why(url: &str, password: &str) {
         (format!("{url}?connect_timeout=0s"), 64, "connect_timeout"),
         (format!("{url}?{tls}"), 64, "tls"),
     ];
+    let no_database = (
+        format!("{head}@{}", rest.split_once('/').unwrap().0),
+        64,
+        "names none",
+    );
+    let cases = cases
+        .into_iter()
+        .chain((scheme == "mysql").then_some(no_database));
     for (wrong, code, says) in cases {
         let started = std::time::Instant::now();
         let out = distlock(&wrong, state.path(), &["status"]);

@@ -31,6 +31,8 @@ const MAX_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// within this.
 const WAITER_NOTE_LEASE: Duration = Duration::from_secs(5);
 const WAITER_NOTE_EVERY: Duration = Duration::from_secs(1);
+/// How long each master gets to answer the connect.
+const CONNECT_WITHIN: Duration = Duration::from_secs(5);
 
 /// What a RedLock ticket remembers (a ticket keeps one state, so all of it is here).
 #[derive(Default)]
@@ -112,11 +114,43 @@ impl RedlockBackend {
                 })
                 .collect(),
         };
-        let opened = backend
-            .on_all(Duration::from_secs(5), |_| async { Ok(()) })
-            .await;
-        backend.quorum_of("connect", &opened)?;
+        let opened = join_all(backend.masters.iter().map(|master| async move {
+            match tokio::time::timeout(CONNECT_WITHIN, master.get()).await {
+                Ok(connected) => connected.map(drop).map_err(Some),
+                Err(_) => Err(None),
+            }
+        }))
+        .await;
+        backend.refused_by_masters(&opened)?;
+        let answers: Answers<()> = opened.into_iter().map(Result::ok).collect();
+        backend.quorum_of("connect", &answers)?;
         Ok(backend)
+    }
+
+    /// The masters' refusal of the URL (a wrong password, a user without the rights) as the
+    /// bad input it is, when refusals are what keep a majority from answering: they
+    /// answered, and asking again will not help.
+    fn refused_by_masters(&self, opened: &[std::result::Result<(), Option<Error>>]) -> Result<()> {
+        let answered = opened.iter().filter(|o| o.is_ok()).count();
+        let refusals: Vec<&Error> = opened
+            .iter()
+            .filter_map(|o| o.as_ref().err().and_then(Option::as_ref))
+            .filter(|err| err.kind() == ErrorKind::InvalidInput)
+            .collect();
+        let Some(first) = refusals.first() else {
+            return Ok(());
+        };
+        if answered >= self.quorum || answered + refusals.len() < self.quorum {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "{} of {} RedLock masters refused the URL: {}",
+            refusals.len(),
+            self.masters.len(),
+            first.message()
+        ))
+        .with_backend("redlock")
+        .with_operation("connect"))
     }
 
     /// The bound on one master's answer for a lock of `ttl`.

@@ -98,6 +98,13 @@ impl MysqlConfig {
         }
         let options = MySqlConnectOptions::from_str(driver_url.as_str())
             .map_err(|err| Error::invalid(format!("not a usable MySQL URL ({redacted}): {err}")))?;
+        // MySQL has no default database, and the lock tables must live in one.
+        if options.get_database().is_none_or(str::is_empty) {
+            return Err(Error::invalid(format!(
+                "a MySQL URL names the database the lock tables live in \
+                 (mysql://user:password@host:3306/locks); {redacted} names none"
+            )));
+        }
         Ok(MysqlConfig {
             mode,
             pool: crate::pool_size(url)?,
