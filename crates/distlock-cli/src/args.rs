@@ -24,8 +24,10 @@ pub fn parse_failure_code(err: &clap::Error) -> u8 {
     version,
     about,
     after_help = "Environment:\n  \
-        DISTLOCK_URL  the lock URL when --url is not given (empty counts as unset)\n  \
-        DISTLOCK_LOG  what to log to stderr, as a tracing filter: `debug`, \
+        DISTLOCK_URL       the lock URL when neither --url nor --url-file is given (empty \
+        counts as unset); a `run` command gets it only if it holds no password\n  \
+        DISTLOCK_URL_FILE  a file holding the lock URL, instead of DISTLOCK_URL\n  \
+        DISTLOCK_LOG       what to log to stderr, as a tracing filter: `debug`, \
         `distlock_redis=trace,warn`, … (default: `warn`)\n\n\
         Exit codes: 64 for a bad value (URL, name, duration, number), 2 for other \
         command-line errors; see each command's --help for the rest."
@@ -35,6 +37,11 @@ pub struct Cli {
     /// DISTLOCK_URL, else a SQLite file in the user's state directory.
     #[arg(long, global = true)]
     pub url: Option<String>,
+    /// A file holding the lock URL, read once at the start: its password is then neither on
+    /// the command line, where `ps` shows it to every user, nor in the environment. Keep it
+    /// private (`chmod 600`); a file others can read is warned about.
+    #[arg(long, global = true, value_name = "FILE", conflicts_with = "url")]
+    pub url_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -1,9 +1,12 @@
-//! Where the locks are: `--url`, else `DISTLOCK_URL`, else a SQLite file in the user's
-//! state directory (created on first use).
+//! Where the locks are: `--url` or `--url-file`, else `DISTLOCK_URL` or
+//! `DISTLOCK_URL_FILE`, else a SQLite file in the user's state directory (created on first
+//! use).
 
 use std::path::{Path, PathBuf};
 
 use distlock::{Client, Error, Result};
+
+use crate::output::errln;
 
 /// The user's state directory for distlock: `$XDG_STATE_HOME/distlock`, else
 /// `~/.local/state/distlock`.
@@ -29,17 +32,92 @@ pub fn state_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The lock URL to use: `--url`, else `DISTLOCK_URL` (set and not empty), else the
-/// SQLite default.
-pub fn lock_url(given: &Option<String>) -> Result<String> {
-    let from_env = match std::env::var("DISTLOCK_URL") {
-        Ok(url) => Some(url).filter(|url| !url.is_empty()),
-        Err(std::env::VarError::NotPresent) => None,
-        Err(std::env::VarError::NotUnicode(_)) => {
-            return Err(Error::invalid("DISTLOCK_URL is not valid UTF-8"));
+/// The lock URL given, read once: `--url`, the contents of `--url-file`, `DISTLOCK_URL`
+/// (set and not empty), or the contents of the file `DISTLOCK_URL_FILE` names; `None` for
+/// the SQLite default ([`lock_url`]). A password on the command line, where `ps` shows it
+/// to every user, is warned about.
+pub fn given_url(url: Option<String>, url_file: Option<&Path>) -> Result<Option<String>> {
+    if let Some(url) = url {
+        if distlock::redact_url(&url) != url {
+            errln!(
+                "distlock: warning: the password in --url is visible to every user of this \
+                 machine (ps) while distlock runs; give the URL with --url-file or \
+                 DISTLOCK_URL_FILE instead"
+            );
         }
-    };
-    match given.clone().or(from_env) {
+        return Ok(Some(url));
+    }
+    if let Some(file) = url_file {
+        return read_url_file(file, "--url-file").map(Some);
+    }
+    let from_env = env_var("DISTLOCK_URL")?;
+    match (from_env, env_var("DISTLOCK_URL_FILE")?) {
+        (Some(_), Some(_)) => Err(Error::invalid(
+            "both DISTLOCK_URL and DISTLOCK_URL_FILE are set; unset one",
+        )),
+        (Some(url), None) => Ok(Some(url)),
+        (None, Some(file)) => read_url_file(Path::new(&file), "DISTLOCK_URL_FILE").map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+/// An environment variable that is set and not empty.
+fn env_var(name: &str) -> Result<Option<String>> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value).filter(|value| !value.is_empty())),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(Error::invalid(format!("{name} is not valid UTF-8")))
+        }
+    }
+}
+
+/// The lock URL in `file` (named by `what`): its one line, without the whitespace around
+/// it. A file other users may read is warned about, as they may read the password too.
+fn read_url_file(file: &Path, what: &str) -> Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let cannot =
+        |e: std::io::Error| Error::invalid(format!("cannot read {what} {}: {e}", file.display()));
+    let metadata = std::fs::metadata(file).map_err(cannot)?;
+    if !metadata.is_file() {
+        return Err(Error::invalid(format!(
+            "{what} {} is not a file",
+            file.display()
+        )));
+    }
+    // A URL is short; a huge file is not one (and is not read whole).
+    if metadata.len() > MAX_URL_FILE {
+        return Err(Error::invalid(format!(
+            "{what} {} is {} bytes, more than a lock URL's {MAX_URL_FILE}",
+            file.display(),
+            metadata.len()
+        )));
+    }
+    let mode = metadata.permissions().mode();
+    if mode & 0o077 != 0 {
+        errln!(
+            "distlock: warning: {what} {} can be read by other users (mode {:o}); `chmod 600` it",
+            file.display(),
+            mode & 0o777
+        );
+    }
+    let text = std::fs::read_to_string(file).map_err(cannot)?;
+    let url = text.trim();
+    if url.is_empty() || url.contains(['\n', '\r']) {
+        return Err(Error::invalid(format!(
+            "{what} {} must hold one lock URL on one line",
+            file.display()
+        )));
+    }
+    Ok(url.to_owned())
+}
+
+/// The longest file `--url-file` reads, in bytes.
+const MAX_URL_FILE: u64 = 64 * 1024;
+
+/// The lock URL to use: the one given ([`given_url`]), else the SQLite default.
+pub fn lock_url(given: &Option<String>) -> Result<String> {
+    match given.clone() {
         Some(url) => Ok(url),
         None => Ok(format!(
             "sqlite://{}",

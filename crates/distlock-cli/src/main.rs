@@ -62,16 +62,26 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::SOFTWARE);
         }
     };
+    // Read once, here: a worker gets its URL with its task, not from the environment.
+    let worker = matches!(
+        cli.command,
+        Command::DemoWorker | Command::BenchWorker(_) | Command::TortureWorker
+    );
+    let url = match worker {
+        true => Ok(None),
+        false => location::given_url(cli.url, cli.url_file.as_deref()),
+    };
     let code = runtime.block_on(async move {
-        let outcome = match cli.command {
-            Command::Run(args) => run::run(&cli.url, args).await,
-            Command::Status(args) => status::status(&cli.url, args).await,
-            Command::Demo(args) => demo::demo(&cli.url, args).await,
-            Command::DemoWorker => demo::worker().await,
-            Command::Bench(args) => bench::bench(&cli.url, args).await,
-            Command::BenchWorker(_) => bench::worker().await,
-            Command::Torture(args) => torture::torture(&cli.url, args).await,
-            Command::TortureWorker => torture::worker().await,
+        let outcome = match (url, cli.command) {
+            (Err(err), _) => Err(err),
+            (Ok(url), Command::Run(args)) => run::run(&url, args).await,
+            (Ok(url), Command::Status(args)) => status::status(&url, args).await,
+            (Ok(url), Command::Demo(args)) => demo::demo(&url, args).await,
+            (Ok(_), Command::DemoWorker) => demo::worker().await,
+            (Ok(url), Command::Bench(args)) => bench::bench(&url, args).await,
+            (Ok(_), Command::BenchWorker(_)) => bench::worker().await,
+            (Ok(url), Command::Torture(args)) => torture::torture(&url, args).await,
+            (Ok(_), Command::TortureWorker) => torture::worker().await,
         };
         outcome.unwrap_or_else(|err| {
             errln!("distlock: {err}");

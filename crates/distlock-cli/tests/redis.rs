@@ -382,3 +382,81 @@ fn running_out_of_file_descriptors_is_blamed_on_the_limit_not_the_server() {
     }
     assert!(ran_out > 0, "no run ran out of descriptors");
 }
+
+/// A lock URL with a password, given in a file (`--url-file`, `DISTLOCK_URL_FILE`): the
+/// password is on no command line and in no environment; given in `DISTLOCK_URL`, it is
+/// kept out of the guarded command's environment; given with `--url`, it is warned about.
+#[test]
+fn a_password_given_in_a_file_reaches_neither_argv_nor_the_command() {
+    use std::os::unix::fs::PermissionsExt;
+    let redis = distlock_testkit::redis_server_with(&["--requirepass", "s3cret-pw"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://:s3cret-pw@{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("lock-url");
+    std::fs::write(&file, format!("{url}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let binary = env!("CARGO_BIN_EXE_distlock");
+    let show_env = |setup: &dyn Fn(&mut Command)| {
+        let mut command = Command::new(binary);
+        command
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("DISTLOCK_URL")
+            .env_remove("DISTLOCK_URL_FILE");
+        setup(&mut command);
+        command
+            .args(["run", "--name", "secret", "--", "sh", "-c"])
+            .arg("echo \"url=${DISTLOCK_URL-unset} file=${DISTLOCK_URL_FILE-unset}\"")
+            .output()
+            .expect("distlock runs")
+    };
+    let by_flag = show_env(&|c| {
+        c.arg("--url-file").arg(&file);
+    });
+    let by_env_file = show_env(&|c| {
+        c.env("DISTLOCK_URL_FILE", &file);
+    });
+    let by_env = show_env(&|c| {
+        c.env("DISTLOCK_URL", &url);
+    });
+    let by_argv = show_env(&|c| {
+        c.arg("--url").arg(&url);
+    });
+    for (out, seen) in [
+        (&by_flag, "url=unset file=unset".to_owned()),
+        (&by_env_file, format!("url=unset file={}", file.display())),
+        (&by_env, "url=unset file=unset".to_owned()),
+        (&by_argv, "url=unset file=unset".to_owned()),
+    ] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(ok(out).trim(), seen, "{stderr}");
+        assert!(!stderr.contains("s3cret-pw"), "{stderr}");
+    }
+    for quiet in [&by_flag, &by_env_file, &by_env] {
+        let stderr = String::from_utf8_lossy(&quiet.stderr);
+        assert!(!stderr.contains("warning"), "{stderr}");
+    }
+    let stderr = String::from_utf8_lossy(&by_argv.stderr);
+    assert!(
+        stderr.contains("--url-file"),
+        "a password in argv is warned about: {stderr}"
+    );
+    // A URL without a password is handed on: a nested distlock finds the same store.
+    let open_redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let open = format!("redis://{}/0", open_redis.addr());
+    let out = Command::new(binary)
+        .env("XDG_STATE_HOME", state.path())
+        .env("DISTLOCK_URL", &open)
+        .args([
+            "run",
+            "--name",
+            "open",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$DISTLOCK_URL\"",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out).trim(), open);
+}

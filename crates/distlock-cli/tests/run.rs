@@ -489,3 +489,78 @@ fn a_run_at_the_minimum_ttl_holds_its_lock() {
     let url = format!("sqlite://{}", state.path().join("locks.db").display());
     min_ttl::holds_at_the_minimum_ttl(&url, state.path(), Duration::from_secs(3));
 }
+
+/// `--url-file` and `DISTLOCK_URL_FILE`: read once, one URL on one line, a file others can
+/// read warned about, every mistake a clear usage error.
+#[test]
+fn a_url_file_is_read_checked_and_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().unwrap();
+    let locks = format!("sqlite://{}", state.path().join("file-locks.db").display());
+    let private = state.path().join("private");
+    std::fs::write(&private, format!("  {locks}\n")).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let shared = state.path().join("shared");
+    std::fs::write(&shared, &locks).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let empty = state.path().join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    let two = state.path().join("two-lines");
+    std::fs::write(&two, format!("{locks}\n{locks}\n")).unwrap();
+    let missing = state.path().join("missing");
+    let path = |p: &Path| p.display().to_string();
+
+    let out = output(distlock(state.path()).args(["--url-file", &path(&private), "status"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{out:?}"
+    );
+    assert!(
+        state.path().join("file-locks.db").is_file(),
+        "the file's URL was used"
+    );
+
+    let out = output(
+        distlock(state.path())
+            .env("DISTLOCK_URL_FILE", &shared)
+            .arg("status"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("chmod 600") && stderr.contains("644"),
+        "{stderr}"
+    );
+
+    for (file, says) in [
+        (&empty, "one lock URL on one line"),
+        (&two, "one lock URL on one line"),
+        (&missing, "cannot read"),
+        (&state.path().to_path_buf(), "not a file"),
+    ] {
+        let out = output(distlock(state.path()).args(["--url-file", &path(file), "status"]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{file:?}: {stderr}");
+        assert!(stderr.contains(says), "{file:?}: {stderr}");
+    }
+    let out = output(
+        distlock(state.path())
+            .env("DISTLOCK_URL", &locks)
+            .env("DISTLOCK_URL_FILE", &private)
+            .arg("status"),
+    );
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let out = output(distlock(state.path()).args([
+        "--url",
+        &locks,
+        "--url-file",
+        &path(&private),
+        "status",
+    ]));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--url and --url-file conflict: {out:?}"
+    );
+}

@@ -128,6 +128,11 @@ fn spawn(
         .env("DISTLOCK_NAME", &args.name)
         .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
+    // A password is kept out of the command's environment, where whatever it starts would
+    // inherit it; DISTLOCK_URL_FILE, which names a file, is how to share one with it.
+    if std::env::var("DISTLOCK_URL").is_ok_and(|url| distlock::redact_url(&url) != url) {
+        command.env_remove("DISTLOCK_URL");
+    }
     // SAFETY: getpid is async-signal-safe.
     let parent = unsafe { libc::getpid() };
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
