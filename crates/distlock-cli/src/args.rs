@@ -56,8 +56,8 @@ pub enum Command {
     /// foreground job while it runs (Ctrl-Z stops both; the lease is not renewed then).
     ///
     /// Exit codes: the command's own (128+N if it died of signal N); 75 if the lock is busy
-    /// (--no-wait) or the wait timed out; 76 if the lock was lost while the command ran (it
-    /// is then stopped with SIGTERM, then SIGKILL); 128+N if signal N (130 Ctrl-C, 143
+    /// (--no-wait) or the wait timed out; 76 if the lock was lost while the command ran, or
+    /// it ran past --max-hold (it is then stopped with SIGTERM, then SIGKILL); 128+N if signal N (130 Ctrl-C, 143
     /// SIGTERM, 129 SIGHUP) came while it waited (its request is withdrawn first); 126/127
     /// if the command cannot be run; 64 bad input (a bad value, or a URL the store refuses);
     /// 2 a command-line syntax error; 69 backend unavailable; 70 other errors.
@@ -106,6 +106,26 @@ pub struct RunArgs {
     /// How long the command gets to exit after SIGTERM when the lock is lost.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub kill_grace: Duration,
+    /// Take the name as a read lock: other --shared runs hold it at once, an --exclusive
+    /// run waits for them all (and new readers wait behind a waiting --exclusive).
+    #[arg(long, conflicts_with_all = ["exclusive", "permits", "of"])]
+    pub shared: bool,
+    /// Take the name as the write lock of a read/write lock: alone, excluding --shared runs
+    /// (a run with neither flag takes a plain mutex, which is another lock).
+    #[arg(long, conflicts_with_all = ["permits", "of"])]
+    pub exclusive: bool,
+    /// Take N permits of a semaphore of --of M permits (default 1 with --of).
+    #[arg(long, value_name = "N", requires = "of", value_parser = clap::value_parser!(u32).range(1..))]
+    pub permits: Option<u32>,
+    /// The semaphore's size: at most M permits are held at once across every run.
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u32).range(1..))]
+    pub of: Option<u32>,
+    /// Grant in arrival order (FIFO), on backends with a fair queue.
+    #[arg(long)]
+    pub fair: bool,
+    /// Stop renewing after this long: the lock is then lost, and the command stopped (76).
+    #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+    pub max_hold: Option<Duration>,
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,

@@ -2,6 +2,7 @@
 
 mod common;
 mod database;
+mod guarded;
 mod min_ttl;
 mod waits;
 
@@ -61,5 +62,16 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     for mode in ["", "?mode=lease"] {
         let state = tempfile::tempdir().unwrap();
         waits::interrupted_waits_leave_no_queue_entry(&format!("{url}{mode}"), state.path());
+    }
+}
+
+/// `run --shared`, `--exclusive`, `--permits N --of M` and `--max-hold`, in both modes.
+#[test]
+fn runs_take_every_kind_of_lock() {
+    let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = distlock_testkit::mariadb_url(&db);
+    for mode in ["", "?mode=lease"] {
+        let state = tempfile::tempdir().unwrap();
+        guarded::runs_take_every_kind_of_lock(&format!("{url}{mode}"), state.path());
     }
 }

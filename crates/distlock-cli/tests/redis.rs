@@ -460,3 +460,14 @@ fn a_password_given_in_a_file_reaches_neither_argv_nor_the_command() {
         .unwrap();
     assert_eq!(ok(&out).trim(), open);
 }
+
+/// `run --shared`, `--exclusive`, `--permits N --of M` and `--max-hold`, on one server and
+/// on a cluster.
+#[test]
+fn runs_take_every_kind_of_lock() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    guarded::runs_take_every_kind_of_lock(&format!("redis://{}/0", redis.addr()), state.path());
+    let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+    guarded::runs_take_every_kind_of_lock(&cluster.url(), state.path());
+}

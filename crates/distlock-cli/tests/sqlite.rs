@@ -27,3 +27,10 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     let state = tempfile::tempdir().unwrap();
     waits::interrupted_waits_leave_no_queue_entry(&url(state.path()), state.path());
 }
+
+/// `run --shared`, `--exclusive`, `--permits N --of M` and `--max-hold`.
+#[test]
+fn runs_take_every_kind_of_lock() {
+    let state = tempfile::tempdir().unwrap();
+    guarded::runs_take_every_kind_of_lock(&url(state.path()), state.path());
+}

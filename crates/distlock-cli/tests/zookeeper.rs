@@ -73,3 +73,12 @@ fn a_run_at_the_minimum_ttl_holds_its_lock() {
         std::time::Duration::from_secs(1),
     );
 }
+
+/// `run --shared`, `--exclusive`, `--permits N --of M` and `--max-hold`.
+#[test]
+fn runs_take_every_kind_of_lock() {
+    let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("zk://{}/cli?session_timeout=2s", zk.addr());
+    guarded::runs_take_every_kind_of_lock(&url, state.path());
+}

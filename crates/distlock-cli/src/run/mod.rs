@@ -5,7 +5,7 @@ mod terminal;
 
 use std::time::Duration;
 
-use distlock::{ErrorKind, LockOptions, Result};
+use distlock::{ErrorKind, Guard, LockOptions, Result};
 
 use crate::args::RunArgs;
 use crate::exit;
@@ -26,20 +26,19 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     if let Some(wait) = args.wait {
         options = options.wait(wait);
     }
+    if let Some(max_hold) = args.max_hold {
+        options = options.max_hold(max_hold);
+    }
+    options = options.fair(args.fair);
     options.validate()?;
+    let what = Lock::of(&args)?;
     let (_, client) =
         connect_shared(url, "`run` holds a lock that other processes respect").await?;
     let scheme = client.backend().scheme();
     check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
-    let mutex = client.mutex(&args.name).with_options(options.clone());
     // Caught from before the wait until the command ends: none is lost in between.
     let mut caught = Caught::listen(&signals::forwarded());
-    let attempt = async {
-        match args.no_wait {
-            true => mutex.try_lock().await,
-            false => mutex.lock_with(&options).await.map(Some),
-        }
-    };
+    let attempt = what.acquire(&client, &args.name, &options, args.no_wait);
     let acquired = match until_signalled(attempt, &client, &mut caught).await {
         Ok(acquired) => acquired,
         Err(number) => {
@@ -76,6 +75,81 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         Err(err) => errln!("distlock: warning: release failed (the lease will expire): {err}"),
     }
     Ok(code)
+}
+
+/// The lock a run takes on its name.
+#[derive(Debug, Clone, Copy)]
+enum Lock {
+    Mutex,
+    Read,
+    Write,
+    Permits { take: u32, of: u32 },
+}
+
+impl Lock {
+    /// The lock `args` ask for; more permits than the semaphore has is bad input.
+    fn of(args: &RunArgs) -> Result<Lock> {
+        match (args.shared, args.exclusive, args.permits, args.of) {
+            (true, _, _, _) => Ok(Lock::Read),
+            (_, true, _, _) => Ok(Lock::Write),
+            (_, _, take, Some(of)) => {
+                let take = take.unwrap_or(1);
+                match take <= of {
+                    true => Ok(Lock::Permits { take, of }),
+                    false => Err(distlock::Error::invalid(format!(
+                        "--permits {take} is more than the semaphore's --of {of}"
+                    ))),
+                }
+            }
+            _ => Ok(Lock::Mutex),
+        }
+    }
+
+    /// Acquires it: at once or not at all with `no_wait` (`Ok(None)` when busy), else
+    /// within the options' wait.
+    async fn acquire(
+        self,
+        client: &distlock::Client,
+        name: &str,
+        options: &LockOptions,
+        no_wait: bool,
+    ) -> Result<Option<Guard>> {
+        match (self, no_wait) {
+            (Lock::Mutex, true) => {
+                client
+                    .mutex(name)
+                    .with_options(options.clone())
+                    .try_lock()
+                    .await
+            }
+            (Lock::Mutex, false) => client.mutex(name).lock_with(options).await.map(Some),
+            (Lock::Read, true) => {
+                client
+                    .rwlock(name)
+                    .with_options(options.clone())
+                    .try_read()
+                    .await
+            }
+            (Lock::Read, false) => client.rwlock(name).read_with(options).await.map(Some),
+            (Lock::Write, true) => {
+                client
+                    .rwlock(name)
+                    .with_options(options.clone())
+                    .try_write()
+                    .await
+            }
+            (Lock::Write, false) => client.rwlock(name).write_with(options).await.map(Some),
+            (Lock::Permits { take, of }, true) => {
+                let semaphore = client.semaphore(name, of).with_options(options.clone());
+                semaphore.try_acquire_many(take).await
+            }
+            (Lock::Permits { take, of }, false) => client
+                .semaphore(name, of)
+                .acquire_with(take, options)
+                .await
+                .map(Some),
+        }
+    }
 }
 
 /// The shortest lease a run takes on any backend: renewals come every third of the TTL.

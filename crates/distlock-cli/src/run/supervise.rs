@@ -55,6 +55,10 @@ pub async fn supervise(
     let lost = guard.lost();
     tokio::pin!(lost);
     let mut lost_at: Option<Instant> = None;
+    // The command is stopped at --max-hold, before the lease it no longer renews runs out.
+    let hold_ends = args
+        .max_hold
+        .and_then(|max_hold| Instant::now().checked_add(max_hold));
     let code = loop {
         match look_at(group) {
             State::Running => {}
@@ -83,10 +87,15 @@ pub async fn supervise(
             _ = tokio::time::sleep(REAP_BACKSTOP) => {}
             _ = &mut lost, if lost_at.is_none() => {
                 errln!("distlock: lock `{}` was lost; stopping the command", args.name);
-                signals::to_group(group, libc::SIGTERM);
-                // A stopped command acts on SIGTERM only once continued.
-                signals::to_group(group, libc::SIGCONT);
-                lost_at = Some(Instant::now());
+                lost_at = Some(stop(group));
+            }
+            _ = sleep_until_opt(hold_ends), if lost_at.is_none() => {
+                errln!(
+                    "distlock: lock `{}` was held for --max-hold {}; stopping the command",
+                    args.name,
+                    humantime::format_duration(args.max_hold.unwrap_or_default())
+                );
+                lost_at = Some(stop(group));
             }
             _ = sleep_until_opt(kill_at) => {
                 errln!("distlock: the command outlived the {:?} grace period; killing it", args.kill_grace);
@@ -110,6 +119,14 @@ pub async fn supervise(
         return exit::LOST;
     }
     code
+}
+
+/// Asks the command's group to end (SIGTERM, and SIGCONT: a stopped command acts on
+/// SIGTERM only once continued); the time it was asked.
+fn stop(group: libc::pid_t) -> Instant {
+    signals::to_group(group, libc::SIGTERM);
+    signals::to_group(group, libc::SIGCONT);
+    Instant::now()
 }
 
 /// Starts the command in a process group of its own (its pid), with the lock's name and

@@ -2,7 +2,7 @@
 //! same way on each.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
@@ -11,6 +11,8 @@ use crate::waits::read_when_written;
 
 /// The exit code of a run that did not wait for a held lock.
 const BUSY: i32 = 75;
+/// The exit code of a run whose lock was lost, or held to its `--max-hold`.
+const LOST: i32 = 76;
 
 /// Two runs in a row get growing fencing tokens; while a third holds `jobs/held`, status
 /// shows its process and a run that does not wait exits busy; SIGTERM reaches the held
@@ -32,15 +34,7 @@ pub fn runs_guard_commands(url: &str, state: &Path) -> Value {
         .collect();
     assert!(tokens[0] < tokens[1], "{tokens:?}");
 
-    let started = state.join("started");
-    let mut holder = Command::new(env!("CARGO_BIN_EXE_distlock"))
-        .env("XDG_STATE_HOME", state)
-        .args(["--url", url, "run", "--name", "jobs/held", "--", "sh", "-c"])
-        .arg(format!("echo go > {}; exec sleep 30", started.display()))
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert_eq!(read_when_written(&started), "go");
+    let mut holder = hold(url, state, &["--name", "jobs/held"]);
     let out = distlock(url, state, &["status", "jobs/held", "--json"]);
     let shown: Value = serde_json::from_str(&ok(&out)).unwrap();
     let held = shown[0]["holders"][0].clone();
@@ -51,13 +45,101 @@ pub fn runs_guard_commands(url: &str, state: &Path) -> Value {
         &["run", "--name", "jobs/held", "--no-wait", "--", "true"],
     );
     assert_eq!(busy.status.code(), Some(BUSY));
+    end(holder);
+    held
+}
+
+/// A `distlock run` with `lock` (its name and kind) holding its lock, its command started.
+fn hold(url: &str, state: &Path, lock: &[&str]) -> Child {
+    let started = state.join(format!("started-{}", lock.join("-").replace('/', "-")));
+    // Left by an earlier holder of the same lock.
+    let _ = std::fs::remove_file(&started);
+    let holder = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state)
+        .args(["--url", url, "run"])
+        .args(lock)
+        .args(["--", "sh", "-c"])
+        .arg(format!("echo go > {}; exec sleep 30", started.display()))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert_eq!(read_when_written(&started), "go", "{lock:?} is held");
+    holder
+}
+
+/// Ends a holder from [`hold`] with SIGTERM, which reaches its command.
+fn end(mut holder: Child) {
     distlock_testkit::send(holder.id(), distlock_testkit::Signal::Terminate);
     assert_eq!(
         holder.wait().unwrap().code(),
         Some(128 + 15),
         "SIGTERM reached the command"
     );
-    held
+}
+
+/// `run --shared` and `--exclusive` (readers together, a writer alone), `--permits N --of
+/// M` (at most M permits at once), `--max-hold` (the command stopped at the limit, 76).
+pub fn runs_take_every_kind_of_lock(url: &str, state: &Path) {
+    let no_wait = |lock: &[&str]| {
+        let mut args = vec!["run"];
+        args.extend_from_slice(lock);
+        args.extend_from_slice(&["--no-wait", "--", "true"]);
+        distlock(url, state, &args)
+    };
+    let reader = hold(url, state, &["--name", "kinds/rw", "--shared"]);
+    ok(&no_wait(&["--name", "kinds/rw", "--shared"]));
+    let writer = no_wait(&["--name", "kinds/rw", "--exclusive"]);
+    assert_eq!(
+        writer.status.code(),
+        Some(BUSY),
+        "a writer waits for readers"
+    );
+    end(reader);
+    let writer = hold(url, state, &["--name", "kinds/rw", "--exclusive"]);
+    let reader = no_wait(&["--name", "kinds/rw", "--shared"]);
+    assert_eq!(
+        reader.status.code(),
+        Some(BUSY),
+        "readers wait for a writer"
+    );
+    end(writer);
+
+    let two = hold(
+        url,
+        state,
+        &["--name", "kinds/pool", "--permits", "2", "--of", "3"],
+    );
+    ok(&no_wait(&["--name", "kinds/pool", "--of", "3"]));
+    let more = no_wait(&["--name", "kinds/pool", "--permits", "2", "--of", "3"]);
+    assert_eq!(more.status.code(), Some(BUSY), "2 + 2 permits of 3");
+    end(two);
+
+    let started = std::time::Instant::now();
+    let capped = distlock(
+        url,
+        state,
+        &[
+            "run",
+            "--name",
+            "kinds/capped",
+            "--max-hold",
+            "1s",
+            "--",
+            "sleep",
+            "30",
+        ],
+    );
+    assert_eq!(
+        capped.status.code(),
+        Some(LOST),
+        "{}",
+        String::from_utf8_lossy(&capped.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "stopped at --max-hold: {:?}",
+        started.elapsed()
+    );
 }
 
 /// The demo with and without a lock: the lock sells exactly the stock.
