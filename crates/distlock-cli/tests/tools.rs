@@ -191,6 +191,90 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
     }
 }
 
+/// A second demo on the shop a first one sells from is refused at once (75), saying why,
+/// and leaves the first one's sale and shop alone; once the first has ended, a demo runs.
+#[test]
+fn a_second_demo_on_the_same_shop_is_refused_and_harms_nothing() {
+    use std::os::unix::process::CommandExt;
+    let state = tempfile::tempdir().unwrap();
+    let errors = state.path().join("stderr");
+    let mut first = DemoGroup(
+        Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("DISTLOCK_URL")
+            .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
+            .args(["--workers", "2", "--strategies", "lock"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&errors).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("distlock runs"),
+    );
+    let mut selling = false;
+    for _ in 0..300 {
+        if shop_file_under(state.path()).is_some() {
+            selling = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(selling, "the first demo made its shop");
+    let second = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state.path())
+        .env_remove("DISTLOCK_URL")
+        .args([
+            "demo",
+            "--stock",
+            "5",
+            "--buyers",
+            "10",
+            "--strategies",
+            "none",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("distlock runs");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains("another demo is selling"), "{stderr}");
+    assert!(
+        shop_file_under(state.path()).is_some(),
+        "the first demo's shop is still there"
+    );
+    assert!(
+        first.0.try_wait().unwrap().is_none(),
+        "the first demo sells on"
+    );
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(first.0.id() as libc::pid_t, libc::SIGTERM) };
+    let status = first.0.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(143),
+        "{}",
+        std::fs::read_to_string(&errors).unwrap_or_default()
+    );
+    let (_, out) = distlock(
+        state.path(),
+        &[
+            "demo",
+            "--json",
+            "--stock",
+            "5",
+            "--buyers",
+            "10",
+            "--strategies",
+            "none",
+        ],
+    );
+    assert_eq!(
+        json_lines(&out).len(),
+        1,
+        "a demo runs once the first has ended"
+    );
+}
+
 #[test]
 fn status_lists_nothing_then_json() {
     let state = tempfile::tempdir().unwrap();

@@ -2,6 +2,7 @@
 //! stock kept in a shop database — a SQLite file, or the PostgreSQL or MySQL/MariaDB
 //! database the locks live in — under each strategy in turn.
 
+mod claim;
 mod shop;
 
 use std::path::PathBuf;
@@ -13,11 +14,13 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use crate::args::DemoArgs;
+use crate::exit;
 use crate::location::{lock_url, refuse_process_local, sqlite_file, state_dir};
 use crate::output::{errln, outln};
 use crate::progress;
 use crate::signals::{self, Caught};
 use crate::worker_task;
+use claim::Claim;
 use distlock::sql::fenced::Dialect;
 use shop::{Sale, Shop, dialect_of};
 
@@ -80,11 +83,33 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
     };
     // A signal that would end the demo (Ctrl-C, a supervisor's SIGTERM) stops the sale
     // instead: its workers are killed with it, and the shop is removed all the same. Caught
-    // from before the shop exists, so none finds it made and the demo unprepared.
+    // from before the shop is claimed, so none finds it claimed or made and the demo
+    // unprepared.
     let mut caught = Caught::listen(&signals::ending());
+    let Some(claim) = Claim::take(&lock_url, &shop_at).await? else {
+        errln!(
+            "distlock demo: another demo is selling from the shop at {}; wait for it to end, \
+             or give this one a shop of its own (--shop)",
+            distlock::redact_url(&shop_at)
+        );
+        return Ok(exit::BUSY);
+    };
+    let sold = sell_and_tidy_up(&args, &lock_url, &shop_at, &mut caught).await;
+    claim.give_up().await;
+    sold
+}
+
+/// Sells from the shop at `shop_at` with every strategy, then removes it (unless
+/// `--keep`); a signal stops the sale and the shop is removed all the same.
+async fn sell_and_tidy_up(
+    args: &DemoArgs,
+    lock_url: &str,
+    shop_at: &str,
+    caught: &mut Caught,
+) -> Result<u8> {
     let shop = Shop::open(&shop_at, 1).await?;
     let mut sold = tokio::select! {
-        sold = sell(&args, &lock_url, &shop_at, &shop) => sold,
+        sold = sell(args, lock_url, shop_at, &shop) => sold,
         number = caught.next() => Ok(signalled(number)),
     };
     // Ctrl-C from a terminal reaches the workers too, and the sale may end on a worker
@@ -96,13 +121,13 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
     }
     if !args.keep {
         // The shop file is removed only when the demo chose it.
-        let file = args.shop.is_none().then(|| PathBuf::from(&shop_at));
+        let file = args.shop.is_none().then(|| PathBuf::from(shop_at));
         // A second signal ends the demo at once (a table another session keeps locked
         // would hold up its removal), the shop left as it is.
         let removed = tokio::select! {
             removed = shop.remove(file.as_deref()) => removed,
             number = caught.next() => {
-                errln!("distlock demo: stopped again by signal {number}; the shop is left at {}", distlock::redact_url(&shop_at));
+                errln!("distlock demo: stopped again by signal {number}; the shop is left at {}", distlock::redact_url(shop_at));
                 return Ok(128u8.saturating_add(number as u8));
             }
         };

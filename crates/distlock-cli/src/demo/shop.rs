@@ -71,7 +71,7 @@ pub fn dialect_of(location: &str) -> Result<Dialect> {
 }
 
 /// The driver URL of a shop location.
-fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
+pub fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
     match dialect {
         Dialect::Sqlite => {
             let file = location.strip_prefix("sqlite://").unwrap_or(location);
