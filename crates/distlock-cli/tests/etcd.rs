@@ -84,3 +84,27 @@ fn runs_take_every_kind_of_lock() {
     let url = format!("etcd://{}/cli?session_ttl=2s", etcd.addr());
     guarded::runs_take_every_kind_of_lock(&url, state.path());
 }
+
+/// On an etcd with auth enabled, a run without credentials is bad input (64), told once: no
+/// warning about the request's clean-up, which fails for the same reason, comes above it.
+#[test]
+fn a_run_without_credentials_is_one_clear_error() {
+    let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let endpoint = etcd.addr().to_string();
+    let etcdctl = |args: &[&str]| {
+        distlock_testkit::etcdctl(&endpoint, args)
+            .unwrap_or_else(|| panic!("etcdctl {args:?} failed"))
+    };
+    etcdctl(&["user", "add", "root", "--new-user-password=r00tpw"]);
+    etcdctl(&["auth", "enable"]);
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("etcd://{endpoint}/app");
+    let out = distlock(
+        &url,
+        state.path(),
+        &["run", "--name", "jobs/x", "--", "true"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(!stderr.contains("WARN"), "{stderr}");
+}

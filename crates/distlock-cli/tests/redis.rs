@@ -345,6 +345,10 @@ fn a_lock_key_another_program_made_a_hash_exits_with_the_software_code() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(70), "{stderr}");
     assert!(stderr.contains("WRONGTYPE"), "{stderr}");
+    assert!(
+        !stderr.contains("WARN"),
+        "no warning above the error: {stderr}"
+    );
 }
 
 /// A process out of file descriptors is not a store that is down: never 69, and the

@@ -31,6 +31,9 @@ fn clean_run(url: &str, schedule: &[&str]) -> String {
     };
     assert_eq!(verdict["clean"], true, "violations: {verdict:#}");
     ok(&out);
+    // The faults it injected are in the history, not warnings above the verdict.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("WARN"), "{stderr}");
     let stats = &verdict["stats"];
     assert!(stats["faults"].as_u64().unwrap() >= 4, "{stats}");
     // RedLock has no queue: a releasing holder often takes the lock straight back (one run

@@ -82,3 +82,34 @@ fn runs_take_every_kind_of_lock() {
     let url = format!("zk://{}/cli?session_timeout=2s", zk.addr());
     guarded::runs_take_every_kind_of_lock(&url, state.path());
 }
+
+/// Credentials the server refuses are bad input (64), told once: no warning about the
+/// request's clean-up, which fails for the same reason, comes above the error.
+#[test]
+fn refused_credentials_are_one_clear_error() {
+    let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    let owner = format!("zk://app:s3cret@{}/secure", zk.addr());
+    ok(&distlock(
+        &owner,
+        state.path(),
+        &["run", "--name", "jobs/x", "--", "true"],
+    ));
+    for url in [
+        format!("zk://app:wrong@{}/secure", zk.addr()),
+        format!("zk://{}/secure", zk.addr()),
+    ] {
+        let out = distlock(
+            &url,
+            state.path(),
+            &["run", "--name", "jobs/x", "--", "true"],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{url}: {stderr}");
+        assert!(!stderr.contains("WARN"), "{url}: {stderr}");
+        assert!(
+            !stderr.contains("s3cret") && !stderr.contains("wrong"),
+            "{stderr}"
+        );
+    }
+}

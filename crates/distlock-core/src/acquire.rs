@@ -207,7 +207,7 @@ async fn wait_for_grant(
     let mut pending = PendingTicket::new(backend.clone(), Ticket::new(request), cleanups.clone());
     match bounded(plan.calls_until, backend.enqueue(pending.ticket_mut())).await {
         Some(Ok(())) => {}
-        Some(Err(err)) => return Err(err),
+        Some(Err(err)) => return Err(pending.failed(err)),
         None => return Err(timed_out()),
     }
     let mut round: u32 = 0;
@@ -258,6 +258,7 @@ async fn wait_for_grant(
                 continue;
             }
             Err(err) => {
+                let err = pending.failed(err);
                 pending.cancel_within(CANCEL_GRACE).await;
                 return Err(err);
             }
@@ -278,6 +279,7 @@ async fn wait_for_grant(
         .await;
         if let Some(Err(err)) = waited {
             if !err.is_temporary() {
+                let err = pending.failed(err);
                 pending.cancel_within(CANCEL_GRACE).await;
                 return Err(err);
             }
@@ -444,6 +446,9 @@ struct PendingTicket {
     backend: Arc<dyn Backend>,
     ticket: Option<Ticket>,
     cleanups: Arc<Cleanups>,
+    /// The kind of error the request itself failed with, if it failed: a cancel that fails
+    /// the same way says nothing new, and is logged at debug, not above the error.
+    failed: Option<ErrorKind>,
 }
 
 impl PendingTicket {
@@ -452,7 +457,14 @@ impl PendingTicket {
             backend,
             cleanups,
             ticket: Some(ticket),
+            failed: None,
         }
+    }
+
+    /// Notes that the request failed with `err`, and hands the error back.
+    fn failed(&mut self, err: Error) -> Error {
+        self.failed = Some(err.kind());
+        err
     }
 
     fn ticket_mut(&mut self) -> &mut Ticket {
@@ -480,7 +492,11 @@ impl PendingTicket {
             }
             Ok(Err(err)) => {
                 self.ticket = None;
-                tracing::warn!(error = %err, "cancelling a ticket failed; its entry will expire");
+                cancel_failed(
+                    self.failed,
+                    &err,
+                    "cancelling a ticket failed; its entry will expire",
+                );
             }
             Err(_) => {}
         }
@@ -497,13 +513,16 @@ impl Drop for PendingTicket {
         };
         let backend = self.backend.clone();
         let cleanup = self.cleanups.start();
+        let failed = self.failed;
         runtime.spawn(async move {
             let _cleanup = cleanup;
             match tokio::time::timeout(BACKGROUND_CANCEL, backend.cancel(&mut ticket)).await {
                 Ok(Ok(())) => {}
-                Ok(Err(err)) => {
-                    tracing::warn!(error = %err, "cancelling an abandoned ticket failed; its entry will expire")
-                }
+                Ok(Err(err)) => cancel_failed(
+                    failed,
+                    &err,
+                    "cancelling an abandoned ticket failed; its entry will expire",
+                ),
                 Err(_) => tracing::warn!(
                     "cancelling an abandoned ticket got no answer in {BACKGROUND_CANCEL:?}; its entry will expire"
                 ),
@@ -545,5 +564,15 @@ mod tests {
             next_backstop(caps, 0, None, Some(Duration::from_secs(1))),
             Some(Duration::from_secs(1))
         );
+    }
+}
+
+/// Logs a cancel that failed with `err`: at debug when the request had failed with the same
+/// kind of error (a refused password, a read-only file: the caller gets that error, and a
+/// warning before it would only mislead), as a warning otherwise.
+fn cancel_failed(request_failed: Option<ErrorKind>, err: &Error, what: &str) {
+    match request_failed == Some(err.kind()) {
+        true => tracing::debug!(error = %err, "{what}"),
+        false => tracing::warn!(error = %err, "{what}"),
     }
 }

@@ -447,6 +447,13 @@ fn print_verdict(args: &TortureArgs, verdict: &Verdict, files: &Files, seed: u64
         stats.lost_updates,
         stats.stale_unfenced_writes
     );
+    if stats.stale_unfenced_writes > 0 && verdict.clean() {
+        outln!(
+            "  (the stale unfenced writes are counter writes by holders paused past the end of \
+             their lease, between their last check and the write: no lock can stop those, \
+             which is what the fenced resource's tokens are for)"
+        );
+    }
     outln!(
         "  fenced resource: {} writes accepted, {} stale writes refused; longest free while waiting {:.0} ms",
         stats.writes_accepted,
