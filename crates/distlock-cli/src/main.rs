@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod deadline;
 mod demo;
 mod exit;
 mod location;

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use distlock::{LockState, Result};
 
 use crate::args::StatusArgs;
+use crate::deadline::{unanswered, within};
 use crate::location::connect_shared;
 use crate::output::outln;
 
@@ -12,7 +13,10 @@ pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
     if let Some(name) = &args.name {
         distlock::validate_name(name)?;
     }
-    let (_, client) = connect_shared(url, "`status` shows the locks other processes hold").await?;
+    // Connecting, and the listing, each within the default operation timeout (the
+    // client's status is bounded by it too): a store that hangs is told of, not waited on.
+    let connect = connect_shared(url, "`status` shows the locks other processes hold");
+    let (_, client) = within(STATUS_WITHIN, connect, unanswered).await?;
     let states = client.status(args.name.as_deref()).await?;
     if args.json {
         let json = serde_json::to_string_pretty(&states)
@@ -23,6 +27,9 @@ pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
     }
     Ok(0)
 }
+
+/// How long `status` gives the store to connect: the default operation timeout.
+const STATUS_WITHIN: Duration = Duration::from_secs(5);
 
 fn table(states: &[LockState]) -> String {
     if states.is_empty() {

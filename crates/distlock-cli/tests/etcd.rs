@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 mod common;
+mod deadlines;
 mod frozen;
 mod guarded;
 mod min_ttl;
@@ -107,4 +108,17 @@ fn a_run_without_credentials_is_one_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(64), "{stderr}");
     assert!(!stderr.contains("WARN"), "{stderr}");
+}
+
+/// `run --wait 2s` against a member that never answers, and behind a holder with the
+/// member frozen mid-wait: busy (75) within 2.3 s.
+#[test]
+fn a_wait_bounds_connecting_and_every_call() {
+    let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let holes = deadlines::BlackHoles::new(1);
+    deadlines::bounded_by_the_wait(
+        &format!("etcd://{}/cli?session_ttl=2s", etcd.addr()),
+        &etcd,
+        &format!("etcd://{}/cli", holes.addrs()),
+    );
 }

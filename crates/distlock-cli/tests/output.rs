@@ -23,7 +23,13 @@ impl Sink {
     fn stdio(self) -> Stdio {
         match self {
             Sink::ClosedPipe => {
-                let (reader, writer) = std::io::pipe().expect("a pipe");
+                use std::os::fd::{FromRawFd, OwnedFd};
+                let mut ends = [0; 2];
+                // SAFETY: pipe(2) writes two descriptors into the array it is given.
+                assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0, "a pipe");
+                // SAFETY: both descriptors were just made and are owned here alone.
+                let (reader, writer) =
+                    unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
                 drop(reader);
                 writer.into()
             }

@@ -2,6 +2,7 @@
 
 mod common;
 mod database;
+mod deadlines;
 mod guarded;
 mod min_ttl;
 mod waits;
@@ -65,13 +66,33 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     }
 }
 
-/// `run --shared`, `--exclusive`, `--permits N --of M` and `--max-hold`, in both modes.
+/// What `run`, `status` and `demo` do on every backend, and `run --shared`, `--exclusive`,
+/// `--permits N --of M` and `--max-hold`, in both modes.
 #[test]
 fn runs_take_every_kind_of_lock() {
     let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
     let url = distlock_testkit::postgres_url(&pg);
     for mode in ["", "?mode=lease"] {
         let state = tempfile::tempdir().unwrap();
-        guarded::runs_take_every_kind_of_lock(&format!("{url}{mode}"), state.path());
+        let url = format!("{url}{mode}");
+        guarded::runs_guard_commands(&url, state.path());
+        guarded::demo_never_oversells(&url, state.path());
+        guarded::runs_take_every_kind_of_lock(&url, state.path());
+    }
+}
+
+/// `run --wait 2s` against a server that never answers, and behind a holder with the
+/// server frozen mid-wait, in both modes: busy (75) within 2.3 s.
+#[test]
+fn a_wait_bounds_connecting_and_every_call() {
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    let holes = deadlines::BlackHoles::new(1);
+    let url = distlock_testkit::postgres_url(&pg);
+    for mode in ["", "?mode=lease"] {
+        deadlines::bounded_by_the_wait(
+            &format!("{url}{mode}"),
+            &pg,
+            &format!("postgres://distlock@{}/distlock{mode}", holes.addrs()),
+        );
     }
 }

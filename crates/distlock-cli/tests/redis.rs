@@ -5,6 +5,7 @@ use std::process::Command;
 use serde_json::Value;
 
 mod common;
+mod deadlines;
 mod frozen;
 mod guarded;
 mod min_ttl;
@@ -474,4 +475,23 @@ fn runs_take_every_kind_of_lock() {
     guarded::runs_take_every_kind_of_lock(&format!("redis://{}/0", redis.addr()), state.path());
     let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
     guarded::runs_take_every_kind_of_lock(&cluster.url(), state.path());
+}
+
+/// `run --wait 2s` against a server that never answers, and behind a holder with the
+/// server frozen mid-wait: busy (75) within 2.3 s, on one server, a cluster and RedLock.
+#[test]
+fn a_wait_bounds_connecting_and_every_call() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let holes = deadlines::BlackHoles::new(3);
+    let first = holes.addrs().split(',').next().unwrap().to_owned();
+    deadlines::bounded_by_the_wait(
+        &format!("redis://{}/0", redis.addr()),
+        &redis,
+        &format!("redis://{first}/0"),
+    );
+    deadlines::a_store_that_never_answers_is_busy_at_the_wait(&format!("redis+cluster://{first}"));
+    deadlines::a_store_that_never_answers_is_busy_at_the_wait(&format!(
+        "redlock://{}",
+        holes.addrs()
+    ));
 }

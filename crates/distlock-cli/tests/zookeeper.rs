@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 mod common;
+mod deadlines;
 mod frozen;
 mod guarded;
 mod min_ttl;
@@ -112,4 +113,17 @@ fn refused_credentials_are_one_clear_error() {
             "{stderr}"
         );
     }
+}
+
+/// `run --wait 2s` against a server that never answers, and behind a holder with the
+/// server frozen mid-wait: busy (75) within 2.3 s.
+#[test]
+fn a_wait_bounds_connecting_and_every_call() {
+    let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    let holes = deadlines::BlackHoles::new(1);
+    deadlines::bounded_by_the_wait(
+        &format!("zk://{}/cli?session_timeout=2s", zk.addr()),
+        &zk,
+        &format!("zk://{}/cli", holes.addrs()),
+    );
 }

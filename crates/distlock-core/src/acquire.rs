@@ -531,6 +531,16 @@ impl Drop for PendingTicket {
     }
 }
 
+/// Logs a cancel that failed with `err`: at debug when the request had failed with the same
+/// kind of error (a refused password, a read-only file: the caller gets that error, and a
+/// warning before it would only mislead), as a warning otherwise.
+fn cancel_failed(request_failed: Option<ErrorKind>, err: &Error, what: &str) {
+    match request_failed == Some(err.kind()) {
+        true => tracing::debug!(error = %err, "{what}"),
+        false => tracing::warn!(error = %err, "{what}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,15 +574,5 @@ mod tests {
             next_backstop(caps, 0, None, Some(Duration::from_secs(1))),
             Some(Duration::from_secs(1))
         );
-    }
-}
-
-/// Logs a cancel that failed with `err`: at debug when the request had failed with the same
-/// kind of error (a refused password, a read-only file: the caller gets that error, and a
-/// warning before it would only mislead), as a warning otherwise.
-fn cancel_failed(request_failed: Option<ErrorKind>, err: &Error, what: &str) {
-    match request_failed == Some(err.kind()) {
-        true => tracing::debug!(error = %err, "{what}"),
-        false => tracing::warn!(error = %err, "{what}"),
     }
 }

@@ -13,32 +13,48 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub(crate) struct Cleanups {
     running: AtomicUsize,
+    /// Those of them that release a grant (the rest withdraw a request).
+    releasing: AtomicUsize,
     idle: Notify,
-    /// The same news for a thread that blocks (`wait_idle`): no runtime timer involved.
+    /// News of the last release's end for a thread that blocks (`wait_releases`): no
+    /// runtime timer involved.
     idle_lock: Mutex<()>,
     idle_blocking: Condvar,
 }
 
 impl Cleanups {
-    /// Counts a clean-up from now until the returned guard is dropped (at its end, or when
-    /// its task is dropped with its runtime).
+    /// Counts a clean-up (a request's withdrawal) from now until the returned guard is
+    /// dropped (at its end, or when its task is dropped with its runtime).
     pub(crate) fn start(self: &Arc<Self>) -> Cleanup {
         self.running.fetch_add(1, Ordering::AcqRel);
-        Cleanup(self.clone())
+        Cleanup {
+            cleanups: self.clone(),
+            release: false,
+        }
     }
 
-    /// Whether no clean-up runs.
-    pub(crate) fn idle(&self) -> bool {
-        self.running.load(Ordering::Acquire) == 0
+    /// Counts a release of a grant, as [`start`](Self::start) counts any clean-up.
+    pub(crate) fn start_release(self: &Arc<Self>) -> Cleanup {
+        self.releasing.fetch_add(1, Ordering::AcqRel);
+        self.running.fetch_add(1, Ordering::AcqRel);
+        Cleanup {
+            cleanups: self.clone(),
+            release: true,
+        }
     }
 
-    /// Blocks the calling thread until no clean-up runs, at most `within`; true if none
+    /// Whether no release runs.
+    pub(crate) fn releases_done(&self) -> bool {
+        self.releasing.load(Ordering::Acquire) == 0
+    }
+
+    /// Blocks the calling thread until no release runs, at most `within`; true if none
     /// does. It needs no runtime to time it out, so it ends even when every worker of the
-    /// runtime running the clean-ups is busy.
-    pub(crate) fn wait_idle(&self, within: Duration) -> bool {
+    /// runtime running the releases is busy.
+    pub(crate) fn wait_releases(&self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         let mut lock = self.idle_lock.lock().unwrap_or_else(|p| p.into_inner());
-        while !self.idle() {
+        while !self.releases_done() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return false;
@@ -68,15 +84,21 @@ impl Cleanups {
 }
 
 /// One running clean-up; dropping it ends it.
-pub(crate) struct Cleanup(Arc<Cleanups>);
+pub(crate) struct Cleanup {
+    cleanups: Arc<Cleanups>,
+    release: bool,
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
+        let cleanups = &self.cleanups;
+        if self.release && cleanups.releasing.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Taken so a waiter between its check and its wait is not missed.
-            let _lock = self.0.idle_lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.0.idle_blocking.notify_all();
+            let _lock = cleanups.idle_lock.lock().unwrap_or_else(|p| p.into_inner());
+            cleanups.idle_blocking.notify_all();
+        }
+        if cleanups.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            cleanups.idle.notify_waiters();
         }
     }
 }

@@ -87,14 +87,17 @@ pub const CLOSE_WITHIN: Duration = crate::options::MAX_DEFAULT_OP_TIMEOUT;
 /// async `main`, whose locals drop first), the releases they left running in the
 /// background are waited for, where the runtime lets that happen without stopping them:
 /// on a multi-thread runtime, from outside its tasks (the future `block_on` runs, as
-/// `#[tokio::main]`'s body is). Elsewhere [`Client::close`] does it.
+/// `#[tokio::main]`'s body is). Elsewhere [`Client::close`] does it. The withdrawals of
+/// requests given up are not waited for here: a wait that timed out against a store that
+/// hangs would hold the program past its deadline, and an entry left behind expires on
+/// its own; [`Client::settle`] waits for them.
 struct UserHandle {
     cleanups: Arc<Cleanups>,
 }
 
 impl Drop for UserHandle {
     fn drop(&mut self) {
-        if self.cleanups.idle() {
+        if self.cleanups.releases_done() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -106,7 +109,7 @@ impl Drop for UserHandle {
         {
             return;
         }
-        self.cleanups.wait_idle(CLOSE_WITHIN);
+        self.cleanups.wait_releases(CLOSE_WITHIN);
     }
 }
 
@@ -406,7 +409,7 @@ impl Client {
             .held()
             .into_iter()
             .map(|grant| {
-                let cleanup = self.inner.cleanups.start();
+                let cleanup = self.inner.cleanups.start_release();
                 tokio::spawn(async move {
                     let _cleanup = cleanup;
                     grant.release_all_holds().await
@@ -443,7 +446,8 @@ impl Client {
         failed.map_or(Ok(()), Err)
     }
 
-    /// The state of lock `name`, or of every lock with holders or waiters.
+    /// The state of lock `name`, or of every lock with holders or waiters, asked within the
+    /// operation timeout of the client's defaults (an `Unavailable` error past it).
     ///
     /// # Examples
     ///
@@ -459,7 +463,28 @@ impl Client {
         if let Some(name) = name {
             check_name_for(self.inner.backend.as_ref(), name)?;
         }
-        self.inner.backend.inspect(name).await
+        self.bounded("status", self.inner.backend.inspect(name))
+            .await
+    }
+
+    /// Runs a call to the backend for at most the operation timeout of the client's
+    /// defaults: a store that hangs fails the call (`Unavailable`), never holds it.
+    async fn bounded<T>(
+        &self,
+        operation: &'static str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let limit = self.inner.defaults.op_timeout_value();
+        match tokio::time::timeout(limit, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("the backend did not answer within the operation timeout {limit:?}"),
+            )
+            .with_backend(self.inner.backend.scheme())
+            .with_operation(operation)
+            .temporary()),
+        }
     }
 
     /// Lets the store drop the fencing counters of `names`, locks this program is done
@@ -475,7 +500,8 @@ impl Client {
     /// the names forgotten; `fence_ttl`'s sweep asks it only within `fence_ttl`), and no
     /// client of a distlock that counted from 1 (PostgreSQL's lease mode before counters
     /// took the clock's floor) uses the same tables. Answers how many counters went (on
-    /// RedLock, the most one master dropped).
+    /// RedLock, the most one master dropped), within the operation timeout of the client's
+    /// defaults.
     ///
     /// # Examples
     ///
@@ -497,7 +523,8 @@ impl Client {
         for name in &names {
             check_name_for(self.inner.backend.as_ref(), name)?;
         }
-        self.inner.backend.forget(&names).await
+        self.bounded("forget", self.inner.backend.forget(&names))
+            .await
     }
 
     pub(crate) fn inner(&self) -> &Arc<ClientInner> {

@@ -547,7 +547,7 @@ impl LeaseCore {
             return;
         };
         let core = Arc::clone(self);
-        let cleanup = core.client.cleanups.start();
+        let cleanup = core.client.cleanups.start_release();
         runtime.spawn(async move {
             let _cleanup = cleanup;
             let release = core.client.backend.release(&core.handle);

@@ -72,10 +72,12 @@ pub async fn odd_names_are_locks_of_their_own(url: &str) {
     assert!(client.status(None).await.unwrap().is_empty());
 }
 
-/// `server` hangs (SIGSTOP) while a client of `url` holds a lock: an acquire returns an
-/// error within its 200 ms wait (plus 100 ms), a release within its 300 ms operation
-/// timeout (plus 100 ms), `status` (an error) and `forget` within 8 s (their backends give
-/// up after 5 s at most); none panics or hangs. The server runs again afterwards.
+/// `server` hangs (SIGSTOP) while a client of `url` holds a lock and another request waits
+/// behind it: the waiting `lock_timeout(2s)` ends with `Timeout` within 2.3 s of its start,
+/// an acquire asked after the hang returns an error within its 200 ms wait (plus 100 ms), a
+/// release within its 300 ms operation timeout (plus 100 ms), `status` (an error) and
+/// `forget` within their 5 s operation timeout (plus 1 s); none panics or hangs. The server
+/// runs again afterwards.
 ///
 /// # Examples
 ///
@@ -90,6 +92,19 @@ pub async fn a_hung_server_bounds_every_call(url: &str, server: &Server) {
     let client = distlock::Client::connect(url).await.unwrap();
     let options = distlock::LockOptions::new().op_timeout(Duration::from_millis(300));
     let guard = client.mutex("held").lock_with(&options).await.unwrap();
+    let behind = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let started = Instant::now();
+            let waited = client
+                .mutex("held")
+                .lock_timeout(Duration::from_secs(2))
+                .await;
+            (waited.map(drop), started.elapsed())
+        }
+    });
+    // The hang comes in the middle of that wait.
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     server.pause();
     let started = Instant::now();
@@ -110,10 +125,17 @@ pub async fn a_hung_server_bounds_every_call(url: &str, server: &Server) {
         "the release took {:?}",
         started.elapsed()
     );
+    let (waited, took) = behind.await.expect("the waiting task ends");
+    let err = waited.expect_err("no grant from a hung server");
+    assert_eq!(err.kind(), distlock::ErrorKind::Timeout, "{err}");
+    assert!(
+        took < Duration::from_millis(2300),
+        "the wait behind the holder took {took:?}"
+    );
     let started = Instant::now();
     let status = client.status(Some("held")).await;
     assert!(
-        started.elapsed() < Duration::from_secs(8),
+        started.elapsed() < Duration::from_secs(6),
         "status took {:?}",
         started.elapsed()
     );
@@ -121,7 +143,7 @@ pub async fn a_hung_server_bounds_every_call(url: &str, server: &Server) {
     let started = Instant::now();
     let _ = client.forget(["held"]).await;
     assert!(
-        started.elapsed() < Duration::from_secs(8),
+        started.elapsed() < Duration::from_secs(6),
         "forget took {:?}",
         started.elapsed()
     );

@@ -107,3 +107,13 @@ fn paused_writes_hold_back_this_client_alone() {
             .await;
     });
 }
+
+/// A server that hangs (SIGSTOP) mid-wait and mid-call: a wait returns within its deadline,
+/// a release within its operation timeout, status and forget within theirs.
+#[test]
+fn a_hung_server_bounds_every_call_by_its_deadline() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        distlock_testkit::a_hung_server_bounds_every_call(&lease_url(server.addr()), &server).await;
+    });
+}

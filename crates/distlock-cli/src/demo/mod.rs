@@ -107,7 +107,7 @@ async fn sell_and_tidy_up(
     shop_at: &str,
     caught: &mut Caught,
 ) -> Result<u8> {
-    let shop = Shop::open(&shop_at, 1).await?;
+    let shop = Shop::open(shop_at, 1).await?;
     let mut sold = tokio::select! {
         sold = sell(args, lock_url, shop_at, &shop) => sold,
         number = caught.next() => Ok(signalled(number)),

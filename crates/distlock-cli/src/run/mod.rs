@@ -3,17 +3,19 @@
 mod supervise;
 mod terminal;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use distlock::{ErrorKind, Guard, LockOptions, Result};
 
 use crate::args::RunArgs;
+use crate::deadline::{retry_until, unanswered, within};
 use crate::exit;
 use crate::location::connect_shared;
 use crate::output::errln;
 use crate::signals::{self, Caught};
 
 pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
+    let started = Instant::now();
     // What is wrong whatever the store (a name no backend takes, a TTL too short or too
     // long) is refused before a store that may be down or hanging is asked.
     distlock::validate_name(&args.name)?;
@@ -32,8 +34,39 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     options = options.fair(args.fair);
     options.validate()?;
     let what = Lock::of(&args)?;
-    let (_, client) =
-        connect_shared(url, "`run` holds a lock that other processes respect").await?;
+    // The wait bounds everything before the grant, connecting included (a server that
+    // accepts and never answers, a member that never grants a session); with --no-wait,
+    // one operation timeout does.
+    let client = match (args.no_wait, args.wait) {
+        (true, _) => {
+            within(op_timeout, connect_shared(url, PURPOSE), unanswered)
+                .await?
+                .1
+        }
+        // A store out of reach is tried again within the wait, as a waiter whose store
+        // restarts tries again: past the wait, the run is busy, as if the lock were held.
+        (false, Some(wait)) => {
+            let deadline = started.checked_add(wait).unwrap_or_else(far_future);
+            let connect = || connect_shared(url, PURPOSE);
+            match retry_until(deadline, connect, |last| {
+                wait_ran_out(&args.name, wait, last)
+            })
+            .await
+            {
+                Ok((_, client)) => client,
+                Err(err) if err.kind() == ErrorKind::Timeout => {
+                    errln!("distlock: {err}");
+                    return Ok(exit::BUSY);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        (false, None) => connect_shared(url, PURPOSE).await?.1,
+    };
+    if let Some(wait) = args.wait {
+        // What connecting took comes off the wait; the acquire gets what is left.
+        options = options.wait(wait.saturating_sub(started.elapsed()).max(LEAST_WAIT));
+    }
     let scheme = client.backend().scheme();
     check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
     // Caught from before the wait until the command ends: none is lost in between.
@@ -60,6 +93,9 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         }
         Err(err) if err.kind() == ErrorKind::Timeout => {
             errln!("distlock: {err}");
+            // The request is withdrawn if the store answers at once; one that hangs does
+            // not hold the run past its wait, and the request expires on its own.
+            client.settle(WITHDRAW_AFTER_TIMEOUT).await;
             return Ok(exit::BUSY);
         }
         Err(err) => return Err(err),
@@ -176,6 +212,37 @@ fn check_ttl(ttl: Duration, on: &str, shortest: Duration) -> Result<()> {
         false => Ok(()),
     }
 }
+
+/// The least wait an acquire is given when connecting took the rest: it then asks once,
+/// bounded by the deadline, instead of by an operation timeout.
+const LEAST_WAIT: Duration = Duration::from_millis(1);
+
+/// What `run` is for, in the error that refuses a store no other process sees.
+const PURPOSE: &str = "`run` holds a lock that other processes respect";
+
+/// The error of a wait for `name` that ran out before the store answered (`last`: why it
+/// did not, when it said).
+fn wait_ran_out(name: &str, wait: Duration, last: Option<distlock::Error>) -> distlock::Error {
+    let why = match last {
+        Some(last) => format!("the lock store could not be reached ({last})"),
+        None => "the lock store did not answer in time".to_owned(),
+    };
+    distlock::Error::new(
+        ErrorKind::Timeout,
+        format!(
+            "lock `{name}` was not granted within --wait {}: {why}",
+            humantime::format_duration(wait)
+        ),
+    )
+}
+
+/// A deadline past any wait: a wait too long to add to the clock waits for ever.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// How long a run whose wait timed out waits for its request to be withdrawn.
+const WITHDRAW_AFTER_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// How long a run interrupted while it waits waits for its request to be withdrawn.
 const SETTLE: Duration = Duration::from_secs(5);

@@ -34,7 +34,7 @@ pub fn runs_guard_commands(url: &str, state: &Path) -> Value {
         .collect();
     assert!(tokens[0] < tokens[1], "{tokens:?}");
 
-    let mut holder = hold(url, state, &["--name", "jobs/held"]);
+    let holder = hold(url, state, &["--name", "jobs/held"]);
     let out = distlock(url, state, &["status", "jobs/held", "--json"]);
     let shown: Value = serde_json::from_str(&ok(&out)).unwrap();
     let held = shown[0]["holders"][0].clone();

@@ -123,7 +123,10 @@ impl RedlockBackend {
         .await;
         backend.refused_by_masters(&opened)?;
         let answers: Answers<()> = opened.into_iter().map(Result::ok).collect();
-        backend.quorum_of("connect", &answers)?;
+        // Masters out of reach may be back soon: worth trying again, within a deadline.
+        backend
+            .quorum_of("connect", &answers)
+            .map_err(Error::temporary)?;
         Ok(backend)
     }
 
