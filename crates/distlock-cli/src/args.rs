@@ -30,11 +30,13 @@ pub fn parse_failure_code(err: &clap::Error) -> u8 {
         DISTLOCK_LOG       what to log to stderr, as a tracing filter: `debug`, \
         `distlock_redis=trace,warn`, … (default: `warn`)\n\n\
         Exit codes: 64 for a bad value (URL, name, duration, number), 2 for other \
-        command-line errors; see each command's --help for the rest."
+        command-line errors, 74 when a run that succeeded could not write all its output \
+        (a closed pipe, a full disk); see each command's --help for the rest."
 )]
 pub struct Cli {
     /// Lock backend URL (memory://, sqlite:///path/locks.db, redis://…, zk://…, …). Default:
-    /// DISTLOCK_URL, else a SQLite file in the user's state directory.
+    /// --url-file, DISTLOCK_URL or DISTLOCK_URL_FILE, else a SQLite file in the user's state
+    /// directory. A password here is visible in `ps`: give it in a file.
     #[arg(long, global = true)]
     pub url: Option<String>,
     /// A file holding the lock URL, read once at the start: its password is then neither on
@@ -65,6 +67,10 @@ pub enum Command {
     /// Show holders, fencing tokens, remaining TTLs and waiters.
     Status(StatusArgs),
     /// Replay the overselling story: worker processes buy from a stock with and without locks.
+    ///
+    /// Exit codes: 0 when every strategy ran; 75 if another demo holds the shop; 64 bad
+    /// input; 69 backend unavailable; 70 other errors; 128+N if signal N stopped it (the
+    /// shop is removed all the same).
     Demo(DemoArgs),
     /// Measure lock latency and throughput against the backend's own floor.
     Bench(BenchArgs),
@@ -123,7 +129,8 @@ pub struct RunArgs {
     /// Grant in arrival order (FIFO), on backends with a fair queue.
     #[arg(long)]
     pub fair: bool,
-    /// Stop renewing after this long: the lock is then lost, and the command stopped (76).
+    /// Stop the command after this long (SIGTERM, then SIGKILL after --kill-grace; exit
+    /// 76); the lock is released once it has ended.
     #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
     pub max_hold: Option<Duration>,
     /// The command and its arguments.

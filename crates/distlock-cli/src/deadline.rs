@@ -64,6 +64,7 @@ where
     }
 }
 
-/// The first and the longest pause between two tries of [`retry_until`].
+/// The first pause between two tries of [`retry_until`]; each next one is twice as long.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
+/// The longest pause between two tries of [`retry_until`].
 const LAST_RETRY: Duration = Duration::from_secs(1);

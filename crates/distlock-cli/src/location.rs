@@ -76,6 +76,7 @@ fn env_var(name: &str) -> Result<Option<String>> {
 /// it. A file other users may read is warned about, as they may read the password too.
 fn read_url_file(file: &Path, what: &str) -> Result<String> {
     use std::os::unix::fs::PermissionsExt;
+    let _ = URL_FILE.set(std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()));
     let cannot =
         |e: std::io::Error| Error::invalid(format!("cannot read {what} {}: {e}", file.display()));
     let metadata = std::fs::metadata(file).map_err(cannot)?;
@@ -110,6 +111,14 @@ fn read_url_file(file: &Path, what: &str) -> Result<String> {
         )));
     }
     Ok(url.to_owned())
+}
+
+/// The file the lock URL was read from, if it was read from one.
+static URL_FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The file the lock URL was read from (`--url-file`, `DISTLOCK_URL_FILE`), if it was.
+pub fn url_file() -> Option<&'static Path> {
+    URL_FILE.get().map(PathBuf::as_path)
 }
 
 /// The longest file `--url-file` reads, in bytes.

@@ -27,9 +27,13 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            // Printing help or a usage error to a closed stream changes nothing.
-            let _ = err.print();
-            return ExitCode::from(args::parse_failure_code(&err));
+            let code = args::parse_failure_code(&err);
+            // Help (0) that could not be printed is output lost, as for any run; a usage
+            // error keeps its code.
+            return ExitCode::from(match err.print() {
+                Err(_) if code == 0 => exit::IO_ERROR,
+                _ => output::exit_code(code),
+            });
         }
     };
     tracing_subscriber::fmt()

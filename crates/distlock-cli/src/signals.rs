@@ -163,7 +163,7 @@ pub async fn stop_between_writes(client: &distlock::Client) {
 
 /// Stops distlock itself, as job control stops a job: the shell sees it stopped, and its
 /// `fg` or `bg` continues it with SIGCONT.
-fn stop_self() {
+pub fn stop_self() {
     // SAFETY: kill(2) has no memory-safety preconditions; SIGSTOP cannot be caught.
     unsafe {
         libc::kill(libc::getpid(), libc::SIGSTOP);

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use distlock::{LockState, Result};
+use distlock::{LockOptions, LockState, Result};
 
 use crate::args::StatusArgs;
 use crate::deadline::{unanswered, within};
@@ -13,11 +13,15 @@ pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
     if let Some(name) = &args.name {
         distlock::validate_name(name)?;
     }
-    // Connecting, and the listing, each within the default operation timeout (the
-    // client's status is bounded by it too): a store that hangs is told of, not waited on.
-    let connect = connect_shared(url, "`status` shows the locks other processes hold");
-    let (_, client) = within(STATUS_WITHIN, connect, unanswered).await?;
-    let states = client.status(args.name.as_deref()).await?;
+    // Connecting and the listing, together within the default operation timeout: a store
+    // that hangs is told of, not waited on.
+    let ask = async {
+        let (_, client) =
+            connect_shared(url, "`status` shows the locks other processes hold").await?;
+        client.status(args.name.as_deref()).await
+    };
+    let within_limit = LockOptions::new().op_timeout_value();
+    let states = within(within_limit, ask, unanswered).await?;
     if args.json {
         let json = serde_json::to_string_pretty(&states)
             .map_err(|e| distlock::Error::invalid(format!("cannot encode status: {e}")))?;
@@ -27,9 +31,6 @@ pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
     }
     Ok(0)
 }
-
-/// How long `status` gives the store to connect: the default operation timeout.
-const STATUS_WITHIN: Duration = Duration::from_secs(5);
 
 fn table(states: &[LockState]) -> String {
     if states.is_empty() {

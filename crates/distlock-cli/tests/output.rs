@@ -49,6 +49,7 @@ fn distlock(state: &Path, args: &[&str]) -> Command {
     command
         .env("XDG_STATE_HOME", state)
         .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
         .args(args)
         .stdin(Stdio::null());
     command
@@ -59,6 +60,16 @@ fn with_stdout(state: &Path, args: &[&str], sink: Sink) -> Output {
     distlock(state, args)
         .stdout(sink.stdio())
         .stderr(Stdio::piped())
+        .output()
+        .expect("distlock runs")
+}
+
+/// Runs `args` with standard output and standard error both sent to `sink`.
+fn with_both(state: &Path, args: &[&str], sink: Sink) -> Output {
+    distlock(state, args)
+        .env("DISTLOCK_LOG", "debug")
+        .stdout(sink.stdio())
+        .stderr(sink.stdio())
         .output()
         .expect("distlock runs")
 }
@@ -111,6 +122,13 @@ fn a_demo_that_cannot_print_still_sells_and_removes_its_shop() {
             !state.path().join("distlock/shop.db").exists(),
             "demo to {sink:?}: its shop is removed"
         );
+        let out = with_both(state.path(), &args, sink);
+        assert_code(
+            &out,
+            IO_ERROR,
+            &format!("demo, stdout and stderr to {sink:?}"),
+        );
+        assert!(!state.path().join("distlock/shop.db").exists());
     }
 }
 
@@ -125,6 +143,12 @@ fn bench_to_a_closed_or_full_stdout_exits_74() {
             }
             let out = with_stdout(state.path(), &args, sink);
             assert_code(&out, IO_ERROR, &format!("{args:?} to {sink:?}"));
+            let out = with_both(state.path(), &args, sink);
+            assert_code(
+                &out,
+                IO_ERROR,
+                &format!("{args:?}, stdout and stderr to {sink:?}"),
+            );
         }
     }
 }
@@ -146,6 +170,12 @@ fn torture_to_a_closed_or_full_stdout_checks_its_history_and_exits_74() {
         ];
         let out = with_stdout(state.path(), &args, sink);
         assert_code(&out, IO_ERROR, &format!("torture to {sink:?}"));
+        let out = with_both(state.path(), &args, sink);
+        assert_code(
+            &out,
+            IO_ERROR,
+            &format!("torture, stdout and stderr to {sink:?}"),
+        );
         let runs = state.path().join("distlock/torture");
         let report = std::fs::read_dir(&runs)
             .expect("the run has its directory")
@@ -234,4 +264,14 @@ fn errors_to_a_closed_or_full_stderr_keep_their_codes() {
             );
         }
     }
+}
+
+/// `--help` that cannot be printed is output lost (74); a usage error keeps its code (2).
+#[test]
+fn help_to_a_full_stdout_exits_74() {
+    let state = tempfile::tempdir().unwrap();
+    let out = with_stdout(state.path(), &["--help"], Sink::Full);
+    assert_code(&out, IO_ERROR, "--help to /dev/full");
+    let out = with_both(state.path(), &["--no-such-flag"], Sink::Full);
+    assert_code(&out, 2, "a usage error to /dev/full");
 }

@@ -226,6 +226,7 @@ fn a_store_gone_at_release_time_does_not_hold_up_the_exit() {
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state.path())
         .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
         .args(["--url", &url, "run", "--name", "gone", "--ttl", "30s", "--"])
         .args(["sh", "-c", &script])
         .stdin(std::process::Stdio::null())
@@ -361,11 +362,19 @@ fn running_out_of_file_descriptors_is_blamed_on_the_limit_not_the_server() {
     let url = format!("redis://{}/0", redis.addr());
     let state = tempfile::tempdir().unwrap();
     let mut ran_out = 0;
-    for limit in 6..=24 {
+    // A waiting run does not wait out its --wait for descriptors either: not worth asking
+    // again, so not 75.
+    let runs = (6..=24).flat_map(|limit| {
+        [
+            (limit, "status"),
+            (limit, "run --name fds --wait 30s -- true"),
+        ]
+    });
+    for (limit, args) in runs {
         let out = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "ulimit -n {limit} && exec \"$0\" --url \"$1\" status",
+                "ulimit -n {limit} && exec \"$0\" --url \"$1\" {args}",
             ))
             .arg(env!("CARGO_BIN_EXE_distlock"))
             .arg(&url)
@@ -375,12 +384,12 @@ fn running_out_of_file_descriptors_is_blamed_on_the_limit_not_the_server() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             matches!(out.status.code(), Some(0 | 70)),
-            "limit {limit}: {stderr}"
+            "limit {limit}, {args}: {stderr}"
         );
         if out.status.code() == Some(70) {
             assert!(
                 stderr.contains("file descriptors"),
-                "limit {limit}: {stderr}"
+                "limit {limit}, {args}: {stderr}"
             );
             ran_out += 1;
         }
@@ -389,8 +398,9 @@ fn running_out_of_file_descriptors_is_blamed_on_the_limit_not_the_server() {
 }
 
 /// A lock URL with a password, given in a file (`--url-file`, `DISTLOCK_URL_FILE`): the
-/// password is on no command line and in no environment; given in `DISTLOCK_URL`, it is
-/// kept out of the guarded command's environment; given with `--url`, it is warned about.
+/// password is on no command line and in no environment, and the guarded command gets the
+/// file's name; given in `DISTLOCK_URL`, it is kept out of the command's environment; given
+/// with `--url`, it is warned about. A URL without a password is handed to the command.
 #[test]
 fn a_password_given_in_a_file_reaches_neither_argv_nor_the_command() {
     use std::os::unix::fs::PermissionsExt;
@@ -428,7 +438,7 @@ fn a_password_given_in_a_file_reaches_neither_argv_nor_the_command() {
         c.arg("--url").arg(&url);
     });
     for (out, seen) in [
-        (&by_flag, "url=unset file=unset".to_owned()),
+        (&by_flag, format!("url=unset file={}", file.display())),
         (&by_env_file, format!("url=unset file={}", file.display())),
         (&by_env, "url=unset file=unset".to_owned()),
         (&by_argv, "url=unset file=unset".to_owned()),
@@ -446,24 +456,33 @@ fn a_password_given_in_a_file_reaches_neither_argv_nor_the_command() {
         stderr.contains("--url-file"),
         "a password in argv is warned about: {stderr}"
     );
-    // A URL without a password is handed on: a nested distlock finds the same store.
+    // A URL without a password is handed on, whichever way it came: a nested distlock
+    // finds the same store, not one the caller's environment names.
     let open_redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
     let open = format!("redis://{}/0", open_redis.addr());
-    let out = Command::new(binary)
-        .env("XDG_STATE_HOME", state.path())
-        .env("DISTLOCK_URL", &open)
-        .args([
-            "run",
-            "--name",
-            "open",
-            "--",
-            "sh",
-            "-c",
-            "echo \"$DISTLOCK_URL\"",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(ok(&out).trim(), open);
+    for by_flag in [false, true] {
+        let mut command = Command::new(binary);
+        command.env("XDG_STATE_HOME", state.path());
+        match by_flag {
+            true => command
+                .env("DISTLOCK_URL", "redis://elsewhere/0")
+                .args(["--url", &open]),
+            false => command.env("DISTLOCK_URL", &open),
+        };
+        let out = command
+            .args([
+                "run",
+                "--name",
+                "open",
+                "--",
+                "sh",
+                "-c",
+                "echo \"$DISTLOCK_URL\"",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(ok(&out).trim(), open);
+    }
 }
 
 /// `run --shared`, `--exclusive`, `--permits N --of M` and `--max-hold`, on one server and

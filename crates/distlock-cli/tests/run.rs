@@ -16,6 +16,7 @@ fn distlock(state: &Path) -> Command {
     command
         .env("XDG_STATE_HOME", state)
         .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
         .stdin(Stdio::null());
     command
 }

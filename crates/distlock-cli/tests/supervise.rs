@@ -26,6 +26,7 @@ fn distlock_run(state: &Path, name: &str, script: &str) -> Command {
     command
         .env("XDG_STATE_HOME", state)
         .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
         .args(["run", "--name", name, "--", "bash", "-c", script])
         .stdin(Stdio::null());
     command
@@ -184,6 +185,7 @@ impl InTerminal {
             .env("DISTLOCK", env!("CARGO_BIN_EXE_distlock"))
             .env("SHELL", "/bin/sh")
             .env_remove("DISTLOCK_URL")
+            .env_remove("DISTLOCK_URL_FILE")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -288,6 +290,7 @@ fn ctrl_z_in_a_terminal_stops_distlock_with_its_command_and_both_continue() {
         Command::new(env!("CARGO_BIN_EXE_distlock"))
             .env("XDG_STATE_HOME", state.path())
             .env_remove("DISTLOCK_URL")
+            .env_remove("DISTLOCK_URL_FILE")
             .args(["run", "--name", "other", "--wait", "10s", "--", "true"])
             .stdin(Stdio::null())
             .spawn()

@@ -9,6 +9,7 @@ fn distlock(state: &Path, args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state)
         .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -131,6 +132,7 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
             Command::new(env!("CARGO_BIN_EXE_distlock"))
                 .env("XDG_STATE_HOME", state.path())
                 .env_remove("DISTLOCK_URL")
+                .env_remove("DISTLOCK_URL_FILE")
                 .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
                 .args(["--workers", "2", "--strategies", "lock"])
                 .stdin(Stdio::null())
@@ -202,6 +204,7 @@ fn a_second_demo_on_the_same_shop_is_refused_and_harms_nothing() {
         Command::new(env!("CARGO_BIN_EXE_distlock"))
             .env("XDG_STATE_HOME", state.path())
             .env_remove("DISTLOCK_URL")
+            .env_remove("DISTLOCK_URL_FILE")
             .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
             .args(["--workers", "2", "--strategies", "lock"])
             .stdin(Stdio::null())
@@ -223,6 +226,7 @@ fn a_second_demo_on_the_same_shop_is_refused_and_harms_nothing() {
     let second = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state.path())
         .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
         .args([
             "demo",
             "--stock",
@@ -237,7 +241,7 @@ fn a_second_demo_on_the_same_shop_is_refused_and_harms_nothing() {
         .expect("distlock runs");
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(75), "{stderr}");
-    assert!(stderr.contains("another demo is selling"), "{stderr}");
+    assert!(stderr.contains("another demo holds the shop"), "{stderr}");
     assert!(
         shop_file_under(state.path()).is_some(),
         "the first demo's shop is still there"
@@ -389,6 +393,7 @@ fn bench_refuses_what_it_cannot_measure_with_a_usage_code() {
         Command::new(env!("CARGO_BIN_EXE_distlock"))
             .env("XDG_STATE_HOME", state.path())
             .env_remove("DISTLOCK_URL")
+            .env_remove("DISTLOCK_URL_FILE")
             .args(["--url", "memory://", "bench"])
             .args(extra)
             .stdin(Stdio::null())

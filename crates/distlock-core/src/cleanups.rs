@@ -9,9 +9,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::backend::Grant;
+use crate::stranded::Stranded;
+
 /// The background clean-ups of one client still running.
 #[derive(Debug, Default)]
 pub(crate) struct Cleanups {
+    /// The releases among them, noted for a runtime that ends before they run.
+    pub(crate) stranded: Stranded,
     running: AtomicUsize,
     /// Those of them that release a grant (the rest withdraw a request).
     releasing: AtomicUsize,
@@ -30,6 +35,7 @@ impl Cleanups {
         Cleanup {
             cleanups: self.clone(),
             release: false,
+            stranded: None,
         }
     }
 
@@ -40,7 +46,21 @@ impl Cleanups {
         Cleanup {
             cleanups: self.clone(),
             release: true,
+            stranded: None,
         }
+    }
+
+    /// Counts the release of `grant` in the background, as [`start_release`]
+    /// (Self::start_release) does, and notes it until it ends, in case the runtime ends
+    /// before it runs (see [`Stranded`]).
+    pub(crate) fn start_background_release(
+        self: &Arc<Self>,
+        grant: Grant,
+        by_session: bool,
+    ) -> Cleanup {
+        let mut cleanup = self.start_release();
+        cleanup.stranded = Some(self.stranded.note(grant, by_session));
+        cleanup
     }
 
     /// Whether no release runs.
@@ -87,11 +107,16 @@ impl Cleanups {
 pub(crate) struct Cleanup {
     cleanups: Arc<Cleanups>,
     release: bool,
+    /// Its note among the stranded releases, for a release in the background.
+    stranded: Option<u64>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let cleanups = &self.cleanups;
+        if let Some(id) = self.stranded {
+            cleanups.stranded.done(id);
+        }
         if self.release && cleanups.releasing.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Taken so a waiter between its check and its wait is not missed.
             let _lock = cleanups.idle_lock.lock().unwrap_or_else(|p| p.into_inner());

@@ -84,15 +84,18 @@ impl ClientInner {
 pub const CLOSE_WITHIN: Duration = crate::options::MAX_DEFAULT_OP_TIMEOUT;
 
 /// What the handles a user holds share: when the last goes (a program returning from an
-/// async `main`, whose locals drop first), the releases they left running in the
-/// background are waited for, where the runtime lets that happen without stopping them:
-/// on a multi-thread runtime, from outside its tasks (the future `block_on` runs, as
-/// `#[tokio::main]`'s body is). Elsewhere [`Client::close`] does it. The withdrawals of
+/// async `main`, whose locals drop first) outside the runtime's tasks, the releases they
+/// left running in the background are seen to: on a multi-thread runtime waited for, on a
+/// current-thread one (whose one thread is this one) made on a thread of their own, since
+/// the runtime will run none of them again. The withdrawals of
 /// requests given up are not waited for here: a wait that timed out against a store that
 /// hangs would hold the program past its deadline, and an entry left behind expires on
 /// its own; [`Client::settle`] waits for them.
 struct UserHandle {
     cleanups: Arc<Cleanups>,
+    backend: Arc<dyn Backend>,
+    /// The URL the client connected to, for the releases made elsewhere (see below).
+    url: Option<String>,
 }
 
 impl Drop for UserHandle {
@@ -103,13 +106,23 @@ impl Drop for UserHandle {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        // In a task, or with one thread for every task, waiting would stop the releases.
-        if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread
-            || tokio::task::try_id().is_some()
-        {
+        // In a task, waiting would hold up the runtime's other tasks, the releases among
+        // them; the program is not ending here.
+        if tokio::task::try_id().is_some() {
             return;
         }
-        self.cleanups.wait_releases(CLOSE_WITHIN);
+        match runtime.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => {
+                self.cleanups.wait_releases(CLOSE_WITHIN);
+            }
+            // Its one thread is here, and runs no task again before the runtime ends: the
+            // releases are made on a thread of their own.
+            _ => self.cleanups.stranded.release_elsewhere(
+                &self.backend,
+                self.url.as_deref(),
+                CLOSE_WITHIN,
+            ),
+        }
     }
 }
 
@@ -163,7 +176,7 @@ impl Client {
     /// # }
     /// ```
     pub async fn connect(url: &str) -> Result<Client> {
-        Ok(Client::with_backend(registry::connect(url).await?))
+        Client::connect_with_defaults(url, LockOptions::default()).await
     }
 
     /// [`connect`](Self::connect), with primitives that start from `defaults` instead of
@@ -183,10 +196,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn connect_with_defaults(url: &str, defaults: LockOptions) -> Result<Client> {
-        Ok(Client::with_defaults(
-            registry::connect(url).await?,
-            defaults,
-        ))
+        let backend = registry::connect(url).await?;
+        Ok(Client::build(backend, defaults, Some(url.to_owned())))
     }
 
     /// A client over a backend built by hand.
@@ -214,10 +225,17 @@ impl Client {
     /// );
     /// ```
     pub fn with_defaults(backend: Arc<dyn Backend>, defaults: LockOptions) -> Client {
+        Client::build(backend, defaults, None)
+    }
+
+    /// A client over `backend`, connected to `url` if it was.
+    fn build(backend: Arc<dyn Backend>, defaults: LockOptions, url: Option<String>) -> Client {
         let cleanups = Arc::<Cleanups>::default();
         Client {
             _user: Arc::new(UserHandle {
                 cleanups: cleanups.clone(),
+                backend: backend.clone(),
+                url,
             }),
             inner: Arc::new(ClientInner {
                 renewals: Renewals::new(backend.clone()),

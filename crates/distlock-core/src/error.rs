@@ -173,13 +173,16 @@ impl Error {
     pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
         if let Some(note) = descriptors_exhausted(&source) {
             self.kind = ErrorKind::Backend;
+            self.temporary = false;
             self.message = format!("{note}; {}", self.message);
         }
         self.source = Some(Arc::new(source));
         self
     }
 
-    /// Marks the error as worth retrying (a transient fault, not a wrong request).
+    /// Marks the error as worth retrying (a transient fault, not a wrong request), unless
+    /// its source is this process out of file descriptors (see [`with_source`]
+    /// (Self::with_source)).
     ///
     /// # Examples
     ///
@@ -188,7 +191,12 @@ impl Error {
     /// assert!(err.is_temporary());
     /// ```
     pub fn temporary(mut self) -> Self {
-        self.temporary = true;
+        // Asking again within a wait would not give this process descriptors back.
+        let exhausted = self
+            .source
+            .as_deref()
+            .is_some_and(|source| descriptors_exhausted(source).is_some());
+        self.temporary = !exhausted;
         self
     }
 
@@ -315,6 +323,10 @@ mod tests {
         let err = Error::new(ErrorKind::Unavailable, "redis connect failed").with_source(emfile);
         assert_eq!(err.kind(), ErrorKind::Backend);
         assert!(err.message().contains("ulimit -n"), "{err}");
+        assert!(
+            !err.clone().temporary().is_temporary(),
+            "not worth asking again"
+        );
         // Known only by its text, below a client's own error.
         let wrapped = Error::new(ErrorKind::Unavailable, "connect failed").with_source(
             std::io::Error::other(format!(

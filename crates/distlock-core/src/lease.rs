@@ -547,7 +547,10 @@ impl LeaseCore {
             return;
         };
         let core = Arc::clone(self);
-        let cleanup = core.client.cleanups.start_release();
+        let cleanup = core
+            .client
+            .cleanups
+            .start_background_release(core.handle.clone(), core.grant.session.is_some());
         runtime.spawn(async move {
             let _cleanup = cleanup;
             let release = core.client.backend.release(&core.handle);

@@ -49,6 +49,7 @@ mod owner;
 mod primitives;
 mod registry;
 mod renewals;
+mod stranded;
 mod telemetry;
 mod wakers;
 mod watchdog;

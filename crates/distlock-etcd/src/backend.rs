@@ -316,6 +316,11 @@ impl Backend for EtcdBackend {
         "etcd"
     }
 
+    /// Its connections, and every call, run on the etcd side runtime.
+    fn calls_outlive_the_runtime(&self) -> bool {
+        true
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             liveness: Liveness::Session,

@@ -67,6 +67,8 @@ mod split;
 pub mod sqlite;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod tasks;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use tasks::connect_error;
 
 /// Gives rustls ring's crypto provider as the process-wide one, unless the program chose
 /// one already. sqlx verifies a certificate without its host name (`verify-ca`) through

@@ -121,12 +121,25 @@ where
     Ok(())
 }
 
-/// A failed connect: the server refusing the URL's credentials (SQLSTATE class 28) or
-/// database (PostgreSQL 3D000, or 42501 for one the user may not connect to; MySQL 1049,
-/// or 1044 for one the user may not use), or a TLS connection the URL's settings cannot
-/// make, makes the URL bad input.
+/// A failed connect to a PostgreSQL or MySQL server as a distlock error: the server
+/// refusing the URL's credentials (SQLSTATE class 28) or database (PostgreSQL 3D000, or
+/// 42501 for one the user may not connect to; MySQL 1049, or 1044 for one the user may not
+/// use), or a TLS connection the URL's settings cannot make, makes the URL bad input
+/// ([`ErrorKind::InvalidInput`]); a server out of reach, starting or full is
+/// [`ErrorKind::Unavailable`]. `backend` names the server's kind in the message.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::ErrorKind;
+///
+/// let err = distlock_sql::connect_error("postgres", sqlx::Error::Configuration("no".into()));
+/// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+/// let err = distlock_sql::connect_error("postgres", sqlx::Error::PoolTimedOut);
+/// assert_eq!(err.kind(), ErrorKind::Unavailable);
+/// ```
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-fn connect_error(backend: &'static str, err: sqlx::Error) -> Error {
+pub fn connect_error(backend: &'static str, err: sqlx::Error) -> Error {
     let reason = match &err {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();

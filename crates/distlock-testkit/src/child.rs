@@ -58,8 +58,9 @@ pub enum ChildTask {
     /// A program that ends holding `name`: on its own runtime, it takes the lock with a
     /// 60 s lease, reports `acquired`, and returns from its async `main`, its guard and
     /// client dropped there. `close` calls `Client::close` first, with the guard still
-    /// held, on a current-thread runtime (where nothing else can wait for the release);
-    /// without it, the runtime is a multi-thread one, as `#[tokio::main]` builds.
+    /// held. The runtime is a current-thread one (as `#[tokio::main(flavor =
+    /// "current_thread")]` builds) with `current_thread`, else a multi-thread one (as
+    /// `#[tokio::main]` builds).
     EndHolding {
         /// The lock URL.
         url: String,
@@ -67,6 +68,8 @@ pub enum ChildTask {
         name: String,
         /// Whether to call `Client::close` before returning.
         close: bool,
+        /// Whether the runtime has one thread.
+        current_thread: bool,
     },
     /// Connect, then from `start_unix_ms` to `end_unix_ms` (wall clock): lock `name` with a
     /// `ttl_ms` lease, create the file `inside` (which must not exist: someone else would
@@ -322,8 +325,14 @@ pub fn run_child() {
         return;
     };
     let task: ChildTask = serde_json::from_str(&task).expect("the task is valid JSON");
-    if let ChildTask::EndHolding { url, name, close } = task {
-        end_holding(&url, &name, close);
+    if let ChildTask::EndHolding {
+        url,
+        name,
+        close,
+        current_thread,
+    } = task
+    {
+        end_holding(&url, &name, close, current_thread);
         return;
     }
     crate::block_on(async move {
@@ -336,8 +345,8 @@ pub fn run_child() {
 }
 
 /// The body of [`ChildTask::EndHolding`]: an async `main` that returns holding a lock.
-fn end_holding(url: &str, name: &str, close: bool) {
-    let runtime = match close {
+fn end_holding(url: &str, name: &str, close: bool, current_thread: bool) {
+    let runtime = match current_thread {
         true => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),

@@ -301,6 +301,11 @@ impl Backend for ZkBackend {
         "zookeeper"
     }
 
+    /// Its session, and every call, run on the ZooKeeper side runtime.
+    fn calls_outlive_the_runtime(&self) -> bool {
+        true
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             liveness: Liveness::Session,

@@ -2,9 +2,13 @@
 //! it sells and tidies up, so a second demo on the same shop is refused at once instead of
 //! restocking, selling from and removing the tables of the first.
 
-use distlock::{Client, Guard, Result};
+use std::path::Path;
+use std::time::Duration;
 
-use super::shop::{dialect_of, driver_url};
+use distlock::sql::fenced::Dialect;
+use distlock::{Client, Guard, LockOptions, Result};
+
+use super::shop::dialect_of;
 use crate::location::lock_url;
 
 /// A shop claimed by this demo.
@@ -22,7 +26,8 @@ impl Claim {
         if !client.backend().capabilities().cross_process {
             client = Client::connect(&lock_url(&None)?).await?;
         }
-        let guard = client.mutex(name).try_lock().await?;
+        let options = LockOptions::new().ttl(CLAIM_TTL);
+        let guard = client.mutex(name).with_options(options).try_lock().await?;
         Ok(guard.map(|guard| Claim { client, guard }))
     }
 
@@ -33,11 +38,41 @@ impl Claim {
     }
 }
 
-/// The claim's lock name: a hash of where the shop is (its absolute path, or its URL
-/// without a password), so any path or URL makes a name every backend takes.
+/// The claim's lease: renewed while the demo runs, and what a demo killed outright (which
+/// could not give the shop up) holds the next one off for at most.
+pub const CLAIM_TTL: Duration = Duration::from_secs(10);
+
+/// The claim's lock name: a hash of where the shop is, so any path or URL makes a name
+/// every backend takes. The place is the shop file's canonical path (through `..` and
+/// symbolic links), or the database's scheme, host, port and name, whoever connects.
 fn name_of(shop_at: &str) -> Result<String> {
-    let at = distlock::redact_url(&driver_url(shop_at, dialect_of(shop_at)?)?);
-    Ok(format!("distlock-demo/{:016x}", fnv1a(at.as_bytes())))
+    let dialect = dialect_of(shop_at)?;
+    let place = match dialect {
+        Dialect::Sqlite => {
+            let file = shop_at.strip_prefix("sqlite://").unwrap_or(shop_at);
+            let file = std::path::absolute(Path::new(file))
+                .map_err(|e| distlock::Error::invalid(format!("bad shop path {shop_at}: {e}")))?;
+            let dir = file.parent().map(std::fs::canonicalize).transpose();
+            match (dir, file.file_name()) {
+                (Ok(Some(dir)), Some(name)) => dir.join(name).display().to_string(),
+                _ => file.display().to_string(),
+            }
+        }
+        Dialect::Postgres | Dialect::MySql => {
+            let url = distlock::Url::parse(shop_at)
+                .map_err(|e| distlock::Error::invalid(format!("bad shop URL: {e}")))?;
+            format!(
+                "{}://{}:{}{}",
+                url.scheme()
+                    .replace("mariadb", "mysql")
+                    .replace("postgresql", "postgres"),
+                url.host_str().unwrap_or(""),
+                url.port().unwrap_or(0),
+                url.path()
+            )
+        }
+    };
+    Ok(format!("distlock-demo/{:016x}", fnv1a(place.as_bytes())))
 }
 
 /// The 64-bit FNV-1a hash of `bytes`: the same in every build, unlike std's hasher.

@@ -88,9 +88,10 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
     let mut caught = Caught::listen(&signals::ending());
     let Some(claim) = Claim::take(&lock_url, &shop_at).await? else {
         errln!(
-            "distlock demo: another demo is selling from the shop at {}; wait for it to end, \
-             or give this one a shop of its own (--shop)",
-            distlock::redact_url(&shop_at)
+            "distlock demo: another demo holds the shop at {} (one killed outright holds it \
+             for {} at most); wait for it to end, or give this one a shop of its own (--shop)",
+            distlock::redact_url(&shop_at),
+            humantime::format_duration(claim::CLAIM_TTL)
         );
         return Ok(exit::BUSY);
     };

@@ -37,21 +37,29 @@ fn shop_error(what: &'static str) -> impl Fn(sqlx::Error) -> Error {
     }
 }
 
-/// A failed open of the shop at `location`: bad input when the server answered and refused
-/// (a wrong password, a database that does not exist, a certificate it does not trust, a
-/// file SQLite cannot open), the server's unavailability otherwise.
-fn open_error(location: &str, e: sqlx::Error) -> Error {
-    let kind = match &e {
-        sqlx::Error::Database(_) | sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => {
-            distlock::ErrorKind::InvalidInput
+/// A failed open of the shop at `location` (`dialect`): bad input when the server answered
+/// and refused (a wrong password, a database that does not exist, a certificate it does not
+/// trust; for SQLite, a file it cannot open), the server's unavailability when it is out of
+/// reach, starting or full.
+fn open_error(location: &str, dialect: Dialect, e: sqlx::Error) -> Error {
+    let err = match dialect {
+        Dialect::Postgres => distlock::sql::connect_error("postgres", e),
+        Dialect::MySql => distlock::sql::connect_error("mysql", e),
+        Dialect::Sqlite => {
+            let kind = match &e {
+                sqlx::Error::Database(_) | sqlx::Error::Configuration(_) => {
+                    distlock::ErrorKind::InvalidInput
+                }
+                _ => distlock::ErrorKind::Unavailable,
+            };
+            Error::new(kind, "sqlite refused it").with_source(e)
         }
-        _ => distlock::ErrorKind::Unavailable,
     };
     Error::new(
-        kind,
+        err.kind(),
         format!("cannot open the shop at {}", distlock::redact_url(location)),
     )
-    .with_source(e)
+    .with_source(err)
 }
 
 /// Where a shop lives: a database URL (`postgres://`, `mysql://`) or a SQLite file path.
@@ -71,7 +79,7 @@ pub fn dialect_of(location: &str) -> Result<Dialect> {
 }
 
 /// The driver URL of a shop location.
-pub fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
+fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
     match dialect {
         Dialect::Sqlite => {
             let file = location.strip_prefix("sqlite://").unwrap_or(location);
@@ -118,7 +126,7 @@ impl Shop {
             })
             .connect(&url)
             .await
-            .map_err(|e| open_error(location, e))?;
+            .map_err(|e| open_error(location, dialect, e))?;
         let shop = Shop { pool, dialect };
         for statement in shop.schema() {
             sqlx::query(statement)

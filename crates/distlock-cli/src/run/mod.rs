@@ -19,7 +19,10 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     // What is wrong whatever the store (a name no backend takes, a TTL too short or too
     // long) is refused before a store that may be down or hanging is asked.
     distlock::validate_name(&args.name)?;
-    check_ttl(args.ttl, "any backend", SHORTEST_TTL)?;
+    let scheme = url.as_deref().map_or("sqlite", |url| {
+        url.split_once("://").map_or(url, |(scheme, _)| scheme)
+    });
+    check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
     // The release after the command is bounded by the operation timeout: once the command
     // has ended, a store that is gone only leaves the lease to expire, and must not keep the
     // caller (a shell, a supervisor) waiting.
@@ -28,51 +31,33 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     if let Some(wait) = args.wait {
         options = options.wait(wait);
     }
-    if let Some(max_hold) = args.max_hold {
-        options = options.max_hold(max_hold);
+    // --max-hold is the supervisor's to keep: it stops the command at the limit, and the
+    // lock, renewed meanwhile, is released once the command has ended. Given to the
+    // library, it would let a session grant go while the command still ran.
+    if args.max_hold.is_some_and(|max_hold| max_hold.is_zero()) {
+        return Err(distlock::Error::invalid(
+            "--max-hold must be longer than zero",
+        ));
     }
     options = options.fair(args.fair);
     options.validate()?;
     let what = Lock::of(&args)?;
-    // The wait bounds everything before the grant, connecting included (a server that
-    // accepts and never answers, a member that never grants a session); with --no-wait,
-    // one operation timeout does.
-    let client = match (args.no_wait, args.wait) {
-        (true, _) => {
-            within(op_timeout, connect_shared(url, PURPOSE), unanswered)
-                .await?
-                .1
-        }
-        // A store out of reach is tried again within the wait, as a waiter whose store
-        // restarts tries again: past the wait, the run is busy, as if the lock were held.
-        (false, Some(wait)) => {
-            let deadline = started.checked_add(wait).unwrap_or_else(far_future);
-            let connect = || connect_shared(url, PURPOSE);
-            match retry_until(deadline, connect, |last| {
-                wait_ran_out(&args.name, wait, last)
-            })
-            .await
-            {
-                Ok((_, client)) => client,
-                Err(err) if err.kind() == ErrorKind::Timeout => {
-                    errln!("distlock: {err}");
-                    return Ok(exit::BUSY);
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        (false, None) => connect_shared(url, PURPOSE).await?.1,
+    // Caught from before connecting until the command ends: none is lost in between, and
+    // one that would end a run ends a connect that is tried again within the wait too.
+    let mut caught = Caught::listen(&signals::forwarded());
+    let connecting = connect_within_the_wait(url, &args, op_timeout, started);
+    let (url, client) = match until_signalled(connecting, None, &mut caught).await {
+        Ok(Ok(Some(connected))) => connected,
+        Ok(Ok(None)) => return Ok(exit::BUSY),
+        Ok(Err(err)) => return Err(err),
+        Err(number) => return Ok(128u8.saturating_add(number as u8)),
     };
     if let Some(wait) = args.wait {
         // What connecting took comes off the wait; the acquire gets what is left.
         options = options.wait(wait.saturating_sub(started.elapsed()).max(LEAST_WAIT));
     }
-    let scheme = client.backend().scheme();
-    check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
-    // Caught from before the wait until the command ends: none is lost in between.
-    let mut caught = Caught::listen(&signals::forwarded());
     let attempt = what.acquire(&client, &args.name, &options, args.no_wait);
-    let acquired = match until_signalled(attempt, &client, &mut caught).await {
+    let acquired = match until_signalled(attempt, Some(&client), &mut caught).await {
         Ok(acquired) => acquired,
         Err(number) => {
             // The wait was given up: its request is withdrawn in the background, and
@@ -100,7 +85,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         }
         Err(err) => return Err(err),
     };
-    let code = supervise::supervise(&args, &client, &guard, &mut caught).await;
+    let code = supervise::supervise(&args, &url, &client, &guard, &mut caught).await;
     match guard.release().await {
         Ok(()) => {}
         Err(err) if err.kind() == ErrorKind::NotHeld => {
@@ -217,6 +202,37 @@ fn check_ttl(ttl: Duration, on: &str, shortest: Duration) -> Result<()> {
 /// bounded by the deadline, instead of by an operation timeout.
 const LEAST_WAIT: Duration = Duration::from_millis(1);
 
+/// Connects to the lock store within what bounds the run's wait (the wait deadline counted
+/// from `started`, or one `op_timeout` with `--no-wait`): the URL and the client, or `None`
+/// (told on stderr) when the wait ran out first. A store out of reach is tried again
+/// within the wait, as a waiter whose store restarts tries again.
+async fn connect_within_the_wait(
+    url: &Option<String>,
+    args: &RunArgs,
+    op_timeout: Duration,
+    started: Instant,
+) -> Result<Option<(String, distlock::Client)>> {
+    match (args.no_wait, args.wait) {
+        (true, _) => within(op_timeout, connect_shared(url, PURPOSE), unanswered)
+            .await
+            .map(Some),
+        (false, Some(wait)) => {
+            let deadline = started.checked_add(wait).unwrap_or_else(far_future);
+            let connect = || connect_shared(url, PURPOSE);
+            let late = |last| wait_ran_out(&args.name, wait, last);
+            match retry_until(deadline, connect, late).await {
+                Ok(connected) => Ok(Some(connected)),
+                Err(err) if err.kind() == ErrorKind::Timeout => {
+                    errln!("distlock: {err}");
+                    Ok(None)
+                }
+                Err(err) => Err(err),
+            }
+        }
+        (false, None) => connect_shared(url, PURPOSE).await.map(Some),
+    }
+}
+
 /// What `run` is for, in the error that refuses a store no other process sees.
 const PURPOSE: &str = "`run` holds a lock that other processes respect";
 
@@ -241,8 +257,9 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
-/// How long a run whose wait timed out waits for its request to be withdrawn.
-const WITHDRAW_AFTER_TIMEOUT: Duration = Duration::from_millis(200);
+/// How long a run whose wait timed out waits for its request to be withdrawn: a round
+/// trip to a store that answers, and little past the wait for one that hangs.
+const WITHDRAW_AFTER_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How long a run interrupted while it waits waits for its request to be withdrawn.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -253,10 +270,10 @@ const RELEASE_WITHIN: Duration = Duration::from_secs(2);
 /// Runs `wait` until it ends or a signal that would end distlock arrives (SIGINT from a
 /// terminal, SIGTERM from a supervisor, SIGHUP from a closed session, …): `Err` with the
 /// signal's number then, `wait` dropped. Ctrl-Z stops the waiting run as it would stop any
-/// job; other signals are let pass.
+/// job (between `client`'s writes, with a client); other signals are let pass.
 async fn until_signalled<T>(
     wait: impl std::future::Future<Output = T>,
-    client: &distlock::Client,
+    client: Option<&distlock::Client>,
     caught: &mut Caught,
 ) -> std::result::Result<T, libc::c_int> {
     tokio::pin!(wait);
@@ -267,8 +284,10 @@ async fn until_signalled<T>(
                 if signals::ends_a_wait(number) {
                     return Err(number);
                 }
-                if number == libc::SIGTSTP {
-                    signals::stop_between_writes(client).await;
+                match (number, client) {
+                    (libc::SIGTSTP, Some(client)) => signals::stop_between_writes(client).await,
+                    (libc::SIGTSTP, None) => signals::stop_self(),
+                    _ => {}
                 }
             }
         }

@@ -23,6 +23,7 @@ const REAP_BACKSTOP: Duration = Duration::from_millis(500);
 /// grant: each is forwarded once the command runs. Returns distlock's exit code.
 pub async fn supervise(
     args: &RunArgs,
+    url: &str,
     client: &distlock::Client,
     guard: &Guard,
     caught: &mut Caught,
@@ -36,15 +37,22 @@ pub async fn supervise(
             return exit::SOFTWARE;
         }
     };
-    let group = match spawn(args, guard, terminal) {
+    let group = match spawn(args, url, guard, terminal) {
         Ok(pid) => pid,
         Err(err) => {
             if let Some(terminal) = terminal {
                 terminal.reclaim();
             }
             errln!("distlock: cannot run `{}`: {err}", args.command[0]);
-            return match err.kind() {
-                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
+            return match (err.kind(), err.raw_os_error()) {
+                (std::io::ErrorKind::NotFound, _) => exit::NOT_FOUND,
+                // Not the command's fault: this process has no descriptors for its pipes.
+                (_, Some(libc::EMFILE | libc::ENFILE)) => {
+                    errln!(
+                        "distlock: this process has no file descriptors left (raise `ulimit -n`)"
+                    );
+                    exit::SOFTWARE
+                }
                 _ => exit::NOT_EXECUTABLE,
             };
         }
@@ -129,13 +137,14 @@ fn stop(group: libc::pid_t) -> Instant {
     Instant::now()
 }
 
-/// Starts the command in a process group of its own (its pid), with the lock's name and
-/// fencing token in its environment. It gets SIGTERM from the kernel if distlock dies, even
-/// by SIGKILL, so it does not run on without the lock (unless it ignores SIGTERM, or is a
+/// Starts the command in a process group of its own (its pid), with the lock's name,
+/// fencing token and store (`url`) in its environment. It gets SIGTERM from the kernel if
+/// distlock dies, even by SIGKILL, so it does not run on without the lock (unless it ignores SIGTERM, or is a
 /// set-user-ID program, for which the kernel drops the request); with a terminal, its group
 /// is made the foreground group before it runs.
 fn spawn(
     args: &RunArgs,
+    url: &str,
     guard: &Guard,
     terminal: Option<Terminal>,
 ) -> std::io::Result<libc::pid_t> {
@@ -145,11 +154,17 @@ fn spawn(
         .env("DISTLOCK_NAME", &args.name)
         .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
-    // A password is kept out of the command's environment, where whatever it starts would
-    // inherit it; DISTLOCK_URL_FILE, which names a file, is how to share one with it.
-    if std::env::var("DISTLOCK_URL").is_ok_and(|url| distlock::redact_url(&url) != url) {
-        command.env_remove("DISTLOCK_URL");
-    }
+    // The store in use, for a nested distlock: its URL, unless it holds a password, which
+    // is kept out of the command's environment (whatever it starts would inherit it); the
+    // file it came from, if it came from one, is how to share a password with it.
+    match distlock::redact_url(url) == url {
+        true => command.env("DISTLOCK_URL", url),
+        false => command.env_remove("DISTLOCK_URL"),
+    };
+    match crate::location::url_file() {
+        Some(file) => command.env("DISTLOCK_URL_FILE", file),
+        None => command.env_remove("DISTLOCK_URL_FILE"),
+    };
     // SAFETY: getpid is async-signal-safe.
     let parent = unsafe { libc::getpid() };
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe

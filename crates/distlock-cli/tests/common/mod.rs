@@ -10,6 +10,7 @@ pub fn command(url: &str, state: &Path, args: &[&str]) -> Command {
     command
         .env("XDG_STATE_HOME", state)
         .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
         .arg("--url")
         .arg(url)
         .args(args)

@@ -70,7 +70,7 @@ pub fn a_store_frozen_mid_wait_is_busy_at_the_wait(url: &str, server: &Server) {
     );
     assert_eq!(read_when_written(&go), "go");
     let started = Instant::now();
-    let waiter = command(
+    let mut waiter = command(
         url,
         state.path(),
         &["run", "--name", "x", "--wait", WAIT, "--", "true"],
@@ -80,9 +80,15 @@ pub fn a_store_frozen_mid_wait_is_busy_at_the_wait(url: &str, server: &Server) {
     .expect("distlock runs");
     std::thread::sleep(Duration::from_millis(300));
     server.pause();
-    let out = waiter.wait_with_output().expect("the waiter ends");
+    // A run that hangs is killed after 20 s, the server thawed first, for the next test.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while waiter.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let took = started.elapsed();
     server.resume();
+    let _ = waiter.kill();
+    let out = waiter.wait_with_output().expect("the waiter ends");
     send(holder.0.id(), Signal::Terminate);
     drop(holder);
     let stderr = String::from_utf8_lossy(&out.stderr);

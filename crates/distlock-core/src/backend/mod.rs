@@ -232,6 +232,26 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         Ok(0)
     }
 
+    /// Whether this backend's calls still work once the runtime that connected it has
+    /// stopped running tasks: true where its connections run on a runtime of their own (a
+    /// [`SideRuntime`]), or it needs none. A client's last handle dropped at the end of a
+    /// current-thread runtime's `block_on` (a `#[tokio::main(flavor = "current_thread")]`
+    /// program returning with a guard still held) releases the grants left in flight on a
+    /// thread of its own: through this backend when this is true, else through a new
+    /// connection to the client's URL, which releases the grants that have a lease (those
+    /// that live by a connection of their own end with it). The default is false.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert!(MemoryBackend::new().calls_outlive_the_runtime());
+    /// ```
+    fn calls_outlive_the_runtime(&self) -> bool {
+        false
+    }
+
     /// Waits until none of this client's writes that others would wait on is under way,
     /// and holds new ones back until the answer is dropped. A process about to stop itself
     /// (as job control stops it on Ctrl-Z) takes it first, so that it does not stop in the

@@ -154,6 +154,11 @@ impl Backend for MemoryBackend {
         "memory"
     }
 
+    /// Its locks are data in this process, reached from any thread.
+    fn calls_outlive_the_runtime(&self) -> bool {
+        true
+    }
+
     fn capabilities(&self) -> Capabilities {
         let full = Capabilities {
             durable_fencing: false,

@@ -114,13 +114,26 @@ impl RedlockBackend {
                 })
                 .collect(),
         };
-        let opened = join_all(backend.masters.iter().map(|master| async move {
-            match tokio::time::timeout(CONNECT_WITHIN, master.get()).await {
-                Ok(connected) => connected.map(drop).map_err(Some),
-                Err(_) => Err(None),
+        // Done once a majority has connected: a master that hangs is left to connect at
+        // its first use, as one that is down is.
+        let mut connecting: FuturesUnordered<_> = backend
+            .masters
+            .iter()
+            .map(|master| async move {
+                match tokio::time::timeout(CONNECT_WITHIN, master.get()).await {
+                    Ok(connected) => connected.map(drop).map_err(Some),
+                    Err(_) => Err(None),
+                }
+            })
+            .collect();
+        let mut opened = Vec::new();
+        while let Some(outcome) = connecting.next().await {
+            opened.push(outcome);
+            if opened.iter().filter(|o| o.is_ok()).count() >= backend.quorum {
+                break;
             }
-        }))
-        .await;
+        }
+        drop(connecting);
         backend.refused_by_masters(&opened)?;
         let answers: Answers<()> = opened.into_iter().map(Result::ok).collect();
         // Masters out of reach may be back soon: worth trying again, within a deadline.

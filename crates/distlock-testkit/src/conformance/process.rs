@@ -116,9 +116,10 @@ pub async fn killed_holder_frees_the_lock_within_ttl(target: &Target) {
 }
 
 /// A program that returns from its async `main` holding a lock with a 60 s lease leaves it
-/// free at once (the next acquirer gets it within a second): on a multi-thread runtime
-/// without a word (the client's last handle waits for the guard's release in flight), and
-/// on a current-thread one after `Client::close`. The next token is greater.
+/// free at once (the next acquirer gets it within a second): without a word on a
+/// multi-thread runtime (the client's last handle waits for the guard's release in flight)
+/// and on a current-thread one (the last handle makes the release on a thread of its own),
+/// and on a current-thread one after `Client::close`. The next token is greater.
 ///
 /// # Examples
 ///
@@ -127,7 +128,7 @@ pub async fn killed_holder_frees_the_lock_within_ttl(target: &Target) {
 /// ```
 pub async fn a_program_ending_with_its_lock_leaves_it_free(target: &Target) {
     let client = target.client().await;
-    for close in [false, true] {
+    for (close, current_thread) in [(false, false), (false, true), (true, true)] {
         let name = unique("ending");
         let mut child = spawn(
             target,
@@ -135,6 +136,7 @@ pub async fn a_program_ending_with_its_lock_leaves_it_free(target: &Target) {
                 url: target.url().to_owned(),
                 name: name.clone(),
                 close,
+                current_thread,
             },
         );
         let token = acquired(&child);
@@ -143,7 +145,12 @@ pub async fn a_program_ending_with_its_lock_leaves_it_free(target: &Target) {
             .mutex(&name)
             .lock_timeout(Duration::from_secs(1))
             .await
-            .unwrap_or_else(|e| panic!("free within a second of the end (close: {close}): {e}"));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "free within a second of the end (close: {close}, current thread: \
+                     {current_thread}): {e}"
+                )
+            });
         assert!(next.fencing_token() > token);
         next.release().await.unwrap();
     }
