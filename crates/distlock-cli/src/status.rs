@@ -89,12 +89,14 @@ fn table(states: &[LockState]) -> String {
     out
 }
 
-/// A holder's time left: its lease's, or `session` for a grant its client's session holds.
+/// A holder's time left: its lease's, `session` for a grant its client's session holds, or
+/// `no expiry` for a foreign one that only deleting it ends.
 fn ttl_label(holder: &distlock::HolderInfo) -> String {
-    holder.remaining_ms.map_or_else(
-        || "session".to_owned(),
-        |ms| format!("{:.1}s", ms as f64 / 1000.0),
-    )
+    match (holder.no_expiry, holder.remaining_ms) {
+        (true, _) => "no expiry".to_owned(),
+        (false, None) => "session".to_owned(),
+        (false, Some(ms)) => format!("{:.1}s", ms as f64 / 1000.0),
+    }
 }
 
 /// ` (host h, pid p, for d)`: what the store knows of where a request comes from and, for a
@@ -149,6 +151,7 @@ mod tests {
             permits: 2,
             fencing_token: token,
             remaining_ms,
+            no_expiry: false,
             meta: meta(42, 1),
         }
     }

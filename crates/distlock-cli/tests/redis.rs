@@ -287,6 +287,32 @@ fn status_shows_a_foreign_holder_with_its_ttl() {
         "{table}"
     );
     assert!(!held.contains("pid 0") && !held.contains("year"), "{table}");
+    // A key without a TTL is a lock no time frees: status says so, in JSON too.
+    let set = std::process::Command::new("redis-cli")
+        .args([
+            "-p",
+            &redis.port().to_string(),
+            "SET",
+            "stuck",
+            "py-token-2",
+        ])
+        .output()
+        .expect("redis-cli (redis-tools) runs");
+    assert!(set.status.success(), "{set:?}");
+    let table = ok(&distlock(&url, state.path(), &["status", "stuck"]));
+    assert!(table.contains("ttl left no expiry"), "{table}");
+    let json = ok(&distlock(
+        &url,
+        state.path(),
+        &["status", "stuck", "--json"],
+    ));
+    let shown: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(shown[0]["holders"][0]["no_expiry"], true, "{json}");
+    assert_eq!(
+        shown[0]["holders"][0]["remaining_ms"],
+        Value::Null,
+        "{json}"
+    );
 }
 
 /// A run at the shortest TTL it takes holds its lock for ten times its length.

@@ -104,6 +104,8 @@ fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
                     permits: claim.permits,
                     fencing_token: token,
                     remaining_ms: None,
+                    // A key on no lease (another program's): no session's end removes it.
+                    no_expiry: contender.lease == 0,
                     meta: claim.meta,
                 });
             }

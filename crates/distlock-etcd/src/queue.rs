@@ -14,6 +14,8 @@ pub(crate) struct Contender {
     pub(crate) key: String,
     pub(crate) created: i64,
     pub(crate) modified: i64,
+    /// The lease the key lives on; 0 for a key on none (another program's).
+    pub(crate) lease: i64,
     pub(crate) record: HolderRecord,
 }
 
@@ -33,6 +35,7 @@ pub(crate) fn contenders(pfx: &str, kvs: &[KeyValue]) -> Vec<Contender> {
                 key: key.to_owned(),
                 created: kv.create_revision(),
                 modified: kv.mod_revision(),
+                lease: kv.lease(),
                 record: claim(key, kv.value(), kv.lease()),
             })
         })
@@ -127,6 +130,7 @@ mod tests {
             key: format!("p/{n}"),
             created: n,
             modified: n,
+            lease: 1,
             record: HolderRecord {
                 owner: n.to_string(),
                 kind,

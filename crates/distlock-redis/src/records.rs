@@ -101,6 +101,7 @@ impl HolderRecord {
             owner: request.o.to_string(),
             fencing_token: number(&self.f),
             remaining_ms: Some(remaining_ms),
+            no_expiry: false,
             meta: request.meta(granted_at),
         }
     }
@@ -167,12 +168,15 @@ pub(crate) fn lock_state(name: &str, snapshot: Snapshot) -> LockState {
         let remaining_ms = pttl.max(0) as u64;
         holders.push(match serde_json::from_str::<HolderRecord>(&held) {
             Ok(record) => record.into_info(remaining_ms),
+            // A key set by another program; PTTL -1 is a key without a TTL: a lock that
+            // stays taken until someone deletes it.
             Err(_) => HolderInfo {
                 owner: format!("foreign client (token {held})"),
                 kind: LockKind::Mutex,
                 permits: 1,
                 fencing_token: 0,
-                remaining_ms: Some(remaining_ms),
+                remaining_ms: (pttl != -1).then_some(remaining_ms),
+                no_expiry: pttl == -1,
                 meta: HolderMeta {
                     host: String::new(),
                     pid: 0,

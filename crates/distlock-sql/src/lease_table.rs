@@ -259,6 +259,7 @@ pub fn lock_state(
                     permits: parse_permits(h.permits)?,
                     fencing_token: h.fence.max(0) as u64,
                     remaining_ms: Some((h.expires_at_ms - now_ms).max(0) as u64),
+                    no_expiry: false,
                     meta: meta(&h.host, h.pid, h.acquired_at_ms),
                 })
             })

@@ -18,6 +18,28 @@ fn etcdctl(endpoint: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| panic!("etcdctl {args:?} failed (apt-get install etcd-client)"))
 }
 
+/// A contender key on no lease (put by hand, or by a program that forgot its lease) is a
+/// lock no session's end frees: status shows its holder with no expiry.
+#[test]
+fn a_key_on_no_lease_shows_as_a_holder_with_no_expiry() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let endpoint = server.addr().to_string();
+        etcdctl(&endpoint, &["put", "ops/stuck/694d7a1b2c3d4e5f", "by hand"]);
+        let client = distlock::Client::connect(&format!("etcd://{endpoint}/ops"))
+            .await
+            .unwrap();
+        assert!(client.mutex("stuck").try_lock().await.unwrap().is_none());
+        let state = &client.status(Some("stuck")).await.unwrap()[0];
+        assert_eq!(state.holders.len(), 1, "{state:?}");
+        assert!(state.holders[0].no_expiry, "{state:?}");
+        let guard = client.mutex("free").lock().await.unwrap();
+        let state = &client.status(Some("free")).await.unwrap()[0];
+        assert!(!state.holders[0].no_expiry, "{state:?}");
+        guard.release().await.unwrap();
+    });
+}
+
 /// A holder whose key an operator deletes (`etcdctl del`) learns it through the watch on
 /// its own key and turns `Lost` alone (its other guards, in the same live session, stay
 /// held); the next holder's token is greater.

@@ -181,6 +181,10 @@ fn status_shows_etcdctls_holder_and_etcdctl_waits_for_distlock() {
             state[0].holders[0].owner.contains("foreign client"),
             "{state:?}"
         );
+        assert!(
+            !state[0].holders[0].no_expiry,
+            "etcdctl's key is on its lease"
+        );
         let waited = Instant::now();
         let ours = client
             .mutex("theirs")

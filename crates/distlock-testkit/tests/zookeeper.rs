@@ -195,6 +195,21 @@ fn status_shows_curator_and_kazoo_contenders() {
         let all = client.status(None).await.unwrap();
         assert_eq!(all.len(), 1, "{all:?}");
         assert_eq!(all[0].name, "shared");
+        assert!(
+            !state.holders[0].no_expiry,
+            "an ephemeral node ends with its session"
+        );
+
+        // A persistent contender (a program that made its node by hand) ends with no
+        // session: status says it has no expiry.
+        peer.mkdir("/peers/stuck", &open).await.unwrap();
+        let persistent = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
+        let stuck = "/peers/stuck/_c_1f8fad5b-d9cb-469f-a165-70867728950e-lock-";
+        peer.create(stuck, b"10.0.0.8", &persistent).await.unwrap();
+        let state = &client.status(Some("stuck")).await.unwrap()[0];
+        assert_eq!(state.holders.len(), 1, "{state:?}");
+        assert!(state.holders[0].no_expiry, "{state:?}");
+        assert_eq!(state.holders[0].remaining_ms, None);
     });
 }
 

@@ -116,6 +116,8 @@ async fn lock(
         match names::blocker(&queue, index) {
             None => {
                 let mut holder = Record::holder(contender, &data, stat.mzxid);
+                // A persistent node (another program's): no session's end removes it.
+                holder.no_expiry = stat.ephemeral_owner == 0;
                 if let Some(token) = unrecorded.token(&path) {
                     holder.fencing_token = token;
                 }

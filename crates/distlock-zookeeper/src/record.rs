@@ -48,6 +48,7 @@ impl Record {
             permits: 1,
             fencing_token: record.fencing_token.unwrap_or(zxid.max(0) as u64),
             remaining_ms: None,
+            no_expiry: false,
             meta: record.meta,
         }
     }

@@ -82,6 +82,7 @@ pub const WAITER_REFRESH: Duration = Duration::from_secs(2);
 ///     permits: 1,
 ///     fencing_token: 3,
 ///     remaining_ms: Some(2500),
+///     no_expiry: false,
 ///     meta: HolderMeta::this_process(),
 /// };
 /// assert_eq!(holder.fencing_token, 3);
@@ -99,6 +100,11 @@ pub struct HolderInfo {
     /// Milliseconds of lease left; `None` for a grant that lives as long as its holder's
     /// session (it has no lease of its own).
     pub remaining_ms: Option<u64>,
+    /// A foreign holder that neither expires nor ends with a session: a Redis key without
+    /// a TTL, a persistent ZooKeeper node, an etcd key on no lease. Only deleting it frees
+    /// the lock.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_expiry: bool,
     /// Host, pid and acquisition time.
     pub meta: HolderMeta,
 }

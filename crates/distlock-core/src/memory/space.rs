@@ -410,6 +410,7 @@ impl Space {
                             remaining_ms: e
                                 .expires
                                 .map(|at| at.saturating_duration_since(now).as_millis() as u64),
+                            no_expiry: false,
                             meta: e.request.meta.clone(),
                         })
                         .collect(),
