@@ -88,17 +88,48 @@ async fn link_failure_is_noticed_before_the_server_ttl_ends(mode: distlock_testk
     let proxy = distlock_testkit::FaultProxy::start(redis.addr())
         .await
         .unwrap();
-    let url = format!("redis://{}/0", proxy.addr());
-    let guard =
-        distlock_testkit::lose_link(&url, &proxy, mode, "link", Duration::from_millis(1500)).await;
-
     let direct = format!("redis://{}/0", redis.addr());
-    let observer = distlock::Client::connect(&direct).await.unwrap();
-    let state = &observer.status(Some("link")).await.unwrap()[0];
-    assert_eq!(state.holders.len(), 1, "Redis still holds the lease");
+    let mut observer = redis::Client::open(direct.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let client = distlock::Client::connect(&format!("redis://{}/0", proxy.addr()))
+        .await
+        .unwrap();
+    let ttl = Duration::from_millis(1500);
+    let options = LockOptions::new()
+        .ttl(ttl)
+        .renew_every(Duration::from_millis(200));
+    let guard = client.mutex("link").lock_with(&options).await.unwrap();
+    proxy.set(mode);
     assert!(
-        state.holders[0].remaining_ms.is_some_and(|ms| ms > 0),
-        "the guard was Lost before the server-side TTL ended"
+        distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
+        "a failed or unanswered renewal puts the lease at risk"
+    );
+    // When Redis will let the lease go, on this machine's clock: read while it holds it,
+    // after the last renewal the guard counts on (no answer passes the link any more; a
+    // renewal the server applies unanswered only moves it later).
+    let expires_unix_ms: i64 = redis::cmd("PEXPIRETIME")
+        .arg("link")
+        .query_async(&mut observer)
+        .await
+        .unwrap();
+    assert!(expires_unix_ms > 0, "Redis holds the lease, with a TTL");
+    tokio::time::timeout(ttl + Duration::from_secs(2), guard.lost())
+        .await
+        .expect("the lease is lost when it cannot be renewed");
+    // The moment the guard turned Lost (its safe deadline), on the same clock: compared
+    // with the server's expiry, not raced against it.
+    let lost_ago = std::time::Instant::now().saturating_duration_since(guard.safe_until());
+    let lost_unix_ms = (std::time::SystemTime::now() - lost_ago)
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        lost_unix_ms < expires_unix_ms,
+        "the guard was Lost before the server-side TTL ended: lost at {lost_unix_ms}, \
+         expired at {expires_unix_ms}"
     );
     let _next = distlock_testkit::take_over(
         &direct,
