@@ -34,8 +34,9 @@ const SESSION_TTLS: std::ops::RangeInclusive<u64> = 1..=3600;
 ///
 /// The path is the key prefix every lock lives under (default [`DEFAULT_PREFIX`]): a lock
 /// named `orders/42` queues its contenders under `<prefix>/orders/42/`, the prefix
-/// `etcdctl lock <prefix>/orders/42` uses. A path starting with a second slash keeps it
-/// (`etcd://h//locks` is the prefix `/locks`, for Go programs that lock `/locks/…`).
+/// `etcdctl lock <prefix>/orders/42` uses. The path's leading slash is not part of it:
+/// `?prefix=/locks` names a prefix verbatim, slash and all, for Go programs that lock
+/// `/locks/…` (as does a path with a second slash, `etcd://h//locks`).
 /// `user:password` authenticates every request. `session_ttl` (whole seconds, 1 s to 1 h,
 /// default [`DEFAULT_SESSION_TTL`]) is the TTL asked for the session lease.
 ///
@@ -114,9 +115,11 @@ impl EtcdConfig {
         let mut hosts = format!("{host}:{}", url.port().unwrap_or(2379));
         let mut session_ttl = DEFAULT_SESSION_TTL;
         let mut tls_ca = None;
+        let mut verbatim_prefix = None;
         for (key, value) in url.query_pairs() {
             match key.as_ref() {
                 "hosts" => hosts = value.into_owned(),
+                "prefix" => verbatim_prefix = Some(value.into_owned()),
                 "tls_ca" if tls => tls_ca = Some(std::path::PathBuf::from(&*value)),
                 "tls_ca" => return Err(refuse("tls_ca is for etcds:// (TLS)".into())),
                 "session_ttl" => {
@@ -131,7 +134,7 @@ impl EtcdConfig {
                 }
                 other => {
                     return Err(refuse(format!(
-                        "unknown parameter `{other}` (known: session_ttl, tls_ca for etcds://)"
+                        "unknown parameter `{other}` (known: prefix, session_ttl, tls_ca for etcds://)"
                     )));
                 }
             }
@@ -156,9 +159,21 @@ impl EtcdConfig {
             .collect::<Result<Vec<_>>>()?;
         let path = distlock_core::backend::url_path(url).map_err(|why| refuse(why.into()))?;
         let path = path.strip_prefix('/').unwrap_or(&path);
-        let prefix = match path.trim_end_matches('/') {
-            "" => DEFAULT_PREFIX.to_owned(),
-            prefix => prefix.to_owned(),
+        let prefix = match (path.trim_end_matches('/'), verbatim_prefix) {
+            ("", None) => DEFAULT_PREFIX.to_owned(),
+            (prefix, None) => prefix.to_owned(),
+            ("", Some(verbatim)) => match verbatim.trim_end_matches('/') {
+                "" => return Err(refuse("prefix must name a key prefix, not be empty".into())),
+                verbatim if verbatim.contains(char::is_control) => {
+                    return Err(refuse("prefix has a control character".into()));
+                }
+                verbatim => verbatim.to_owned(),
+            },
+            (_, Some(_)) => {
+                return Err(refuse(
+                    "the key prefix is given twice, as the path and as ?prefix=; give one".into(),
+                ));
+            }
         };
         let credentials =
             distlock_core::backend::url_credentials(url).map_err(|why| refuse(why.into()))?;
@@ -233,6 +248,20 @@ mod tests {
         assert_eq!(parse("etcd://h:1").unwrap().prefix, DEFAULT_PREFIX);
         assert_eq!(parse("etcd://h:1/a/b/").unwrap().prefix, "a/b");
         assert_eq!(parse("etcd://h:1//locks").unwrap().prefix, "/locks");
+        assert_eq!(parse("etcd://h:1?prefix=/locks").unwrap().prefix, "/locks");
+        assert_eq!(
+            parse("etcd://h:1/?prefix=/locks/").unwrap().prefix,
+            "/locks"
+        );
+        assert_eq!(parse("etcd://h:1?prefix=a%2Fb").unwrap().prefix, "a/b");
+        for (url, why) in [
+            ("etcd://h:1/x?prefix=/y", "given twice"),
+            ("etcd://h:1?prefix=", "not be empty"),
+            ("etcd://h:1?prefix=%0A", "control character"),
+        ] {
+            let err = parse(url).unwrap_err();
+            assert!(err.to_string().contains(why), "{url}: {err}");
+        }
         let config = parse("etcds://a:1,b:2/x?tls_ca=ca.pem").unwrap();
         assert_eq!(config.endpoints, ["https://a:1", "https://b:2"]);
         assert_eq!(config.members(), "a:1,b:2");

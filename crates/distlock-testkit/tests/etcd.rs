@@ -40,6 +40,26 @@ fn a_key_on_no_lease_shows_as_a_holder_with_no_expiry() {
     });
 }
 
+/// `?prefix=/locks` names the key prefix verbatim, leading slash and all: a lock `x` is
+/// the keys under `/locks/x/`, where a Go service's `concurrency.NewMutex(s, "/locks/x/")`
+/// queues, not under `locks/x/`.
+#[test]
+fn a_verbatim_prefix_keeps_its_leading_slash() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let endpoint = server.addr().to_string();
+        let client = distlock::Client::connect(&format!("etcd://{endpoint}?prefix=/locks"))
+            .await
+            .unwrap();
+        let guard = client.mutex("x").lock().await.unwrap();
+        let keys = etcdctl(&endpoint, &["get", "--prefix", "--keys-only", "/locks/x/"]);
+        assert!(keys.lines().any(|k| k.starts_with("/locks/x/")), "{keys:?}");
+        let unslashed = etcdctl(&endpoint, &["get", "--prefix", "--keys-only", "locks/"]);
+        assert!(unslashed.trim().is_empty(), "{unslashed:?}");
+        guard.release().await.unwrap();
+    });
+}
+
 /// A holder whose key an operator deletes (`etcdctl del`) learns it through the watch on
 /// its own key and turns `Lost` alone (its other guards, in the same live session, stay
 /// held); the next holder's token is greater.
