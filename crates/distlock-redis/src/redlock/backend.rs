@@ -31,8 +31,6 @@ const MAX_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// within this.
 const WAITER_NOTE_LEASE: Duration = Duration::from_secs(5);
 const WAITER_NOTE_EVERY: Duration = Duration::from_secs(1);
-/// How long each master gets to answer the connect.
-const CONNECT_WITHIN: Duration = Duration::from_secs(5);
 
 /// What a RedLock ticket remembers (a ticket keeps one state, so all of it is here).
 #[derive(Default)]
@@ -45,13 +43,13 @@ struct RedlockTicket {
 
 /// One master, connected on first use (and again after a failed connection), so a client
 /// starts while a minority of masters is down.
-struct Master {
+pub(super) struct Master {
     config: RedisConfig,
     backend: OnceCell<RedisBackend>,
 }
 
 impl Master {
-    async fn get(&self) -> Result<&RedisBackend> {
+    pub(super) async fn get(&self) -> Result<&RedisBackend> {
         self.backend
             .get_or_try_init(|| RedisBackend::open(self.config.clone()))
             .await
@@ -114,59 +112,14 @@ impl RedlockBackend {
                 })
                 .collect(),
         };
-        // Done once a majority has connected: a master that hangs is left to connect at
-        // its first use, as one that is down is.
-        let mut connecting: FuturesUnordered<_> = backend
-            .masters
-            .iter()
-            .map(|master| async move {
-                match tokio::time::timeout(CONNECT_WITHIN, master.get()).await {
-                    Ok(connected) => connected.map(drop).map_err(Some),
-                    Err(_) => Err(None),
-                }
-            })
-            .collect();
-        let mut opened = Vec::new();
-        while let Some(outcome) = connecting.next().await {
-            opened.push(outcome);
-            if opened.iter().filter(|o| o.is_ok()).count() >= backend.quorum {
-                break;
-            }
-        }
-        drop(connecting);
-        backend.refused_by_masters(&opened)?;
+        let opened = super::connect::until_a_quorum(&backend.masters, backend.quorum).await;
+        super::connect::refused(&opened, backend.quorum)?;
         let answers: Answers<()> = opened.into_iter().map(Result::ok).collect();
         // Masters out of reach may be back soon: worth trying again, within a deadline.
         backend
             .quorum_of("connect", &answers)
             .map_err(Error::temporary)?;
         Ok(backend)
-    }
-
-    /// The masters' refusal of the URL (a wrong password, a user without the rights) as the
-    /// bad input it is, when refusals are what keep a majority from answering: they
-    /// answered, and asking again will not help.
-    fn refused_by_masters(&self, opened: &[std::result::Result<(), Option<Error>>]) -> Result<()> {
-        let answered = opened.iter().filter(|o| o.is_ok()).count();
-        let refusals: Vec<&Error> = opened
-            .iter()
-            .filter_map(|o| o.as_ref().err().and_then(Option::as_ref))
-            .filter(|err| err.kind() == ErrorKind::InvalidInput)
-            .collect();
-        let Some(first) = refusals.first() else {
-            return Ok(());
-        };
-        if answered >= self.quorum || answered + refusals.len() < self.quorum {
-            return Ok(());
-        }
-        Err(Error::invalid(format!(
-            "{} of {} RedLock masters refused the URL: {}",
-            refusals.len(),
-            self.masters.len(),
-            first.message()
-        ))
-        .with_backend("redlock")
-        .with_operation("connect"))
     }
 
     /// The bound on one master's answer for a lock of `ttl`.

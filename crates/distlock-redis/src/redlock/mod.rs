@@ -49,6 +49,7 @@
 
 mod backend;
 mod config;
+mod connect;
 mod status;
 
 pub use backend::RedlockBackend;

@@ -1,0 +1,65 @@
+//! Connecting to a RedLock's masters: done once a majority has connected, and a majority's
+//! refusal of the URL told as the bad input it is.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_core::{Error, ErrorKind, Result};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use super::backend::Master;
+
+/// How long each master gets to answer the connect.
+const CONNECT_WITHIN: Duration = Duration::from_secs(5);
+
+/// One master's connect: done, refused or failed (its error), or unanswered in time.
+pub(super) type Opened = std::result::Result<(), Option<Error>>;
+
+/// Connects to `masters` at once, until `quorum` of them have connected or every one has
+/// answered: a master that hangs is left to connect at its first use, as one that is down
+/// is. The outcomes so far, in the order they came.
+pub(super) async fn until_a_quorum(masters: &[Arc<Master>], quorum: usize) -> Vec<Opened> {
+    let mut connecting: FuturesUnordered<_> = masters
+        .iter()
+        .map(|master| async move {
+            match tokio::time::timeout(CONNECT_WITHIN, master.get()).await {
+                Ok(connected) => connected.map(drop).map_err(Some),
+                Err(_) => Err(None),
+            }
+        })
+        .collect();
+    let mut opened = Vec::new();
+    while let Some(outcome) = connecting.next().await {
+        opened.push(outcome);
+        if opened.iter().filter(|o| o.is_ok()).count() >= quorum {
+            break;
+        }
+    }
+    opened
+}
+
+/// The masters' refusal of the URL (a wrong password, a user without the rights) as the
+/// bad input it is, when refusals are what keep `quorum` from answering: they answered,
+/// and asking again will not help.
+pub(super) fn refused(opened: &[Opened], quorum: usize) -> Result<()> {
+    let answered = opened.iter().filter(|o| o.is_ok()).count();
+    let refusals: Vec<&Error> = opened
+        .iter()
+        .filter_map(|o| o.as_ref().err().and_then(Option::as_ref))
+        .filter(|err| err.kind() == ErrorKind::InvalidInput)
+        .collect();
+    let Some(first) = refusals.first() else {
+        return Ok(());
+    };
+    if answered >= quorum || answered + refusals.len() < quorum {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "{} of the RedLock masters that answered refused the URL: {}",
+        refusals.len(),
+        first.message()
+    ))
+    .with_backend("redlock")
+    .with_operation("connect"))
+}
