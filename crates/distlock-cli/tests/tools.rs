@@ -109,6 +109,38 @@ fn alive_in_group(group: i32) -> usize {
 /// before the demo does.
 struct DemoGroup(std::process::Child);
 
+impl DemoGroup {
+    /// A demo with stock and buyers for minutes, its state in `state` and its errors in
+    /// `errors` (a file: a pipe would stay open while workers it left behind run), once it
+    /// has made its shop.
+    fn selling(state: &Path, errors: &Path) -> DemoGroup {
+        use std::os::unix::process::CommandExt;
+        let demo = DemoGroup(
+            Command::new(env!("CARGO_BIN_EXE_distlock"))
+                .env("XDG_STATE_HOME", state)
+                .env_remove("DISTLOCK_URL")
+                .env_remove("DISTLOCK_URL_FILE")
+                .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
+                .args(["--workers", "2", "--strategies", "lock"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(errors).unwrap())
+                .process_group(0)
+                .spawn()
+                .expect("distlock runs"),
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while shop_file_under(state).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the demo made its shop"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        demo
+    }
+}
+
 impl Drop for DemoGroup {
     fn drop(&mut self) {
         // SAFETY: killpg(2) has no memory-safety preconditions.
@@ -123,35 +155,11 @@ impl Drop for DemoGroup {
 /// it.
 #[test]
 fn an_interrupted_demo_leaves_no_shop_behind() {
-    use std::os::unix::process::CommandExt;
     for (signal, code, whole_group) in [(libc::SIGINT, 130, true), (libc::SIGTERM, 143, false)] {
         let state = tempfile::tempdir().unwrap();
-        // Its errors go to a file: a pipe would stay open while workers it left behind run.
         let errors = state.path().join("stderr");
-        let mut demo = DemoGroup(
-            Command::new(env!("CARGO_BIN_EXE_distlock"))
-                .env("XDG_STATE_HOME", state.path())
-                .env_remove("DISTLOCK_URL")
-                .env_remove("DISTLOCK_URL_FILE")
-                .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
-                .args(["--workers", "2", "--strategies", "lock"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&errors).unwrap())
-                .process_group(0)
-                .spawn()
-                .expect("distlock runs"),
-        );
+        let mut demo = DemoGroup::selling(state.path(), &errors);
         let group = demo.0.id() as i32;
-        let mut selling = false;
-        for _ in 0..300 {
-            if shop_file_under(state.path()).is_some() {
-                selling = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        assert!(selling, "the demo made its shop");
         // Its workers are buying by now.
         std::thread::sleep(std::time::Duration::from_millis(1500));
         assert!(alive_in_group(group) >= 3, "the demo and its workers run");
@@ -197,32 +205,9 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
 /// and leaves the first one's sale and shop alone; once the first has ended, a demo runs.
 #[test]
 fn a_second_demo_on_the_same_shop_is_refused_and_harms_nothing() {
-    use std::os::unix::process::CommandExt;
     let state = tempfile::tempdir().unwrap();
     let errors = state.path().join("stderr");
-    let mut first = DemoGroup(
-        Command::new(env!("CARGO_BIN_EXE_distlock"))
-            .env("XDG_STATE_HOME", state.path())
-            .env_remove("DISTLOCK_URL")
-            .env_remove("DISTLOCK_URL_FILE")
-            .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
-            .args(["--workers", "2", "--strategies", "lock"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&errors).unwrap())
-            .process_group(0)
-            .spawn()
-            .expect("distlock runs"),
-    );
-    let mut selling = false;
-    for _ in 0..300 {
-        if shop_file_under(state.path()).is_some() {
-            selling = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(selling, "the first demo made its shop");
+    let mut first = DemoGroup::selling(state.path(), &errors);
     let second = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state.path())
         .env_remove("DISTLOCK_URL")
