@@ -31,7 +31,10 @@ fn main() -> ExitCode {
             // Help (0) that could not be printed is output lost, as for any run; a usage
             // error keeps its code.
             return ExitCode::from(match err.print() {
-                Err(_) if code == 0 => exit::IO_ERROR,
+                Err(_) if code == 0 => {
+                    errln!("distlock: the help could not be written (a closed pipe, a full disk)");
+                    exit::IO_ERROR
+                }
                 _ => output::exit_code(code),
             });
         }
@@ -43,10 +46,8 @@ fn main() -> ExitCode {
         .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
-            // sqlx warns of every statement over a second; here those are waits on purpose
-            // (a busy SQLite file, the demo's row locks), so only its errors are shown.
             tracing_subscriber::EnvFilter::try_from_env("DISTLOCK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::query=error")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .init();
     let flavour = match &cli.command {
@@ -95,6 +96,13 @@ fn main() -> ExitCode {
     });
     ExitCode::from(output::exit_code(code))
 }
+
+/// What is logged without DISTLOCK_LOG: distlock's warnings. sqlx warns of every statement
+/// over a second, and here those are waits on purpose (a busy SQLite file, the demo's row
+/// locks); the ZooKeeper and Redis Cluster clients warn of each connection they fail to
+/// make, above the error that says the same for the run: only their errors are shown.
+const DEFAULT_LOG: &str =
+    "warn,sqlx::query=error,zookeeper_client=error,redis::cluster_handling=error";
 
 /// Opens, and closes again, more descriptors than the runtime takes when it starts (its
 /// poller, its waker, its signal pipe): Tokio panics where one of them cannot be had.

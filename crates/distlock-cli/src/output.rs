@@ -52,7 +52,10 @@ pub fn exit_code(earned: u8) -> u8 {
         STDOUT_FAILED.store(true, Ordering::Relaxed);
     }
     match earned == 0 && STDOUT_FAILED.load(Ordering::Relaxed) {
-        true => exit::IO_ERROR,
+        true => {
+            errln!("distlock: the output could not all be written (a closed pipe, a full disk)");
+            exit::IO_ERROR
+        }
         false => earned,
     }
 }

@@ -9,8 +9,26 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 
 /// Starts `command` (a worker subcommand of this binary) and writes `task` to its standard
-/// input, which is closed after. The worker's stdout is piped when `report` is set.
-pub async fn start(command: Command, task: &impl Serialize, report: bool) -> Result<Child> {
+/// input, which is closed after. The worker's stdout is piped when `report` is set. The
+/// worker dies with this process, however it ends (SIGKILL included): a demo or bench
+/// killed outright leaves no worker buying from its shop or taking its locks.
+pub async fn start(mut command: Command, task: &impl Serialize, report: bool) -> Result<Child> {
+    // SAFETY: getpid is async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (prctl, getppid), allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // This process died before the death signal was armed.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
     let (child, _closed) = start_with_orders(command, task, report).await?;
     Ok(child)
 }

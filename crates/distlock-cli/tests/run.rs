@@ -522,6 +522,29 @@ fn a_url_file_is_read_checked_and_warned_about() {
         "the file's URL was used"
     );
 
+    // A nested distlock finds the same store through the file alone (it refuses both).
+    let nested = format!(
+        "echo url=${{DISTLOCK_URL-unset}}; \"{}\" status",
+        env!("CARGO_BIN_EXE_distlock")
+    );
+    let out = output(distlock(state.path()).args([
+        "--url-file",
+        &path(&private),
+        "run",
+        "--name",
+        "nested",
+        "--",
+        "sh",
+        "-c",
+        &nested,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let shown = stdout(&out);
+    assert!(
+        shown.contains("url=unset") && shown.contains("nested  (last"),
+        "{shown}"
+    );
+
     let out = output(
         distlock(state.path())
             .env("DISTLOCK_URL_FILE", &shared)

@@ -201,6 +201,30 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
     }
 }
 
+/// A demo killed outright (SIGKILL, which it cannot catch) takes its workers with it: none
+/// goes on buying from the shop, where it would spoil the next demo's figures.
+#[test]
+fn a_demo_killed_outright_takes_its_workers_with_it() {
+    let state = tempfile::tempdir().unwrap();
+    let errors = state.path().join("stderr");
+    let mut demo = DemoGroup::selling(state.path(), &errors);
+    let group = demo.0.id() as i32;
+    // The workers are buying by now.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(alive_in_group(group) >= 3, "the demo and its workers run");
+    demo.0.kill().unwrap();
+    let _ = demo.0.wait();
+    let mut alive = usize::MAX;
+    for _ in 0..100 {
+        alive = alive_in_group(group);
+        if alive == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(alive, 0, "no worker outlived the demo");
+}
+
 /// A second demo on the shop a first one sells from is refused at once (75), saying why,
 /// and leaves the first one's sale and shop alone; once the first has ended, a demo runs.
 #[test]

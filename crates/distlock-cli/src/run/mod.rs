@@ -77,7 +77,13 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
             return Ok(exit::BUSY);
         }
         Err(err) if err.kind() == ErrorKind::Timeout => {
-            errln!("distlock: {err}");
+            // The acquire had what connecting left of the wait: the wait is what to tell.
+            let wait = args.wait.unwrap_or_default();
+            errln!(
+                "distlock: lock `{}` was not granted within --wait {}",
+                args.name,
+                humantime::format_duration(wait)
+            );
             // The request is withdrawn if the store answers at once; one that hangs does
             // not hold the run past its wait, and the request expires on its own.
             client.settle(WITHDRAW_AFTER_TIMEOUT).await;
@@ -192,7 +198,9 @@ fn shortest_ttl(scheme: &str) -> Duration {
 fn check_ttl(ttl: Duration, on: &str, shortest: Duration) -> Result<()> {
     match ttl < shortest {
         true => Err(distlock::Error::invalid(format!(
-            "--ttl {ttl:?} is shorter than the minimum {shortest:?} a run's renewals keep on {on}"
+            "--ttl {} is shorter than the minimum {} a run's renewals keep on {on}",
+            humantime::format_duration(ttl),
+            humantime::format_duration(shortest)
         ))),
         false => Ok(()),
     }

@@ -154,16 +154,16 @@ fn spawn(
         .env("DISTLOCK_NAME", &args.name)
         .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
         .process_group(0);
-    // The store in use, for a nested distlock: its URL, unless it holds a password, which
-    // is kept out of the command's environment (whatever it starts would inherit it); the
-    // file it came from, if it came from one, is how to share a password with it.
-    match distlock::redact_url(url) == url {
-        true => command.env("DISTLOCK_URL", url),
-        false => command.env_remove("DISTLOCK_URL"),
-    };
+    // The store in use, for a nested distlock, one way only (it refuses both): the file the
+    // URL came from, if it came from one; else the URL, unless it holds a password, which
+    // is kept out of the command's environment (whatever it starts would inherit it).
+    command
+        .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE");
     match crate::location::url_file() {
         Some(file) => command.env("DISTLOCK_URL_FILE", file),
-        None => command.env_remove("DISTLOCK_URL_FILE"),
+        None if distlock::redact_url(url) == url => command.env("DISTLOCK_URL", url),
+        None => &mut command,
     };
     // SAFETY: getpid is async-signal-safe.
     let parent = unsafe { libc::getpid() };
