@@ -18,21 +18,25 @@ pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
     let ask = async {
         let (_, client) =
             connect_shared(url, "`status` shows the locks other processes hold").await?;
-        client.status(args.name.as_deref()).await
+        let states = client.status(args.name.as_deref()).await?;
+        Ok((client, states))
     };
     let within_limit = LockOptions::new().op_timeout_value();
-    let states = within(within_limit, ask, unanswered).await?;
+    let (client, states) = within(within_limit, ask, unanswered).await?;
     if args.json {
         let json = serde_json::to_string_pretty(&states)
             .map_err(|e| distlock::Error::invalid(format!("cannot encode status: {e}")))?;
         outln!("{json}");
     } else {
-        crate::output::stdout_text(&table(&states));
+        let place_of = |name: &str| client.backend().place_of(name);
+        crate::output::stdout_text(&table(&states, place_of));
     }
     Ok(0)
 }
 
-fn table(states: &[LockState]) -> String {
+/// The table of `states`; `place_of` gives where a lock lives in the store, where that is
+/// not its name.
+fn table(states: &[LockState], place_of: impl Fn(&str) -> Option<String>) -> String {
     if states.is_empty() {
         return "no locks are held or awaited\n".to_owned();
     }
@@ -57,8 +61,9 @@ fn table(states: &[LockState]) -> String {
     let ttl_width = holders.map(|h| ttl_label(h).len()).max().unwrap_or(0);
     let mut out = String::new();
     for state in states {
+        let place = place_of(&state.name).map_or_else(String::new, |place| format!(", {place}"));
         out.push_str(&format!(
-            "{}  (last fencing token {}, {} waiting)\n",
+            "{}  (last fencing token {}, {} waiting{place})\n",
             state.name,
             state.last_fencing_token,
             state.waiters.len()
@@ -191,7 +196,7 @@ mod tests {
                 waiters: Vec::new(),
             },
         ];
-        let table = table(&states);
+        let table = table(&states, |_| None);
         let held: Vec<&str> = table.lines().filter(|l| l.contains("held:")).collect();
         assert_eq!(held.len(), 2, "{table}");
         assert_eq!(columns(held[0]), columns(held[1]), "aligned:\n{table}");
@@ -212,6 +217,6 @@ mod tests {
 
     #[test]
     fn nothing_held_says_so() {
-        assert_eq!(table(&[]), "no locks are held or awaited\n");
+        assert_eq!(table(&[], |_| None), "no locks are held or awaited\n");
     }
 }

@@ -122,3 +122,31 @@ fn a_wait_bounds_connecting_and_every_call() {
         &format!("etcd://{}/cli", holes.addrs()),
     );
 }
+
+/// Where a lock lives in etcd is told where it matters: `status` and a busy `--no-wait`
+/// name its keys' prefix, which `?prefix=/locks` gives verbatim (Go's `"/locks/x/"`).
+#[test]
+fn status_and_a_busy_run_name_the_locks_keys() {
+    let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("etcd://{}?prefix=/locks&session_ttl=2s", etcd.addr());
+    let go = state.path().join("go");
+    let script = format!("echo go > {}; exec sleep 30", go.display());
+    let holder = waits::spawn(
+        &url,
+        state.path(),
+        &["run", "--name", "x", "--", "sh", "-c", &script],
+    );
+    assert_eq!(waits::read_when_written(&go), "go");
+    let table = ok(&distlock(&url, state.path(), &["status", "x"]));
+    assert!(table.contains("etcd keys /locks/x/"), "{table}");
+    let busy = distlock(
+        &url,
+        state.path(),
+        &["run", "--name", "x", "--no-wait", "--", "true"],
+    );
+    let stderr = String::from_utf8_lossy(&busy.stderr);
+    assert_eq!(busy.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains("etcd keys /locks/x/"), "{stderr}");
+    distlock_testkit::send(holder.0.id(), distlock_testkit::Signal::Terminate);
+}

@@ -316,6 +316,11 @@ impl Backend for EtcdBackend {
         "etcd"
     }
 
+    /// The prefix of the lock's contender keys, as `etcdctl get --prefix` takes it.
+    fn place_of(&self, name: &str) -> Option<String> {
+        Some(format!("etcd keys {}", self.pfx(name)))
+    }
+
     /// Its connections, and every call, run on the etcd side runtime.
     fn calls_outlive_the_runtime(&self) -> bool {
         true

@@ -301,6 +301,14 @@ impl Backend for ZkBackend {
         "zookeeper"
     }
 
+    /// The lock's node, whose children are its contenders.
+    fn place_of(&self, name: &str) -> Option<String> {
+        Some(format!(
+            "zookeeper node {}",
+            names::lock_path(self.base(), name)
+        ))
+    }
+
     /// Its session, and every call, run on the ZooKeeper side runtime.
     fn calls_outlive_the_runtime(&self) -> bool {
         true

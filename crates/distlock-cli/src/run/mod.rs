@@ -73,7 +73,9 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     let guard = match acquired {
         Ok(Some(guard)) => guard,
         Ok(None) => {
-            errln!("distlock: lock `{}` is busy", args.name);
+            let place = client.backend().place_of(&args.name);
+            let place = place.map_or_else(String::new, |place| format!(" ({place})"));
+            errln!("distlock: lock `{}`{place} is busy", args.name);
             return Ok(exit::BUSY);
         }
         Err(err) if err.kind() == ErrorKind::Timeout => {

@@ -232,6 +232,24 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         Ok(0)
     }
 
+    /// Where lock `name` lives in the store, as the store's own tools show it (the key
+    /// prefix `etcdctl get --prefix` lists, the node path `zkCli.sh ls` shows), for
+    /// messages and `distlock status`: so an operator sees that two programs that think of
+    /// the same lock share nothing. `None` (the default) where the store's name for it is
+    /// the lock's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert_eq!(MemoryBackend::new().place_of("orders/42"), None);
+    /// ```
+    fn place_of(&self, name: &str) -> Option<String> {
+        let _ = name;
+        None
+    }
+
     /// Whether this backend's calls still work once the runtime that connected it has
     /// stopped running tasks: true where its connections run on a runtime of their own (a
     /// [`SideRuntime`]), or it needs none. A client's last handle dropped at the end of a
