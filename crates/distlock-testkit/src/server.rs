@@ -77,6 +77,23 @@ impl Server {
     ///
     /// See [`ServerSpec`].
     pub fn start(spec: ServerSpec) -> Result<Server, LaunchError> {
+        let mut tries = 1;
+        loop {
+            match Server::start_once(spec.clone()) {
+                // Another test process picked the same free port and bound it first.
+                Err(LaunchError::Failed { log_tail, .. })
+                    if tries < PORT_TRIES
+                        && log_tail.to_lowercase().contains("address already in use") =>
+                {
+                    tries += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// [`start`](Self::start), on one port.
+    fn start_once(spec: ServerSpec) -> Result<Server, LaunchError> {
         let program = spec.locate(&spec.program)?;
         let dir = tempfile::Builder::new()
             .prefix("distlock-server-")
@@ -392,6 +409,10 @@ fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
+
+/// How many ports a server is started on before its start fails: a port found free may be
+/// taken by another test process before the server binds it.
+const PORT_TRIES: u32 = 3;
 
 /// A free loopback port for a launch (a peer or bus port a server needs besides its own).
 pub(crate) fn spare_port() -> Result<u16, LaunchError> {
