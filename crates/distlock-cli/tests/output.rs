@@ -74,6 +74,19 @@ fn with_both(state: &Path, args: &[&str], sink: Sink) -> Output {
         .expect("distlock runs")
 }
 
+/// Runs `args` with stdout to `sink`, then with stdout and stderr both there: each time the
+/// run goes to its end and exits 74, as only its output failed.
+fn assert_output_lost(state: &Path, args: &[&str], sink: Sink) {
+    let out = with_stdout(state, args, sink);
+    assert_code(&out, IO_ERROR, &format!("{args:?}, stdout to {sink:?}"));
+    let out = with_both(state, args, sink);
+    assert_code(
+        &out,
+        IO_ERROR,
+        &format!("{args:?}, stdout and stderr to {sink:?}"),
+    );
+}
+
 fn assert_no_panic(out: &Output, what: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{what}: {stderr}");
@@ -95,8 +108,7 @@ fn status_to_a_closed_or_full_stdout_exits_74() {
     let state = tempfile::tempdir().unwrap();
     for sink in SINKS {
         for args in [&["status"][..], &["status", "--json"], &["status", "a/b"]] {
-            let out = with_stdout(state.path(), args, sink);
-            assert_code(&out, IO_ERROR, &format!("{args:?} to {sink:?}"));
+            assert_output_lost(state.path(), args, sink);
         }
     }
 }
@@ -141,14 +153,7 @@ fn bench_to_a_closed_or_full_stdout_exits_74() {
             if json {
                 args.push("--json");
             }
-            let out = with_stdout(state.path(), &args, sink);
-            assert_code(&out, IO_ERROR, &format!("{args:?} to {sink:?}"));
-            let out = with_both(state.path(), &args, sink);
-            assert_code(
-                &out,
-                IO_ERROR,
-                &format!("{args:?}, stdout and stderr to {sink:?}"),
-            );
+            assert_output_lost(state.path(), &args, sink);
         }
     }
 }
@@ -168,14 +173,7 @@ fn torture_to_a_closed_or_full_stdout_checks_its_history_and_exits_74() {
             "--ttl",
             "3s",
         ];
-        let out = with_stdout(state.path(), &args, sink);
-        assert_code(&out, IO_ERROR, &format!("torture to {sink:?}"));
-        let out = with_both(state.path(), &args, sink);
-        assert_code(
-            &out,
-            IO_ERROR,
-            &format!("torture, stdout and stderr to {sink:?}"),
-        );
+        assert_output_lost(state.path(), &args, sink);
         let runs = state.path().join("distlock/torture");
         let report = std::fs::read_dir(&runs)
             .expect("the run has its directory")

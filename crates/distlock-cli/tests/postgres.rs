@@ -71,14 +71,7 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
 #[test]
 fn runs_take_every_kind_of_lock() {
     let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
-    let url = distlock_testkit::postgres_url(&pg);
-    for mode in ["", "?mode=lease"] {
-        let state = tempfile::tempdir().unwrap();
-        let url = format!("{url}{mode}");
-        guarded::runs_guard_commands(&url, state.path());
-        guarded::demo_never_oversells(&url, state.path());
-        guarded::runs_take_every_kind_of_lock(&url, state.path());
-    }
+    database::runs_take_every_kind_of_lock_in_both_modes(&distlock_testkit::postgres_url(&pg));
 }
 
 /// `run --wait 2s` against a server that never answers, and behind a holder with the
@@ -87,12 +80,9 @@ fn runs_take_every_kind_of_lock() {
 fn a_wait_bounds_connecting_and_every_call() {
     let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
     let holes = deadlines::BlackHoles::new(1);
-    let url = distlock_testkit::postgres_url(&pg);
-    for mode in ["", "?mode=lease"] {
-        deadlines::bounded_by_the_wait(
-            &format!("{url}{mode}"),
-            &pg,
-            &format!("postgres://distlock@{}/distlock{mode}", holes.addrs()),
-        );
-    }
+    database::a_wait_bounds_connecting_and_every_call_in_both_modes(
+        &distlock_testkit::postgres_url(&pg),
+        &pg,
+        &format!("postgres://distlock@{}/distlock", holes.addrs()),
+    );
 }

@@ -105,6 +105,18 @@ fn alive_in_group(group: i32) -> usize {
         .count()
 }
 
+/// The processes of group `group` still alive once none is, or once `within` has passed.
+fn alive_in_group_after(group: i32, within: std::time::Duration) -> usize {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let alive = alive_in_group(group);
+        if alive == 0 || std::time::Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A demo started in a process group of its own, which is killed whole if the test ends
 /// before the demo does.
 struct DemoGroup(std::process::Child);
@@ -189,15 +201,11 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
         if let Some(left) = shop_file_under(state.path()) {
             panic!("signal {signal}: {} is left", left.display());
         }
-        let mut alive = usize::MAX;
-        for _ in 0..100 {
-            alive = alive_in_group(group);
-            if alive == 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        assert_eq!(alive, 0, "signal {signal}: the workers were stopped too");
+        assert_eq!(
+            alive_in_group_after(group, std::time::Duration::from_secs(5)),
+            0,
+            "signal {signal}: the workers were stopped too"
+        );
     }
 }
 
@@ -214,15 +222,11 @@ fn a_demo_killed_outright_takes_its_workers_with_it() {
     assert!(alive_in_group(group) >= 3, "the demo and its workers run");
     demo.0.kill().unwrap();
     let _ = demo.0.wait();
-    let mut alive = usize::MAX;
-    for _ in 0..100 {
-        alive = alive_in_group(group);
-        if alive == 0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert_eq!(alive, 0, "no worker outlived the demo");
+    assert_eq!(
+        alive_in_group_after(group, std::time::Duration::from_secs(5)),
+        0,
+        "no worker outlived the demo"
+    );
 }
 
 /// A second demo on the shop a first one sells from is refused at once (75), saying why,

@@ -87,10 +87,10 @@ pub const CLOSE_WITHIN: Duration = crate::options::MAX_DEFAULT_OP_TIMEOUT;
 /// async `main`, whose locals drop first) outside the runtime's tasks, the releases they
 /// left running in the background are seen to: on a multi-thread runtime waited for, on a
 /// current-thread one (whose one thread is this one) made on a thread of their own, since
-/// the runtime will run none of them again. The withdrawals of
-/// requests given up are not waited for here: a wait that timed out against a store that
-/// hangs would hold the program past its deadline, and an entry left behind expires on
-/// its own; [`Client::settle`] waits for them.
+/// the runtime will run none of them again. The withdrawals of requests given up are not
+/// waited for here: a wait that timed out against a store that hangs would hold the
+/// program past its deadline, and an entry left behind expires on its own;
+/// [`Client::settle`] waits for them.
 struct UserHandle {
     cleanups: Arc<Cleanups>,
     backend: Arc<dyn Backend>,

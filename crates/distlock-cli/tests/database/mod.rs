@@ -233,3 +233,35 @@ pub fn a_hung_server_is_given_up_at_the_connect_timeout(url: &str, server: &Serv
         "{took:?}: {stderr}"
     );
 }
+
+/// A database URL's two lock modes, as the query that picks each: session (the default)
+/// and lease.
+const MODES: [&str; 2] = ["", "?mode=lease"];
+
+/// What `run`, `status` and `demo` do on every backend, and every kind of lock `run` takes
+/// (`--shared`, `--exclusive`, `--permits N --of M`, `--max-hold`), in both modes.
+pub fn runs_take_every_kind_of_lock_in_both_modes(url: &str) {
+    for mode in MODES {
+        let state = tempfile::tempdir().unwrap();
+        let url = format!("{url}{mode}");
+        crate::guarded::runs_guard_commands(&url, state.path());
+        crate::guarded::demo_never_oversells(&url, state.path());
+        crate::guarded::runs_take_every_kind_of_lock(&url, state.path());
+    }
+}
+
+/// `run --wait 2s` against `black_hole` (a URL of the same kind whose server never
+/// answers) and behind a holder with `server` frozen mid-wait, in both modes.
+pub fn a_wait_bounds_connecting_and_every_call_in_both_modes(
+    url: &str,
+    server: &Server,
+    black_hole: &str,
+) {
+    for mode in MODES {
+        crate::deadlines::bounded_by_the_wait(
+            &format!("{url}{mode}"),
+            server,
+            &format!("{black_hole}{mode}"),
+        );
+    }
+}
