@@ -96,9 +96,39 @@ pub fn a_store_frozen_mid_wait_is_busy_at_the_wait(url: &str, server: &Server) {
     assert!(took < WITHIN, "{url}: took {took:?}: {stderr}");
 }
 
-/// Both of the above: the frozen server `server` at `url`, the black hole at
+/// Ctrl-C while `run --wait 30s` is still connecting to `url`, whose store never answers:
+/// the run ends at once with 130, as it would while waiting for the lock.
+pub fn ctrl_c_while_connecting_ends_the_run(url: &str) {
+    let state = tempfile::tempdir().unwrap();
+    let mut run = command(
+        url,
+        state.path(),
+        &["run", "--name", "x", "--wait", "30s", "--", "true"],
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("distlock runs");
+    std::thread::sleep(Duration::from_millis(500));
+    send(run.id(), Signal::Interrupt);
+    let sent = Instant::now();
+    while run.try_wait().unwrap().is_none() && sent.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = sent.elapsed();
+    let _ = run.kill();
+    let out = run.wait_with_output().expect("the run ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{url}: {stderr}");
+    assert!(
+        took < Duration::from_secs(2),
+        "{url}: took {took:?} after Ctrl-C"
+    );
+}
+
+/// All of the above: the frozen server `server` at `url`, the black hole at
 /// `black_hole_url`.
 pub fn bounded_by_the_wait(url: &str, server: &Server, black_hole_url: &str) {
     a_store_that_never_answers_is_busy_at_the_wait(black_hole_url);
+    ctrl_c_while_connecting_ends_the_run(black_hole_url);
     a_store_frozen_mid_wait_is_busy_at_the_wait(url, server);
 }
