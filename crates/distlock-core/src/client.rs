@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
-use crate::backend::{Backend, LockKind, LockState};
+use crate::backend::{Backend, HolderInfo, LockKind, LockState};
 use crate::cleanups::Cleanups;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::LeaseCore;
@@ -483,6 +483,43 @@ impl Client {
         }
         self.bounded("status", self.inner.backend.inspect(name))
             .await
+    }
+
+    /// Breaks a stuck lock: deletes the grant of `name` whose fencing token is
+    /// `fencing_token` (every current grant when `None`), whoever holds it, after bumping
+    /// the name's fencing counter so that the broken holder's late writes are older than
+    /// every later grant's. Waiters are granted as after a release; the broken holder's
+    /// guard goes `Lost` when its client learns of it (its next renewal, or at once where
+    /// the store tells). Answers the grants broken (empty: none matched, say because the
+    /// holder released first). Asked within the operation timeout of the client's
+    /// defaults. A store that cannot break another connection's grant (a session-mode
+    /// PostgreSQL or MySQL lock) refuses with `Unsupported`, naming the server's own tool.
+    ///
+    /// Pass the token `status` showed: the grant then broken is the one seen, never a
+    /// later holder's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let stuck = client.mutex("nightly").lock().await?;
+    /// let broken = client.force_release("nightly", Some(stuck.fencing_token())).await?;
+    /// assert_eq!(broken[0].fencing_token, stuck.fencing_token());
+    /// assert!(client.mutex("nightly").try_lock().await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        check_name_for(self.inner.backend.as_ref(), name)?;
+        self.bounded(
+            "force_release",
+            self.inner.backend.force_release(name, fencing_token),
+        )
+        .await
     }
 
     /// Runs a call to the backend for at most the operation timeout of the client's

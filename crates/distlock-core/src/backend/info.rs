@@ -35,6 +35,10 @@ pub struct Capabilities {
     pub cross_process: bool,
     /// The backend wakes waiters itself; otherwise the core polls with backoff.
     pub push_wakeups: bool,
+    /// Another holder's grant of every kind can be broken
+    /// ([`Backend::force_release`](super::Backend::force_release)); where not, breaking
+    /// the grants it cannot is refused with `Unsupported`.
+    pub force_release: bool,
     /// How grants stay alive: a lease per grant, or the client's session.
     pub liveness: Liveness,
     /// How often a waiting ticket must be polled to keep its place in the queue (its entry
@@ -45,7 +49,7 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// Every primitive supported, grants by lease, waiter entries refreshed every
+    /// Every primitive supported, grants breakable, grants by lease, waiter entries refreshed every
     /// [`WAITER_REFRESH`]; `push_wakeups` as given.
     ///
     /// # Examples
@@ -60,6 +64,7 @@ impl Capabilities {
             durable_fencing: true,
             cross_process: true,
             push_wakeups,
+            force_release: true,
             liveness: Liveness::Lease,
             waiter_refresh: Some(WAITER_REFRESH),
         }

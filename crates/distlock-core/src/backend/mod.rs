@@ -232,6 +232,38 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         Ok(0)
     }
 
+    /// Breaks grants of lock `name` whoever holds them, for an operator freeing a stuck
+    /// lock (`distlock break`): the grant whose fencing token is `fencing_token`, or every
+    /// current grant when it is `None`. Where the store keeps a fencing counter, it is
+    /// bumped first (before any grant goes), so every later grant's token is above the
+    /// broken holder's even if the break stops half-way; the broken holder learns of it as
+    /// it would of an operator's deletion (its next renewal, or the store's news). Waiters
+    /// are then granted as after a release. Answers the grants it broke, as
+    /// [`inspect`](Backend::inspect) showed them (none: nothing matched). A backend that
+    /// cannot break another's grant refuses with `Unsupported`, naming the store's own
+    /// tool; the default refuses every break.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert!(MemoryBackend::new().force_release("orders/42", None).await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        let _ = (name, fencing_token);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("the {} backend cannot break another holder's grant", self.scheme()),
+        ))
+    }
+
     /// Where lock `name` lives in the store, as the store's own tools show it (the key
     /// prefix `etcdctl get --prefix` lists, the node path `zkCli.sh ls` shows), for
     /// messages and `distlock status`: so an operator sees that two programs that think of

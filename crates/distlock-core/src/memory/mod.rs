@@ -27,7 +27,8 @@ use tokio::sync::watch;
 use url::Url;
 
 use crate::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session, Ticket,
+    Backend, Capabilities, Grant, HolderInfo, LeaseOutcome, Liveness, LockState, PollOutcome,
+    Session, Ticket,
 };
 use crate::error::{Error, Result};
 use crate::registry::Connector;
@@ -207,6 +208,20 @@ impl Backend for MemoryBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         Ok(self.space.inspect(name))
+    }
+
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        Ok(self.space.force_release(name, fencing_token))
+    }
+
+    /// A grant gone from the space while its holder's client held on to it was broken
+    /// (or has expired).
+    fn grant_lost(&self, grant: &Grant) -> bool {
+        !self.space.holds(grant)
     }
 
     fn floor_op(&self) -> &'static str {

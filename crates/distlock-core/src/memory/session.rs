@@ -48,7 +48,7 @@ pub struct MemorySession {
 #[derive(Debug)]
 struct SessionInner {
     space: Arc<Space>,
-    sender: watch::Sender<Session>,
+    sender: Arc<watch::Sender<Session>>,
     timeout: Duration,
 }
 
@@ -58,6 +58,8 @@ impl MemorySession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             state: connected(),
         });
+        let sender = Arc::new(sender);
+        space.register_session(&sender);
         MemorySession {
             inner: Arc::new(SessionInner {
                 space,

@@ -1,15 +1,17 @@
 //! One memory lock space: every name's holders, queue and fencing counter.
 
 use std::collections::HashMap;
-use std::sync::Mutex as StdMutex;
+use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::admission::{Claim, Queued, STARVATION, admit};
 use crate::backend::{
-    Grant, HolderInfo, LeaseOutcome, LockRequest, LockState, PollOutcome, Ticket, WaiterInfo,
+    Grant, HolderInfo, LeaseOutcome, LockRequest, LockState, PollOutcome, Session, Ticket,
+    WaiterInfo,
 };
 use crate::error::Result;
 use crate::owner::unix_ms;
@@ -72,6 +74,21 @@ pub(super) struct Place {
 }
 
 impl Entry {
+    /// The grant as `status` shows it.
+    fn holder_info(&self, now: Instant) -> HolderInfo {
+        HolderInfo {
+            owner: self.request.owner.to_string(),
+            kind: self.request.kind,
+            permits: self.request.permits,
+            fencing_token: self.fencing_token,
+            remaining_ms: self
+                .expires
+                .map(|at| at.saturating_duration_since(now).as_millis() as u64),
+            no_expiry: false,
+            meta: self.request.meta.clone(),
+        }
+    }
+
     fn claim(&self) -> Claim {
         Claim {
             kind: self.request.kind,
@@ -175,6 +192,9 @@ pub(super) struct Space {
     next_seq: AtomicU64,
     pub(super) wakers: LocalWakers,
     pub(super) floor: tokio::sync::Mutex<()>,
+    /// The session channels of the space's session-mode clients, told when one of their
+    /// grants is broken.
+    sessions: StdMutex<Vec<Weak<watch::Sender<Session>>>>,
 }
 
 impl Space {
@@ -364,6 +384,51 @@ impl Space {
         })
     }
 
+    /// Breaks the grant of `name` with `fencing_token` (every grant: `None`), after
+    /// bumping the fencing counter, and grants whoever may hold the lock now. A broken
+    /// session grant's session is told on its channel.
+    pub(super) fn force_release(&self, name: &str, fencing_token: Option<u64>) -> Vec<HolderInfo> {
+        let (broken, sessions) = self.with_name(name, |fencing, state| {
+            let now = Instant::now();
+            let (gone, kept) = std::mem::take(&mut state.holders)
+                .into_iter()
+                .partition::<Vec<_>, _>(|e| fencing_token.is_none_or(|t| t == e.fencing_token));
+            state.holders = kept;
+            if gone.is_empty() {
+                return (vec![], vec![]);
+            }
+            state.fencing = fencing.mint();
+            self.hand_off(fencing, state);
+            let sessions: Vec<u64> = gone.iter().filter_map(|e| e.session).collect();
+            (gone.iter().map(|e| e.holder_info(now)).collect(), sessions)
+        });
+        if !sessions.is_empty() {
+            let mut channels = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            channels.retain(|channel| channel.strong_count() > 0);
+            for channel in channels.iter().filter_map(Weak::upgrade) {
+                if sessions.contains(&channel.borrow().id) {
+                    channel.send_modify(|_| {});
+                }
+            }
+        }
+        broken
+    }
+
+    /// Whether the grant is still among its name's holders (expired or not).
+    pub(super) fn holds(&self, grant: &Grant) -> bool {
+        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        names.states.get(&grant.name).is_some_and(|state| {
+            state.holders.iter().any(|e| e.request.token == grant.token)
+        })
+    }
+
+    /// Tells a session-mode client's session channel of its grants broken by others.
+    pub(super) fn register_session(&self, channel: &Arc<watch::Sender<Session>>) {
+        let mut channels = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        channels.retain(|channel| channel.strong_count() > 0);
+        channels.push(Arc::downgrade(channel));
+    }
+
     /// Deletes every grant and queue entry of `session` (it expired), granting whoever may
     /// hold the locks it held.
     pub(super) fn drop_session(&self, session: u64) {
@@ -402,17 +467,7 @@ impl Space {
                     holders: state
                         .holders
                         .iter()
-                        .map(|e| HolderInfo {
-                            owner: e.request.owner.to_string(),
-                            kind: e.request.kind,
-                            permits: e.request.permits,
-                            fencing_token: e.fencing_token,
-                            remaining_ms: e
-                                .expires
-                                .map(|at| at.saturating_duration_since(now).as_millis() as u64),
-                            no_expiry: false,
-                            meta: e.request.meta.clone(),
-                        })
+                        .map(|e| e.holder_info(now))
                         .collect(),
                     waiters: state
                         .queue

@@ -302,6 +302,7 @@ impl Backend for RedlockBackend {
             durable_fencing: true,
             cross_process: true,
             push_wakeups: false,
+            force_release: true,
             liveness: Liveness::Lease,
             waiter_refresh: None,
         }

@@ -4,6 +4,7 @@
 //! optional features check the backend's [`Capabilities`](distlock::backend::Capabilities): a backend
 //! without the feature must refuse it with `Unsupported`, never silently misbehave.
 
+mod breaking;
 mod exclusion;
 mod input;
 mod lease;
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 pub use distlock::backend::Liveness;
 use distlock::{Client, Error, ErrorKind, Result};
 
+pub use breaking::*;
 pub use exclusion::*;
 pub use input::*;
 pub use lease::*;
@@ -306,6 +308,8 @@ macro_rules! conformance_suite {
             max_hold_stops_renewal,
             multi_lock_is_all_or_nothing,
             multi_locks_in_any_order_do_not_deadlock,
+            a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused,
+            breaking_without_a_token_breaks_every_holder,
         );
         $crate::conformance_suite!(@for Lease $target;
             renewal_keeps_the_lock,
