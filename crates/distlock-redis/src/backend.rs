@@ -7,7 +7,9 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, LockRequest, MIN_FENCE_TTL,
     PollOutcome, STARVATION, Ticket, async_trait,
 };
-use distlock_core::{Error, ErrorKind, LockState, Result, Url, WaiterInfo, random_id, redact_url};
+use distlock_core::{
+    Error, ErrorKind, HolderInfo, LockState, Result, Url, WaiterInfo, random_id, redact_url,
+};
 use tokio::task::AbortHandle;
 
 use crate::config::RedisConfig;
@@ -21,6 +23,7 @@ use crate::wakeups;
 use refused::RedisTicket;
 pub(crate) use refused::refused_for_foreign;
 
+mod force_release;
 mod forget;
 mod refused;
 mod status;
@@ -514,6 +517,14 @@ impl Backend for RedisBackend {
 
     fn check_name(&self, name: &str) -> Result<()> {
         self.keys(name).map(drop)
+    }
+
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        self.break_grants(name, fencing_token).await
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

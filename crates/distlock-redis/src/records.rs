@@ -158,6 +158,30 @@ pub(crate) type Snapshot = (
     HashMap<String, String>,
 );
 
+/// The grant stored as `value` (our holder record, or a foreign client's token in the lock
+/// key) with `pttl` milliseconds of lease left.
+pub(crate) fn holder_of(value: &str, pttl: i64) -> HolderInfo {
+    let remaining_ms = pttl.max(0) as u64;
+    match serde_json::from_str::<HolderRecord>(value) {
+        Ok(record) => record.into_info(remaining_ms),
+        // A key set by another program; PTTL -1 is a key without a TTL: a lock that stays
+        // taken until someone deletes it.
+        Err(_) => HolderInfo {
+            owner: format!("foreign client (token {value})"),
+            kind: LockKind::Mutex,
+            permits: 1,
+            fencing_token: 0,
+            remaining_ms: (pttl != -1).then_some(remaining_ms),
+            no_expiry: pttl == -1,
+            meta: HolderMeta {
+                host: String::new(),
+                pid: 0,
+                acquired_at_unix_ms: 0,
+            },
+        },
+    }
+}
+
 /// Lock `name`'s state from its [`Snapshot`]: the holder (ours or a foreign client's), the
 /// live shared grants, and the live waiters in queue order.
 pub(crate) fn lock_state(name: &str, snapshot: Snapshot) -> LockState {
@@ -165,25 +189,7 @@ pub(crate) fn lock_state(name: &str, snapshot: Snapshot) -> LockState {
     let now_ms = server_ms(time);
     let mut holders = Vec::new();
     if let Some(held) = held {
-        let remaining_ms = pttl.max(0) as u64;
-        holders.push(match serde_json::from_str::<HolderRecord>(&held) {
-            Ok(record) => record.into_info(remaining_ms),
-            // A key set by another program; PTTL -1 is a key without a TTL: a lock that
-            // stays taken until someone deletes it.
-            Err(_) => HolderInfo {
-                owner: format!("foreign client (token {held})"),
-                kind: LockKind::Mutex,
-                permits: 1,
-                fencing_token: 0,
-                remaining_ms: (pttl != -1).then_some(remaining_ms),
-                no_expiry: pttl == -1,
-                meta: HolderMeta {
-                    host: String::new(),
-                    pid: 0,
-                    acquired_at_unix_ms: 0,
-                },
-            },
-        });
+        holders.push(holder_of(&held, pttl));
     }
     for (token, expiry) in leases {
         let expiry = expiry_ms(expiry);

@@ -40,6 +40,8 @@ pub(crate) struct Scripts {
     pub(crate) redlock_waiting: Script,
     /// Deletes a lock's fencing counter that is idle long enough (`Client::forget`).
     pub(crate) forget: Script,
+    /// Breaks grants whoever holds them (`Client::force_release`).
+    pub(crate) force_release: Script,
     /// The minimal lock's release, measured against by `distlock bench`: delete the key if
     /// it still holds the token.
     pub(crate) compare_and_delete: Script,
@@ -66,6 +68,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     restamp: Script::new(include_str!("scripts/restamp.lua")),
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
     forget: Script::new(include_str!("scripts/forget.lua")),
+    force_release: compose("", "", include_str!("scripts/force_release.lua")),
     compare_and_delete: Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
     ),

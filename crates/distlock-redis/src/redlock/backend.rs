@@ -8,7 +8,7 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockRequest, PollOutcome, Ticket,
     async_trait,
 };
-use distlock_core::{Error, ErrorKind, LockState, Result};
+use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
@@ -521,6 +521,24 @@ impl Backend for RedlockBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         self.states(name).await
+    }
+
+    /// Breaks the grant on every master that answers (each bumps its own counter first,
+    /// so the next grant's token, the highest of its majority, is above the broken one); a
+    /// majority must answer. A grant is matched on each master by the token stamped there:
+    /// the masters of its majority all show the one it was given.
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        let answers = self
+            .on_all(Duration::from_secs(5), |master| {
+                master.force_release(name, fencing_token)
+            })
+            .await;
+        self.quorum_of("force_release", &answers)?;
+        Ok(self.merged(answers.into_iter().flatten().flatten(), 1))
     }
 
     /// Deletes each name's fencing counter [`MIN_REDLOCK_FENCE_TTL`] or more below the
