@@ -7,7 +7,7 @@
 //! and queues, how it wakes a waiter, and the checks its session mode adds.
 
 use distlock_core::backend::{LockRequest, PollOutcome};
-use distlock_core::{Error, Result};
+use distlock_core::{Error, HolderInfo, Result};
 use sqlx::{Connection, Database, Pool};
 
 use crate::lease_table::{HolderRow, WaiterRow, may_grant, retry_within};
@@ -146,6 +146,9 @@ pub(crate) trait LeaseDialect: Send + Sync {
 
     /// Deletes the grant of `token`; its expiry, if it was there.
     async fn delete_grant(&self, conn: &mut Conn<Self>, token: &str) -> sqlx::Result<Option<i64>>;
+
+    /// Bumps `name`'s fencing counter as a grant would, granting nothing.
+    async fn bump_fence(&self, conn: &mut Conn<Self>, name: &str) -> sqlx::Result<()>;
 }
 
 /// Decides a request in one transaction: purges the name's expired rows, grants (fencing
@@ -227,6 +230,53 @@ pub(crate) async fn cancel<D: LeaseDialect>(
     };
     tx.commit().await.map_err(err)?;
     Ok(wake)
+}
+
+/// What a forced release broke, and the waiter to wake.
+#[derive(Debug)]
+pub(crate) struct Broken {
+    /// The grants broken, as `status` showed them.
+    pub(crate) holders: Vec<HolderInfo>,
+    /// The waiter to wake now that the lock is free.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
+    pub(crate) wake: Option<Wake>,
+}
+
+/// Breaks `name`'s live grant with `fencing_token` (every live grant: `None`) in one
+/// transaction: the fencing counter bumped, the grants deleted, the head waiter named.
+pub(crate) async fn force_release<D: LeaseDialect>(
+    dialect: &D,
+    pool: &Pool<D::DB>,
+    name: &str,
+    fencing_token: Option<u64>,
+) -> Result<Broken> {
+    let err = |e| D::error("force_release", e);
+    let mut conn = pool.acquire().await.map_err(err)?;
+    let mut tx = conn.begin_with(D::BEGIN).await.map_err(err)?;
+    let Locked { now, .. } = dialect.lock(&mut tx, name, true).await.map_err(err)?;
+    let (holders, _) = dialect.live_rows(&mut tx, name).await.map_err(err)?;
+    let doomed: Vec<HolderRow> = holders
+        .into_iter()
+        .filter(|h| h.expires_at_ms > now)
+        .filter(|h| fencing_token.is_none_or(|t| i64::try_from(t) == Ok(h.fence)))
+        .collect();
+    if doomed.is_empty() {
+        tx.commit().await.map_err(err)?;
+        return Ok(Broken {
+            holders: vec![],
+            wake: None,
+        });
+    }
+    dialect.bump_fence(&mut tx, name).await.map_err(err)?;
+    for grant in &doomed {
+        dialect.delete_grant(&mut tx, &grant.token).await.map_err(err)?;
+    }
+    let wake = dialect.wake_next(&mut tx, name, now).await.map_err(err)?;
+    tx.commit().await.map_err(err)?;
+    Ok(Broken {
+        holders: doomed.iter().map(|h| h.info(now)).collect::<Result<_>>()?,
+        wake,
+    })
 }
 
 /// Deletes the grant under `token`: whether it was there and still valid, and the waiter

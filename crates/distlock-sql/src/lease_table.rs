@@ -22,6 +22,7 @@ pub const STARVING_POLL: Duration = Duration::from_millis(5);
 /// let row = HolderRow { token: "t".into(), owner: "o:1".into(), kind: "mutex".into(), lim: 1,
 ///     permits: 1, fence: 4, expires_at_ms: 10_000, host: "h".into(), pid: 1, acquired_at_ms: 0 };
 /// assert_eq!(row.claim().unwrap().permits, 1);
+/// assert_eq!(row.info(4_000).unwrap().remaining_ms, Some(6_000));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HolderRow {
@@ -101,6 +102,23 @@ fn corrupt(what: String) -> Error {
 }
 
 impl HolderRow {
+    /// The grant as `status` shows it at the store's time `now_ms`.
+    ///
+    /// # Examples
+    ///
+    /// See [`HolderRow`].
+    pub fn info(&self, now_ms: i64) -> Result<HolderInfo> {
+        Ok(HolderInfo {
+            owner: self.owner.clone(),
+            kind: parse_kind(&self.kind, self.lim)?,
+            permits: parse_permits(self.permits)?,
+            fencing_token: self.fence.max(0) as u64,
+            remaining_ms: Some((self.expires_at_ms - now_ms).max(0) as u64),
+            no_expiry: false,
+            meta: meta(&self.host, self.pid, self.acquired_at_ms),
+        })
+    }
+
     /// The row as the admission rules see it.
     ///
     /// # Examples
@@ -237,11 +255,6 @@ pub fn lock_state(
     waiters: &[WaiterRow],
     now_ms: i64,
 ) -> Result<LockState> {
-    let meta = |host: &str, pid: i64, at: i64| HolderMeta {
-        host: host.to_owned(),
-        pid: pid as u32,
-        acquired_at_unix_ms: at.max(0) as u64,
-    };
     Ok(LockState {
         name,
         // A lock held longer than `fence_ttl` may have lost its counter (see `fences`).
@@ -252,17 +265,7 @@ pub fn lock_state(
             .max(0) as u64,
         holders: holders
             .iter()
-            .map(|h| {
-                Ok(HolderInfo {
-                    owner: h.owner.clone(),
-                    kind: parse_kind(&h.kind, h.lim)?,
-                    permits: parse_permits(h.permits)?,
-                    fencing_token: h.fence.max(0) as u64,
-                    remaining_ms: Some((h.expires_at_ms - now_ms).max(0) as u64),
-                    no_expiry: false,
-                    meta: meta(&h.host, h.pid, h.acquired_at_ms),
-                })
-            })
+            .map(|h| h.info(now_ms))
             .collect::<Result<_>>()?,
         waiters: waiters
             .iter()
@@ -277,6 +280,15 @@ pub fn lock_state(
             })
             .collect::<Result<_>>()?,
     })
+}
+
+/// Who and where, as stored beside a row.
+fn meta(host: &str, pid: i64, at_ms: i64) -> HolderMeta {
+    HolderMeta {
+        host: host.to_owned(),
+        pid: pid as u32,
+        acquired_at_unix_ms: at_ms.max(0) as u64,
+    }
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock.

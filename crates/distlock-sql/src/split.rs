@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::LockKind;
-use distlock_core::Result;
+use distlock_core::{Error, ErrorKind, LockKind, LockState, Result};
 use distlock_core::backend::Ticket;
 use distlock_core::backend::{Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome};
 
@@ -118,4 +117,50 @@ impl<D: SessionDialect> Split<D> {
         let released = detached(D::BACKEND, async move { sessions.release(&slot).await }).await;
         Some(released.map(outcome))
     }
+}
+
+/// The fencing tokens of the holders `states` show that a forced release with
+/// `fencing_token` would break.
+pub(crate) fn breakable(states: &[LockState], fencing_token: Option<u64>) -> Vec<u64> {
+    states
+        .iter()
+        .flat_map(|state| &state.holders)
+        .map(|holder| holder.fencing_token)
+        .filter(|token| fencing_token.is_none_or(|t| t == *token))
+        .collect()
+}
+
+/// Whether a holder with one of `seen`'s tokens is among those `states` show, read once
+/// the lease table's grants were broken: a session-mode lock.
+pub(crate) fn still_held(states: &[LockState], seen: &[u64]) -> bool {
+    states
+        .iter()
+        .flat_map(|state| &state.holders)
+        .any(|holder| seen.contains(&holder.fencing_token))
+}
+
+/// The refusal to break `name`'s session-mode lock, which lives as long as its holder's
+/// connection: `ends` are the statements that end the connections holding it now; `broken`
+/// lease grants went before it.
+pub(crate) fn session_break_refused(
+    name: &str,
+    broken: usize,
+    backend: &'static str,
+    ends: &[String],
+) -> Error {
+    let mut how = match ends {
+        [] => "it was released meanwhile; run the break again".to_owned(),
+        _ => format!("end the holder's connection instead: {}", ends.join("; ")),
+    };
+    if broken > 0 {
+        how.push_str(&format!(" ({broken} lease grant(s) of it were broken)"));
+    }
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "lock {name:?} is held by a session-mode lock, which lives as long as its holder's database connection and cannot be deleted by another; {how}"
+        ),
+    )
+    .with_backend(backend)
+    .with_operation("force_release")
 }

@@ -8,7 +8,7 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
     async_trait,
 };
-use distlock_core::{LockKind, LockState, Result, random_id};
+use distlock_core::{HolderInfo, LockKind, LockState, Result, random_id};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{Executor, MySqlPool};
 
@@ -19,7 +19,7 @@ use super::session::MysqlSessions;
 use super::store::{self, Wake};
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
-use crate::split::Split;
+use crate::split::{Split, breakable, session_break_refused, still_held};
 use crate::tasks::{SqlTicket, WriteGate, detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one MySQL or MariaDB database.
@@ -159,8 +159,12 @@ impl Backend for MysqlBackend {
         "mysql"
     }
 
+    /// In session mode, a session lock cannot be broken by another connection.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(false)
+        Capabilities {
+            force_release: self.split.sessions().is_none(),
+            ..Capabilities::full(false)
+        }
     }
 
     fn grant_lost(&self, grant: &Grant) -> bool {
@@ -243,6 +247,35 @@ impl Backend for MysqlBackend {
         let (was_held, next) = detached("mysql", self.writes.pass(release)).await?;
         wake(next);
         Ok(outcome(was_held))
+    }
+
+    /// Grants in the lease table are broken; a session-mode `GET_LOCK` lock lives as long
+    /// as its holder's connection, so breaking one (a holder seen before still there once the
+    /// lease table's are gone) is refused with the statement that ends it.
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        let seen = match self.split.sessions() {
+            Some(_) => breakable(&self.inspect(Some(name)).await?, fencing_token),
+            None => vec![],
+        };
+        let (pool, owned) = (self.pool.clone(), name.to_owned());
+        let force = async move { store::force_release(&pool, &owned, fencing_token).await };
+        let (broken, next) = detached("mysql", self.writes.pass(force)).await?;
+        wake(next);
+        if !seen.is_empty() && still_held(&self.inspect(Some(name)).await?, &seen) {
+            let pool = self.pool.clone();
+            let owned = name.to_owned();
+            let holder = detached("mysql", async move {
+                store::session_holder(&pool, &owned).await
+            })
+            .await?;
+            let ends: Vec<String> = holder.iter().map(|id| format!("KILL {id}")).collect();
+            return Err(session_break_refused(name, broken.len(), "mysql", &ends));
+        }
+        Ok(broken)
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {

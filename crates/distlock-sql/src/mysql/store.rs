@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, PollOutcome};
-use distlock_core::{Error, LockState, Result};
+use distlock_core::{Error, HolderInfo, LockState, Result};
 use sqlx::mysql::MySqlConnection;
 use sqlx::{MySql, MySqlPool, Row};
 
@@ -295,6 +295,17 @@ impl LeaseDialect for MySqlLeases {
         }
         Ok(expiry)
     }
+
+    /// The key's counter row exists: [`lock`](LeaseDialect::lock) made it.
+    async fn bump_fence(&self, conn: &mut MySqlConnection, name: &str) -> sqlx::Result<()> {
+        sqlx::query(&format!(
+            "UPDATE distlock_fence SET value = GREATEST(value + 1, {CLOCK_US}) WHERE lock_key = ?"
+        ))
+        .bind(lock_key(name))
+        .execute(&mut *conn)
+        .await
+        .map(drop)
+    }
 }
 
 /// Decides a request (see [`lease_engine::poll`]), queuing it with `channel` as its
@@ -442,6 +453,27 @@ pub(super) async fn release(
     let leases = MySqlLeases { sessions: false };
     let released = lease_engine::release(&leases, pool, name, token).await?;
     Ok((released.was_held, released.wake))
+}
+
+/// Breaks `name`'s grant with `fencing_token` (every grant: `None`), the counter bumped
+/// first; the grants broken, and whom to wake.
+pub(super) async fn force_release(
+    pool: &MySqlPool,
+    name: &str,
+    fencing_token: Option<u64>,
+) -> Result<(Vec<HolderInfo>, Option<Wake>)> {
+    let leases = MySqlLeases { sessions: false };
+    let broken = lease_engine::force_release(&leases, pool, name, fencing_token).await?;
+    Ok((broken.holders, broken.wake))
+}
+
+/// The connection holding `name`'s session-mode `GET_LOCK` lock, if any.
+pub(super) async fn session_holder(pool: &MySqlPool, name: &str) -> Result<Option<i64>> {
+    sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+        .bind(lock_key(name))
+        .fetch_one(pool)
+        .await
+        .map_err(db_error("force_release"))
 }
 
 /// The live holders and waiters of one name, or of every name with any; with `sessions`,

@@ -7,7 +7,7 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
     async_trait,
 };
-use distlock_core::{Error, ErrorKind, LockKind, LockState, Result, random_id};
+use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result, random_id};
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::task::AbortHandle;
@@ -17,7 +17,7 @@ use super::sessions::PgSessions;
 use super::{db_error, store};
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
-use crate::split::Split;
+use crate::split::{Split, breakable, session_break_refused, still_held};
 use crate::tasks::{WriteGate, detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one PostgreSQL database.
@@ -197,8 +197,12 @@ impl Backend for PostgresBackend {
         "postgres"
     }
 
+    /// In session mode, a session lock cannot be broken by another connection.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(true)
+        Capabilities {
+            force_release: self.split.sessions().is_none(),
+            ..Capabilities::full(true)
+        }
     }
 
     fn grant_lost(&self, grant: &Grant) -> bool {
@@ -270,6 +274,37 @@ impl Backend for PostgresBackend {
         let release = async move { store::release(&pool, &name, &token).await };
         let was_held = detached("postgres", self.writes.pass(release)).await?;
         Ok(outcome(was_held))
+    }
+
+    /// Grants in the lease table are broken; a session-mode advisory lock lives as long as
+    /// its holder's connection, so breaking one (a holder seen before still there once the
+    /// lease table's are gone) is refused with the statement that ends it.
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        let seen = match self.split.sessions() {
+            Some(_) => breakable(&self.inspect(Some(name)).await?, fencing_token),
+            None => vec![],
+        };
+        let (pool, owned) = (self.pool.clone(), name.to_owned());
+        let force = async move { store::force_release(&pool, &owned, fencing_token).await };
+        let broken = detached("postgres", self.writes.pass(force)).await?;
+        if !seen.is_empty() && still_held(&self.inspect(Some(name)).await?, &seen) {
+            let pool = self.pool.clone();
+            let owned = name.to_owned();
+            let pids = detached("postgres", async move {
+                store::advisory_holders(&pool, &owned).await
+            })
+            .await?;
+            let ends: Vec<String> = pids
+                .iter()
+                .map(|pid| format!("SELECT pg_terminate_backend({pid})"))
+                .collect();
+            return Err(session_break_refused(name, broken.len(), "postgres", &ends));
+        }
+        Ok(broken)
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, PollOutcome};
-use distlock_core::{Error, LockKind, LockState, Result};
+use distlock_core::{Error, HolderInfo, LockKind, LockState, Result};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 
 use super::{CLOCK_MS, FIRST_FENCE, NEXT_FENCE, advisory, db_error};
@@ -312,6 +312,17 @@ impl LeaseDialect for PgLeases {
             .map(|row| row.try_get(0))
             .transpose()
     }
+
+    async fn bump_fence(&self, conn: &mut PgConnection, name: &str) -> sqlx::Result<()> {
+        sqlx::query(&format!(
+            "INSERT INTO distlock_fence (name, value) VALUES ($1, {FIRST_FENCE})
+             ON CONFLICT (name) DO UPDATE SET value = {NEXT_FENCE}"
+        ))
+        .bind(name)
+        .execute(&mut *conn)
+        .await
+        .map(drop)
+    }
 }
 
 /// Decides a request (see [`lease_engine::poll`]), queuing it with `channel` as its
@@ -360,6 +371,35 @@ pub(super) async fn release(pool: &PgPool, name: &str, token: &str) -> Result<bo
     Ok(lease_engine::release(&PgLeases, pool, name, token)
         .await?
         .was_held)
+}
+
+/// Breaks `name`'s grant with `fencing_token` (every grant: `None`), the counter bumped
+/// first; the grants broken. The head waiter is notified on commit.
+pub(super) async fn force_release(
+    pool: &PgPool,
+    name: &str,
+    fencing_token: Option<u64>,
+) -> Result<Vec<HolderInfo>> {
+    Ok(
+        lease_engine::force_release(&PgLeases, pool, name, fencing_token)
+            .await?
+            .holders,
+    )
+}
+
+/// The server processes holding `name`'s session-mode advisory lock (a 64-bit key shows
+/// in `pg_locks` as its high and low halves, `objsubid` 1).
+pub(super) async fn advisory_holders(pool: &PgPool, name: &str) -> Result<Vec<i32>> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_locks
+         WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+           AND ((classid::BIGINT << 32) | objid::BIGINT) = $1
+         ORDER BY pid",
+    )
+    .bind(advisory::advisory_key(name))
+    .fetch_all(pool)
+    .await
+    .map_err(db_error("force_release"))
 }
 
 /// The live holders and waiters of one name, or of every name with any; with `sessions`,

@@ -7,7 +7,7 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
     async_trait,
 };
-use distlock_core::{Error, LockState, Result};
+use distlock_core::{Error, HolderInfo, LockState, Result};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
@@ -259,6 +259,23 @@ impl Backend for SqliteBackend {
         .await?;
         self.wake(released.wake);
         Ok(outcome(released.was_held))
+    }
+
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        let (pool, clock, name) = (self.pool.clone(), self.clock, name.to_owned());
+        let broken = detached(
+            "sqlite",
+            self.writes.pass(async move {
+                store::force_release(&pool, clock, &name, fencing_token).await
+            }),
+        )
+        .await?;
+        self.wake(broken.wake);
+        Ok(broken.holders)
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {

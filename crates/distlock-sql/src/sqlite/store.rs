@@ -12,7 +12,7 @@ use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 use super::clock::LeaseClock;
 use super::db_error;
 use super::wake::Wake;
-use crate::lease_engine::{self, LeaseDialect, Locked, Polled, Released};
+use crate::lease_engine::{self, Broken, LeaseDialect, Locked, Polled, Released};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, may_grant, millis, now_ms, retry_within};
 use crate::rows::{
     HOLDER_COLUMNS, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter, holder,
@@ -294,6 +294,18 @@ impl LeaseDialect for SqliteLeases {
             .map(|row| row.try_get(0))
             .transpose()
     }
+
+    async fn bump_fence(&self, conn: &mut SqliteConnection, name: &str) -> sqlx::Result<()> {
+        sqlx::query(
+            "INSERT INTO distlock_fence (name, value) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET value = MAX(value + 1, ?2)",
+        )
+        .bind(name)
+        .bind(now_ms().saturating_mul(1000))
+        .execute(&mut *conn)
+        .await
+        .map(drop)
+    }
 }
 
 /// Decides a request (see [`lease_engine::poll`]). A queued request whose row is `fresh`
@@ -409,6 +421,17 @@ pub(super) async fn release(
     token: &str,
 ) -> Result<Released> {
     lease_engine::release(&SqliteLeases(clock), pool, name, token).await
+}
+
+/// Breaks `name`'s grant with `fencing_token` (every grant: `None`), the counter bumped
+/// first: the grants broken, and the waiter to wake.
+pub(super) async fn force_release(
+    pool: &SqlitePool,
+    clock: LeaseClock,
+    name: &str,
+    fencing_token: Option<u64>,
+) -> Result<Broken> {
+    lease_engine::force_release(&SqliteLeases(clock), pool, name, fencing_token).await
 }
 
 /// The live holders and waiters of one name, or of every name with any.
