@@ -148,17 +148,18 @@ pub(crate) fn session_break_refused(
     backend: &'static str,
     ends: &[String],
 ) -> Error {
-    let mut how = match ends {
+    let broke = match broken {
+        0 => String::new(),
+        n => format!(" ({n} lease grant(s) of it were broken)"),
+    };
+    let how = match ends {
         [] => "it was released meanwhile; run the break again".to_owned(),
         _ => format!("end the holder's connection instead: {}", ends.join("; ")),
     };
-    if broken > 0 {
-        how.push_str(&format!(" ({broken} lease grant(s) of it were broken)"));
-    }
     Error::new(
         ErrorKind::Unsupported,
         format!(
-            "lock {name:?} is held by a session-mode lock, which lives as long as its holder's database connection and cannot be deleted by another; {how}"
+            "lock {name:?} is held by a session-mode lock, which lives as long as its holder's database connection and cannot be deleted by another{broke}; {how}"
         ),
     )
     .with_backend(backend)

@@ -23,6 +23,23 @@ fn killed_holder_frees_the_lock_at_once() {
     });
 }
 
+#[test]
+fn breaking_a_session_lock_names_the_statement_that_frees_it() {
+    distlock_testkit::block_on(async {
+        let db = distlock_testkit::mariadb_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::mariadb_url(&db);
+        let target = distlock_testkit::Target::new(url.clone());
+        let run = |statement: String| async move {
+            let mut db = MySqlConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(&statement).execute(&mut db).await.unwrap();
+        };
+        distlock_testkit::conformance::a_session_lock_break_names_the_statement_that_frees_it(
+            &target, run,
+        )
+        .await;
+    });
+}
+
 fn session_url(addr: std::net::SocketAddr) -> String {
     format!(
         "mysql://distlock:{}@{addr}/distlock",

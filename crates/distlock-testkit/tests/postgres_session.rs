@@ -25,6 +25,23 @@ fn killed_holder_frees_the_lock_at_once() {
     });
 }
 
+#[test]
+fn breaking_a_session_lock_names_the_statement_that_frees_it() {
+    distlock_testkit::block_on(async {
+        let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = distlock_testkit::postgres_url(&pg);
+        let target = distlock_testkit::Target::new(url.clone());
+        let run = |statement: String| async move {
+            let mut db = PgConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(&statement).execute(&mut db).await.unwrap();
+        };
+        distlock_testkit::conformance::a_session_lock_break_names_the_statement_that_frees_it(
+            &target, run,
+        )
+        .await;
+    });
+}
+
 fn session_url(addr: std::net::SocketAddr) -> String {
     format!(
         "postgres://postgres:{}@{addr}/postgres",

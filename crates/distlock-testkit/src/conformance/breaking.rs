@@ -160,3 +160,54 @@ pub async fn breaking_without_a_token_breaks_every_holder(target: &Target) {
     }
     written.release().await.unwrap();
 }
+
+/// A store whose session-mode locks live as long as their holder's connection refuses to
+/// break one, naming the statement that ends that connection; running it (through `run`,
+/// on the store's server) frees the lock: the holder's guard goes `Lost` and another
+/// client takes the lock.
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// # let target = distlock_testkit::Target::new("postgres://h/db");
+/// distlock_testkit::conformance::a_session_lock_break_names_the_statement_that_frees_it(
+///     &target,
+///     |statement| async move { println!("run {statement}") },
+/// )
+/// .await;
+/// # });
+/// ```
+pub async fn a_session_lock_break_names_the_statement_that_frees_it<F, Fut>(
+    target: &Target,
+    run: F,
+) where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let name = unique("break-session");
+    let (holder, operator) = (target.client().await, target.client().await);
+    let options = LockOptions::new().ttl(Duration::from_secs(3));
+    let guard = holder.mutex(&name).lock_with(&options).await.unwrap();
+    let refused = expect_kind(
+        operator.force_release(&name, None).await,
+        ErrorKind::Unsupported,
+        "breaking a session-mode lock",
+    );
+    let message = refused.message();
+    let statement = message
+        .split_once("instead: ")
+        .map(|(_, statement)| statement.trim().to_owned())
+        .unwrap_or_else(|| panic!("the refusal names the statement to run: {message}"));
+    assert_eq!(guard.health(), Health::Held, "nothing was broken");
+    run(statement).await;
+    tokio::time::timeout(LEARNS_WITHIN, guard.lost())
+        .await
+        .expect("the holder learns that its connection was ended");
+    let taken = operator
+        .mutex(&name)
+        .lock_timeout(Duration::from_secs(5))
+        .await
+        .expect("the lock is free once its holder's connection ended");
+    assert!(taken.fencing_token() > guard.fencing_token());
+}
