@@ -9,7 +9,7 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, HolderRecord, LeaseOutcome, Liveness, LockState, PollOutcome,
     Session, Ticket, async_trait,
 };
-use distlock_core::{Error, LockKind, Result};
+use distlock_core::{Error, HolderInfo, LockKind, Result};
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
@@ -431,6 +431,39 @@ impl Backend for ZkBackend {
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let live = self.sessions.slot.current()?;
         inspect::locks(&live.client, &self.sessions.unrecorded, self.base(), name).await
+    }
+
+    /// Deletes the nodes of the matching holders (a semaphore holder's lease nodes, all of
+    /// them). ZooKeeper's transaction id moves on with each deletion, so every later
+    /// grant's token is above the broken one's: there is no counter to bump. The broken
+    /// holder's client sees its node deleted, as after an operator's `delete`.
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        let live = self.sessions.slot.current()?;
+        let dir = names::lock_path(self.base(), name);
+        let unrecorded = &self.sessions.unrecorded;
+        let Some((state, held)) = inspect::lock(&live.client, unrecorded, &dir, name.to_owned())
+            .await?
+        else {
+            return Ok(vec![]);
+        };
+        let mut broken = Vec::new();
+        for (holder, grant_nodes) in state.holders.into_iter().zip(held) {
+            if fencing_token.is_some_and(|token| token != holder.fencing_token) {
+                continue;
+            }
+            let mut deleted = false;
+            for node in &grant_nodes {
+                deleted |= nodes::delete(&live, node).await?;
+            }
+            if deleted {
+                broken.push(holder);
+            }
+        }
+        Ok(broken)
     }
 
     fn floor_op(&self) -> &'static str {

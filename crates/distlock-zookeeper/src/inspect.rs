@@ -30,7 +30,7 @@ pub(crate) async fn locks(
                 name.to_owned(),
             )
             .await?
-            .unwrap_or_else(|| empty(name)),
+            .map_or_else(|| empty(name), |(state, _)| state),
         ]),
         None => {
             let mut states = Vec::new();
@@ -54,7 +54,7 @@ pub(crate) async fn locks(
                 let contended = semaphore || children.iter().any(|c| names::contender(c).is_some());
                 if below_base && contended {
                     if let Some(name) = names::lock_name(base, &dir) {
-                        if let Some(state) = lock(client, unrecorded, &dir, name).await? {
+                        if let Some((state, _)) = lock(client, unrecorded, &dir, name).await? {
                             states.push(state);
                         }
                     }
@@ -90,14 +90,18 @@ async fn children_of(client: &zk::Client, dir: &str) -> Result<Vec<String>> {
     }
 }
 
-/// The state of the lock whose node is `dir`; `None` if it has no contenders. This
-/// client's own holders show their tokens though their records do not yet.
-async fn lock(
+/// The nodes that make each holder's grant, in the order of the state's holders.
+pub(crate) type HeldNodes = Vec<Vec<String>>;
+
+/// The state of the lock whose node is `dir`, and its holders' nodes; `None` if it has no
+/// contenders. This client's own holders show their tokens though their records do not
+/// yet.
+pub(crate) async fn lock(
     client: &zk::Client,
     unrecorded: &Unrecorded,
     dir: &str,
     name: String,
-) -> Result<Option<LockState>> {
+) -> Result<Option<(LockState, HeldNodes)>> {
     let children = children_of(client, dir).await?;
     if is_semaphore(&children) {
         return semaphore(client, dir, name).await;
@@ -107,6 +111,7 @@ async fn lock(
         return Ok(None);
     }
     let mut state = empty(&name);
+    let mut nodes = Vec::new();
     for (index, contender) in queue.iter().enumerate() {
         let path = format!("{dir}/{}", contender.name);
         let (data, stat) = match client.get_data(&path).await {
@@ -123,17 +128,22 @@ async fn lock(
                 }
                 state.last_fencing_token = state.last_fencing_token.max(holder.fencing_token);
                 state.holders.push(holder);
+                nodes.push(vec![path]);
             }
             Some(_) => state.waiters.push(Record::waiter(contender, &data)),
         }
     }
-    Ok(Some(state))
+    Ok(Some((state, nodes)))
 }
 
 /// The state of the semaphore whose node is `dir`: its holders are the lease nodes (one
 /// per permit, grouped by request) of requests no longer queued in `locks`; its waiters are
 /// the requests queued there.
-async fn semaphore(client: &zk::Client, dir: &str, name: String) -> Result<Option<LockState>> {
+async fn semaphore(
+    client: &zk::Client,
+    dir: &str,
+    name: String,
+) -> Result<Option<(LockState, HeldNodes)>> {
     let locks_dir = format!("{dir}/locks");
     let leases_dir = format!("{dir}/leases");
     let queue = names::queue(&children_of(client, &locks_dir).await?);
@@ -156,21 +166,23 @@ async fn semaphore(client: &zk::Client, dir: &str, name: String) -> Result<Optio
         })
         .collect();
     let mut state = empty(&name);
-    let mut groups: Vec<(String, HolderInfo)> = Vec::new();
+    let mut groups: Vec<(String, HolderInfo, Vec<String>)> = Vec::new();
     for lease in &leases {
         let request = request_of(lease);
         if queued_requests.contains(&request) {
             continue;
         }
-        let (data, stat) = match client.get_data(&format!("{leases_dir}/{lease}")).await {
+        let path = format!("{leases_dir}/{lease}");
+        let (data, stat) = match client.get_data(&path).await {
             Err(zk::Error::NoNode) => continue,
             other => other.map_err(zk_error("inspect"))?,
         };
         state.last_fencing_token = state.last_fencing_token.max(stat.mzxid.max(0) as u64);
-        match groups.iter_mut().find(|(r, _)| *r == request) {
-            Some((_, holder)) => {
+        match groups.iter_mut().find(|(r, _, _)| *r == request) {
+            Some((_, holder, nodes)) => {
                 holder.permits += 1;
                 holder.fencing_token = holder.fencing_token.max(stat.mzxid.max(0) as u64);
+                nodes.push(path);
             }
             None => {
                 let lease = names::Contender {
@@ -178,11 +190,13 @@ async fn semaphore(client: &zk::Client, dir: &str, name: String) -> Result<Optio
                     seq: 0,
                     role: names::Role::Shared,
                 };
-                groups.push((request, Record::holder(&lease, &data, stat.mzxid)));
+                let holder = Record::holder(&lease, &data, stat.mzxid);
+                groups.push((request, holder, vec![path]));
             }
         }
     }
-    state.holders = groups.into_iter().map(|(_, h)| h).collect();
+    let (holders, nodes) = groups.into_iter().map(|(_, h, n)| (h, n)).unzip();
+    state.holders = holders;
     for contender in &queue {
         let data = match client
             .get_data(&format!("{locks_dir}/{}", contender.name))
@@ -193,5 +207,5 @@ async fn semaphore(client: &zk::Client, dir: &str, name: String) -> Result<Optio
         };
         state.waiters.push(Record::waiter(contender, &data));
     }
-    Ok(Some(state))
+    Ok(Some((state, nodes)))
 }
