@@ -9,7 +9,7 @@ use distlock_core::backend::{
     Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session, Ticket,
     async_trait,
 };
-use distlock_core::{Error, ErrorKind, Result};
+use distlock_core::{Error, ErrorKind, HolderInfo, Result};
 use tokio::sync::watch;
 
 use crate::config::EtcdConfig;
@@ -425,6 +425,15 @@ impl Backend for EtcdBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         inspect::locks(self.sessions.client(), &self.config().prefix, name).await
+    }
+
+    async fn force_release(
+        &self,
+        name: &str,
+        fencing_token: Option<u64>,
+    ) -> Result<Vec<HolderInfo>> {
+        let prefix = &self.config().prefix;
+        inspect::force_release(self.sessions.client(), prefix, name, fencing_token).await
     }
 
     fn floor_op(&self) -> &'static str {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use distlock_core::backend::{HolderInfo, LockState, WaiterInfo};
 use distlock_core::{Error, ErrorKind, Result};
-use etcd_client::{Client, GetOptions, KeyValue};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 
 use crate::error::etcd_error;
 use crate::queue;
@@ -33,33 +33,9 @@ pub(crate) async fn locks(
         Some(name) => format!("{root}{name}/"),
         None => root.clone(),
     };
-    let mut kv = client.kv_client().max_decoding_message_size(MAX_ANSWER);
-    let read = kv.get(
-        range.as_str(),
-        Some(GetOptions::new().with_prefix().with_limit(MAX_KEYS)),
-    );
-    let mut answer = tokio::time::timeout(READ_BOUND, read)
-        .await
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::Unavailable,
-                format!("etcd did not answer within {READ_BOUND:?}"),
-            )
-            .with_backend("etcd")
-            .with_operation("inspect")
-            .temporary()
-        })?
-        .map_err(etcd_error("inspect"))?;
-    if answer.more() {
-        // A part of a queue could show a waiter as a holder: say so instead.
-        return Err(distlock_core::Error::invalid(format!(
-            "more than {MAX_KEYS} keys under {range}: ask for the status of one lock"
-        ))
-        .with_backend("etcd"));
-    }
-    let kvs = answer.take_kvs();
+    let kvs = read(client, &range).await?;
     if let Some(name) = name {
-        return Ok(vec![state(name, &range, &kvs)]);
+        return Ok(vec![state(name, &range, &kvs).0]);
     }
     let mut by_lock: BTreeMap<String, Vec<KeyValue>> = BTreeMap::new();
     for kv in kvs {
@@ -74,16 +50,80 @@ pub(crate) async fn locks(
     }
     Ok(by_lock
         .iter()
-        .map(|(lock, kvs)| state(lock, &format!("{root}{lock}/"), kvs))
+        .map(|(lock, kvs)| state(lock, &format!("{root}{lock}/"), kvs).0)
         .filter(|state| !state.holders.is_empty() || !state.waiters.is_empty())
         .collect())
+}
+
+/// The error of an `operation` etcd did not answer within [`READ_BOUND`].
+fn unanswered(operation: &'static str) -> Error {
+    Error::new(
+        ErrorKind::Unavailable,
+        format!("etcd did not answer within {READ_BOUND:?}"),
+    )
+    .with_backend("etcd")
+    .with_operation(operation)
+    .temporary()
+}
+
+/// The keys under `range`, within [`READ_BOUND`].
+async fn read(client: &Client, range: &str) -> Result<Vec<KeyValue>> {
+    let mut kv = client.kv_client().max_decoding_message_size(MAX_ANSWER);
+    let read = kv.get(
+        range,
+        Some(GetOptions::new().with_prefix().with_limit(MAX_KEYS)),
+    );
+    let mut answer = tokio::time::timeout(READ_BOUND, read)
+        .await
+        .map_err(|_| unanswered("inspect"))?
+        .map_err(etcd_error("inspect"))?;
+    if answer.more() {
+        // A part of a queue could show a waiter as a holder: say so instead.
+        return Err(distlock_core::Error::invalid(format!(
+            "more than {MAX_KEYS} keys under {range}: ask for the status of one lock"
+        ))
+        .with_backend("etcd"));
+    }
+    Ok(answer.take_kvs())
+}
+
+/// Breaks lock `name`'s holder with `fencing_token` (every holder: `None`): each key
+/// deleted only if it is still the write that made the token, so a key stamped again
+/// meanwhile (a later grant) is left alone. etcd's revision moves on with each deletion,
+/// so every later grant's token is above the broken one's: there is no counter to bump.
+pub(crate) async fn force_release(
+    client: &Client,
+    prefix: &str,
+    name: &str,
+    fencing_token: Option<u64>,
+) -> Result<Vec<HolderInfo>> {
+    let pfx = format!("{prefix}/{name}/");
+    let (state, keys) = state(name, &pfx, &read(client, &pfx).await?);
+    let mut broken = Vec::new();
+    for (holder, (key, modified)) in state.holders.into_iter().zip(keys) {
+        if fencing_token.is_some_and(|token| token != holder.fencing_token) {
+            continue;
+        }
+        let delete = Txn::new()
+            .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, modified)])
+            .and_then([TxnOp::delete(key.as_str(), None)]);
+        let answer = tokio::time::timeout(READ_BOUND, client.kv_client().txn(delete))
+            .await
+            .map_err(|_| unanswered("force_release"))?
+            .map_err(etcd_error("force_release"))?;
+        if answer.succeeded() {
+            broken.push(holder);
+        }
+    }
+    Ok(broken)
 }
 
 /// The state of lock `name`, whose contender keys start with `pfx`, from its keys `kvs`.
 /// A holder's fencing token is its key's last write: its create, or the stamp made when it
 /// was granted after waiting. A contender whose turn came but which has not polled since
-/// shows as a holder with its key's earlier write.
-fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
+/// shows as a holder with its key's earlier write. Beside it, each holder's key and the
+/// revision of its last write.
+fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> (LockState, Vec<(String, i64)>) {
     let queue = queue::contenders(pfx, kvs);
     let holding = queue::holders(&queue);
     let mut state = LockState {
@@ -92,6 +132,7 @@ fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
         holders: Vec::new(),
         waiters: Vec::new(),
     };
+    let mut keys = Vec::new();
     for (contender, holds) in queue.into_iter().zip(holding) {
         let claim = contender.record;
         match holds {
@@ -108,6 +149,7 @@ fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
                     no_expiry: contender.lease == 0,
                     meta: claim.meta,
                 });
+                keys.push((contender.key, contender.modified));
             }
             false => state.waiters.push(WaiterInfo {
                 owner: claim.owner,
@@ -118,5 +160,5 @@ fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> LockState {
             }),
         }
     }
-    state
+    (state, keys)
 }
