@@ -66,6 +66,20 @@ pub enum Command {
     Run(RunArgs),
     /// Show holders, fencing tokens, remaining TTLs and waiters.
     Status(StatusArgs),
+    /// Free a stuck lock: show its grants, ask, then delete them whoever holds them.
+    ///
+    /// The name's fencing counter is bumped first, so every later grant's token is above
+    /// the broken holder's: a resource that checks tokens refuses its late writes. The
+    /// broken holder's own guard goes lost at its next renewal (or at once where the store
+    /// tells it). Only the grants shown are broken, each by its token. A PostgreSQL or MySQL
+    /// session-mode lock cannot be broken from another connection: the refusal names the
+    /// statement that ends its holder's connection.
+    ///
+    /// Exit codes: 0 if grants were broken; 1 if none was (the lock is free, no holder has
+    /// --token, or the prompt was declined); 64 bad input (or no --yes when stdin is not a
+    /// terminal, or a store that cannot break the lock); 69 backend unavailable; 70 other
+    /// errors.
+    Break(BreakArgs),
     /// Replay the overselling story: worker processes buy from a stock with and without locks.
     ///
     /// Exit codes: 0 when every strategy ran; 75 if another demo holds the shop; 64 bad
@@ -146,6 +160,20 @@ pub struct StatusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `distlock break`.
+#[derive(Debug, Args)]
+pub struct BreakArgs {
+    /// The lock to free.
+    pub name: String,
+    /// Break only the grant with this fencing token (as `status` shows it), so that a
+    /// holder that came since is never broken.
+    #[arg(long, value_name = "T")]
+    pub token: Option<u64>,
+    /// Break without asking (needed when stdin is not a terminal).
+    #[arg(long)]
+    pub yes: bool,
 }
 
 /// `distlock demo`.

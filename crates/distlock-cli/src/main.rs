@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod breaking;
 mod deadline;
 mod demo;
 mod exit;
@@ -82,6 +83,7 @@ fn main() -> ExitCode {
             (Err(err), _) => Err(err),
             (Ok(url), Command::Run(args)) => run::run(&url, args).await,
             (Ok(url), Command::Status(args)) => status::status(&url, args).await,
+            (Ok(url), Command::Break(args)) => breaking::break_lock(&url, args).await,
             (Ok(url), Command::Demo(args)) => demo::demo(&url, args).await,
             (Ok(_), Command::DemoWorker) => demo::worker().await,
             (Ok(url), Command::Bench(args)) => bench::bench(&url, args).await,

@@ -36,7 +36,7 @@ pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
 
 /// The table of `states`; `place_of` gives where a lock lives in the store, where that is
 /// not its name.
-fn table(states: &[LockState], place_of: impl Fn(&str) -> Option<String>) -> String {
+pub(crate) fn table(states: &[LockState], place_of: impl Fn(&str) -> Option<String>) -> String {
     if states.is_empty() {
         return "no locks are held or awaited\n".to_owned();
     }

@@ -140,6 +140,60 @@ pub fn runs_take_every_kind_of_lock(url: &str, state: &Path) {
         "stopped at --max-hold: {:?}",
         started.elapsed()
     );
+    break_frees_a_stuck_lock(url, state);
+}
+
+/// `break`: a run holding a lock is broken by its token as `status` shows it, its command
+/// stopped (76) and the lock free for the next run; a wrong token, a free lock and a break
+/// without `--yes` off a terminal break nothing. A PostgreSQL or MySQL session-mode mutex
+/// is refused (64), naming the statement that ends its holder's connection.
+fn break_frees_a_stuck_lock(url: &str, state: &Path) {
+    let session_mode = ["postgres", "mysql", "mariadb"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
+        && !url.contains("mode=lease");
+    let name = "kinds/stuck";
+    let holder = hold(url, state, &["--name", name, "--ttl", "3s"]);
+    let shown = ok(&distlock(url, state, &["status", "--json", name]));
+    let states: Value = serde_json::from_str(&shown).unwrap();
+    let token = states[0]["holders"][0]["fencing_token"].as_u64().unwrap();
+
+    let unasked = distlock(url, state, &["break", name]);
+    assert_eq!(unasked.status.code(), Some(64), "no --yes off a terminal");
+    let wrong = distlock(url, state, &["break", name, "--yes", "--token", "1"]);
+    assert_eq!(wrong.status.code(), Some(1), "no holder has token 1");
+    assert!(String::from_utf8_lossy(&wrong.stdout).contains("nothing broken"));
+
+    let token_arg = token.to_string();
+    let broken = distlock(url, state, &["break", name, "--yes", "--token", &token_arg]);
+    if session_mode {
+        assert_eq!(broken.status.code(), Some(64));
+        let refusal = String::from_utf8_lossy(&broken.stderr);
+        assert!(
+            refusal.contains("pg_terminate_backend(") || refusal.contains("KILL "),
+            "the refusal names the statement that frees the lock: {refusal}"
+        );
+        end(holder);
+        return;
+    }
+    let said = ok(&broken);
+    assert!(said.contains(&format!("broke mutex token {token}")), "{said}");
+    let started = std::time::Instant::now();
+    let mut holder = holder;
+    assert_eq!(
+        holder.wait().unwrap().code(),
+        Some(LOST),
+        "the broken run stops its command"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the broken run learned of it within its renewal: {:?}",
+        started.elapsed()
+    );
+    ok(&distlock(url, state, &["run", "--name", name, "--no-wait", "--", "true"]));
+    let free = distlock(url, state, &["break", name, "--yes"]);
+    assert_eq!(free.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&free.stdout).contains("is free"));
 }
 
 /// The demo with and without a lock: the lock sells exactly the stock.
