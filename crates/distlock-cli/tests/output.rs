@@ -113,6 +113,32 @@ fn status_to_a_closed_or_full_stdout_exits_74() {
     }
 }
 
+/// `break` breaks what it showed even when the showing could not be written: 74 (output
+/// lost) once it broke a grant, 1 when there was nothing to break.
+#[test]
+fn break_to_a_closed_or_full_stdout_still_breaks() {
+    let state = tempfile::tempdir().unwrap();
+    for sink in SINKS {
+        let started = state.path().join("started");
+        let _ = std::fs::remove_file(&started);
+        let mut holder = distlock(state.path(), &["run", "--name", "b", "--", "sh", "-c"])
+            .arg(format!("echo go > {}; exec sleep 30", started.display()))
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !started.exists() {
+            assert!(Instant::now() < deadline, "the holder starts");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = with_stdout(state.path(), &["break", "b", "--yes"], sink);
+        assert_code(&out, IO_ERROR, &format!("break, stdout to {sink:?}"));
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let out = with_stdout(state.path(), &["break", "b", "--yes"], sink);
+        assert_code(&out, 1, &format!("nothing to break, stdout to {sink:?}"));
+    }
+}
+
 #[test]
 fn a_demo_that_cannot_print_still_sells_and_removes_its_shop() {
     for sink in SINKS {

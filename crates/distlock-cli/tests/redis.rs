@@ -313,6 +313,21 @@ fn status_shows_a_foreign_holder_with_its_ttl() {
         Value::Null,
         "{json}"
     );
+    // `break` frees it: a foreign lock's token is 0.
+    let broken = ok(&distlock(
+        &url,
+        state.path(),
+        &["break", "stuck", "--yes", "--token", "0"],
+    ));
+    assert!(
+        broken.contains("broke mutex token 0 of foreign client (token py-token-2)"),
+        "{broken}"
+    );
+    ok(&distlock(
+        &url,
+        state.path(),
+        &["run", "--name", "stuck", "--no-wait", "--", "true"],
+    ));
 }
 
 /// A run at the shortest TTL it takes holds its lock for ten times its length.

@@ -239,7 +239,7 @@ fn exit_codes_are_the_documented_ones() {
     std::fs::write(&not_executable, "echo hi\n").unwrap();
     let not_executable = not_executable.display().to_string();
     let directory = format!("sqlite://{}", state.path().display());
-    let cases: [(&[&str], i32, &str); 19] = [
+    let cases: [(&[&str], i32, &str); 22] = [
         (
             &["run", "--name", "a", "--", "sh", "-c", "exit 7"],
             7,
@@ -354,6 +354,17 @@ fn exit_codes_are_the_documented_ones() {
             &["status"],
             74,
             "output that cannot be written (stdout is /dev/full here)",
+        ),
+        (&["break", "a"], 64, "break without --yes off a terminal"),
+        (
+            &["break", "a", "--yes"],
+            1,
+            "break of a free lock breaks nothing",
+        ),
+        (
+            &["--url", "memory://", "break", "a", "--yes"],
+            64,
+            "memory:// for break",
         ),
         (
             &["run", "--name", "a", "--no-such-flag", "--", "true"],

@@ -319,3 +319,44 @@ fn ctrl_z_in_a_terminal_stops_distlock_with_its_command_and_both_continue() {
     terminal.expect("command read later");
     assert_eq!(terminal.finish(), Some(0));
 }
+
+#[test]
+fn break_in_a_terminal_shows_the_grant_and_breaks_it_only_on_yes() {
+    let state = tempfile::tempdir().unwrap();
+    let started = state.path().join("started");
+    let mut holder = Running(
+        Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("DISTLOCK_URL")
+            .env_remove("DISTLOCK_URL_FILE")
+            .args(["run", "--name", "stuck", "--ttl", "3s", "--", "sh", "-c"])
+            .arg(format!("echo go > {}; exec sleep 30", started.display()))
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(wait_for_text(&started).trim(), "go");
+    let mut terminal = InTerminal::start(
+        state.path(),
+        r#""$DISTLOCK" break stuck; echo "first $?"; "$DISTLOCK" break stuck; echo "second $?""#,
+    );
+    terminal.expect("held: mutex token");
+    terminal.expect("[y/N]");
+    terminal.type_keys(b"n\n");
+    terminal.expect("not broken");
+    terminal.expect("first 1");
+    terminal.expect("[y/N]");
+    terminal.type_keys(b"yes\n");
+    terminal.expect("broke mutex token");
+    terminal.expect("second 0");
+    assert_eq!(terminal.finish(), Some(0));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(status) = holder.0.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() < deadline, "the broken run stops");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(76), "the broken run says its lock was lost");
+}

@@ -105,7 +105,11 @@ pub(crate) async fn force_release(
             continue;
         }
         let delete = Txn::new()
-            .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, modified)])
+            .when([Compare::mod_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                modified,
+            )])
             .and_then([TxnOp::delete(key.as_str(), None)]);
         let answer = tokio::time::timeout(READ_BOUND, client.kv_client().txn(delete))
             .await

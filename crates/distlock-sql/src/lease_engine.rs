@@ -269,7 +269,10 @@ pub(crate) async fn force_release<D: LeaseDialect>(
     }
     dialect.bump_fence(&mut tx, name).await.map_err(err)?;
     for grant in &doomed {
-        dialect.delete_grant(&mut tx, &grant.token).await.map_err(err)?;
+        dialect
+            .delete_grant(&mut tx, &grant.token)
+            .await
+            .map_err(err)?;
     }
     let wake = dialect.wake_next(&mut tx, name, now).await.map_err(err)?;
     tx.commit().await.map_err(err)?;

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_core::{Error, ErrorKind, LockKind, LockState, Result};
 use distlock_core::backend::Ticket;
 use distlock_core::backend::{Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome};
+use distlock_core::{Error, ErrorKind, LockKind, LockState, Result};
 
 use crate::sessions::{SessionDialect, Sessions, slot_in, ticket_slot};
 use crate::tasks::{detached, outcome, poll_detached, settled};

@@ -445,8 +445,8 @@ impl Backend for ZkBackend {
         let live = self.sessions.slot.current()?;
         let dir = names::lock_path(self.base(), name);
         let unrecorded = &self.sessions.unrecorded;
-        let Some((state, held)) = inspect::lock(&live.client, unrecorded, &dir, name.to_owned())
-            .await?
+        let Some((state, held)) =
+            inspect::lock(&live.client, unrecorded, &dir, name.to_owned()).await?
         else {
             return Ok(vec![]);
         };

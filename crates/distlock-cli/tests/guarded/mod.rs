@@ -177,7 +177,10 @@ fn break_frees_a_stuck_lock(url: &str, state: &Path) {
         return;
     }
     let said = ok(&broken);
-    assert!(said.contains(&format!("broke mutex token {token}")), "{said}");
+    assert!(
+        said.contains(&format!("broke mutex token {token}")),
+        "{said}"
+    );
     let started = std::time::Instant::now();
     let mut holder = holder;
     assert_eq!(
@@ -190,7 +193,11 @@ fn break_frees_a_stuck_lock(url: &str, state: &Path) {
         "the broken run learned of it within its renewal: {:?}",
         started.elapsed()
     );
-    ok(&distlock(url, state, &["run", "--name", name, "--no-wait", "--", "true"]));
+    ok(&distlock(
+        url,
+        state,
+        &["run", "--name", name, "--no-wait", "--", "true"],
+    ));
     let free = distlock(url, state, &["break", name, "--yes"]);
     assert_eq!(free.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&free.stdout).contains("is free"));

@@ -260,7 +260,10 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         let _ = (name, fencing_token);
         Err(Error::new(
             ErrorKind::Unsupported,
-            format!("the {} backend cannot break another holder's grant", self.scheme()),
+            format!(
+                "the {} backend cannot break another holder's grant",
+                self.scheme()
+            ),
         ))
     }
 

@@ -1,8 +1,8 @@
 //! One memory lock space: every name's holders, queue and fencing counter.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
@@ -417,9 +417,10 @@ impl Space {
     /// Whether the grant is still among its name's holders (expired or not).
     pub(super) fn holds(&self, grant: &Grant) -> bool {
         let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
-        names.states.get(&grant.name).is_some_and(|state| {
-            state.holders.iter().any(|e| e.request.token == grant.token)
-        })
+        names
+            .states
+            .get(&grant.name)
+            .is_some_and(|state| state.holders.iter().any(|e| e.request.token == grant.token))
     }
 
     /// Tells a session-mode client's session channel of its grants broken by others.
@@ -464,11 +465,7 @@ impl Space {
                 (name.is_some() || !state.is_idle()).then(|| LockState {
                     name: n.clone(),
                     last_fencing_token: state.fencing,
-                    holders: state
-                        .holders
-                        .iter()
-                        .map(|e| e.holder_info(now))
-                        .collect(),
+                    holders: state.holders.iter().map(|e| e.holder_info(now)).collect(),
                     waiters: state
                         .queue
                         .iter()

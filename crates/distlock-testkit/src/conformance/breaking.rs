@@ -60,7 +60,11 @@ pub async fn a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused(tar
     }
 
     let wrong = operator.force_release(&name, Some(token + 1_000_000)).await;
-    assert_eq!(wrong.unwrap(), vec![], "a token nobody holds breaks nothing");
+    assert_eq!(
+        wrong.unwrap(),
+        vec![],
+        "a token nobody holds breaks nothing"
+    );
     assert_eq!(guard.health(), Health::Held);
 
     let next = {
@@ -95,7 +99,10 @@ pub async fn a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused(tar
         .expect("the broken holder's guard goes Lost");
 
     let mut resource = FencedResource::default();
-    assert!(resource.write(taken.fencing_token()), "the new holder writes");
+    assert!(
+        resource.write(taken.fencing_token()),
+        "the new holder writes"
+    );
     assert!(
         !resource.write(token),
         "the broken holder's late write is refused"
@@ -131,7 +138,12 @@ pub async fn breaking_without_a_token_breaks_every_holder(target: &Target) {
         target.client().await,
     );
     let short = LockOptions::new().ttl(Duration::from_secs(3));
-    let r1 = a.rwlock(&name).with_options(short.clone()).read().await.unwrap();
+    let r1 = a
+        .rwlock(&name)
+        .with_options(short.clone())
+        .read()
+        .await
+        .unwrap();
     let r2 = b.rwlock(&name).with_options(short).read().await.unwrap();
     let writer = {
         let (operator, name) = (operator.clone(), name.clone());
@@ -178,10 +190,8 @@ pub async fn breaking_without_a_token_breaks_every_holder(target: &Target) {
 /// .await;
 /// # });
 /// ```
-pub async fn a_session_lock_break_names_the_statement_that_frees_it<F, Fut>(
-    target: &Target,
-    run: F,
-) where
+pub async fn a_session_lock_break_names_the_statement_that_frees_it<F, Fut>(target: &Target, run: F)
+where
     F: FnOnce(String) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
