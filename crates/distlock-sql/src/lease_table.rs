@@ -10,6 +10,9 @@ use distlock_core::{Error, HolderInfo, HolderMeta, LockKind, LockState, Result, 
 /// of this while it waits, so a waiter whose process died leaves the queue within it.
 pub const WAITER_LEASE: Duration = Duration::from_secs(3);
 
+/// How soon a waiter that yielded a free lock to the waiters ahead of it looks again.
+pub const YIELDED_RETRY: Duration = Duration::from_millis(50);
+
 /// How often a starving waiter polls: others yield to it, so it must not sleep long.
 pub const STARVING_POLL: Duration = Duration::from_millis(5);
 
@@ -204,7 +207,10 @@ pub fn may_grant(
 /// How long the waiter with request token `token` may sleep before polling again.
 ///
 /// Never past the first live grant's expiry, nor past a third of [`WAITER_LEASE`] (its queue
-/// row must be rewritten). Where waiters are woken (`pushed`), that is all. Where they only
+/// row must be rewritten). With no live grant, the lock is free and the waiter yielded it to
+/// waiters ahead of it: it looks again within [`YIELDED_RETRY`], to learn when the next
+/// holder's lease ends (one that ends unseen, its holder paused or killed, wakes no one).
+/// Where waiters are woken (`pushed`), that is all. Where they only
 /// poll, a starving waiter (others yield to it) polls no less often than [`STARVING_POLL`]
 /// times its place in the queue: the head often, those far behind it rarely.
 ///
@@ -212,7 +218,8 @@ pub fn may_grant(
 ///
 /// ```
 /// # use distlock_sql::lease_table::{retry_within, WAITER_LEASE};
-/// assert_eq!(retry_within(&[], &[], "t", 0, true), Some(WAITER_LEASE / 3));
+/// # use distlock_sql::lease_table::YIELDED_RETRY;
+/// assert_eq!(retry_within(&[], &[], "t", 0, true), Some(YIELDED_RETRY));
 /// ```
 pub fn retry_within(
     holders: &[HolderRow],
@@ -225,7 +232,7 @@ pub fn retry_within(
         .iter()
         .map(|h| Duration::from_millis((h.expires_at_ms - now_ms).max(0) as u64))
         .min();
-    let mut bound = expiry.map_or(WAITER_LEASE / 3, |e| e.min(WAITER_LEASE / 3));
+    let mut bound = expiry.map_or(YIELDED_RETRY, |e| e.min(WAITER_LEASE / 3));
     if !pushed {
         let starving_place = waiters
             .iter()

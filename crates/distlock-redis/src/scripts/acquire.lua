@@ -86,6 +86,9 @@ if shared then
   end
 end
 
+-- How soon a request that yielded a free lock to the waiters ahead of it looks again.
+local YIELDED_RETRY_MS = 50
+
 -- A foreign client's lock seen by a waiter within this many milliseconds.
 local FOREIGN_RECENT = 1000
 
@@ -190,6 +193,14 @@ local first = redis.call('ZRANGE', LEASES, 0, 0, 'WITHSCORES')
 if #first > 0 then
   local left = tonumber(first[2]) - now()
   if soonest < 0 or left < soonest then soonest = left end
+end
+-- Refused with no holder at all: the lock is free, and this request yields to waiters ahead
+-- of it (those starving, or all of them when fair). The one that takes it next may keep it
+-- on a lease that ends unseen (its holder paused or killed), which no wake-up announces:
+-- this request looks again soon, to learn when that lease ends, instead of sleeping until
+-- its queue entry's refresh.
+if soonest < 0 and not held then
+  soonest = YIELDED_RETRY_MS
 end
 -- A lock a foreign client holds gets no wake-up when it goes: the caller polls it with a
 -- backoff instead of sleeping on the holder's TTL.
