@@ -485,6 +485,34 @@ impl Client {
             .await
     }
 
+    /// Runs `f` under the mutex `name`, acquired with the client's defaults: the lock
+    /// template, as [`Mutex::with_lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let report = client
+    ///     .with_lock("reports/daily", async |held: &distlock_core::Held| {
+    ///         Ok::<_, distlock_core::Error>(format!("written under token {}", held.fencing_token()))
+    ///     })
+    ///     .await?;
+    /// assert!(report.starts_with("written"));
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_lock<T, E, F>(&self, name: &str, f: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&crate::Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        self.mutex(name).with_lock(f).await
+    }
+
     /// Breaks a stuck lock: deletes the grant of `name` whose fencing token is
     /// `fencing_token` (every current grant when `None`), whoever holds it, after bumping
     /// the name's fencing counter so that the broken holder's late writes are older than

@@ -60,6 +60,10 @@ impl Guard {
         }
     }
 
+    pub(crate) fn lease(&self) -> &Arc<LeaseCore> {
+        &self.lease
+    }
+
     /// The backend's handle of this grant, for a backend's resource-side helpers (etcd's
     /// "this guard still holds" transaction condition reads its key from it).
     ///

@@ -51,6 +51,7 @@ mod registry;
 mod renewals;
 mod stranded;
 mod telemetry;
+mod template;
 mod wakers;
 mod watchdog;
 
@@ -65,4 +66,5 @@ pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_OP_TIMEOUT, MIN_RENEW_E
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
 pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
 pub use registry::{parse_lock_url, redact_url};
+pub use template::{Held, OnLost, assert_held, current_token};
 pub use url::Url;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::owner::Owner;
+use crate::template::OnLost;
 
 /// The default lease length.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -45,6 +46,7 @@ pub struct LockOptions {
     pub(crate) fair: bool,
     pub(crate) reentrant: Option<Owner>,
     pub(crate) op_timeout: Option<Duration>,
+    pub(crate) on_lost: OnLost,
 }
 
 impl Default for LockOptions {
@@ -58,6 +60,7 @@ impl Default for LockOptions {
             fair: false,
             reentrant: None,
             op_timeout: None,
+            on_lost: OnLost::Cancel,
         }
     }
 }
@@ -198,6 +201,28 @@ impl LockOptions {
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
         self.op_timeout = Some(timeout);
         self
+    }
+
+    /// What a template ([`Mutex::with_lock`](crate::Mutex::with_lock) and its kin) does
+    /// with its closure when the lease is lost while it runs: drop it and return
+    /// `LockLost` ([`OnLost::Cancel`], the default), or let it run on
+    /// ([`OnLost::Signal`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`OnLost`].
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.on_lost = on_lost;
+        self
+    }
+
+    /// What a template does on a lost lease.
+    ///
+    /// # Examples
+    ///
+    /// See [`OnLost`].
+    pub fn on_lost_value(&self) -> OnLost {
+        self.on_lost
     }
 
     /// The operation timeout in force (see [`LockOptions::op_timeout`]).

@@ -46,11 +46,11 @@ use std::sync::Once;
 
 pub use distlock_core::backend;
 pub use distlock_core::{
-    DEFAULT_TTL, Error, ErrorKind, Guard, Health, HolderInfo, HolderMeta, LockKind, LockOptions,
-    LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL,
-    MemoryBackend, MemorySession, MultiGuard, MultiLock, Mutex, MutexGuard, Owner, Permit,
-    ReadGuard, Result, RwLock, Semaphore, Url, WaiterInfo, WriteGuard, parse_lock_url, random_id,
-    redact_url, validate_name,
+    DEFAULT_TTL, Error, ErrorKind, Guard, Health, Held, HolderInfo, HolderMeta, LockKind,
+    LockOptions, LockState, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_OP_TIMEOUT, MIN_RENEW_EVERY,
+    MIN_TTL, MemoryBackend, MemorySession, MultiGuard, MultiLock, Mutex, MutexGuard, OnLost, Owner,
+    Permit, ReadGuard, Result, RwLock, Semaphore, Url, WaiterInfo, WriteGuard, assert_held,
+    current_token, parse_lock_url, random_id, redact_url, validate_name,
 };
 
 /// The etcd backend (`etcd://`).

@@ -6,6 +6,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::MutexGuard;
 use crate::options::LockOptions;
+use crate::template::{Held, run_under};
 
 /// A distributed mutual-exclusion lock: at most one valid holder at a time.
 ///
@@ -100,6 +101,81 @@ impl Mutex {
     /// ```
     pub async fn try_lock(&self) -> Result<Option<MutexGuard>> {
         acquire(&self.client, self.want(), &self.options, Attempt::Once).await
+    }
+
+    /// Runs `f` under the lock, acquired as [`lock`](Self::lock) acquires it: the lock
+    /// template.
+    ///
+    /// The grant is released once `f` has finished, failed (its error comes back
+    /// unchanged), panicked (the panic goes on after the release) or been dropped, and
+    /// never while `f` runs. `f` runs inline, on the caller's task: it need not be `Send`
+    /// or `'static`. If the lease is lost while `f` runs, the options' [`OnLost`](crate::OnLost)
+    /// says what happens: by default `f` is dropped at its next `.await` and the call
+    /// returns `LockLost`. Inside `f`, [`current_token`](crate::current_token) and
+    /// [`assert_held`](crate::assert_held) work in every function it calls. Commit a
+    /// transaction inside `f`, and pass the fencing token to its writes: a cancelled `f`
+    /// can leave partial work, which is what fencing is for.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `f` and releases the grant in the background (a wait not
+    /// yet answered is withdrawn, as for [`lock`](Self::lock)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let shipped = client
+    ///     .mutex("orders/42")
+    ///     .with_lock(async |held: &distlock_core::Held| {
+    ///         // write, fenced with held.fencing_token()
+    ///         Ok::<_, distlock_core::Error>(held.fencing_token() > 0)
+    ///     })
+    ///     .await?;
+    /// assert!(shipped);
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_lock<T, E, F>(&self, f: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let guard = self.lock().await?;
+        run_under(guard, self.options.on_lost_value(), f).await
+    }
+
+    /// Runs `f` under the lock if it is free now, as [`with_lock`](Self::with_lock);
+    /// `Ok(None)` at once, without running `f`, if it is held.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`with_lock`](Self::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let mutex = client.mutex("nightly");
+    /// let _held = mutex.lock().await?;
+    /// let ran = mutex
+    ///     .try_with_lock(async |_: &distlock_core::Held| Ok::<_, distlock_core::Error>(()))
+    ///     .await?;
+    /// assert_eq!(ran, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_with_lock<T, E, F>(&self, f: F) -> std::result::Result<Option<T>, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        match self.try_lock().await? {
+            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Waits at most `wait`; past it, an [`ErrorKind::Timeout`] error.

@@ -4,6 +4,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{ReadGuard, WriteGuard};
 use crate::options::LockOptions;
+use crate::template::{Held, run_under};
 
 /// A distributed read/write lock: many readers or one writer. A waiting writer blocks new
 /// readers, so a steady stream of readers cannot starve it.
@@ -96,6 +97,64 @@ impl RwLock {
     /// ```
     pub async fn write(&self) -> Result<WriteGuard> {
         self.write_with(&self.options).await
+    }
+
+    /// Runs `f` under a read lock, acquired as [`read`](Self::read) acquires it.
+    ///
+    /// The grant is released once `f` has finished, failed, panicked or been dropped, and
+    /// never while `f` runs; a lost lease stops `f` as the options'
+    /// [`OnLost`](crate::OnLost) says: all as [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let schema = client.rwlock("schema");
+    /// let version = schema
+    ///     .with_read(async |_: &distlock_core::Held| Ok::<_, distlock_core::Error>(7))
+    ///     .await?;
+    /// schema
+    ///     .with_write(async |held: &distlock_core::Held| {
+    ///         assert!(held.fencing_token() > 0);
+    ///         Ok::<_, distlock_core::Error>(version + 1)
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_read<T, E, F>(&self, f: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let guard = self.read().await?;
+        run_under(guard, self.options.on_lost_value(), f).await
+    }
+
+    /// Runs `f` under the write lock, acquired as [`write`](Self::write) acquires it.
+    ///
+    /// The grant is released once `f` has finished, failed, panicked or been dropped, and
+    /// never while `f` runs; a lost lease stops `f` as the options'
+    /// [`OnLost`](crate::OnLost) says: all as [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// See [`with_read`](Self::with_read).
+    pub async fn with_write<T, E, F>(&self, f: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let guard = self.write().await?;
+        run_under(guard, self.options.on_lost_value(), f).await
     }
 
     /// One attempt at a shared hold.

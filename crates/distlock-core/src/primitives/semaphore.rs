@@ -4,6 +4,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Permit;
 use crate::options::LockOptions;
+use crate::template::{Held, run_under};
 
 /// A distributed counting semaphore: at most `permits` permits held at once. Each grant is
 /// its own lease, so the permits of a crashed holder come back when its lease ends.
@@ -113,6 +114,36 @@ impl Semaphore {
     /// ```
     pub async fn acquire_many(&self, permits: u32) -> Result<Permit> {
         self.acquire_with(permits, &self.options).await
+    }
+
+    /// Runs `f` holding `permits` permits, acquired as
+    /// [`acquire_many`](Self::acquire_many) acquires them.
+    ///
+    /// The grant is released once `f` has finished, failed, panicked or been dropped, and
+    /// never while `f` runs; a lost lease stops `f` as the options'
+    /// [`OnLost`](crate::OnLost) says: all as [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let gpus = client.semaphore("gpus", 4);
+    /// gpus.with_permits(2, async |_: &distlock_core::Held| Ok::<_, distlock_core::Error>(()))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_permits<T, E, F>(&self, permits: u32, f: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let guard = self.acquire_many(permits).await?;
+        run_under(guard, self.options.on_lost_value(), f).await
     }
 
     /// One attempt at one permit.

@@ -14,6 +14,7 @@ mod queue;
 mod rwlock;
 mod semaphore;
 mod session;
+mod template;
 
 use std::any::Any;
 use std::future::Future;
@@ -32,6 +33,7 @@ pub use queue::*;
 pub use rwlock::*;
 pub use semaphore::*;
 pub use session::*;
+pub use template::*;
 
 /// Makes a session fault for one client of a session target.
 type FaultsOf = dyn Fn(&Client) -> Option<Box<dyn SessionFaults>> + Send + Sync;
@@ -310,6 +312,9 @@ macro_rules! conformance_suite {
             multi_locks_in_any_order_do_not_deadlock,
             a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused,
             breaking_without_a_token_breaks_every_holder,
+            template_releases_after_success_error_panic_and_drop,
+            template_cancels_or_signals_on_loss,
+            template_tells_deep_code_its_token,
         );
         $crate::conformance_suite!(@for Lease $target;
             renewal_keeps_the_lock,

@@ -1,0 +1,259 @@
+//! The lock template: an async closure run under a grant, which is released once the
+//! closure has finished, failed, panicked or been dropped, and never while it runs.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::guard::Guard;
+use crate::lease::{Health, LeaseCore};
+use crate::owner::Owner;
+
+/// What a template does with its closure when the lease is lost while the closure runs.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::{LockOptions, OnLost};
+/// let options = LockOptions::new().on_lost(OnLost::Signal);
+/// assert_eq!(options.on_lost_value(), OnLost::Signal);
+/// assert_eq!(LockOptions::new().on_lost_value(), OnLost::Cancel);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLost {
+    /// Drop the closure's future at once (at its next `.await`) and return
+    /// [`ErrorKind::LockLost`]. Work it did before is not undone: fence its writes.
+    #[default]
+    Cancel,
+    /// Let the closure run on; it watches [`Held::lost`] or [`Held::health`] itself.
+    Signal,
+}
+
+/// The grant a template's closure runs under: its fencing token (pass it to every write
+/// the lock guards), owner, safe deadline and health.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// # let client = distlock_core::Client::connect("memory://").await?;
+/// let token = client
+///     .mutex("reports/daily")
+///     .with_lock(async |held: &distlock_core::Held| {
+///         assert_eq!(held.name(), "reports/daily");
+///         Ok::<_, distlock_core::Error>(held.fencing_token())
+///     })
+///     .await?;
+/// assert!(token >= 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Held {
+    lease: Arc<LeaseCore>,
+}
+
+impl Held {
+    pub(crate) fn of(guard: &Guard) -> Held {
+        Held {
+            lease: guard.lease().clone(),
+        }
+    }
+
+    /// The lock's name.
+    ///
+    /// # Examples
+    ///
+    /// See [`Held`].
+    pub fn name(&self) -> &str {
+        &self.lease.handle.name
+    }
+
+    /// The grant's fencing token.
+    ///
+    /// # Examples
+    ///
+    /// See [`Held`].
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.fencing_token
+    }
+
+    /// The owner the grant is recorded under.
+    ///
+    /// # Examples
+    ///
+    /// See [`Held`].
+    pub fn owner(&self) -> &Owner {
+        &self.lease.owner
+    }
+
+    /// Until when, on this process's monotonic clock, the lease is surely valid.
+    ///
+    /// # Examples
+    ///
+    /// See [`Held`].
+    pub fn safe_until(&self) -> Instant {
+        self.lease.status().safe_until.into_std()
+    }
+
+    /// How the lease stands now.
+    ///
+    /// # Examples
+    ///
+    /// See [`Held`].
+    pub fn health(&self) -> Health {
+        self.lease.health()
+    }
+
+    /// A future that resolves when the lease is lost (or released).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future has no effect on the lease.
+    ///
+    /// # Examples
+    ///
+    /// See [`Held`].
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut status = self.lease.subscribe();
+        async move {
+            let _ = status.wait_for(|s| s.health == Health::Lost).await;
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The grants the current task's template closures run under, innermost last.
+    static UNDER: Arc<[Held]>;
+}
+
+/// The fencing token of the innermost template closure the current task runs in (`None`
+/// outside one), for code deep below it that fences its writes. A task spawned from the
+/// closure is outside it.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// # let client = distlock_core::Client::connect("memory://").await?;
+/// assert_eq!(distlock_core::current_token(), None);
+/// client
+///     .with_lock("jobs/nightly", async |held: &distlock_core::Held| {
+///         assert_eq!(distlock_core::current_token(), Some(held.fencing_token()));
+///         Ok::<_, distlock_core::Error>(())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub fn current_token() -> Option<u64> {
+    UNDER
+        .try_with(|under| under.last().map(Held::fencing_token))
+        .ok()
+        .flatten()
+}
+
+/// Checks that the current task runs in a template closure under lock `name`, still
+/// valid: its fencing token, else `NotHeld` (not under it) or `LockLost` (under it, but
+/// the lease is gone).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// # let client = distlock_core::Client::connect("memory://").await?;
+/// use distlock_core::{ErrorKind, assert_held};
+/// assert_eq!(assert_held("ledger").unwrap_err().kind(), ErrorKind::NotHeld);
+/// client
+///     .with_lock("ledger", async |_held: &distlock_core::Held| {
+///         assert!(assert_held("ledger").is_ok());
+///         assert!(assert_held("other").is_err());
+///         Ok::<_, distlock_core::Error>(())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub fn assert_held(name: &str) -> Result<u64> {
+    let found = UNDER
+        .try_with(|under| under.iter().rev().find(|h| h.name() == name).cloned())
+        .ok()
+        .flatten();
+    match found {
+        None => Err(Error::new(
+            ErrorKind::NotHeld,
+            format!("this code does not run under lock `{name}`"),
+        )),
+        Some(held) if held.health() == Health::Lost => Err(Error::new(
+            ErrorKind::LockLost,
+            format!("lock `{name}` was lost"),
+        )),
+        Some(held) => Ok(held.fencing_token()),
+    }
+}
+
+/// A future's output, or the panic it raised while polled.
+struct Unwinding<'a, F>(Pin<&'a mut F>);
+
+impl<F: Future> Future for Unwinding<'_, F> {
+    type Output = std::thread::Result<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+/// Runs `f` under `guard`'s grant and releases it after: `f`'s result (its panic resumed
+/// once the grant is released), or `LockLost` if `on_lost` cancelled it.
+pub(crate) async fn run_under<T, E, F>(
+    guard: Guard,
+    on_lost: OnLost,
+    f: F,
+) -> std::result::Result<T, E>
+where
+    F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+    E: From<Error>,
+{
+    let held = Held::of(&guard);
+    let under = match UNDER.try_with(Arc::clone) {
+        Ok(outer) => outer.iter().cloned().chain([held.clone()]).collect(),
+        Err(_) => Arc::from([held.clone()]),
+    };
+    let mut body = Box::pin(UNDER.scope(under, f(&held)));
+    let finished = match on_lost {
+        OnLost::Cancel => {
+            let lost = held.lost();
+            tokio::select! {
+                biased;
+                out = Unwinding(body.as_mut()) => Some(out),
+                () = lost => None,
+            }
+        }
+        OnLost::Signal => Some(Unwinding(body.as_mut()).await),
+    };
+    // The closure's future goes before the grant does.
+    drop(body);
+    let name = held.name().to_owned();
+    let released = guard.release().await;
+    if let Err(err) = &released {
+        if err.kind() != ErrorKind::NotHeld {
+            tracing::warn!(lock = %name, error = %err, "releasing after the template's closure failed; the lease ends on its own");
+        }
+    }
+    match finished {
+        Some(Ok(out)) => out,
+        Some(Err(panic)) => std::panic::resume_unwind(panic),
+        None => Err(E::from(Error::new(
+            ErrorKind::LockLost,
+            format!(
+                "lock `{name}` was lost while the closure ran under it; the closure was stopped"
+            ),
+        ))),
+    }
+}
