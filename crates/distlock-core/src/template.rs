@@ -221,14 +221,59 @@ where
     E: From<Error>,
 {
     let held = Held::of(&guard);
+    let body = f(&held);
+    finish(vec![guard], std::slice::from_ref(&held), on_lost, body).await
+}
+
+/// Runs `f` under every grant of `guards` (one per name, in name order) and releases them
+/// after, as [`run_under`]; the loss of any one is the loss.
+pub(crate) async fn run_under_all<T, E, F>(
+    guards: Vec<Guard>,
+    on_lost: OnLost,
+    f: F,
+) -> std::result::Result<T, E>
+where
+    F: AsyncFnOnce(&[Held]) -> std::result::Result<T, E>,
+    E: From<Error>,
+{
+    let held: Vec<Held> = guards.iter().map(Held::of).collect();
+    let body = f(&held);
+    finish(guards, &held, on_lost, body).await
+}
+
+/// Resolves when any of `held` is lost.
+fn any_lost(held: &[Held]) -> impl Future<Output = ()> + Send + 'static {
+    let mut each: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = held
+        .iter()
+        .map(|h| Box::pin(h.lost()) as Pin<Box<dyn Future<Output = ()> + Send>>)
+        .collect();
+    std::future::poll_fn(
+        move |cx| match each.iter_mut().any(|f| f.as_mut().poll(cx).is_ready()) {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        },
+    )
+}
+
+/// Runs `body`, the closure's future over `held` (the grants of `guards`), as the
+/// task's current grants; then releases `guards`.
+async fn finish<T, E>(
+    guards: Vec<Guard>,
+    held: &[Held],
+    on_lost: OnLost,
+    body: impl Future<Output = std::result::Result<T, E>>,
+) -> std::result::Result<T, E>
+where
+    E: From<Error>,
+{
     let under = match UNDER.try_with(Arc::clone) {
-        Ok(outer) => outer.iter().cloned().chain([held.clone()]).collect(),
-        Err(_) => Arc::from([held.clone()]),
+        Ok(outer) => outer.iter().chain(held).cloned().collect(),
+        Err(_) => Arc::from(held),
     };
-    let mut body = Box::pin(UNDER.scope(under, f(&held)));
+    let mut body = Box::pin(UNDER.scope(under, body));
     let finished = match on_lost {
         OnLost::Cancel => {
-            let lost = held.lost();
+            let lost = any_lost(held);
             tokio::select! {
                 biased;
                 out = Unwinding(body.as_mut()) => Some(out),
@@ -237,23 +282,29 @@ where
         }
         OnLost::Signal => Some(Unwinding(body.as_mut()).await),
     };
-    // The closure's future goes before the grant does.
+    // The closure's future goes before the grants do.
     drop(body);
-    let name = held.name().to_owned();
-    let released = guard.release().await;
-    if let Err(err) = &released {
-        if err.kind() != ErrorKind::NotHeld {
-            tracing::warn!(lock = %name, error = %err, "releasing after the template's closure failed; the lease ends on its own");
+    let names: Vec<&str> = held.iter().map(Held::name).collect();
+    for guard in guards {
+        let name = guard.name().to_owned();
+        if let Err(err) = guard.release().await {
+            if err.kind() != ErrorKind::NotHeld {
+                tracing::warn!(lock = %name, error = %err, "releasing after the template's closure failed; the lease ends on its own");
+            }
         }
     }
     match finished {
         Some(Ok(out)) => out,
         Some(Err(panic)) => std::panic::resume_unwind(panic),
-        None => Err(E::from(Error::new(
-            ErrorKind::LockLost,
-            format!(
-                "lock `{name}` was lost while the closure ran under it; the closure was stopped"
-            ),
-        ))),
+        None => {
+            let which = match names.as_slice() {
+                [one] => format!("lock `{one}` was"),
+                many => format!("one of the locks `{}` was", many.join("`, `")),
+            };
+            Err(E::from(Error::new(
+                ErrorKind::LockLost,
+                format!("{which} lost while the closure ran under it; the closure was stopped"),
+            )))
+        }
     }
 }

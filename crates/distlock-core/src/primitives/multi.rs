@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::lease::Health;
 use crate::options::LockOptions;
+use crate::template::{Held, run_under_all};
 
 /// Several mutexes taken together, all or nothing. Names are taken in one fixed order
 /// (sorted), so two multi-locks over overlapping names never deadlock; if any cannot be
@@ -91,6 +92,40 @@ impl MultiLock {
     /// See [`MultiLock`].
     pub async fn lock(&self) -> Result<MultiGuard> {
         self.lock_with(&self.options).await
+    }
+
+    /// Runs `f` holding every name, acquired as [`lock`](Self::lock) acquires them: `f`
+    /// gets each name's grant, in name order. They are released once `f` has finished,
+    /// failed, panicked or been dropped, and never while it runs; losing any of them stops
+    /// `f` as the options' [`OnLost`](crate::OnLost) says: all as
+    /// [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let moved = client
+    ///     .multi_lock(["accounts/b", "accounts/a"])
+    ///     .with_all(async |held: &[distlock_core::Held]| {
+    ///         assert_eq!(held[0].name(), "accounts/a");
+    ///         Ok::<_, distlock_core::Error>(held.len())
+    ///     })
+    ///     .await?;
+    /// assert_eq!(moved, 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_all<T, E, F>(&self, f: F) -> std::result::Result<T, E>
+    where
+        F: AsyncFnOnce(&[Held]) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        let all = self.lock().await?;
+        run_under_all(all.into_guards(), self.options.on_lost_value(), f).await
     }
 
     /// Waits at most `wait` for all names; past it, an
@@ -229,6 +264,10 @@ impl MultiGuard {
     /// See [`MultiLock`].
     pub fn guards(&self) -> &[Guard] {
         &self.guards
+    }
+
+    pub(crate) fn into_guards(self) -> Vec<Guard> {
+        self.guards
     }
 
     /// The worst health among the names: `Lost` if any is lost.

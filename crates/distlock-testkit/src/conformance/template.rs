@@ -34,7 +34,8 @@ async fn free(other: &distlock::Client, name: &str) -> bool {
 
 /// The template releases its grant after its closure succeeded, failed (the error back
 /// unchanged), panicked (the panic goes on once the grant is released) or was dropped, and
-/// holds it while the closure runs.
+/// holds it while the closure runs; a multi-lock's holds every name; a busy lock's `try_`
+/// form runs nothing.
 ///
 /// # Examples
 ///
@@ -101,6 +102,18 @@ pub async fn template_releases_after_success_error_panic_and_drop(target: &Targe
         eventually(Duration::from_secs(5), || free(&other, &name)).await,
         "released after the closure was dropped"
     );
+
+    let second = unique("template-second");
+    let both = client
+        .multi_lock([name.as_str(), second.as_str()])
+        .with_all(async |held: &[Held]| {
+            let (first, other_free) = (free(&other, &name).await, free(&other, &second).await);
+            Ok::<_, Error>((held.len(), first || other_free))
+        })
+        .await
+        .unwrap();
+    assert_eq!(both, (2, false), "every name held while the closure runs");
+    assert!(free(&other, &name).await && free(&other, &second).await);
 
     let busy = mutex.clone().lock().await.unwrap();
     let skipped = client
