@@ -191,13 +191,18 @@ pub struct DemoArgs {
     /// Buyers running at once inside each worker.
     #[arg(long, default_value_t = 8)]
     pub concurrency: u32,
-    /// Strategies to run, comma-separated.
+    /// Strategies to run, comma-separated: none, local-mutex, optimistic,
+    /// select-for-update, lock, segmented.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "none,local-mutex,optimistic,select-for-update,lock"
+        default_value = "none,local-mutex,optimistic,select-for-update,lock,segmented"
     )]
     pub strategies: Vec<String>,
+    /// How many segments `segmented` splits the stock into, each its own row under its own
+    /// lock (at least 1, at most the stock).
+    #[arg(long, default_value_t = 5, value_name = "K")]
+    pub segments: u32,
     /// The shop database: a SQLite file, or a postgres:// or mysql:// URL (default: the
     /// lock database itself when it is PostgreSQL or MySQL; otherwise shop.db beside the
     /// SQLite lock file, or in the state directory).

@@ -239,7 +239,7 @@ fn exit_codes_are_the_documented_ones() {
     std::fs::write(&not_executable, "echo hi\n").unwrap();
     let not_executable = not_executable.display().to_string();
     let directory = format!("sqlite://{}", state.path().display());
-    let cases: [(&[&str], i32, &str); 22] = [
+    let cases: [(&[&str], i32, &str); 24] = [
         (
             &["run", "--name", "a", "--", "sh", "-c", "exit 7"],
             7,
@@ -356,6 +356,16 @@ fn exit_codes_are_the_documented_ones() {
             "output that cannot be written (stdout is /dev/full here)",
         ),
         (&["break", "a"], 64, "break without --yes off a terminal"),
+        (
+            &["demo", "--strategies", "segmented", "--segments", "0"],
+            64,
+            "no segments",
+        ),
+        (
+            &["demo", "--stock", "3", "--strategies", "segmented", "--segments", "4"],
+            64,
+            "more segments than units",
+        ),
         (
             &["break", "a", "--yes"],
             1,

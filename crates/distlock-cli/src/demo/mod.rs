@@ -25,13 +25,17 @@ use distlock::sql::fenced::Dialect;
 use shop::{Sale, Shop, dialect_of};
 
 /// The strategies, in the order the story tells them.
-const STRATEGIES: [&str; 5] = [
+const STRATEGIES: [&str; 6] = [
     "none",
     "local-mutex",
     "optimistic",
     "select-for-update",
     "lock",
+    "segmented",
 ];
+
+/// The strategies that take distlock locks, in several processes.
+const LOCKING: [&str; 2] = ["lock", "segmented"];
 /// How long one worker may take before the demo gives up on it.
 const WORKER_LIMIT: Duration = Duration::from_secs(300);
 
@@ -54,6 +58,9 @@ struct StrategyReport {
     oversold: i64,
     stock_left: i64,
     buys_per_s: f64,
+    /// Its buys/s over `lock`'s, when `lock` ran before it in the same demo.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vs_lock: Option<f64>,
     retries: u64,
     elapsed_s: f64,
 }
@@ -72,10 +79,25 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
             "--workers, --buyers and --concurrency must be at least 1",
         ));
     }
+    if args.strategies.iter().any(|s| s == "segmented")
+        && (args.segments == 0 || args.segments > args.stock)
+    {
+        return Err(Error::invalid(format!(
+            "--segments must be at least 1 and at most the stock ({}): got {}",
+            args.stock, args.segments
+        )));
+    }
     let lock_url = lock_url(url)?;
-    if args.strategies.iter().any(|s| s == "lock") {
+    if args
+        .strategies
+        .iter()
+        .any(|s| LOCKING.contains(&s.as_str()))
+    {
         let client = Client::connect(&lock_url).await?;
-        refuse_process_local(&client, "the `lock` strategy runs in several processes")?;
+        refuse_process_local(
+            &client,
+            "the `lock` and `segmented` strategies run in several processes",
+        )?;
     }
     let shop_at = match &args.shop {
         Some(at) => at.clone(),
@@ -169,23 +191,33 @@ async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Re
             distlock::redact_url(shop_at)
         );
         outln!(
-            "{:<18} {:>7} {:>9} {:>11} {:>9} {:>8}",
+            "{:<18} {:>7} {:>9} {:>11} {:>9} {:>8} {:>8}",
             "strategy",
             "orders",
             "oversold",
             "stock left",
             "buys/s",
+            "vs lock",
             "retries"
         );
     }
     let bar = progress::bar(args.strategies.len() as u64, "strategies");
+    let mut lock_rate = None;
     for strategy in &args.strategies {
         bar.set_message(strategy.clone());
-        shop.restock(args.stock).await?;
+        let segments = match strategy.as_str() {
+            "segmented" => args.segments,
+            _ => 1,
+        };
+        shop.restock(args.stock, segments).await?;
         let started = Instant::now();
         let reports = run_workers(args, lock_url, shop_at, strategy).await?;
         let elapsed = started.elapsed();
         let (orders, stock_left) = shop.tally().await?;
+        let buys_per_s = orders as f64 / elapsed.as_secs_f64();
+        if strategy == "lock" {
+            lock_rate = Some(buys_per_s);
+        }
         let report = StrategyReport {
             strategy: strategy.clone(),
             stock: args.stock,
@@ -194,7 +226,8 @@ async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Re
             orders,
             oversold: (orders - i64::from(args.stock)).max(0),
             stock_left,
-            buys_per_s: orders as f64 / elapsed.as_secs_f64(),
+            buys_per_s,
+            vs_lock: lock_rate.map(|rate| buys_per_s / rate),
             retries: reports.iter().map(|r| r.retries).sum(),
             elapsed_s: elapsed.as_secs_f64(),
         };
@@ -212,13 +245,17 @@ fn print_report(report: &StrategyReport, json: bool) {
             serde_json::to_string(report).expect("reports serialise")
         );
     } else {
+        let vs_lock = report
+            .vs_lock
+            .map_or_else(|| "-".to_owned(), |ratio| format!("{ratio:.1}x"));
         outln!(
-            "{:<18} {:>7} {:>9} {:>11} {:>9.0} {:>8}",
+            "{:<18} {:>7} {:>9} {:>11} {:>9.0} {:>8} {:>8}",
             report.strategy,
             report.orders,
             report.oversold,
             report.stock_left,
             report.buys_per_s,
+            vs_lock,
             report.retries
         );
     }
@@ -261,6 +298,7 @@ async fn run_workers(
             strategy: strategy.to_owned(),
             buyers,
             concurrency: args.concurrency,
+            segments: args.segments,
         };
         let child = worker_task::start(command, &task, true).await?;
         children.push(child);
@@ -300,6 +338,7 @@ struct DemoTask {
     strategy: String,
     buyers: u32,
     concurrency: u32,
+    segments: u32,
 }
 
 /// One worker process: `buyers` buyers, `concurrency` at a time, each buying once; its
@@ -307,22 +346,29 @@ struct DemoTask {
 pub async fn worker() -> Result<u8> {
     let args: DemoTask = worker_task::receive()?;
     let shop = Shop::open(&args.shop, args.concurrency).await?;
-    let mutex = match args.strategy.as_str() {
-        "lock" => Some(
-            Client::connect(&args.lock_url)
-                .await?
-                .mutex("demo/shop/product-1"),
-        ),
-        _ => None,
+    let client = match LOCKING.contains(&args.strategy.as_str()) {
+        true => Some(Client::connect(&args.lock_url).await?),
+        false => None,
+    };
+    let mutex = client
+        .as_ref()
+        .filter(|_| args.strategy == "lock")
+        .map(|client| client.mutex("demo/shop/product-1"));
+    let segments: Arc<[distlock::Mutex]> = match (&client, args.strategy.as_str()) {
+        (Some(client), "segmented") => (0..args.segments)
+            .map(|at| client.mutex(&format!("demo/shop/product-1/segment-{at}")))
+            .collect(),
+        _ => Arc::from([]),
     };
     let local = Arc::new(tokio::sync::Mutex::new(()));
     let next = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency.min(args.buyers) {
         let (shop, mutex, local, next) = (shop.clone(), mutex.clone(), local.clone(), next.clone());
-        let (strategy, buyers) = (args.strategy.clone(), args.buyers);
+        let (strategy, buyers, segments) = (args.strategy.clone(), args.buyers, segments.clone());
         tasks.push(tokio::spawn(async move {
             let mut report = WorkerReport::default();
+            let mut emptied = vec![false; segments.len()];
             while next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < buyers {
                 let sale = match (strategy.as_str(), &mutex) {
                     ("none", _) => shop.sell_unguarded("none", None).await?,
@@ -337,6 +383,10 @@ pub async fn worker() -> Result<u8> {
                         sale
                     }
                     ("lock", Some(mutex)) => shop.sell_locked(mutex).await?,
+                    ("segmented", _) => {
+                        let start = rand::random_range(0..segments.len().max(1));
+                        shop.sell_segmented(&segments, start, &mut emptied).await?
+                    }
                     (other, _) => {
                         return Err(Error::invalid(format!("unknown strategy `{other}`")));
                     }

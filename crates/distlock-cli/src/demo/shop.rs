@@ -1,18 +1,22 @@
-//! The demo's shop: one product with a stock and a version, and an orders table, in a
-//! SQLite file of its own or in a PostgreSQL or MySQL/MariaDB database. Each strategy is
-//! one way to sell a unit.
+//! The demo's shop: one product with a stock and a version (or, for the segmented
+//! strategy, its stock split over several rows), and an orders table, in a SQLite file of
+//! its own or in a PostgreSQL or MySQL/MariaDB database. Each strategy is one way to sell
+//! a unit.
 
 use std::borrow::Cow;
 use std::path::Path;
 use std::time::Duration;
 
 use distlock::sql::fenced::Dialect;
-use distlock::{Error, Mutex, Result};
+use distlock::{Error, Held, Mutex, Result};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 
 /// The business logic between reading the stock and writing it back (a payment check).
 const WORK: Duration = Duration::from_millis(2);
+
+/// The product's row; a segmented stock's segments are the rows after it.
+const PRODUCT: i64 = 1;
 
 /// The outcome of one buyer's attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,63 +210,93 @@ impl Shop {
         }
     }
 
-    pub async fn restock(&self, stock: u32) -> Result<()> {
+    /// Empties the orders and puts `stock` units on the shelf: in the product's row, or
+    /// split as evenly as they go over `segments` rows (the first ones a unit more).
+    pub async fn restock(&self, stock: u32, segments: u32) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(shop_error("restock"))?;
         for statement in [
             "DELETE FROM distlock_demo_orders",
-            "DELETE FROM distlock_demo_product WHERE id = 1",
+            "DELETE FROM distlock_demo_product",
         ] {
             sqlx::query(statement)
                 .execute(&mut *tx)
                 .await
                 .map_err(shop_error("restock"))?;
         }
-        sqlx::query(
-            &self.sql("INSERT INTO distlock_demo_product (id, stock, version) VALUES (1, ?, 0)"),
-        )
-        .bind(i64::from(stock))
-        .execute(&mut *tx)
-        .await
-        .map_err(shop_error("restock"))?;
+        let rows = segments.max(1);
+        for at in 0..rows {
+            let units = stock / rows + u32::from(at < stock % rows);
+            sqlx::query(
+                &self
+                    .sql("INSERT INTO distlock_demo_product (id, stock, version) VALUES (?, ?, 0)"),
+            )
+            .bind(PRODUCT + i64::from(at))
+            .bind(i64::from(units))
+            .execute(&mut *tx)
+            .await
+            .map_err(shop_error("restock"))?;
+        }
         tx.commit().await.map_err(shop_error("restock"))
     }
 
-    /// (orders taken, stock left).
+    /// (orders taken, stock left on every row).
     pub async fn tally(&self) -> Result<(i64, i64)> {
-        let orders: i64 = sqlx::query("SELECT COUNT(*) FROM distlock_demo_orders")
-            .fetch_one(&self.pool)
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(shop_error("tally"))?;
-        let (stock, _) = self.read().await?;
-        Ok((orders, stock))
+        let count = |sql: &'static str| async move {
+            sqlx::query(sql)
+                .fetch_one(&self.pool)
+                .await
+                .and_then(|r| r.try_get::<i64, _>(0))
+                .map_err(shop_error("tally"))
+        };
+        let orders = count("SELECT COUNT(*) FROM distlock_demo_orders").await?;
+        // SUM is a wider type in PostgreSQL and MySQL: cast back to a 64-bit integer.
+        let stock = match self.dialect {
+            Dialect::MySql => {
+                count("SELECT CAST(COALESCE(SUM(stock), 0) AS SIGNED) FROM distlock_demo_product")
+            }
+            Dialect::Postgres | Dialect::Sqlite => {
+                count("SELECT CAST(COALESCE(SUM(stock), 0) AS BIGINT) FROM distlock_demo_product")
+            }
+        };
+        Ok((orders, stock.await?))
     }
 
-    async fn read(&self) -> Result<(i64, i64)> {
-        let row = sqlx::query("SELECT stock, version FROM distlock_demo_product WHERE id = 1")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(shop_error("read stock"))?;
+    /// The stock and version of row `id`.
+    async fn read(&self, id: i64) -> Result<(i64, i64)> {
+        let row =
+            sqlx::query(&self.sql("SELECT stock, version FROM distlock_demo_product WHERE id = ?"))
+                .bind(id)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(shop_error("read stock"))?;
         stock_and_version(&row)
     }
 
-    /// Writes `stock` back and records an order, in one transaction.
-    async fn write_back(&self, stock: i64, strategy: &str, token: Option<u64>) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(shop_error("sell"))?;
-        self.sell_in(&mut tx, stock, strategy, token).await?;
-        tx.commit().await.map_err(shop_error("sell"))
-    }
-
-    /// Sets the stock and records an order inside `tx`.
-    async fn sell_in(
+    /// Writes `stock` back to row `id` and records an order, in one transaction.
+    async fn write_back(
         &self,
-        tx: &mut sqlx::AnyConnection,
+        id: i64,
         stock: i64,
         strategy: &str,
         token: Option<u64>,
     ) -> Result<()> {
-        sqlx::query(&self.sql("UPDATE distlock_demo_product SET stock = ? WHERE id = 1"))
+        let mut tx = self.pool.begin().await.map_err(shop_error("sell"))?;
+        self.sell_in(&mut tx, id, stock, strategy, token).await?;
+        tx.commit().await.map_err(shop_error("sell"))
+    }
+
+    /// Sets row `id`'s stock and records an order inside `tx`.
+    async fn sell_in(
+        &self,
+        tx: &mut sqlx::AnyConnection,
+        id: i64,
+        stock: i64,
+        strategy: &str,
+        token: Option<u64>,
+    ) -> Result<()> {
+        sqlx::query(&self.sql("UPDATE distlock_demo_product SET stock = ? WHERE id = ?"))
             .bind(stock)
+            .bind(id)
             .execute(&mut *tx)
             .await
             .map_err(shop_error("sell"))?;
@@ -288,12 +322,17 @@ impl Shop {
 
     /// Read, check, work, write back: correct alone, oversells under concurrency.
     pub async fn sell_unguarded(&self, strategy: &str, token: Option<u64>) -> Result<Sale> {
-        let (stock, _) = self.read().await?;
+        self.sell_from(PRODUCT, strategy, token).await
+    }
+
+    /// Read, check, work, write back on row `id`.
+    async fn sell_from(&self, id: i64, strategy: &str, token: Option<u64>) -> Result<Sale> {
+        let (stock, _) = self.read(id).await?;
         if stock <= 0 {
             return Ok(Sale::SoldOut);
         }
         tokio::time::sleep(WORK).await;
-        self.write_back(stock - 1, strategy, token).await?;
+        self.write_back(id, stock - 1, strategy, token).await?;
         Ok(Sale::Sold)
     }
 
@@ -302,7 +341,7 @@ impl Shop {
     pub async fn sell_optimistic(&self) -> Result<(Sale, u64)> {
         let mut retries = 0;
         loop {
-            let (stock, version) = self.read().await?;
+            let (stock, version) = self.read(PRODUCT).await?;
             if stock <= 0 {
                 return Ok((Sale::SoldOut, retries));
             }
@@ -367,19 +406,49 @@ impl Shop {
             return Ok(Sale::SoldOut);
         }
         tokio::time::sleep(WORK).await;
-        self.sell_in(conn, stock - 1, "select-for-update", None)
+        self.sell_in(conn, PRODUCT, stock - 1, "select-for-update", None)
             .await?;
         Ok(Sale::Sold)
     }
 
     /// The read-check-write inside a distlock mutex, the order stamped with its token.
     pub async fn sell_locked(&self, mutex: &Mutex) -> Result<Sale> {
-        let guard = mutex.lock().await?;
-        let sale = self
-            .sell_unguarded("lock", Some(guard.fencing_token()))
-            .await;
-        guard.release().await?;
-        sale
+        mutex
+            .with_lock(async |held: &Held| {
+                self.sell_from(PRODUCT, "lock", Some(held.fencing_token()))
+                    .await
+            })
+            .await
+    }
+
+    /// Segmented stock: each segment is a row under a mutex of its own, `segments[k]`
+    /// guarding row `PRODUCT + k`. The buyer starts at segment `start` and moves on to the
+    /// next while the one it tried is empty (`emptied` remembers those it found so: a
+    /// segment never fills again), giving up only when every one is.
+    pub async fn sell_segmented(
+        &self,
+        segments: &[Mutex],
+        start: usize,
+        emptied: &mut [bool],
+    ) -> Result<Sale> {
+        for step in 0..segments.len() {
+            let at = (start + step) % segments.len();
+            if emptied[at] {
+                continue;
+            }
+            let row = PRODUCT + at as i64;
+            let sale = segments[at]
+                .with_lock(async |held: &Held| {
+                    self.sell_from(row, "segmented", Some(held.fencing_token()))
+                        .await
+                })
+                .await?;
+            match sale {
+                Sale::Sold => return Ok(Sale::Sold),
+                Sale::SoldOut => emptied[at] = true,
+            }
+        }
+        Ok(Sale::SoldOut)
     }
 }
 

@@ -203,13 +203,16 @@ fn break_frees_a_stuck_lock(url: &str, state: &Path) {
     assert!(String::from_utf8_lossy(&free.stdout).contains("is free"));
 }
 
-/// The demo with and without a lock: the lock sells exactly the stock.
+/// The demo with and without a lock, and with the stock split into segments each under a
+/// lock of its own: the locks sell exactly the stock.
 pub fn demo_never_oversells(url: &str, state: &Path) {
     let demo = [
         "demo",
         "--json",
         "--strategies",
-        "none,lock",
+        "none,lock,segmented",
+        "--segments",
+        "4",
         "--stock",
         "20",
         "--buyers",
@@ -218,7 +221,12 @@ pub fn demo_never_oversells(url: &str, state: &Path) {
         "3",
     ];
     let rows = json_lines(&ok(&distlock(url, state, &demo)));
-    let lock = rows.iter().find(|r| r["strategy"] == "lock").unwrap();
-    assert_eq!(lock["oversold"], 0);
-    assert_eq!(lock["orders"], 20);
+    for strategy in ["lock", "segmented"] {
+        let row = rows.iter().find(|r| r["strategy"] == strategy).unwrap();
+        assert_eq!(row["oversold"], 0, "{row}");
+        assert_eq!(row["orders"], 20, "{row}");
+        assert_eq!(row["stock_left"], 0, "{row}");
+    }
+    let segmented = rows.iter().find(|r| r["strategy"] == "segmented").unwrap();
+    assert!(segmented["vs_lock"].as_f64().unwrap() > 0.0, "{segmented}");
 }
