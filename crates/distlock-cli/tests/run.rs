@@ -362,7 +362,15 @@ fn exit_codes_are_the_documented_ones() {
             "no segments",
         ),
         (
-            &["demo", "--stock", "3", "--strategies", "segmented", "--segments", "4"],
+            &[
+                "demo",
+                "--stock",
+                "3",
+                "--strategies",
+                "segmented",
+                "--segments",
+                "4",
+            ],
             64,
             "more segments than units",
         ),

@@ -58,7 +58,7 @@ struct StrategyReport {
     oversold: i64,
     stock_left: i64,
     buys_per_s: f64,
-    /// Its buys/s over `lock`'s, when `lock` ran before it in the same demo.
+    /// Its buys/s over `lock`'s, when `lock` ran in the same demo.
     #[serde(skip_serializing_if = "Option::is_none")]
     vs_lock: Option<f64>,
     retries: u64,
@@ -202,7 +202,10 @@ async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Re
         );
     }
     let bar = progress::bar(args.strategies.len() as u64, "strategies");
+    // Each strategy's buys/s is told beside `lock`'s: those that run before it wait for it.
+    let lock_runs = args.strategies.iter().any(|s| s == "lock");
     let mut lock_rate = None;
+    let mut waiting_for_lock = Vec::new();
     for strategy in &args.strategies {
         bar.set_message(strategy.clone());
         let segments = match strategy.as_str() {
@@ -232,6 +235,14 @@ async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Re
             elapsed_s: elapsed.as_secs_f64(),
         };
         bar.inc(1);
+        if lock_runs && lock_rate.is_none() {
+            waiting_for_lock.push(report);
+            continue;
+        }
+        for mut earlier in waiting_for_lock.drain(..) {
+            earlier.vs_lock = lock_rate.map(|rate| earlier.buys_per_s / rate);
+            bar.suspend(|| print_report(&earlier, args.json));
+        }
         bar.suspend(|| print_report(&report, args.json));
     }
     bar.finish_and_clear();
