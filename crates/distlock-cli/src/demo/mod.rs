@@ -367,7 +367,7 @@ pub async fn worker() -> Result<u8> {
         .map(|client| client.mutex("demo/shop/product-1"));
     let segments: Arc<[distlock::Mutex]> = match (&client, args.strategy.as_str()) {
         (Some(client), "segmented") => (0..args.segments)
-            .map(|at| client.mutex(&format!("demo/shop/product-1/segment-{at}")))
+            .map(|at| client.mutex(format!("demo/shop/product-1/segment-{at}")))
             .collect(),
         _ => Arc::from([]),
     };
