@@ -200,9 +200,9 @@ pub struct DemoArgs {
     )]
     pub strategies: Vec<String>,
     /// How many segments `segmented` splits the stock into, each its own row under its own
-    /// lock (at least 1, at most the stock).
-    #[arg(long, default_value_t = 5, value_name = "K")]
-    pub segments: u32,
+    /// lock: at least 1, at most the stock (default 5, or the stock if it is smaller).
+    #[arg(long, value_name = "K")]
+    pub segments: Option<u32>,
     /// The shop database: a SQLite file, or a postgres:// or mysql:// URL (default: the
     /// lock database itself when it is PostgreSQL or MySQL; otherwise shop.db beside the
     /// SQLite lock file, or in the state directory).

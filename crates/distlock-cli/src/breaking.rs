@@ -59,7 +59,7 @@ pub async fn break_lock(url: &Option<String>, args: BreakArgs) -> Result<u8> {
             holder.owner
         );
     }
-    let gone = doomed.len() - broken.len();
+    let gone = doomed.len().saturating_sub(broken.len());
     if gone > 0 {
         outln!("{gone} of the grants shown had already gone (released or expired)");
     }

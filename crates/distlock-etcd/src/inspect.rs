@@ -33,7 +33,7 @@ pub(crate) async fn locks(
         Some(name) => format!("{root}{name}/"),
         None => root.clone(),
     };
-    let kvs = read(client, &range).await?;
+    let kvs = read(client, &range, "inspect").await?;
     if let Some(name) = name {
         return Ok(vec![state(name, &range, &kvs).0]);
     }
@@ -66,8 +66,8 @@ fn unanswered(operation: &'static str) -> Error {
     .temporary()
 }
 
-/// The keys under `range`, within [`READ_BOUND`].
-async fn read(client: &Client, range: &str) -> Result<Vec<KeyValue>> {
+/// The keys under `range`, within [`READ_BOUND`], for `operation`.
+async fn read(client: &Client, range: &str, operation: &'static str) -> Result<Vec<KeyValue>> {
     let mut kv = client.kv_client().max_decoding_message_size(MAX_ANSWER);
     let read = kv.get(
         range,
@@ -75,8 +75,8 @@ async fn read(client: &Client, range: &str) -> Result<Vec<KeyValue>> {
     );
     let mut answer = tokio::time::timeout(READ_BOUND, read)
         .await
-        .map_err(|_| unanswered("inspect"))?
-        .map_err(etcd_error("inspect"))?;
+        .map_err(|_| unanswered(operation))?
+        .map_err(etcd_error(operation))?;
     if answer.more() {
         // A part of a queue could show a waiter as a holder: say so instead.
         return Err(distlock_core::Error::invalid(format!(
@@ -98,7 +98,7 @@ pub(crate) async fn force_release(
     fencing_token: Option<u64>,
 ) -> Result<Vec<HolderInfo>> {
     let pfx = format!("{prefix}/{name}/");
-    let (state, keys) = state(name, &pfx, &read(client, &pfx).await?);
+    let (state, keys) = state(name, &pfx, &read(client, &pfx, "force_release").await?);
     let mut broken = Vec::new();
     for (holder, (key, modified)) in state.holders.into_iter().zip(keys) {
         if fencing_token.is_some_and(|token| token != holder.fencing_token) {

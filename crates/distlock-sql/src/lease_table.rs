@@ -11,7 +11,7 @@ use distlock_core::{Error, HolderInfo, HolderMeta, LockKind, LockState, Result, 
 pub const WAITER_LEASE: Duration = Duration::from_secs(3);
 
 /// How soon a waiter that yielded a free lock to the waiters ahead of it looks again.
-pub const YIELDED_RETRY: Duration = Duration::from_millis(50);
+pub const YIELDED_RETRY: Duration = Duration::from_millis(100);
 
 /// How often a starving waiter polls: others yield to it, so it must not sleep long.
 pub const STARVING_POLL: Duration = Duration::from_millis(5);
@@ -207,9 +207,10 @@ pub fn may_grant(
 /// How long the waiter with request token `token` may sleep before polling again.
 ///
 /// Never past the first live grant's expiry, nor past a third of [`WAITER_LEASE`] (its queue
-/// row must be rewritten). With no live grant, the lock is free and the waiter yielded it to
-/// waiters ahead of it: it looks again within [`YIELDED_RETRY`], to learn when the next
-/// holder's lease ends (one that ends unseen, its holder paused or killed, wakes no one).
+/// row must be rewritten). With no live grant and a live waiter ahead of it, the lock is free
+/// and the waiter yielded it to those ahead: it looks again within [`YIELDED_RETRY`], to
+/// learn when the next holder's lease ends (one that ends unseen, its holder paused or
+/// killed, wakes no one).
 /// Where waiters are woken (`pushed`), that is all. Where they only
 /// poll, a starving waiter (others yield to it) polls no less often than [`STARVING_POLL`]
 /// times its place in the queue: the head often, those far behind it rarely.
@@ -218,8 +219,11 @@ pub fn may_grant(
 ///
 /// ```
 /// # use distlock_sql::lease_table::{retry_within, WAITER_LEASE};
-/// # use distlock_sql::lease_table::YIELDED_RETRY;
-/// assert_eq!(retry_within(&[], &[], "t", 0, true), Some(YIELDED_RETRY));
+/// # use distlock_sql::lease_table::{WaiterRow, YIELDED_RETRY};
+/// assert_eq!(retry_within(&[], &[], "t", 0, true), Some(WAITER_LEASE / 3));
+/// let ahead = WaiterRow { seq: 1, token: "a".into(), owner: "o:1".into(), kind: "mutex".into(),
+///     lim: 1, permits: 1, fair: false, host: "h".into(), pid: 1, since_ms: 0, expires_at_ms: 9 };
+/// assert_eq!(retry_within(&[], &[ahead], "t", 0, true), Some(YIELDED_RETRY));
 /// ```
 pub fn retry_within(
     holders: &[HolderRow],
@@ -232,7 +236,15 @@ pub fn retry_within(
         .iter()
         .map(|h| Duration::from_millis((h.expires_at_ms - now_ms).max(0) as u64))
         .min();
-    let mut bound = expiry.map_or(YIELDED_RETRY, |e| e.min(WAITER_LEASE / 3));
+    let yielded = waiters
+        .iter()
+        .take_while(|w| w.token != token)
+        .any(|w| w.expires_at_ms > now_ms);
+    let mut bound = match expiry {
+        Some(expiry) => expiry.min(WAITER_LEASE / 3),
+        None if yielded => YIELDED_RETRY,
+        None => WAITER_LEASE / 3,
+    };
     if !pushed {
         let starving_place = waiters
             .iter()

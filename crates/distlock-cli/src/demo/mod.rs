@@ -34,6 +34,9 @@ const STRATEGIES: [&str; 6] = [
     "segmented",
 ];
 
+/// How many segments `segmented` splits the stock into by default.
+const DEFAULT_SEGMENTS: u32 = 5;
+
 /// The strategies that take distlock locks, in several processes.
 const LOCKING: [&str; 2] = ["lock", "segmented"];
 /// How long one worker may take before the demo gives up on it.
@@ -79,12 +82,10 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
             "--workers, --buyers and --concurrency must be at least 1",
         ));
     }
-    if args.strategies.iter().any(|s| s == "segmented")
-        && (args.segments == 0 || args.segments > args.stock)
-    {
+    if let Some(segments) = args.segments.filter(|k| *k == 0 || *k > args.stock) {
         return Err(Error::invalid(format!(
-            "--segments must be at least 1 and at most the stock ({}): got {}",
-            args.stock, args.segments
+            "--segments must be at least 1 and at most the stock ({}): got {segments}",
+            args.stock
         )));
     }
     let lock_url = lock_url(url)?;
@@ -209,7 +210,7 @@ async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Re
     for strategy in &args.strategies {
         bar.set_message(strategy.clone());
         let segments = match strategy.as_str() {
-            "segmented" => args.segments,
+            "segmented" => segments_of(args),
             _ => 1,
         };
         shop.restock(args.stock, segments).await?;
@@ -272,6 +273,14 @@ fn print_report(report: &StrategyReport, json: bool) {
     }
 }
 
+/// How many segments `segmented` splits the stock into: `--segments`, else 5 (fewer for a
+/// stock of fewer units).
+fn segments_of(args: &DemoArgs) -> u32 {
+    args.segments
+        .unwrap_or(DEFAULT_SEGMENTS.min(args.stock))
+        .max(1)
+}
+
 /// Where the shop lives unless `--shop` says: in the locks' own PostgreSQL or MySQL
 /// database (without distlock's own URL parameters), or in `shop.db` beside the SQLite lock
 /// file, or in the state directory.
@@ -309,7 +318,7 @@ async fn run_workers(
             strategy: strategy.to_owned(),
             buyers,
             concurrency: args.concurrency,
-            segments: args.segments,
+            segments: segments_of(args),
         };
         let child = worker_task::start(command, &task, true).await?;
         children.push(child);

@@ -24,6 +24,8 @@ use crate::keys::LockKeys;
 /// The shortest and longest default bound on one master's answer.
 const NODE_TIMEOUT_RANGE: (Duration, Duration) =
     (Duration::from_millis(5), Duration::from_millis(200));
+/// How long each master gets to answer a break.
+const BREAK_WITHIN: Duration = Duration::from_secs(1);
 /// The longest pause before a refused request tries again.
 const MAX_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// How long a waiter's status record lives without being written again; it is written
@@ -532,8 +534,10 @@ impl Backend for RedlockBackend {
         name: &str,
         fencing_token: Option<u64>,
     ) -> Result<Vec<HolderInfo>> {
+        // Well within the caller's operation timeout: a master that hangs must not turn a
+        // break a majority made into a failure.
         let answers = self
-            .on_all(Duration::from_secs(5), |master| {
+            .on_all(BREAK_WITHIN, |master| {
                 master.force_release(name, fencing_token)
             })
             .await;

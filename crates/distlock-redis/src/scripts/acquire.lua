@@ -194,12 +194,12 @@ if #first > 0 then
   local left = tonumber(first[2]) - now()
   if soonest < 0 or left < soonest then soonest = left end
 end
--- Refused with no holder at all: the lock is free, and this request yields to waiters ahead
--- of it (those starving, or all of them when fair). The one that takes it next may keep it
--- on a lease that ends unseen (its holder paused or killed), which no wake-up announces:
--- this request looks again soon, to learn when that lease ends, instead of sleeping until
--- its queue entry's refresh.
-if soonest < 0 and not held then
+-- Refused with no holder at all while a waiter is ahead: the lock is free, and this request
+-- yields it to those ahead (those starving, or all of them when fair). The one that takes it
+-- next may keep it on a lease that ends unseen (its holder paused or killed), which no
+-- wake-up announces: this request looks again soon, to learn when that lease ends, instead
+-- of sleeping until its queue entry's refresh.
+if soonest < 0 and not held and #ahead > 0 then
   soonest = YIELDED_RETRY_MS
 end
 -- A lock a foreign client holds gets no wake-up when it goes: the caller polls it with a

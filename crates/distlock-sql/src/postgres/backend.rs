@@ -295,7 +295,7 @@ impl Backend for PostgresBackend {
             let pool = self.pool.clone();
             let owned = name.to_owned();
             let pids = detached("postgres", async move {
-                store::advisory_holders(&pool, &owned).await
+                store::advisory_holders(&pool, &owned, fencing_token).await
             })
             .await?;
             let ends: Vec<String> = pids

@@ -387,16 +387,26 @@ pub(super) async fn force_release(
     )
 }
 
-/// The server processes holding `name`'s session-mode advisory lock (a 64-bit key shows
-/// in `pg_locks` as its high and low halves, `objsubid` 1).
-pub(super) async fn advisory_holders(pool: &PgPool, name: &str) -> Result<Vec<i32>> {
+/// The server processes of this database holding `name`'s session-mode advisory lock (a
+/// 64-bit key shows in `pg_locks` as its high and low halves, `objsubid` 1); with
+/// `fencing_token`, only the one whose grant has that token.
+pub(super) async fn advisory_holders(
+    pool: &PgPool,
+    name: &str,
+    fencing_token: Option<u64>,
+) -> Result<Vec<i32>> {
     sqlx::query_scalar(
-        "SELECT pid FROM pg_locks
-         WHERE locktype = 'advisory' AND objsubid = 1 AND granted
-           AND ((classid::BIGINT << 32) | objid::BIGINT) = $1
-         ORDER BY pid",
+        "SELECT DISTINCT l.pid FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND ((l.classid::BIGINT << 32) | l.objid::BIGINT) = $1
+           AND ($2::BIGINT IS NULL OR l.pid IN
+                (SELECT backend_pid FROM distlock_session WHERE name = $3 AND fence = $2))
+         ORDER BY l.pid",
     )
     .bind(advisory::advisory_key(name))
+    .bind(fencing_token.and_then(|t| i64::try_from(t).ok()))
+    .bind(name)
     .fetch_all(pool)
     .await
     .map_err(db_error("force_release"))
