@@ -434,7 +434,9 @@ impl Backend for ZkBackend {
     }
 
     /// Deletes the nodes of the matching holders (a semaphore holder's lease nodes, all of
-    /// them). ZooKeeper's transaction id moves on with each deletion, so every later
+    /// them), each only if it was not written since it was read (a waiter's node stamped
+    /// with its token as it was granted is another grant). ZooKeeper's transaction id moves
+    /// on with each deletion, so every later
     /// grant's token is above the broken one's: there is no counter to bump. The broken
     /// holder's client sees its node deleted, as after an operator's `delete`.
     async fn force_release(
@@ -456,8 +458,8 @@ impl Backend for ZkBackend {
                 continue;
             }
             let mut deleted = false;
-            for node in &grant_nodes {
-                deleted |= nodes::delete(&live, node).await?;
+            for (node, version) in &grant_nodes {
+                deleted |= nodes::delete_at(&live, node, *version).await?;
             }
             if deleted {
                 broken.push(holder);

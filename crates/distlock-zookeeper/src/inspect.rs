@@ -90,8 +90,11 @@ async fn children_of(client: &zk::Client, dir: &str) -> Result<Vec<String>> {
     }
 }
 
+/// A node that makes (part of) a grant: its path and the version read.
+pub(crate) type GrantNode = (String, i32);
+
 /// The nodes that make each holder's grant, in the order of the state's holders.
-pub(crate) type HeldNodes = Vec<Vec<String>>;
+pub(crate) type HeldNodes = Vec<Vec<GrantNode>>;
 
 /// The state of the lock whose node is `dir`, and its holders' nodes; `None` if it has no
 /// contenders. This client's own holders show their tokens though their records do not
@@ -128,7 +131,7 @@ pub(crate) async fn lock(
                 }
                 state.last_fencing_token = state.last_fencing_token.max(holder.fencing_token);
                 state.holders.push(holder);
-                nodes.push(vec![path]);
+                nodes.push(vec![(path, stat.version)]);
             }
             Some(_) => state.waiters.push(Record::waiter(contender, &data)),
         }
@@ -166,7 +169,7 @@ async fn semaphore(
         })
         .collect();
     let mut state = empty(&name);
-    let mut groups: Vec<(String, HolderInfo, Vec<String>)> = Vec::new();
+    let mut groups: Vec<(String, HolderInfo, Vec<GrantNode>)> = Vec::new();
     for lease in &leases {
         let request = request_of(lease);
         if queued_requests.contains(&request) {
@@ -182,7 +185,7 @@ async fn semaphore(
             Some((_, holder, nodes)) => {
                 holder.permits += 1;
                 holder.fencing_token = holder.fencing_token.max(stat.mzxid.max(0) as u64);
-                nodes.push(path);
+                nodes.push((path, stat.version));
             }
             None => {
                 let lease = names::Contender {
@@ -191,7 +194,7 @@ async fn semaphore(
                     role: names::Role::Shared,
                 };
                 let holder = Record::holder(&lease, &data, stat.mzxid);
-                groups.push((request, holder, vec![path]));
+                groups.push((request, holder, vec![(path, stat.version)]));
             }
         }
     }

@@ -235,6 +235,16 @@ pub(crate) async fn delete(live: &Live, path: &str) -> Result<bool> {
     }
 }
 
+/// Deletes node `path` if it is still at `version` (not written since it was read): whether
+/// it went; a node gone or written again meanwhile stays as it is.
+pub(crate) async fn delete_at(live: &Live, path: &str, version: i32) -> Result<bool> {
+    match live.client.delete(path, Some(version)).await {
+        Ok(()) => Ok(true),
+        Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(false),
+        Err(err) => Err(zk_error("force_release")(err)),
+    }
+}
+
 /// Deletes every node under `dir` whose path starts with `prefix`: the nodes of a request
 /// whose creates' answers were lost, or that was dropped halfway.
 pub(crate) async fn delete_with_prefix(live: &Live, dir: &str, prefix: &str) -> Result<()> {
