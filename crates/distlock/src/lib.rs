@@ -5,11 +5,31 @@
 //! `redis://host:6379/0` (also a Redis Cluster, `redis+cluster://h1:7000,h2:7001`),
 //! `redlock://h1:6379,h2:6379,h3:6379` (RedLock over independent masters),
 //! `postgres://user@host/db`, `mysql://user@host/db`, `zk://h1:2181,h2:2181/base`
-//! (ZooKeeper, Curator's layout), with etcd to come.
+//! (ZooKeeper, Curator's layout) and `etcd://h1:2379/locks` (etcd's own layout).
 //! Every guard carries a fencing token, a safe deadline and a lease-health signal, so no
 //! lock is lost silently.
 //!
 //! # Examples
+//!
+//! The lock template runs a closure under the lock and releases it after, whatever the
+//! closure did; a lease lost while it runs stops it (see [`OnLost`]):
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+//! use distlock::{Client, Held};
+//!
+//! let client = Client::connect("memory://").await?;
+//! let shipped = client
+//!     .with_lock("orders/42", async |held: &Held| {
+//!         // commit here, handing held.fencing_token() to every write
+//!         Ok::<_, distlock::Error>(held.fencing_token())
+//!     })
+//!     .await?;
+//! assert!(shipped > 0);
+//! # Ok(()) }
+//! ```
+//!
+//! Guards give the same control by hand:
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
