@@ -146,10 +146,31 @@ pub fn sqlite_file(url: &str) -> Option<PathBuf> {
         .map(|c| c.path)
 }
 
-/// Connects to the lock URL.
+/// How long `demo`, `bench` and `torture` give a store to connect (`status` has its own
+/// bound, `run` its wait).
+pub const CONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Connects to `url` within [`CONNECT_WITHIN`]: a store that accepts and never answers is
+/// told of (`Unavailable`), not waited on.
+pub async fn open_client(url: &str) -> Result<Client> {
+    crate::deadline::within(CONNECT_WITHIN, Client::connect(url), |limit| {
+        Error::new(
+            distlock::ErrorKind::Unavailable,
+            format!(
+                "the lock store at {} did not let a client connect within {}",
+                distlock::redact_url(url),
+                humantime::format_duration(limit)
+            ),
+        )
+        .temporary()
+    })
+    .await
+}
+
+/// Connects to the lock URL within [`CONNECT_WITHIN`].
 pub async fn connect(given: &Option<String>) -> Result<(String, Client)> {
     let url = lock_url(given)?;
-    let client = Client::connect(&url).await?;
+    let client = open_client(&url).await?;
     Ok((url, client))
 }
 

@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 use crate::args::BenchArgs;
-use crate::location::{lock_url, refuse_process_local};
+use crate::location::{lock_url, open_client, refuse_process_local};
 use crate::output::outln;
 use crate::progress;
 use crate::worker_task;
@@ -73,7 +73,7 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
         .collect();
     let mut clients = Vec::new();
     for url in &urls {
-        let client = Client::connect(url).await?;
+        let client = open_client(url).await?;
         if args.processes {
             refuse_process_local(
                 &client,
@@ -480,7 +480,7 @@ struct BenchTask {
 
 async fn run_worker() -> Result<u8> {
     let args: BenchTask = worker_task::receive()?;
-    let client = Client::connect(&args.lock_url).await?;
+    let client = open_client(&args.lock_url).await?;
     let mutex = client.mutex(&args.name);
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -9,7 +9,7 @@ use distlock::sql::fenced::Dialect;
 use distlock::{Client, Guard, LockOptions, Result};
 
 use super::shop::dialect_of;
-use crate::location::lock_url;
+use crate::location::{lock_url, open_client};
 
 /// A shop claimed by this demo.
 pub struct Claim {
@@ -22,9 +22,9 @@ impl Claim {
     /// that store is one process's own, `memory://`); `None` when another demo has it.
     pub async fn take(locks: &str, shop_at: &str) -> Result<Option<Claim>> {
         let name = name_of(shop_at)?;
-        let mut client = Client::connect(locks).await?;
+        let mut client = open_client(locks).await?;
         if !client.backend().capabilities().cross_process {
-            client = Client::connect(&lock_url(&None)?).await?;
+            client = open_client(&lock_url(&None)?).await?;
         }
         let options = LockOptions::new().ttl(CLAIM_TTL);
         let guard = client.mutex(name).with_options(options).try_lock().await?;

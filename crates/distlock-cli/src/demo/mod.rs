@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{Client, Error, Result};
+use distlock::{Error, Result};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use crate::args::DemoArgs;
 use crate::exit;
-use crate::location::{lock_url, refuse_process_local, sqlite_file, state_dir};
+use crate::location::{lock_url, open_client, refuse_process_local, sqlite_file, state_dir};
 use crate::output::{errln, outln};
 use crate::progress;
 use crate::signals::{self, Caught};
@@ -94,7 +94,7 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
         .iter()
         .any(|s| LOCKING.contains(&s.as_str()))
     {
-        let client = Client::connect(&lock_url).await?;
+        let client = open_client(&lock_url).await?;
         refuse_process_local(
             &client,
             "the `lock` and `segmented` strategies run in several processes",
@@ -367,7 +367,7 @@ pub async fn worker() -> Result<u8> {
     let args: DemoTask = worker_task::receive()?;
     let shop = Shop::open(&args.shop, args.concurrency).await?;
     let client = match LOCKING.contains(&args.strategy.as_str()) {
-        true => Some(Client::connect(&args.lock_url).await?),
+        true => Some(open_client(&args.lock_url).await?),
         false => None,
     };
     let mutex = client

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use distlock::{Client, Error, ErrorKind, Guard, LockOptions, Mutex, Result};
+use distlock::{Error, ErrorKind, Guard, LockOptions, Mutex, Result};
 use distlock_cli::history::{instant_ns, monotonic_ns};
 use redis::aio::MultiplexedConnection;
 
@@ -16,6 +16,7 @@ use super::record::Recorder;
 use super::sql_scheme::{SqlLock, on_database};
 use super::steps::{BETWEEN_GET_AND_DEL, BETWEEN_GET_AND_GETSET, BETWEEN_SETNX_AND_EXPIRE, Orders};
 use crate::args::Scheme;
+use crate::location::open_client;
 
 /// How long a broken scheme waits between tries: a busy loop, as the documents' callers
 /// retry.
@@ -104,7 +105,7 @@ impl Lock {
             return Ok(Lock::Sql(SqlLock::open(url, name, scheme).await?));
         }
         if !on_plain_redis(scheme) {
-            let client = Client::connect(url).await?;
+            let client = open_client(url).await?;
             return Ok(Lock::Distlock {
                 mutex: client.mutex(name),
                 renewed: scheme != Scheme::NoRenewal,

@@ -57,6 +57,40 @@ pub fn a_store_that_never_answers_is_busy_at_the_wait(url: &str) {
     assert!(took < WITHIN, "{url}: took {took:?}: {stderr}");
 }
 
+/// `demo`, `bench` and `torture` against `url`, whose store never answers: unavailable
+/// (69), each within the 5 s they give a store to connect.
+fn demo_bench_and_torture_give_up_connecting(url: &str) {
+    let state = tempfile::tempdir().unwrap();
+    let runs: [&[&str]; 3] = [
+        &[
+            "demo",
+            "--strategies",
+            "lock",
+            "--stock",
+            "2",
+            "--buyers",
+            "2",
+            "--workers",
+            "1",
+        ],
+        &["bench", "--duration", "100ms"],
+        &["torture", "--duration", "1s"],
+    ];
+    for args in runs {
+        let started = Instant::now();
+        let out = command(url, state.path(), args)
+            .output()
+            .expect("distlock runs");
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{args:?} on {url}: {stderr}");
+        assert!(
+            took < Duration::from_secs(7),
+            "{args:?} on {url}: took {took:?}: {stderr}"
+        );
+    }
+}
+
 /// `run --wait 2s` behind a holder on `url`, with `server` frozen 300 ms into the wait:
 /// busy, within 2.3 s of the run's start.
 pub fn a_store_frozen_mid_wait_is_busy_at_the_wait(url: &str, server: &Server) {
@@ -129,6 +163,7 @@ pub fn ctrl_c_while_connecting_ends_the_run(url: &str) {
 /// `black_hole_url`.
 pub fn bounded_by_the_wait(url: &str, server: &Server, black_hole_url: &str) {
     a_store_that_never_answers_is_busy_at_the_wait(black_hole_url);
+    demo_bench_and_torture_give_up_connecting(black_hole_url);
     ctrl_c_while_connecting_ends_the_run(black_hole_url);
     a_store_frozen_mid_wait_is_busy_at_the_wait(url, server);
 }
