@@ -23,7 +23,7 @@ fn exit_codes_are_the_documented_ones() {
     std::fs::write(&not_executable, "echo hi\n").unwrap();
     let not_executable = not_executable.display().to_string();
     let directory = format!("sqlite://{}", state.path().display());
-    let cases: [(&[&str], i32, &str); 24] = [
+    let cases: [(&[&str], i32, &str); 25] = [
         (
             &["run", "--name", "a", "--", "sh", "-c", "exit 7"],
             7,
@@ -140,6 +140,20 @@ fn exit_codes_are_the_documented_ones() {
             "output that cannot be written (stdout is /dev/full here)",
         ),
         (&["break", "a"], 64, "break without --yes off a terminal"),
+        (
+            &[
+                "--url",
+                "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+                "run",
+                "--name",
+                "a",
+                "--fair",
+                "--",
+                "true",
+            ],
+            64,
+            "--fair on a RedLock, refused before its masters (down) are asked",
+        ),
         (
             &["demo", "--strategies", "segmented", "--segments", "0"],
             64,

@@ -23,6 +23,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         url.split_once("://").map_or(url, |(scheme, _)| scheme)
     });
     check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
+    check_kind(&args, scheme)?;
     // The release after the command is bounded by the operation timeout: once the command
     // has ended, a store that is gone only leaves the lease to expire, and must not keep the
     // caller (a shell, a supervisor) waiting.
@@ -193,6 +194,31 @@ fn shortest_ttl(scheme: &str) -> Duration {
     match scheme {
         "sqlite" => Duration::from_secs(3),
         _ => SHORTEST_TTL,
+    }
+}
+
+/// Refuses, before connecting, what the backend of `scheme` never grants: a RedLock has
+/// mutexes alone, in no fair queue (the library would refuse it once connected, and a
+/// store out of reach would hide that the request itself is wrong).
+fn check_kind(args: &RunArgs, scheme: &str) -> Result<()> {
+    if !matches!(scheme, "redlock" | "redlocks") {
+        return Ok(());
+    }
+    let asked = [
+        (args.fair, "--fair"),
+        (args.shared, "--shared"),
+        (args.exclusive, "--exclusive"),
+        (
+            args.permits.is_some() || args.of.is_some(),
+            "--permits/--of",
+        ),
+    ];
+    match asked.iter().find(|(given, _)| *given) {
+        Some((_, flag)) => Err(distlock::Error::new(
+            distlock::ErrorKind::Unsupported,
+            format!("{flag}: a RedLock ({scheme}://) grants plain mutexes only, in no fair queue"),
+        )),
+        None => Ok(()),
     }
 }
 
