@@ -190,10 +190,7 @@ impl Guard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut status = self.lease.subscribe();
-        async move {
-            let _ = status.wait_for(|s| s.health == Health::Lost).await;
-        }
+        self.lease.lost()
     }
 
     /// Renews the lease now (the watchdog does this on its own unless disabled), waiting at

@@ -250,6 +250,14 @@ impl LeaseCore {
         self.status.subscribe()
     }
 
+    /// A future that resolves once the grant is `Lost` (or released), owning what it needs.
+    pub(crate) fn lost(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut status = self.subscribe();
+        async move {
+            let _ = status.wait_for(|s| s.health == Health::Lost).await;
+        }
+    }
+
     /// How the grant stands now: `Lost` once marked so, once its safe deadline passed, or
     /// once the backend learned that the store dropped it.
     pub(crate) fn health(&self) -> Health {

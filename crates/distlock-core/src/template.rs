@@ -118,10 +118,7 @@ impl Held {
     ///
     /// See [`Held`].
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut status = self.lease.subscribe();
-        async move {
-            let _ = status.wait_for(|s| s.health == Health::Lost).await;
-        }
+        self.lease.lost()
     }
 }
 
