@@ -103,23 +103,25 @@ impl RedisBackend {
         let tls_ca = config.tls_ca.as_deref();
         let client = connection::single_client(&config.server, tls_ca)?;
         let mut seeds = config.cluster_seeds.clone();
-        if seeds.is_empty() && connection::probe(&client).await? {
+        if seeds.is_empty() && connection::probe(&client, config.connect_timeout).await? {
             seeds.push(config.server.clone());
         }
         let commands = match seeds.is_empty() {
             true => {
                 let count = config.connections.max(1);
                 let mut commands = Vec::with_capacity(count);
+                let managed = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(config.connect_timeout));
                 for _ in 0..count {
                     let conn = client
-                        .get_connection_manager()
+                        .get_connection_manager_with_config(managed.clone())
                         .await
                         .map_err(connect_error)?;
                     commands.push(Conn::Single(conn));
                 }
                 commands
             }
-            false => vec![connection::cluster(&seeds, tls_ca).await?],
+            false => vec![connection::cluster(&seeds, tls_ca, config.connect_timeout).await?],
         };
         // Wake-ups are published cluster-wide, so any node can deliver them: subscribe to
         // the first node that answers, and to the next if it goes away.
@@ -134,6 +136,7 @@ impl RedisBackend {
             0 => None,
             replicas => {
                 let patient = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(config.connect_timeout))
                     .set_response_timeout(Some(config.replica_timeout + Duration::from_secs(1)));
                 let conn = client
                     .get_connection_manager_with_config(patient)

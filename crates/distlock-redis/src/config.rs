@@ -37,7 +37,13 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// The query parameters a `redis://` URL may carry; any other is refused, so a typo
 /// (`min_replica=1`) is not silently dropped.
-const KNOWN_PARAMETERS: &str = "prefix, connections, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol";
+const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol";
+
+/// How long a connection to a server may take to open, unless `connect_timeout` says.
+pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The longest `connect_timeout` taken.
+const MAX_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How to reach Redis and lay out keys, parsed from `redis://[user:password@]host:port/db`
 /// (or `rediss://` for TLS; `redis+cluster://h1:7000,h2:7001,…` or `rediss+cluster://` for
@@ -46,7 +52,9 @@ const KNOWN_PARAMETERS: &str = "prefix, connections, min_replicas, replica_timeo
 /// lock key; default none); `connections` (how many multiplexed connections carry a single
 /// server's commands, 1 to 16, default [`DEFAULT_CONNECTIONS`]; every operation on one lock
 /// goes through the same one, so they reach the server in the order they were made);
-/// `min_replicas` and `replica_timeout` (hand out a grant only once
+/// `connect_timeout` (how long opening a connection to a server may take, default
+/// [`DEFAULT_CONNECT_TIMEOUT`], at most a minute: raise it for a server far away or behind
+/// a slow TLS handshake); `min_replicas` and `replica_timeout` (hand out a grant only once
 /// that many replicas have it, waiting at most that long; default none and 1 s); and, for
 /// TLS, `tls_ca` (a PEM file of the certificate authority to trust instead of the
 /// system's); `fence_ttl` (how long a lock's fencing counter is kept after it was seeded,
@@ -61,6 +69,11 @@ const KNOWN_PARAMETERS: &str = "prefix, connections, min_replicas, replica_timeo
 /// assert_eq!(config.prefix, "locks:");
 /// assert!(!format!("{config:?}").contains("secret"));
 /// assert_eq!(config.fence_ttl, distlock_redis::DEFAULT_FENCE_TTL);
+/// assert_eq!(config.connect_timeout, distlock_redis::DEFAULT_CONNECT_TIMEOUT);
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?connect_timeout=5s").unwrap();
+/// assert_eq!(RedisConfig::from_url(&url)?.connect_timeout.as_secs(), 5);
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?connect_timeout=0s").unwrap();
+/// assert!(RedisConfig::from_url(&url).is_err());
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?fence_ttl=1h").unwrap();
 /// assert_eq!(RedisConfig::from_url(&url)?.fence_ttl.as_secs(), 3600);
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?fence_ttl=10ms").unwrap();
@@ -83,6 +96,8 @@ pub struct RedisConfig {
     /// How many multiplexed connections carry the commands to a single server
     /// (`connections`). A cluster uses the cluster client's connections instead.
     pub connections: usize,
+    /// How long opening a connection to a server may take (`connect_timeout`).
+    pub connect_timeout: std::time::Duration,
     /// How long a lock's fencing counter lives after it was seeded (`fence_ttl`, default a
     /// day): a name locked once does not keep a key for ever. The next grant after seeds
     /// the counter again from the server's clock in microseconds, above every token it
@@ -102,6 +117,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("min_replicas", &self.min_replicas)
             .field("replica_timeout", &self.replica_timeout)
             .field("connections", &self.connections)
+            .field("connect_timeout", &self.connect_timeout)
             .field("fence_ttl", &self.fence_ttl)
             .field("cluster_nodes", &self.cluster_seeds.len())
             .finish()
@@ -143,6 +159,7 @@ impl RedisConfig {
         let mut min_replicas = 0;
         let mut replica_timeout = std::time::Duration::from_secs(1);
         let mut connections = DEFAULT_CONNECTIONS;
+        let mut connect_timeout = DEFAULT_CONNECT_TIMEOUT;
         let mut fence_ttl = DEFAULT_FENCE_TTL;
         let mut passed = Vec::new();
         for (key, value) in url.query_pairs() {
@@ -160,6 +177,16 @@ impl RedisConfig {
                         })?;
                 }
                 "fence_ttl" => fence_ttl = parse_fence_ttl(&value)?,
+                "connect_timeout" => {
+                    connect_timeout = humantime::parse_duration(&value)
+                        .ok()
+                        .filter(|t| !t.is_zero() && *t <= MAX_CONNECT_TIMEOUT)
+                        .ok_or_else(|| {
+                            Error::invalid(format!(
+                                "connect_timeout `{value}` is not a duration above zero and at most a minute, e.g. 3s"
+                            ))
+                        })?;
+                }
                 "hosts" if cluster => hosts = Some(value.into_owned()),
                 "hosts" => {
                     return Err(Error::invalid(
@@ -226,6 +253,7 @@ impl RedisConfig {
             min_replicas,
             replica_timeout,
             connections,
+            connect_timeout,
             fence_ttl,
             cluster_seeds,
         })

@@ -84,9 +84,10 @@ pub(crate) fn single_client(url: &Url, tls_ca: Option<&Path>) -> Result<redis::C
 
 /// Checks that the server answers (a wrong password or an unreachable server fails here at
 /// once, where a reconnecting connection would keep trying); whether it is a cluster node.
-pub(crate) async fn probe(client: &redis::Client) -> Result<bool> {
+pub(crate) async fn probe(client: &redis::Client, connect_timeout: Duration) -> Result<bool> {
+    let config = redis::AsyncConnectionConfig::new().set_connection_timeout(Some(connect_timeout));
     let mut probe = client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .map_err(connect_error)?;
     let info: String = redis::cmd("INFO")
@@ -98,12 +99,16 @@ pub(crate) async fn probe(client: &redis::Client) -> Result<bool> {
 }
 
 /// A cluster connection learning the layout from `seeds`.
-pub(crate) async fn cluster(seeds: &[Url], tls_ca: Option<&Path>) -> Result<Conn> {
+pub(crate) async fn cluster(
+    seeds: &[Url],
+    tls_ca: Option<&Path>,
+    connect_timeout: Duration,
+) -> Result<Conn> {
     let urls: Vec<&str> = seeds.iter().map(Url::as_str).collect();
     // Bounded like a single server's connection: a command whose node is gone fails
     // within seconds (the guard goes at risk), never after minutes of retries.
     let mut builder = ClusterClientBuilder::new(urls)
-        .connection_timeout(Duration::from_secs(1))
+        .connection_timeout(connect_timeout)
         .response_timeout(Duration::from_millis(500))
         .overall_response_timeout(Some(Duration::from_secs(2)))
         .retries(5)

@@ -117,7 +117,7 @@ use distlock_core::backend::{Backend, Connector, async_trait};
 use distlock_core::{Result, Url};
 
 pub use backend::RedisBackend;
-pub use config::{DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
+pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
 pub use distlock_core::backend::DEFAULT_FENCE_TTL;
 pub use redlock::{RedlockBackend, RedlockConfig};
 

@@ -497,3 +497,27 @@ fn a_hung_server_bounds_every_call_by_its_deadline() {
         distlock_testkit::a_hung_server_bounds_every_call(&url, &server).await;
     });
 }
+
+/// Opening a connection is bounded by `connect_timeout` (1 s by default): a server that
+/// accepts and never answers fails the connect as unavailable after it, not before.
+#[test]
+fn connecting_is_bounded_by_connect_timeout() {
+    distlock_testkit::block_on(async {
+        let black_hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = black_hole.local_addr().unwrap();
+        for (query, at_least, at_most) in [("", 0.8, 1.8), ("?connect_timeout=2s", 1.8, 3.5)] {
+            let started = std::time::Instant::now();
+            let failed = distlock::Client::connect(&format!("redis://{addr}/0{query}")).await;
+            let took = started.elapsed().as_secs_f64();
+            assert_eq!(
+                failed.unwrap_err().kind(),
+                ErrorKind::Unavailable,
+                "{query}"
+            );
+            assert!(
+                (at_least..at_most).contains(&took),
+                "{query}: the connect gave up after {took:.2} s"
+            );
+        }
+    });
+}
