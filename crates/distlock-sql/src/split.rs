@@ -2,12 +2,13 @@
 //! lock or a lease: route it, and run the session side. PostgreSQL and MySQL share it; each
 //! keeps only its lease table's statements.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::Ticket;
 use distlock_core::backend::{Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome};
-use distlock_core::{Error, ErrorKind, LockKind, LockState, Result};
+use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result};
 
 use crate::sessions::{SessionDialect, Sessions, slot_in, ticket_slot};
 use crate::tasks::{detached, outcome, poll_detached, settled};
@@ -117,11 +118,44 @@ impl<D: SessionDialect> Split<D> {
         let released = detached(D::BACKEND, async move { sessions.release(&slot).await }).await;
         Some(released.map(outcome))
     }
+
+    /// Breaks lock `name`'s grants with `fencing_token` (every grant: `None`): those of the
+    /// lease table through `force`. A session-mode lock lives as long as its holder's
+    /// connection and cannot be deleted by another: one seen (through `inspect`) before
+    /// `force` and still there after it is refused with `ends()`, the statements that end
+    /// the connections holding it.
+    pub(crate) async fn force_release<I, Seen, Ends>(
+        &self,
+        (name, fencing_token): (&str, Option<u64>),
+        inspect: I,
+        force: impl Future<Output = Result<Vec<HolderInfo>>>,
+        ends: impl FnOnce() -> Ends,
+    ) -> Result<Vec<HolderInfo>>
+    where
+        I: Fn() -> Seen,
+        Seen: Future<Output = Result<Vec<LockState>>>,
+        Ends: Future<Output = Result<Vec<String>>>,
+    {
+        let seen = match self.sessions {
+            Some(_) => breakable(&inspect().await?, fencing_token),
+            None => vec![],
+        };
+        let broken = force.await?;
+        if seen.is_empty() || !still_held(&inspect().await?, &seen) {
+            return Ok(broken);
+        }
+        Err(session_break_refused(
+            name,
+            broken.len(),
+            D::BACKEND,
+            &ends().await?,
+        ))
+    }
 }
 
 /// The fencing tokens of the holders `states` show that a forced release with
 /// `fencing_token` would break.
-pub(crate) fn breakable(states: &[LockState], fencing_token: Option<u64>) -> Vec<u64> {
+fn breakable(states: &[LockState], fencing_token: Option<u64>) -> Vec<u64> {
     states
         .iter()
         .flat_map(|state| &state.holders)
@@ -132,7 +166,7 @@ pub(crate) fn breakable(states: &[LockState], fencing_token: Option<u64>) -> Vec
 
 /// Whether a holder with one of `seen`'s tokens is among those `states` show, read once
 /// the lease table's grants were broken: a session-mode lock.
-pub(crate) fn still_held(states: &[LockState], seen: &[u64]) -> bool {
+fn still_held(states: &[LockState], seen: &[u64]) -> bool {
     states
         .iter()
         .flat_map(|state| &state.holders)
@@ -142,7 +176,7 @@ pub(crate) fn still_held(states: &[LockState], seen: &[u64]) -> bool {
 /// The refusal to break `name`'s session-mode lock, which lives as long as its holder's
 /// connection: `ends` are the statements that end the connections holding it now; `broken`
 /// lease grants went before it.
-pub(crate) fn session_break_refused(
+fn session_break_refused(
     name: &str,
     broken: usize,
     backend: &'static str,

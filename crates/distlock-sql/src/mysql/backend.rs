@@ -19,7 +19,7 @@ use super::session::MysqlSessions;
 use super::store::{self, Wake};
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
-use crate::split::{Split, breakable, session_break_refused, still_held};
+use crate::split::Split;
 use crate::tasks::{SqlTicket, WriteGate, detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one MySQL or MariaDB database.
@@ -249,33 +249,32 @@ impl Backend for MysqlBackend {
         Ok(outcome(was_held))
     }
 
-    /// Grants in the lease table are broken; a session-mode `GET_LOCK` lock lives as long
-    /// as its holder's connection, so breaking one (a holder seen before still there once the
-    /// lease table's are gone) is refused with the statement that ends it.
+    /// Grants in the lease table are broken; a session-mode `GET_LOCK` lock is refused
+    /// with the `KILL` that ends its holder's connection.
     async fn force_release(
         &self,
         name: &str,
         fencing_token: Option<u64>,
     ) -> Result<Vec<HolderInfo>> {
-        let seen = match self.split.sessions() {
-            Some(_) => breakable(&self.inspect(Some(name)).await?, fencing_token),
-            None => vec![],
-        };
         let (pool, owned) = (self.pool.clone(), name.to_owned());
         let force = async move { store::force_release(&pool, &owned, fencing_token).await };
-        let (broken, next) = detached("mysql", self.writes.pass(force)).await?;
-        wake(next);
-        if !seen.is_empty() && still_held(&self.inspect(Some(name)).await?, &seen) {
-            let pool = self.pool.clone();
-            let owned = name.to_owned();
+        let force = async {
+            let (broken, next) = detached("mysql", self.writes.pass(force)).await?;
+            wake(next);
+            Ok(broken)
+        };
+        let ends = || async {
+            let (pool, owned) = (self.pool.clone(), name.to_owned());
             let holder = detached("mysql", async move {
                 store::session_holder(&pool, &owned).await
             })
             .await?;
-            let ends: Vec<String> = holder.iter().map(|id| format!("KILL {id}")).collect();
-            return Err(session_break_refused(name, broken.len(), "mysql", &ends));
-        }
-        Ok(broken)
+            Ok(holder.iter().map(|id| format!("KILL {id}")).collect())
+        };
+        let inspect = || self.inspect(Some(name));
+        self.split
+            .force_release((name, fencing_token), inspect, force, ends)
+            .await
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {

@@ -17,7 +17,7 @@ use super::sessions::PgSessions;
 use super::{db_error, store};
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
-use crate::split::{Split, breakable, session_break_refused, still_held};
+use crate::split::Split;
 use crate::tasks::{WriteGate, detached, first_connection, outcome, poll_detached};
 
 /// A lock store on one PostgreSQL database.
@@ -276,35 +276,30 @@ impl Backend for PostgresBackend {
         Ok(outcome(was_held))
     }
 
-    /// Grants in the lease table are broken; a session-mode advisory lock lives as long as
-    /// its holder's connection, so breaking one (a holder seen before still there once the
-    /// lease table's are gone) is refused with the statement that ends it.
+    /// Grants in the lease table are broken; a session-mode advisory lock is refused with
+    /// the `pg_terminate_backend` that ends its holder's connection.
     async fn force_release(
         &self,
         name: &str,
         fencing_token: Option<u64>,
     ) -> Result<Vec<HolderInfo>> {
-        let seen = match self.split.sessions() {
-            Some(_) => breakable(&self.inspect(Some(name)).await?, fencing_token),
-            None => vec![],
-        };
         let (pool, owned) = (self.pool.clone(), name.to_owned());
         let force = async move { store::force_release(&pool, &owned, fencing_token).await };
-        let broken = detached("postgres", self.writes.pass(force)).await?;
-        if !seen.is_empty() && still_held(&self.inspect(Some(name)).await?, &seen) {
-            let pool = self.pool.clone();
-            let owned = name.to_owned();
-            let pids = detached("postgres", async move {
-                store::advisory_holders(&pool, &owned, fencing_token).await
-            })
-            .await?;
-            let ends: Vec<String> = pids
+        let force = detached("postgres", self.writes.pass(force));
+        let ends = || async {
+            let (pool, owned) = (self.pool.clone(), name.to_owned());
+            let holders =
+                async move { store::advisory_holders(&pool, &owned, fencing_token).await };
+            let pids = detached("postgres", holders).await?;
+            Ok(pids
                 .iter()
                 .map(|pid| format!("SELECT pg_terminate_backend({pid})"))
-                .collect();
-            return Err(session_break_refused(name, broken.len(), "postgres", &ends));
-        }
-        Ok(broken)
+                .collect())
+        };
+        let inspect = || self.inspect(Some(name));
+        self.split
+            .force_release((name, fencing_token), inspect, force, ends)
+            .await
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {
