@@ -248,7 +248,7 @@ impl EtcdBackend {
                     let count = listing
                         .kvs
                         .iter()
-                        .filter(|kv| kv.create_revision() < key.created)
+                        .filter(|kv| kv.create_revision < key.created)
                         .count();
                     let stood = Stood::Ahead {
                         before: key.created,
@@ -443,10 +443,13 @@ impl Backend for EtcdBackend {
     async fn floor_round(&self) -> Result<()> {
         let live = self.sessions.slot.current()?;
         let key = format!("{}/%floor", self.config().prefix);
-        let options = etcd_client::PutOptions::new().with_lease(live.lease);
+        let put = crate::grpc::pb::PutRequest {
+            key: key.into_bytes(),
+            value: Vec::new(),
+            lease: live.lease,
+        };
         live.client
-            .kv_client()
-            .put(key, "", Some(options))
+            .put(put)
             .await
             .map(drop)
             .map_err(etcd_error("put"))

@@ -8,30 +8,66 @@
 //! branch does not run. This is the safe way to write to etcd under an etcd lock.
 
 use distlock_core::{Error, ErrorKind, Guard, Result};
-use etcd_client::{Compare, CompareOp};
 
 use crate::request::Request;
 
-/// The condition "`guard`'s grant still stands": its contender key still exists as it was
-/// created. Put it in the `when` of your own transaction; etcd runs the `Then` branch only
-/// while the grant stands. An error for a guard of another backend.
+/// The etcd key a guard's grant stands on, and the revision that created it: the grant
+/// stands exactly while `key` exists with create revision `create_revision`. Any etcd
+/// client can put that in a transaction's condition (etcd-client's
+/// `Compare::create_revision(key, CompareOp::Equal, create_revision)`; etcdctl's `txn`
+/// takes `create("<key>") = "<create_revision>"`).
 ///
 /// # Examples
 ///
+/// ```
+/// let held = distlock_etcd::HeldKey {
+///     key: "locks/accounts/7/694d7a1b2c3d".into(),
+///     create_revision: 42,
+/// };
+/// assert_eq!(held.etcdctl_compare(), r#"create("locks/accounts/7/694d7a1b2c3d") = "42""#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldKey {
+    /// The grant's contender key.
+    pub key: String,
+    /// The revision that created it.
+    pub create_revision: i64,
+}
+
+impl HeldKey {
+    /// The condition as `etcdctl txn` reads it.
+    ///
+    /// # Examples
+    ///
+    /// See [`HeldKey`].
+    pub fn etcdctl_compare(&self) -> String {
+        format!("create({:?}) = \"{}\"", self.key, self.create_revision)
+    }
+}
+
+/// The condition "`guard`'s grant still stands": its contender key still exists as it was
+/// created. Put it in the condition of your own transaction; etcd runs the transaction's
+/// success branch only while the grant stands. An error for a guard of another backend.
+///
+/// # Examples
+///
+/// With the etcd-client crate:
+///
 /// ```no_run
-/// # async fn demo(client: &distlock_core::Client, mut kv: distlock_etcd::etcd_client::KvClient)
+/// # async fn demo(client: &distlock_core::Client, mut kv: etcd_client::KvClient)
 /// #     -> distlock_core::Result<()> {
-/// use distlock_etcd::etcd_client::{Txn, TxnOp};
+/// use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 ///
 /// let guard = client.mutex("accounts/7").lock().await?;
+/// let held = distlock_etcd::still_holds(&guard)?;
 /// let write = Txn::new()
-///     .when([distlock_etcd::still_holds(&guard)?])
+///     .when([Compare::create_revision(held.key, CompareOp::Equal, held.create_revision)])
 ///     .and_then([TxnOp::put("accounts/7/balance", "120", None)]);
 /// let answer = kv.txn(write).await.expect("etcd answers");
 /// assert!(answer.succeeded(), "refused only if the lock was lost");
 /// # Ok(()) }
 /// ```
-pub fn still_holds(guard: &Guard) -> Result<Compare> {
+pub fn still_holds(guard: &Guard) -> Result<HeldKey> {
     let key = guard
         .grant()
         .state::<Request>()
@@ -43,9 +79,8 @@ pub fn still_holds(guard: &Guard) -> Result<Compare> {
             )
             .with_backend("etcd")
         })?;
-    Ok(Compare::create_revision(
-        key.name.as_str(),
-        CompareOp::Equal,
-        key.created,
-    ))
+    Ok(HeldKey {
+        key: key.name.clone(),
+        create_revision: key.created,
+    })
 }

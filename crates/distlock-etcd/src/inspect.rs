@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::error::etcd_error;
+use crate::grpc::pb::KeyValue;
+use crate::grpc::{Client, ops};
+use crate::queue;
 use distlock_core::backend::{HolderInfo, LockState, WaiterInfo};
 use distlock_core::{Error, ErrorKind, Result};
-use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
-
-use crate::error::etcd_error;
-use crate::queue;
 
 /// The most keys one `status` reads.
 const MAX_KEYS: i64 = 100_000;
@@ -17,10 +17,6 @@ const MAX_KEYS: i64 = 100_000;
 /// How long a `status` waits for etcd's answer: a member that hangs would otherwise hold it
 /// until the connection's keep-alive gives up, 15 s later.
 const READ_BOUND: Duration = Duration::from_secs(5);
-
-/// The largest answer a `status` takes (etcd's default limit of a request is 1.5 MiB; a
-/// range of many keys is larger).
-const MAX_ANSWER: usize = 256 << 20;
 
 /// The state of lock `name`, or of every lock under `prefix` with contenders.
 pub(crate) async fn locks(
@@ -39,7 +35,7 @@ pub(crate) async fn locks(
     }
     let mut by_lock: BTreeMap<String, Vec<KeyValue>> = BTreeMap::new();
     for kv in kvs {
-        let lock = std::str::from_utf8(kv.key())
+        let lock = std::str::from_utf8(&kv.key)
             .ok()
             .and_then(|key| key.strip_prefix(&root))
             .and_then(|rest| rest.rsplit_once('/'))
@@ -68,23 +64,19 @@ fn unanswered(operation: &'static str) -> Error {
 
 /// The keys under `range`, within [`READ_BOUND`], for `operation`.
 async fn read(client: &Client, range: &str, operation: &'static str) -> Result<Vec<KeyValue>> {
-    let mut kv = client.kv_client().max_decoding_message_size(MAX_ANSWER);
-    let read = kv.get(
-        range,
-        Some(GetOptions::new().with_prefix().with_limit(MAX_KEYS)),
-    );
-    let mut answer = tokio::time::timeout(READ_BOUND, read)
+    let read = client.range(ops::range_prefix(range, MAX_KEYS));
+    let answer = tokio::time::timeout(READ_BOUND, read)
         .await
         .map_err(|_| unanswered(operation))?
         .map_err(etcd_error(operation))?;
-    if answer.more() {
+    if answer.more {
         // A part of a queue could show a waiter as a holder: say so instead.
         return Err(distlock_core::Error::invalid(format!(
             "more than {MAX_KEYS} keys under {range}: ask for the status of one lock"
         ))
         .with_backend("etcd"));
     }
-    Ok(answer.take_kvs())
+    Ok(answer.kvs)
 }
 
 /// Breaks lock `name`'s holder with `fencing_token` (every holder: `None`): each key
@@ -104,18 +96,13 @@ pub(crate) async fn force_release(
         if fencing_token.is_some_and(|token| token != holder.fencing_token) {
             continue;
         }
-        let delete = Txn::new()
-            .when([Compare::mod_revision(
-                key.as_str(),
-                CompareOp::Equal,
-                modified,
-            )])
-            .and_then([TxnOp::delete(key.as_str(), None)]);
-        let answer = tokio::time::timeout(READ_BOUND, client.kv_client().txn(delete))
+        let when = vec![ops::modified_at(&key, modified)];
+        let delete = ops::txn(when, vec![ops::delete(&key)], Vec::new());
+        let answer = tokio::time::timeout(READ_BOUND, client.txn(delete))
             .await
             .map_err(|_| unanswered("force_release"))?
             .map_err(etcd_error("force_release"))?;
-        if answer.succeeded() {
+        if answer.succeeded {
             broken.push(holder);
         }
     }

@@ -86,8 +86,8 @@
 //!
 //! A write to etcd itself under an etcd lock is fenced by etcd: put [`still_holds`] in the
 //! condition of the write's transaction, and a holder that lost its grant (its session
-//! expired while it was paused, say) has its write refused. The `etcd_client` crate is
-//! re-exported for such transactions.
+//! expired while it was paused, say) has its write refused. It names the key and revision
+//! to compare ([`HeldKey`]), for whichever etcd client the program writes with.
 //!
 //! # Sharing a lock with `etcdctl lock`
 //!
@@ -101,6 +101,7 @@ mod backend;
 mod config;
 mod error;
 mod fenced;
+mod grpc;
 mod inspect;
 mod members;
 mod queue;
@@ -119,8 +120,7 @@ use distlock_core::{Result, Url};
 
 pub use backend::EtcdBackend;
 pub use config::{DEFAULT_PREFIX, DEFAULT_SESSION_TTL, EtcdConfig};
-pub use etcd_client;
-pub use fenced::still_holds;
+pub use fenced::{HeldKey, still_holds};
 
 /// Registers the `etcd://` and `etcds://` connector with the core's URL registry.
 ///

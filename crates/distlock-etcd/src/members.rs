@@ -11,11 +11,11 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use distlock_core::{Error, Result};
-use etcd_client::{Client, ConnectOptions};
+use distlock_core::Result;
 use tokio::task::JoinSet;
 
 use crate::config::EtcdConfig;
+use crate::grpc::{Client, ConnectError, Options};
 use crate::session::Sessions;
 
 /// How often each member is asked for its status.
@@ -40,23 +40,25 @@ struct Member {
 impl Members {
     /// The members of `config`, probed with `options` (its TLS, not its credentials: a
     /// status needs none), or `None` when there is only one (it takes every request).
-    pub(crate) async fn of(
-        config: &EtcdConfig,
-        options: &ConnectOptions,
-    ) -> Result<Option<Members>> {
+    pub(crate) async fn of(config: &EtcdConfig, options: &Options) -> Result<Option<Members>> {
         if config.endpoints.len() < 2 {
             return Ok(None);
         }
-        let options = options.clone().with_require_leader(false);
+        let options = Options {
+            require_leader: false,
+            credentials: None,
+            ..options.clone()
+        };
         let mut members = Vec::new();
         for endpoint in &config.endpoints {
-            // Makes no call: the connection is opened by the first probe.
-            let probe = Client::connect([endpoint], Some(options.clone()))
-                .await
-                .map_err(|err| {
-                    Error::invalid(format!("bad etcd endpoint {endpoint}: {err}"))
-                        .with_backend("etcd")
-                })?;
+            // Makes no call without credentials: the connection is opened by the first probe.
+            let probe = match Client::connect(std::slice::from_ref(endpoint), &options).await {
+                Ok(probe) => probe,
+                Err(ConnectError::Endpoint(err)) => return Err(err.with_backend("etcd")),
+                Err(ConnectError::Refused(status)) => {
+                    return Err(crate::error::etcd_error("connect")(status));
+                }
+            };
             members.push(Member {
                 endpoint: endpoint.clone(),
                 probe,
@@ -95,10 +97,10 @@ impl Members {
     async fn serving(&self) -> Vec<bool> {
         let mut probes = JoinSet::new();
         for (index, member) in self.members.iter().enumerate() {
-            let mut maintenance = member.probe.maintenance_client();
+            let probe = member.probe.clone();
             probes.spawn(async move {
-                let status = tokio::time::timeout(PROBE_BOUND, maintenance.status()).await;
-                (index, matches!(status, Ok(Ok(s)) if s.leader() != 0))
+                let status = tokio::time::timeout(PROBE_BOUND, probe.status()).await;
+                (index, matches!(status, Ok(Ok(s)) if s.leader != 0))
             });
         }
         let mut serving = vec![false; self.members.len()];

@@ -1,11 +1,10 @@
 //! A lock's queue: its contender keys in the order of their create revisions, and who of
 //! them may hold it.
 
-use distlock_core::{Error, LockKind, Result};
-use etcd_client::KeyValue;
-
 use distlock_core::backend::HolderRecord;
+use distlock_core::{Error, LockKind, Result};
 
+use crate::grpc::pb::KeyValue;
 use crate::record::claim;
 
 /// One contender key of a lock.
@@ -26,17 +25,17 @@ pub(crate) fn contenders(pfx: &str, kvs: &[KeyValue]) -> Vec<Contender> {
     let mut queue: Vec<Contender> = kvs
         .iter()
         .filter_map(|kv| {
-            let key = std::str::from_utf8(kv.key()).ok()?;
+            let key = std::str::from_utf8(&kv.key).ok()?;
             let own = key.strip_prefix(pfx)?;
             if own.is_empty() || own.contains('/') {
                 return None;
             }
             Some(Contender {
                 key: key.to_owned(),
-                created: kv.create_revision(),
-                modified: kv.mod_revision(),
-                lease: kv.lease(),
-                record: claim(key, kv.value(), kv.lease()),
+                created: kv.create_revision,
+                modified: kv.mod_revision,
+                lease: kv.lease,
+                record: claim(key, &kv.value, kv.lease),
             })
         })
         .collect();

@@ -7,6 +7,7 @@ use distlock_core::backend::{
 };
 use distlock_core::{Error, ErrorKind, Result};
 
+use crate::grpc::ops;
 use crate::session::Sessions;
 use crate::watch::{Deletion, Stood, deleted};
 
@@ -111,8 +112,8 @@ async fn watch_once(sessions: Weak<Sessions>, session: u64, what: Deletion) -> E
     match watched {
         Ok(true) => EntryWatch::Deleted,
         // A watch that fell behind compaction: is the key still there? Watch on.
-        Ok(false) => match client.kv_client().get(what.key.as_str(), None).await {
-            Ok(answer) if answer.kvs().is_empty() => EntryWatch::Deleted,
+        Ok(false) => match client.range(ops::range_key(&what.key)).await {
+            Ok(answer) if answer.kvs.is_empty() => EntryWatch::Deleted,
             Ok(_) => EntryWatch::Again,
             Err(_) => EntryWatch::Failed,
         },

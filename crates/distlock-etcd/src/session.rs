@@ -19,11 +19,13 @@ use distlock_core::backend::{
     PendingDeletes, SessionSlot, SessionState, safe_deadline, until_done,
 };
 use distlock_core::{Error, ErrorKind, Result};
-use etcd_client::{Client, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, Txn, TxnOp};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tonic::{Status, Streaming};
 
 use crate::config::EtcdConfig;
 use crate::error::{etcd_error, lease_gone};
+use crate::grpc::{Answer, Client, ConnectError, Options, ops, pb};
 use crate::members::Members;
 use crate::watches::Watches;
 
@@ -75,9 +77,9 @@ impl Drop for Sessions {
     /// without releasing them (a program that ends) are free at once, not a TTL later.
     fn drop(&mut self) {
         if let Some(live) = self.slot.live() {
-            let mut lease_client = live.client.lease_client();
             crate::runtime::SESSIONS.spawn(async move {
-                let _ = tokio::time::timeout(CALL_BOUND, lease_client.revoke(live.lease)).await;
+                let _ =
+                    tokio::time::timeout(CALL_BOUND, live.client.lease_revoke(live.lease)).await;
             });
         }
     }
@@ -167,13 +169,13 @@ impl Sessions {
     async fn retry_deletes(&self, live: &Live, within: Duration) {
         let due = self.pending.due(live.id);
         for batch in due.chunks(100) {
-            let deletes: Vec<TxnOp> = batch
+            let deletes = batch
                 .iter()
-                .map(|(_, doomed)| TxnOp::delete(doomed.key.as_str(), None))
+                .map(|(_, doomed)| ops::delete(&doomed.key))
                 .collect();
             let answered = tokio::time::timeout(
                 within,
-                live.client.kv_client().txn(Txn::new().and_then(deletes)),
+                live.client.txn(ops::txn(Vec::new(), deletes, Vec::new())),
             )
             .await;
             if !matches!(answered, Ok(Ok(_))) {
@@ -194,9 +196,9 @@ impl Sessions {
     fn end(&self, ended: &Live) {
         self.slot.end(ended.id);
         self.pending.forget(ended.id);
-        let (mut lease_client, lease) = (ended.client.lease_client(), ended.lease);
+        let (client, lease) = (ended.client.clone(), ended.lease);
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(CALL_BOUND, lease_client.revoke(lease)).await;
+            let _ = tokio::time::timeout(CALL_BOUND, client.lease_revoke(lease)).await;
         });
     }
 }
@@ -213,13 +215,10 @@ const CALL_BOUND: Duration = Duration::from_secs(10);
 /// without a leader (which could not keep a lease alive either), sent to the members that
 /// serve; with several members, the members it steers among.
 async fn connect(config: &EtcdConfig) -> Result<(Client, Option<Members>)> {
-    let mut options = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(2))
-        // etcd refuses pings more often than every 5 s (`--grpc-keepalive-min-time`) and
-        // closes a connection that sends them; the keep-alive stream's answers tell the
-        // session's health sooner anyway.
-        .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
-        .with_require_leader(true);
+    let mut options = Options {
+        require_leader: true,
+        ..Options::default()
+    };
     if let Some(ca) = &config.tls_ca {
         // Several rustls providers are built in; use the one every distlock backend uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -233,25 +232,18 @@ async fn connect(config: &EtcdConfig) -> Result<(Client, Option<Members>)> {
             ))
             .with_backend("etcd"));
         }
-        options = options.with_tls(
-            etcd_client::TlsOptions::new().ca_certificate(etcd_client::Certificate::from_pem(pem)),
-        );
+        options.tls_ca = Some(pem);
     }
     let mut members = Members::of(config, &options).await?;
     let endpoints = match members.as_mut() {
         Some(members) => members.choose().await,
         None => config.endpoints.clone(),
     };
-    if let Some((user, password)) = &config.credentials {
-        options = options
-            .with_user(user.clone(), password.clone())
-            .with_auto_token_refresh(true);
-    }
+    options.credentials = config.credentials.clone();
     let over = match config.tls_ca {
         Some(_) => " over TLS (is tls_ca the authority of the members' certificates?)",
         None => "",
     };
-    let bound = CALL_BOUND;
     let unreachable = || {
         Error::new(
             ErrorKind::Unavailable,
@@ -260,10 +252,11 @@ async fn connect(config: &EtcdConfig) -> Result<(Client, Option<Members>)> {
         .with_backend("etcd")
         .temporary()
     };
-    match tokio::time::timeout(bound, Client::connect(&endpoints, Some(options))).await {
+    match tokio::time::timeout(CALL_BOUND, Client::connect(&endpoints, &options)).await {
         Ok(Ok(client)) => Ok((client, members)),
-        Ok(Err(err)) => {
-            let err = etcd_error("connect")(err);
+        Ok(Err(ConnectError::Endpoint(err))) => Err(err.with_backend("etcd")),
+        Ok(Err(ConnectError::Refused(status))) => {
+            let err = etcd_error("connect")(status);
             match err.kind() {
                 ErrorKind::Unavailable => Err(unreachable().with_source(err)),
                 _ => Err(err),
@@ -278,7 +271,7 @@ async fn connect(config: &EtcdConfig) -> Result<(Client, Option<Members>)> {
 async fn grant(client: &Client, config: &EtcdConfig) -> Result<(i64, Duration, Instant)> {
     let asked = Instant::now();
     let ttl = config.session_ttl.as_secs() as i64;
-    let answer = tokio::time::timeout(CALL_BOUND, client.lease_client().grant(ttl, None))
+    let answer = tokio::time::timeout(CALL_BOUND, client.lease_grant(ttl))
         .await
         .map_err(|_| {
             Error::new(
@@ -301,14 +294,14 @@ async fn grant(client: &Client, config: &EtcdConfig) -> Result<(i64, Duration, I
                 _ => err,
             }
         })?;
-    if !answer.error().is_empty() || answer.ttl() <= 0 {
+    if !answer.error.is_empty() || answer.ttl <= 0 {
         return Err(Error::new(
             ErrorKind::Backend,
-            format!("etcd refused a lease: {}", answer.error()),
+            format!("etcd refused a lease: {}", answer.error),
         )
         .with_backend("etcd"));
     }
-    Ok((answer.id(), Duration::from_secs(answer.ttl() as u64), asked))
+    Ok((answer.id, Duration::from_secs(answer.ttl as u64), asked))
 }
 
 /// Keeps the sessions of `sessions` until the backend is dropped: keep-alives, state
@@ -351,56 +344,73 @@ async fn keep(sessions: Weak<Sessions>, mut live: Live, mut ttl: Duration) {
 /// each is paired with the oldest unanswered one: a late answer never counts for a later
 /// keep-alive.
 struct Stream {
-    keeper: LeaseKeeper,
-    answers: LeaseKeepAliveStream,
+    lease: i64,
+    keeper: mpsc::UnboundedSender<pb::LeaseKeepAliveRequest>,
+    answers: Streaming<pb::LeaseKeepAliveResponse>,
     unanswered: VecDeque<Instant>,
 }
 
 /// What one answer on a keep-alive stream says.
-enum Answer {
+enum Answered {
     /// The lease lives for this TTL from the keep-alive sent at `sent`.
     Alive { sent: Instant, ttl: Duration },
     /// The lease is gone.
     Gone,
 }
 
+/// The error of a keep-alive stream that ended.
+fn stream_ended(why: &str) -> Status {
+    Status::unavailable(why)
+}
+
 impl Stream {
-    /// Opens a stream for `live`'s lease; it sends its first keep-alive itself (answered
-    /// before this returns): `None` when the lease is gone.
-    async fn open(live: &Live) -> std::result::Result<Option<Stream>, etcd_client::Error> {
-        match live.client.lease_client().keep_alive(live.lease).await {
-            Ok((keeper, answers)) => Ok(Some(Stream {
+    /// Opens a stream for `live`'s lease with a first keep-alive, answered before this
+    /// returns: `None` when the lease is gone.
+    async fn open(live: &Live) -> Answer<Option<Stream>> {
+        let (keeper, mut answers) = match live.client.lease_keep_alive(live.lease).await {
+            Ok(opened) => opened,
+            Err(status) if lease_gone(&status) => return Ok(None),
+            Err(status) => return Err(status),
+        };
+        match answers.message().await {
+            Ok(Some(first)) if first.ttl > 0 => Ok(Some(Stream {
+                lease: live.lease,
                 keeper,
                 answers,
                 unanswered: VecDeque::new(),
             })),
-            Err(etcd_client::Error::LeaseKeepAliveError(why)) if why.contains("not found") => {
-                Ok(None)
-            }
-            Err(err) if lease_gone(&err) => Ok(None),
-            Err(err) => Err(err),
+            Ok(Some(_)) => Ok(None),
+            Err(status) if lease_gone(&status) => Ok(None),
+            Err(status) => Err(status),
+            Ok(None) => Err(stream_ended("the keep-alive stream ended")),
         }
     }
 
-    async fn send(&mut self) -> std::result::Result<(), etcd_client::Error> {
+    fn send(&mut self) -> Answer<()> {
         self.unanswered.push_back(Instant::now());
-        self.keeper.keep_alive().await
+        let keep_alive = pb::LeaseKeepAliveRequest { id: self.lease };
+        self.keeper
+            .send(keep_alive)
+            .map_err(|_| stream_ended("the keep-alive stream ended"))
     }
 
     /// The next answer, paired with its keep-alive; an error when the stream broke.
-    async fn answer(&mut self) -> std::result::Result<Answer, etcd_client::Error> {
-        let answer = self.answers.message().await?.ok_or_else(|| {
-            etcd_client::Error::LeaseKeepAliveError("the keep-alive stream ended".into())
-        })?;
-        let sent = self.unanswered.pop_front().ok_or_else(|| {
-            etcd_client::Error::LeaseKeepAliveError("an answer to no keep-alive".into())
-        })?;
-        Ok(match answer.ttl() {
-            ttl if ttl > 0 => Answer::Alive {
+    async fn answer(&mut self) -> Answer<Answered> {
+        let answer = self
+            .answers
+            .message()
+            .await?
+            .ok_or_else(|| stream_ended("the keep-alive stream ended"))?;
+        let sent = self
+            .unanswered
+            .pop_front()
+            .ok_or_else(|| stream_ended("an answer to no keep-alive"))?;
+        Ok(match answer.ttl {
+            ttl if ttl > 0 => Answered::Alive {
                 sent,
                 ttl: Duration::from_secs(ttl as u64),
             },
-            _ => Answer::Gone,
+            _ => Answered::Gone,
         })
     }
 
@@ -462,9 +472,9 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
         tokio::select! {
             () = tokio::time::sleep_until(valid_until.min(wake)) => {}
             answer = answered => match answer {
-                Ok(Answer::Gone) => return,
+                Ok(Answered::Gone) => return,
                 // An answer after the deadline does not revive the session.
-                Ok(Answer::Alive { sent, ttl }) if Instant::now() < valid_until => {
+                Ok(Answered::Alive { sent, ttl }) if Instant::now() < valid_until => {
                     let Some(this) = sessions.upgrade() else {
                         return;
                     };
@@ -476,7 +486,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
                     let live = live.clone();
                     tokio::spawn(async move { this.retry_deletes(&live, period).await });
                 }
-                Ok(Answer::Alive { .. }) => {}
+                Ok(Answered::Alive { .. }) => {}
                 // Opened again at the next beat.
                 Err(_) => {
                     broken = stream.take().and_then(|s| s.waiting_since()).or(Some(Instant::now()));
@@ -489,7 +499,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
         next_beat = Instant::now() + period;
         match stream.as_mut() {
             Some(open) => {
-                if open.send().await.is_err() {
+                if open.send().is_err() {
                     broken = open.waiting_since();
                     stream = None;
                 }

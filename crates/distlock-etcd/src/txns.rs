@@ -2,11 +2,10 @@
 //! its key when it may be granted), delete its key.
 
 use distlock_core::Result;
-use etcd_client::{
-    Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
-};
 
 use crate::error::etcd_error;
+use crate::grpc::ops::{self, created_at, get, put};
+use crate::grpc::pb::{self, KeyValue};
 use crate::session::Live;
 
 /// A lock's contender keys as one revision of the store saw them.
@@ -32,31 +31,23 @@ pub(crate) struct Queued {
 }
 
 /// The range read of every key under `pfx`.
-fn range(pfx: &str) -> TxnOp {
-    TxnOp::get(pfx, Some(GetOptions::new().with_prefix()))
+fn range(pfx: &str) -> pb::RequestOp {
+    get(ops::range_prefix(pfx, 0))
 }
 
 /// The range read of the keys under `pfx` created no later than revision `created`: a
 /// request's own key and those ahead of it, which alone decide its turn.
-fn ahead(pfx: &str, created: i64) -> TxnOp {
-    let options = GetOptions::new()
-        .with_prefix()
-        .with_max_create_revision(created);
-    TxnOp::get(pfx, Some(options))
+fn ahead(pfx: &str, created: i64) -> pb::RequestOp {
+    get(pb::RangeRequest {
+        max_create_revision: created,
+        ..ops::range_prefix(pfx, 0)
+    })
 }
 
-/// The gets of a transaction's answer, in order, and its revision.
-fn answers(answer: etcd_client::TxnResponse) -> (i64, Vec<Vec<KeyValue>>) {
-    let revision = answer.header().map_or(0, |h| h.revision());
-    let gets = answer
-        .op_responses()
-        .into_iter()
-        .filter_map(|op| match op {
-            TxnOpResponse::Get(mut get) => Some(get.take_kvs()),
-            _ => None,
-        })
-        .collect();
-    (revision, gets)
+/// Whether a transaction's conditions held, its revision, and its reads in order.
+fn answers(answer: pb::TxnResponse) -> (bool, i64, Vec<Vec<KeyValue>>) {
+    let revision = ops::revision(answer.header.as_ref());
+    (answer.succeeded, revision, ops::reads(answer))
 }
 
 /// What queueing a key did.
@@ -81,25 +72,21 @@ pub(crate) async fn queue(
     pfx: &str,
     only_if_free: bool,
 ) -> Result<Enqueued> {
-    let put = TxnOp::put(key, value, Some(PutOptions::new().with_lease(live.lease)));
+    let put = put(key, value, live.lease);
     let txn = match only_if_free {
-        true => Txn::new()
-            .when([Compare::create_revision(pfx, CompareOp::Equal, 0).with_prefix()])
-            .and_then([put, range(pfx)])
-            .or_else([range(pfx)]),
-        false => Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([put, range(pfx)])
-            .or_else([TxnOp::get(key, None), range(pfx)]),
+        true => ops::txn(
+            vec![ops::none_under(pfx)],
+            vec![put, range(pfx)],
+            vec![range(pfx)],
+        ),
+        false => ops::txn(
+            vec![created_at(key, 0)],
+            vec![put, range(pfx)],
+            vec![get(ops::range_key(key)), range(pfx)],
+        ),
     };
-    let answer = live
-        .client
-        .kv_client()
-        .txn(txn)
-        .await
-        .map_err(etcd_error("enqueue"))?;
-    let fresh = answer.succeeded();
-    let (revision, mut gets) = answers(answer);
+    let answer = live.client.txn(txn).await.map_err(etcd_error("enqueue"))?;
+    let (fresh, revision, mut gets) = answers(answer);
     let kvs = gets.pop().unwrap_or_default();
     if only_if_free && !fresh {
         return Ok(Enqueued::Busy(Listing { revision, kvs }));
@@ -109,7 +96,7 @@ pub(crate) async fn queue(
         false => gets
             .pop()
             .and_then(|own| own.into_iter().next())
-            .map_or((0, 0), |kv| (kv.create_revision(), kv.lease())),
+            .map_or((0, 0), |kv| (kv.create_revision, kv.lease)),
     };
     Ok(Enqueued::Queued(Queued {
         fresh,
@@ -130,28 +117,17 @@ pub(crate) async fn list(
     pfx: &str,
     stamp: Option<&[u8]>,
 ) -> Result<Option<Listing>> {
-    let mut ops = Vec::with_capacity(2);
+    let mut then = Vec::with_capacity(2);
     if let Some(value) = stamp {
-        ops.push(TxnOp::put(
-            key,
-            value,
-            Some(PutOptions::new().with_lease(live.lease)),
-        ));
+        then.push(put(key, value, live.lease));
     }
-    ops.push(ahead(pfx, created));
-    let txn = Txn::new()
-        .when([Compare::create_revision(key, CompareOp::Equal, created)])
-        .and_then(ops);
-    let answer = live
-        .client
-        .kv_client()
-        .txn(txn)
-        .await
-        .map_err(etcd_error("poll"))?;
-    if !answer.succeeded() {
+    then.push(ahead(pfx, created));
+    let txn = ops::txn(vec![created_at(key, created)], then, Vec::new());
+    let answer = live.client.txn(txn).await.map_err(etcd_error("poll"))?;
+    let (succeeded, revision, mut gets) = answers(answer);
+    if !succeeded {
         return Ok(None);
     }
-    let (revision, mut gets) = answers(answer);
     Ok(Some(Listing {
         revision,
         kvs: gets.pop().unwrap_or_default(),
@@ -161,21 +137,11 @@ pub(crate) async fn list(
 /// Deletes `key` if it is still the one created at `created` (any, with `created` 0): true
 /// if it was there.
 pub(crate) async fn delete(live: &Live, key: &str, created: i64) -> Result<bool> {
-    let txn = match created {
-        0 => Txn::new().and_then([TxnOp::delete(key, None)]),
-        created => Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, created)])
-            .and_then([TxnOp::delete(key, None)]),
+    let when = match created {
+        0 => Vec::new(),
+        created => vec![created_at(key, created)],
     };
-    let answer = live
-        .client
-        .kv_client()
-        .txn(txn)
-        .await
-        .map_err(etcd_error("delete"))?;
-    let deleted = answer
-        .op_responses()
-        .into_iter()
-        .any(|op| matches!(op, TxnOpResponse::Delete(delete) if delete.deleted() > 0));
-    Ok(answer.succeeded() && deleted)
+    let txn = ops::txn(when, vec![ops::delete(key)], Vec::new());
+    let answer = live.client.txn(txn).await.map_err(etcd_error("delete"))?;
+    Ok(answer.succeeded && ops::deleted(&answer) > 0)
 }

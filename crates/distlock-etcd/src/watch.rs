@@ -11,9 +11,10 @@
 //! under heavy contention a few waits in a hundred take up to 100 ms longer.)
 
 use distlock_core::{Error, ErrorKind, Result};
-use etcd_client::{Client, EventType, GetOptions, WatchFilterType, WatchOptions};
 
 use crate::error::etcd_error;
+use crate::grpc::pb::{self, event::EventType, watch_create_request::FilterType};
+use crate::grpc::{Client, ops};
 use crate::watches::Watches;
 
 /// What a request waits for: a deletion, after the revision of the listing that made it
@@ -44,29 +45,34 @@ pub(crate) enum Stood {
 /// so far behind that its next revision was compacted: the caller reads the state again);
 /// an error when etcd ends it for another reason.
 pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion) -> Result<bool> {
-    let mut options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
-    if matches!(what.stood, Stood::Ahead { .. }) {
-        options = options.with_prefix();
-    }
-    let mut watch = watches.watch(&what.key, options)?;
+    let range_end = match what.stood {
+        Stood::Ahead { .. } => ops::prefix_end(what.key.as_bytes()),
+        Stood::Key { .. } => Vec::new(),
+    };
+    let mut watch = watches.watch(pb::WatchCreateRequest {
+        key: what.key.as_bytes().to_vec(),
+        range_end,
+        filters: vec![FilterType::Noput.into()],
+        ..Default::default()
+    })?;
     loop {
         let answer = watch.message().await?;
-        if answer.canceled() {
-            return match answer.compact_revision() {
+        if answer.canceled {
+            return match answer.compact_revision {
                 // Its next revision was compacted away: the caller reads the state anew.
                 compacted if compacted > 0 => Ok(false),
-                _ => Err(canceled(answer.cancel_reason())),
+                _ => Err(canceled(&answer.cancel_reason)),
             };
         }
         // The watch sees deletions from its creation on; one between the listing and then
         // is read (no write since the listing, nothing to read).
-        let since = answer.header().map_or(i64::MAX, |h| h.revision());
-        if answer.created() && since > what.after && went_since_listing(client, what).await? {
+        let since = answer.header.as_ref().map_or(i64::MAX, |h| h.revision);
+        if answer.created && since > what.after && went_since_listing(client, what).await? {
             return Ok(true);
         }
-        if answer.events().iter().any(|event| {
-            event.event_type() == EventType::Delete
-                && event.kv().is_some_and(|kv| concerns(what, kv.key()))
+        if answer.events.iter().any(|event| {
+            event.r#type == i32::from(EventType::Delete)
+                && event.kv.as_ref().is_some_and(|kv| concerns(what, &kv.key))
         }) {
             return Ok(true);
         }
@@ -75,22 +81,24 @@ pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion)
 
 /// Whether what `what`'s listing showed is gone now.
 async fn went_since_listing(client: &Client, what: &Deletion) -> Result<bool> {
-    let mut kv = client.kv_client();
-    let options = GetOptions::new().with_keys_only();
-    let options = match what.stood {
-        Stood::Key { .. } => options,
-        Stood::Ahead { before, .. } => options.with_prefix().with_max_create_revision(before - 1),
+    let read = match what.stood {
+        Stood::Key { .. } => ops::range_key(&what.key),
+        Stood::Ahead { before, .. } => pb::RangeRequest {
+            max_create_revision: before - 1,
+            ..ops::range_prefix(&what.key, 0)
+        },
     };
-    let now = kv
-        .get(what.key.as_str(), Some(options))
-        .await
-        .map_err(etcd_error("watch"))?;
+    let read = pb::RangeRequest {
+        keys_only: true,
+        ..read
+    };
+    let now = client.range(read).await.map_err(etcd_error("watch"))?;
     Ok(match what.stood {
         Stood::Key { created } => now
-            .kvs()
+            .kvs
             .first()
-            .is_none_or(|kv| kv.create_revision() != created),
-        Stood::Ahead { count, .. } => now.kvs().len() < count,
+            .is_none_or(|kv| kv.create_revision != created),
+        Stood::Ahead { count, .. } => now.kvs.len() < count,
     })
 }
 

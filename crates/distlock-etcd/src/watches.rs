@@ -13,10 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use distlock_core::{Error, ErrorKind, Result};
-use etcd_client::{Client, WatchOptions, WatchRequestSender, WatchResponse, WatchResponseStream};
 use tokio::sync::mpsc;
+use tonic::{Status, Streaming};
 
 use crate::error::etcd_error;
+use crate::grpc::Client;
+use crate::grpc::pb::{self, WatchResponse, watch_request::RequestUnion};
 
 /// The handle to a client's watch stream; cheap to clone.
 #[derive(Debug, Clone)]
@@ -31,8 +33,7 @@ pub(crate) struct Watches {
 enum Command {
     Watch {
         id: i64,
-        key: Vec<u8>,
-        options: WatchOptions,
+        create: pb::WatchCreateRequest,
         answers: mpsc::UnboundedSender<Result<WatchResponse>>,
     },
     Cancel(i64),
@@ -60,15 +61,17 @@ impl Watches {
         }
     }
 
-    /// Watches `key` with `options` (their watch id is set here).
-    pub(crate) fn watch(&self, key: &str, options: WatchOptions) -> Result<Watch> {
+    /// Sets the watch `create` asks for (its watch id is set here).
+    pub(crate) fn watch(&self, create: pb::WatchCreateRequest) -> Result<Watch> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answers, received) = mpsc::unbounded_channel();
         self.commands
             .send(Command::Watch {
                 id,
-                key: key.as_bytes().to_vec(),
-                options: options.with_watch_id(id),
+                create: pb::WatchCreateRequest {
+                    watch_id: id,
+                    ..create
+                },
                 answers,
             })
             .map_err(|_| ended("the etcd client's watch task is gone"))?;
@@ -114,17 +117,27 @@ fn ended(what: &str) -> Error {
 /// Where a watch's answers go.
 type Route = mpsc::UnboundedSender<Result<WatchResponse>>;
 
-/// What the stream is sent: by a task of its own, so the serving task never waits on the
-/// stream's bounded queue while answers wait to be read.
-enum Outgoing {
-    Watch(Vec<u8>, WatchOptions),
-    Cancel(i64),
+/// A request to create a watch on the stream.
+fn create(create: pb::WatchCreateRequest) -> pb::WatchRequest {
+    pb::WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(create)),
+    }
 }
 
-/// The stream, while it is open.
+/// A request to cancel watch `id`.
+fn cancel(id: i64) -> pb::WatchRequest {
+    pb::WatchRequest {
+        request_union: Some(RequestUnion::CancelRequest(pb::WatchCancelRequest {
+            watch_id: id,
+        })),
+    }
+}
+
+/// The stream, while it is open. Its requests queue without bound, so the serving task
+/// never waits to send while answers wait to be read.
 struct Stream {
-    requests: mpsc::UnboundedSender<Outgoing>,
-    answers: WatchResponseStream,
+    requests: mpsc::UnboundedSender<pb::WatchRequest>,
+    answers: Streaming<WatchResponse>,
     /// The watches whose creation etcd has not answered yet, in the order they were sent
     /// (etcd answers a stream's creates in order).
     creating: VecDeque<i64>,
@@ -163,10 +176,9 @@ impl Hub {
         match command {
             Command::Watch {
                 id,
-                key,
-                options,
+                create,
                 answers,
-            } => match self.send_watch(id, key, options).await {
+            } => match self.send_watch(id, create).await {
                 Ok(()) => {
                     self.routes.insert(id, answers);
                 }
@@ -178,7 +190,7 @@ impl Hub {
             // told to drop every watch a caller let go of.
             Command::Cancel(id) => {
                 if self.routes.remove(&id).is_some() {
-                    self.send(Outgoing::Cancel(id));
+                    self.send(cancel(id));
                 }
             }
             Command::Reset => self
@@ -187,9 +199,9 @@ impl Hub {
     }
 
     /// Sends the create of watch `id`, opening the stream with it if none is open.
-    async fn send_watch(&mut self, id: i64, key: Vec<u8>, options: WatchOptions) -> Result<()> {
+    async fn send_watch(&mut self, id: i64, request: pb::WatchCreateRequest) -> Result<()> {
         if let Some(open) = self.stream.as_mut() {
-            if open.requests.send(Outgoing::Watch(key, options)).is_ok() {
+            if open.requests.send(create(request.clone())).is_ok() {
                 open.creating.push_back(id);
                 return Ok(());
             }
@@ -198,15 +210,11 @@ impl Hub {
         }
         let (requests, answers) = self
             .client
-            .watch_client()
-            .watch(key, Some(options))
+            .watch(create(request))
             .await
-            .map_err(etcd_error("watch"))?
-            .split();
-        let (outgoing, queued) = mpsc::unbounded_channel();
-        tokio::spawn(forward(requests, queued));
+            .map_err(etcd_error("watch"))?;
         self.stream = Some(Stream {
-            requests: outgoing,
+            requests,
             answers,
             creating: VecDeque::from([id]),
         });
@@ -214,7 +222,7 @@ impl Hub {
     }
 
     /// Queues `request` on the open stream; a stream whose sending task is gone broke.
-    fn send(&mut self, request: Outgoing) {
+    fn send(&mut self, request: pb::WatchRequest) {
         let sent = self
             .stream
             .as_ref()
@@ -227,8 +235,8 @@ impl Hub {
     /// Hands `answer` to the watch it is for. The answer to a create goes to the oldest
     /// create not answered yet, whatever id it carries: a create etcd refused carries -1.
     fn route(&mut self, answer: WatchResponse) {
-        let mut id = answer.watch_id();
-        let created = answer.created();
+        let mut id = answer.watch_id;
+        let created = answer.created;
         if let Some(expected) = self
             .stream
             .as_mut()
@@ -236,10 +244,10 @@ impl Hub {
             .and_then(|open| open.creating.pop_front())
             && expected != id
         {
-            if !answer.canceled() {
+            if !answer.canceled {
                 // A server that numbers watches itself (etcd before 3.4): its watch is
                 // dropped, and the caller told, as no answer could be told apart.
-                self.send(Outgoing::Cancel(id));
+                self.send(cancel(id));
                 if let Some(route) = self.routes.remove(&expected) {
                     let _ = route.send(Err(Error::new(
                         ErrorKind::Unsupported,
@@ -251,7 +259,7 @@ impl Hub {
             }
             id = expected;
         }
-        let ended = answer.canceled();
+        let ended = answer.canceled;
         if let Some(route) = self.routes.get(&id) {
             let _ = route.send(Ok(answer));
         }
@@ -270,23 +278,8 @@ impl Hub {
     }
 }
 
-/// Sends what `queued` brings on the stream, until either ends.
-async fn forward(mut requests: WatchRequestSender, mut queued: mpsc::UnboundedReceiver<Outgoing>) {
-    while let Some(request) = queued.recv().await {
-        let sent = match request {
-            Outgoing::Watch(key, options) => requests.watch(key, Some(options)).await,
-            Outgoing::Cancel(id) => requests.cancel(id).await,
-        };
-        if sent.is_err() {
-            return;
-        }
-    }
-}
-
 /// The next answer on the stream, if one is open (else never).
-async fn next(
-    stream: Option<&mut Stream>,
-) -> std::result::Result<Option<WatchResponse>, etcd_client::Error> {
+async fn next(stream: Option<&mut Stream>) -> std::result::Result<Option<WatchResponse>, Status> {
     match stream {
         Some(open) => open.answers.message().await,
         None => std::future::pending().await,

@@ -10,7 +10,7 @@ distlock_testkit::process_suite!(target);
 
 use std::time::{Duration, Instant};
 
-use distlock::etcd::etcd_client::{self, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 
 /// Runs `etcdctl` against `endpoint` with `args`, which must succeed: its output.
 fn etcdctl(endpoint: &str, args: &[&str]) -> String {
@@ -153,7 +153,9 @@ fn a_stale_holders_guarded_write_is_refused() {
             .await
             .unwrap()
             .kv_client();
-        let write = |value: &str, condition| {
+        let write = |value: &str, held: distlock::etcd::HeldKey| {
+            let condition =
+                Compare::create_revision(held.key, CompareOp::Equal, held.create_revision);
             Txn::new()
                 .when([condition])
                 .and_then([TxnOp::put("balance", value, None)])
@@ -173,15 +175,29 @@ fn a_stale_holders_guarded_write_is_refused() {
             Duration::from_secs(8),
         )
         .await;
-        let stale_write = kv.txn(write("1", condition)).await.unwrap();
+        let stale_write = kv.txn(write("1", condition.clone())).await.unwrap();
         assert!(
             !stale_write.succeeded(),
             "the stale holder's write is refused"
         );
         let fresh = distlock::etcd::still_holds(&next).unwrap();
-        assert!(kv.txn(write("120", fresh)).await.unwrap().succeeded());
+        assert!(
+            kv.txn(write("120", fresh.clone()))
+                .await
+                .unwrap()
+                .succeeded()
+        );
         let balance = kv.get("balance", None).await.unwrap();
         assert_eq!(balance.kvs()[0].value(), b"120");
+        // The same condition as etcdctl's `txn` reads it: the fresh holder's write lands,
+        // the stale one's is refused.
+        for (held, verdict) in [(&fresh, "SUCCESS"), (&condition, "FAILURE")] {
+            let script = format!("{}\n\nput balance 130\n\n\n", held.etcdctl_compare());
+            assert_eq!(
+                etcdctl_txn(&endpoint, &script).lines().next(),
+                Some(verdict)
+            );
+        }
         let memory = distlock::Client::connect("memory://fenced").await.unwrap();
         let elsewhere = memory.mutex("account").lock().await.unwrap();
         let err = distlock::etcd::still_holds(&elsewhere).unwrap_err();
@@ -353,6 +369,25 @@ fn credentials_are_checked_and_never_shown() {
             }
         }
     });
+}
+
+/// What `etcdctl txn` prints for the transaction `script` (its condition, success and
+/// failure requests, each block ended by an empty line), given on its standard input.
+fn etcdctl_txn(endpoint: &str, script: &str) -> String {
+    use std::io::Write;
+    let mut etcdctl = std::process::Command::new("etcdctl")
+        .args(["--endpoints", endpoint, "txn"])
+        .env("ETCDCTL_API", "3")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("etcdctl runs");
+    let mut stdin = etcdctl.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    let out = etcdctl.wait_with_output().unwrap();
+    assert!(out.status.success(), "etcdctl txn failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The store's revision: it moves with every write.
