@@ -191,20 +191,18 @@ pub struct DemoArgs {
     /// Buyers running at once inside each worker.
     #[arg(long, default_value_t = 8)]
     pub concurrency: u32,
-    /// Strategies to run, comma-separated: none, local-mutex, optimistic,
-    /// select-for-update, lock, segmented.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "none,local-mutex,optimistic,select-for-update,lock,segmented"
-    )]
+    /// Strategies to run, comma-separated (default: every one the shop has). A SQL shop:
+    /// none, local-mutex, optimistic, select-for-update, lock, segmented. A Redis shop:
+    /// none, local-mutex, optimistic (WATCH/MULTI), lock, segmented, redis-decr,
+    /// atomic-script.
+    #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
     /// How many segments `segmented` splits the stock into, each its own row under its own
     /// lock: at least 1, at most the stock (default 5, or the stock if it is smaller).
     #[arg(long, value_name = "K")]
     pub segments: Option<u32>,
-    /// The shop database: a SQLite file, or a postgres:// or mysql:// URL (default: the
-    /// lock database itself when it is PostgreSQL or MySQL; otherwise shop.db beside the
+    /// The shop: a SQLite file, a postgres:// or mysql:// URL, or a redis:// URL (default:
+    /// the lock database itself when it is PostgreSQL or MySQL; otherwise shop.db beside the
     /// SQLite lock file, or in the state directory).
     #[arg(long)]
     pub shop: Option<String>,

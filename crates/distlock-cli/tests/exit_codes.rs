@@ -23,7 +23,7 @@ fn exit_codes_are_the_documented_ones() {
     std::fs::write(&not_executable, "echo hi\n").unwrap();
     let not_executable = not_executable.display().to_string();
     let directory = format!("sqlite://{}", state.path().display());
-    let cases: [(&[&str], i32, &str); 25] = [
+    let cases: [(&[&str], i32, &str); 27] = [
         (
             &["run", "--name", "a", "--", "sh", "-c", "exit 7"],
             7,
@@ -65,15 +65,25 @@ fn exit_codes_are_the_documented_ones() {
             "a SQLite URL naming a directory",
         ),
         (
+            &["demo", "--shop", "zk://127.0.0.1:1", "--strategies", "none"],
+            64,
+            "a shop URL of a scheme that holds no shop",
+        ),
+        (
             &[
                 "demo",
                 "--shop",
                 "redis://127.0.0.1:1",
                 "--strategies",
-                "none",
+                "select-for-update",
             ],
             64,
-            "a shop URL of a scheme that holds no shop",
+            "a strategy the Redis shop does not have, refused before connecting",
+        ),
+        (
+            &["demo", "--strategies", "lock,atomic-script"],
+            64,
+            "a Redis strategy on a SQL shop",
         ),
         (
             &["--url", "redis://127.0.0.1:1", "status"],

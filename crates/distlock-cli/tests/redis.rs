@@ -13,6 +13,82 @@ mod waits;
 
 use common::{distlock, ok};
 
+/// With the shop in Redis, every strategy that keeps the stock sells exactly the stock —
+/// distlock's lock and segments, WATCH/MULTI, DECR given back below zero, the script — and
+/// the shop's keys are gone afterwards; a strategy of SQL shops is refused, naming those
+/// that apply.
+#[test]
+fn demo_sells_exactly_the_stock_from_a_shop_in_redis() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let shop = format!("redis://{}/1", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    let demo = [
+        "demo",
+        "--json",
+        "--shop",
+        &shop,
+        "--stock",
+        "30",
+        "--buyers",
+        "90",
+        "--workers",
+        "3",
+    ];
+    let rows = common::json_lines(&ok(&distlock(&url, state.path(), &demo)));
+    let strategies: Vec<_> = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        strategies,
+        [
+            "none",
+            "local-mutex",
+            "optimistic",
+            "lock",
+            "segmented",
+            "redis-decr",
+            "atomic-script"
+        ]
+    );
+    for row in rows
+        .iter()
+        .filter(|r| !matches!(r["strategy"].as_str(), Some("none" | "local-mutex")))
+    {
+        assert_eq!(row["orders"], 30, "{row}");
+        assert_eq!(row["oversold"], 0, "{row}");
+        assert_eq!(row["stock_left"], 0, "{row}");
+    }
+    let mut connection = redis::Client::open(shop.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("distlock:demo:*")
+        .query(&mut connection)
+        .unwrap();
+    assert!(left.is_empty(), "the shop's keys stay: {left:?}");
+
+    let refused = distlock(
+        &url,
+        state.path(),
+        &[
+            "demo",
+            "--shop",
+            &shop,
+            "--strategies",
+            "lock,select-for-update",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(64));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("select-for-update") && said.contains("atomic-script"),
+        "{said}"
+    );
+}
+
 #[test]
 fn run_status_demo_and_bench_work_on_redis() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));

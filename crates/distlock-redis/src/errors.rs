@@ -30,8 +30,17 @@ pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
 
 /// A failed connect. A server that refuses what the URL asks (a wrong or missing password,
 /// a user without the rights, a database index out of range) makes the URL bad input; any
-/// other failure is the server's or the link's, as for every other call.
-pub(crate) fn connect_error(err: redis::RedisError) -> Error {
+/// other failure is the server's or the link's, as for every other call. For programs
+/// that open connections of their own beside distlock's (the demo's Redis shop).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::ErrorKind;
+/// let refused = redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "WRONGPASS"));
+/// assert_eq!(distlock_redis::connect_error(refused).kind(), ErrorKind::InvalidInput);
+/// ```
+pub fn connect_error(err: redis::RedisError) -> Error {
     let text = err.to_string();
     if text.contains("cluster support disabled") {
         return Error::invalid(

@@ -119,6 +119,7 @@ use distlock_core::{Result, Url};
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
 pub use distlock_core::backend::DEFAULT_FENCE_TTL;
+pub use errors::connect_error;
 pub use redlock::{RedlockBackend, RedlockConfig};
 
 /// Decodes `reply` (RESP bytes) as every reply distlock reads from Redis, for the fuzz

@@ -8,7 +8,7 @@ use std::time::Duration;
 use distlock::sql::fenced::Dialect;
 use distlock::{Client, Guard, LockOptions, Result};
 
-use super::shop::dialect_of;
+use super::shop::Place;
 use crate::location::{lock_url, open_client};
 
 /// A shop claimed by this demo.
@@ -46,9 +46,8 @@ pub const CLAIM_TTL: Duration = Duration::from_secs(10);
 /// every backend takes. The place is the shop file's canonical path (through `..` and
 /// symbolic links), or the database's scheme, host, port and name, whoever connects.
 fn name_of(shop_at: &str) -> Result<String> {
-    let dialect = dialect_of(shop_at)?;
-    let place = match dialect {
-        Dialect::Sqlite => {
+    let place = match Place::of(shop_at)? {
+        Place::Sql(Dialect::Sqlite) => {
             let file = shop_at.strip_prefix("sqlite://").unwrap_or(shop_at);
             let file = std::path::absolute(Path::new(file))
                 .map_err(|e| distlock::Error::invalid(format!("bad shop path {shop_at}: {e}")))?;
@@ -58,7 +57,7 @@ fn name_of(shop_at: &str) -> Result<String> {
                 _ => file.display().to_string(),
             }
         }
-        Dialect::Postgres | Dialect::MySql => {
+        Place::Sql(Dialect::Postgres | Dialect::MySql) | Place::Redis => {
             let url = distlock::Url::parse(shop_at)
                 .map_err(|e| distlock::Error::invalid(format!("bad shop URL: {e}")))?;
             format!(

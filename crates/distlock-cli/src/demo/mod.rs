@@ -1,6 +1,6 @@
 //! `distlock demo`: the overselling story. Worker processes buy one unit at a time from a
-//! stock kept in a shop database — a SQLite file, or the PostgreSQL or MySQL/MariaDB
-//! database the locks live in — under each strategy in turn.
+//! stock kept in a shop — a SQLite file, the PostgreSQL or MySQL/MariaDB database the locks
+//! live in, or Redis — under each strategy in turn.
 
 mod claim;
 mod shop;
@@ -22,17 +22,7 @@ use crate::signals::{self, Caught};
 use crate::worker_task;
 use claim::Claim;
 use distlock::sql::fenced::Dialect;
-use shop::{Sale, Shop, dialect_of};
-
-/// The strategies, in the order the story tells them.
-const STRATEGIES: [&str; 6] = [
-    "none",
-    "local-mutex",
-    "optimistic",
-    "select-for-update",
-    "lock",
-    "segmented",
-];
+use shop::{Place, Sale, Shop};
 
 /// How many segments `segmented` splits the stock into by default.
 const DEFAULT_SEGMENTS: u32 = 5;
@@ -68,14 +58,18 @@ struct StrategyReport {
     elapsed_s: f64,
 }
 
-pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
+pub async fn demo(url: &Option<String>, mut args: DemoArgs) -> Result<u8> {
+    let lock_url = lock_url(url)?;
+    let shop_at = match &args.shop {
+        Some(at) => at.clone(),
+        None => default_shop(&lock_url)?,
+    };
+    let place = Place::of(&shop_at)?;
+    if args.strategies.is_empty() {
+        args.strategies = place.strategies().iter().map(|s| (*s).to_owned()).collect();
+    }
     for strategy in &args.strategies {
-        if !STRATEGIES.contains(&strategy.as_str()) {
-            return Err(Error::invalid(format!(
-                "unknown strategy `{strategy}` (known: {})",
-                STRATEGIES.join(", ")
-            )));
-        }
+        place.check(strategy)?;
     }
     if args.workers == 0 || args.buyers == 0 || args.concurrency == 0 {
         return Err(Error::invalid(
@@ -88,7 +82,6 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
             args.stock
         )));
     }
-    let lock_url = lock_url(url)?;
     if args
         .strategies
         .iter()
@@ -100,10 +93,6 @@ pub async fn demo(url: &Option<String>, args: DemoArgs) -> Result<u8> {
             "the `lock` and `segmented` strategies run in several processes",
         )?;
     }
-    let shop_at = match &args.shop {
-        Some(at) => at.clone(),
-        None => default_shop(&lock_url)?,
-    };
     // A signal that would end the demo (Ctrl-C, a supervisor's SIGTERM) stops the sale
     // instead: its workers are killed with it, and the shop is removed all the same. Caught
     // from before the shop is claimed, so none finds it claimed or made and the demo
@@ -285,7 +274,10 @@ fn segments_of(args: &DemoArgs) -> u32 {
 /// database (without distlock's own URL parameters), or in `shop.db` beside the SQLite lock
 /// file, or in the state directory.
 fn default_shop(lock_url: &str) -> Result<String> {
-    if matches!(dialect_of(lock_url), Ok(Dialect::Postgres | Dialect::MySql)) {
+    if matches!(
+        Place::of(lock_url),
+        Ok(Place::Sql(Dialect::Postgres | Dialect::MySql))
+    ) {
         let url = distlock::Url::parse(lock_url)
             .map_err(|e| Error::invalid(format!("bad lock URL: {e}")))?;
         let (_, url) = distlock::sql::Mode::split(&url)?;
@@ -391,11 +383,13 @@ pub async fn worker() -> Result<u8> {
             let mut emptied = vec![false; segments.len()];
             while next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < buyers {
                 let sale = match (strategy.as_str(), &mutex) {
-                    ("none", _) => shop.sell_unguarded("none", None).await?,
+                    ("none", _) => shop.sell_unguarded("none").await?,
                     ("local-mutex", _) => {
                         let _held = local.lock().await;
-                        shop.sell_unguarded("local-mutex", None).await?
+                        shop.sell_unguarded("local-mutex").await?
                     }
+                    ("redis-decr", _) => shop.sell_decr().await?,
+                    ("atomic-script", _) => shop.sell_script().await?,
                     ("select-for-update", _) => shop.sell_for_update().await?,
                     ("optimistic", _) => {
                         let (sale, retries) = shop.sell_optimistic().await?;

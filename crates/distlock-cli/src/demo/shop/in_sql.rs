@@ -1,32 +1,20 @@
-//! The demo's shop: one product with a stock and a version (or, for the segmented
-//! strategy, its stock split over several rows), and an orders table, in a SQLite file of
-//! its own or in a PostgreSQL or MySQL/MariaDB database. Each strategy is one way to sell
-//! a unit.
+//! A shop in SQL: one product with a stock and a version (or, for the segmented strategy,
+//! its stock split over several rows), and an orders table, in a SQLite file of its own or
+//! in a PostgreSQL or MySQL/MariaDB database.
 
 use std::borrow::Cow;
 use std::path::Path;
 use std::time::Duration;
 
 use distlock::sql::fenced::Dialect;
-use distlock::{Error, Held, Mutex, Result};
+use distlock::{Error, Result};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 
-/// The business logic between reading the stock and writing it back (a payment check).
-const WORK: Duration = Duration::from_millis(2);
-
-/// The product's row; a segmented stock's segments are the rows after it.
-const PRODUCT: i64 = 1;
-
-/// The outcome of one buyer's attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sale {
-    Sold,
-    SoldOut,
-}
+use super::{PRODUCT, Sale, WORK};
 
 #[derive(Debug, Clone)]
-pub struct Shop {
+pub struct SqlShop {
     pool: AnyPool,
     dialect: Dialect,
 }
@@ -66,22 +54,6 @@ fn open_error(location: &str, dialect: Dialect, e: sqlx::Error) -> Error {
     .with_source(err)
 }
 
-/// Where a shop lives: a database URL (`postgres://`, `mysql://`) or a SQLite file path.
-/// A URL of another scheme (`redis://…`) cannot hold a shop: bad input, not a file name.
-pub fn dialect_of(location: &str) -> Result<Dialect> {
-    match location.split_once("://").map(|(scheme, _)| scheme) {
-        Some("postgres" | "postgresql") => Ok(Dialect::Postgres),
-        Some("mysql" | "mariadb") => Ok(Dialect::MySql),
-        Some("sqlite") => Ok(Dialect::Sqlite),
-        Some(scheme) if !scheme.is_empty() && !scheme.contains('/') => {
-            Err(Error::invalid(format!(
-                "a shop lives in a SQLite file or a postgres:// or mysql:// database, not at a {scheme}:// URL"
-            )))
-        }
-        _ => Ok(Dialect::Sqlite),
-    }
-}
-
 /// The driver URL of a shop location.
 fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
     match dialect {
@@ -110,11 +82,10 @@ fn driver_url(location: &str, dialect: Dialect) -> Result<String> {
     }
 }
 
-impl Shop {
-    /// Opens (creating the tables if needed) the shop at `location`.
-    pub async fn open(location: &str, connections: u32) -> Result<Shop> {
+impl SqlShop {
+    /// Opens (creating the tables if needed) the shop at `location`, in `dialect`.
+    pub async fn open(location: &str, dialect: Dialect, connections: u32) -> Result<SqlShop> {
         sqlx::any::install_default_drivers();
-        let dialect = dialect_of(location)?;
         let url = driver_url(location, dialect)?;
         let pool = AnyPoolOptions::new()
             .max_connections(connections.max(1))
@@ -131,7 +102,7 @@ impl Shop {
             .connect(&url)
             .await
             .map_err(|e| open_error(location, dialect, e))?;
-        let shop = Shop { pool, dialect };
+        let shop = SqlShop { pool, dialect };
         for statement in shop.schema() {
             sqlx::query(statement)
                 .execute(&shop.pool)
@@ -139,6 +110,11 @@ impl Shop {
                 .map_err(shop_error("create tables"))?;
         }
         Ok(shop)
+    }
+
+    /// The database's dialect.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     fn schema(&self) -> [&'static str; 2] {
@@ -320,13 +296,8 @@ impl Shop {
         Ok(())
     }
 
-    /// Read, check, work, write back: correct alone, oversells under concurrency.
-    pub async fn sell_unguarded(&self, strategy: &str, token: Option<u64>) -> Result<Sale> {
-        self.sell_from(PRODUCT, strategy, token).await
-    }
-
     /// Read, check, work, write back on row `id`.
-    async fn sell_from(&self, id: i64, strategy: &str, token: Option<u64>) -> Result<Sale> {
+    pub async fn sell_from(&self, id: i64, strategy: &str, token: Option<u64>) -> Result<Sale> {
         let (stock, _) = self.read(id).await?;
         if stock <= 0 {
             return Ok(Sale::SoldOut);
@@ -409,46 +380,6 @@ impl Shop {
         self.sell_in(conn, PRODUCT, stock - 1, "select-for-update", None)
             .await?;
         Ok(Sale::Sold)
-    }
-
-    /// The read-check-write inside a distlock mutex, the order stamped with its token.
-    pub async fn sell_locked(&self, mutex: &Mutex) -> Result<Sale> {
-        mutex
-            .with_lock(async |held: &Held| {
-                self.sell_from(PRODUCT, "lock", Some(held.fencing_token()))
-                    .await
-            })
-            .await
-    }
-
-    /// Segmented stock: each segment is a row under a mutex of its own, `segments[k]`
-    /// guarding row `PRODUCT + k`. The buyer starts at segment `start` and moves on to the
-    /// next while the one it tried is empty (`emptied` remembers those it found so: a
-    /// segment never fills again), giving up only when every one is.
-    pub async fn sell_segmented(
-        &self,
-        segments: &[Mutex],
-        start: usize,
-        emptied: &mut [bool],
-    ) -> Result<Sale> {
-        for step in 0..segments.len() {
-            let at = (start + step) % segments.len();
-            if emptied[at] {
-                continue;
-            }
-            let row = PRODUCT + at as i64;
-            let sale = segments[at]
-                .with_lock(async |held: &Held| {
-                    self.sell_from(row, "segmented", Some(held.fencing_token()))
-                        .await
-                })
-                .await?;
-            match sale {
-                Sale::Sold => return Ok(Sale::Sold),
-                Sale::SoldOut => emptied[at] = true,
-            }
-        }
-        Ok(Sale::SoldOut)
     }
 }
 
