@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use distlock_core::{Error, ErrorKind, Result};
 use tokio::sync::mpsc;
+use tonic::metadata::AsciiMetadataValue;
 use tonic::{Status, Streaming};
 
 use crate::error::etcd_error;
-use crate::grpc::Client;
 use crate::grpc::pb::{self, WatchResponse, watch_request::RequestUnion};
+use crate::grpc::{Client, TOKEN_REFUSED};
 
 /// The handle to a client's watch stream; cheap to clone.
 #[derive(Debug, Clone)]
@@ -141,6 +142,8 @@ struct Stream {
     /// The watches whose creation etcd has not answered yet, in the order they were sent
     /// (etcd answers a stream's creates in order).
     creating: VecDeque<i64>,
+    /// The auth token the stream was opened with.
+    opened_with: Option<AsciiMetadataValue>,
 }
 
 /// The state of the serving task: the watches, and the stream they are on.
@@ -148,6 +151,10 @@ struct Hub {
     client: Client,
     routes: HashMap<i64, Route>,
     stream: Option<Stream>,
+    /// The auth token a stream was opened with, once etcd refused a watch on it as
+    /// unknown (it checks every create against the token of the stream's opening): the
+    /// next stream is opened with a new one.
+    stale_token: Option<AsciiMetadataValue>,
 }
 
 /// Serves `client`'s watches until every handle is gone.
@@ -156,6 +163,7 @@ async fn serve(client: Client, mut commands: mpsc::UnboundedReceiver<Command>) {
         client,
         routes: HashMap::new(),
         stream: None,
+        stale_token: None,
     };
     loop {
         tokio::select! {
@@ -208,6 +216,13 @@ impl Hub {
             self.break_stream("the etcd watch stream broke");
             return Err(ended("the etcd watch stream broke"));
         }
+        if let Some(stale) = self.stale_token.take() {
+            self.client
+                .renew_token(&stale)
+                .await
+                .map_err(etcd_error("watch"))?;
+        }
+        let opened_with = self.client.token();
         let (requests, answers) = self
             .client
             .watch(create(request))
@@ -217,6 +232,7 @@ impl Hub {
             requests,
             answers,
             creating: VecDeque::from([id]),
+            opened_with,
         });
         Ok(())
     }
@@ -260,11 +276,18 @@ impl Hub {
             id = expected;
         }
         let ended = answer.canceled;
+        let token_refused = ended && answer.cancel_reason.contains(TOKEN_REFUSED);
         if let Some(route) = self.routes.get(&id) {
             let _ = route.send(Ok(answer));
         }
         if ended {
             self.routes.remove(&id);
+        }
+        if token_refused {
+            // Every create on this stream would be refused: its watches are set again on a
+            // stream opened with a new token.
+            self.stale_token = self.stream.as_ref().and_then(|s| s.opened_with.clone());
+            self.break_stream("etcd refused the watch stream's auth token");
         }
     }
 

@@ -72,13 +72,25 @@ fn member(
 /// # Ok::<(), distlock_testkit::LaunchError>(())
 /// ```
 pub fn etcd_server() -> Result<Server, LaunchError> {
+    etcd_server_with(&[])
+}
+
+/// A single-member etcd as [`etcd_server`], started with the `extra` flags as well.
+///
+/// # Examples
+///
+/// ```no_run
+/// let etcd = distlock_testkit::etcd_server_with(&["--auth-token-ttl", "1"])?;
+/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// ```
+pub fn etcd_server_with(extra: &[&str]) -> Result<Server, LaunchError> {
     let peer = spare_port()?;
     Server::start(member(
         "solo",
         peer,
         &format!("solo=http://127.0.0.1:{peer}"),
         "http",
-        &[],
+        extra,
     ))
 }
 

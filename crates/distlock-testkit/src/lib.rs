@@ -30,8 +30,8 @@ mod zookeeper;
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child, share_from_processes};
 pub use conformance::{SessionFaults, Target, memory_session_target};
 pub use etcd::{
-    EtcdCluster, etcd_cluster, etcd_server, etcd_target, etcd_tls_server, etcd_watch_counts,
-    etcdctl,
+    EtcdCluster, etcd_cluster, etcd_server, etcd_server_with, etcd_target, etcd_tls_server,
+    etcd_watch_counts, etcdctl,
 };
 pub use launchers::{
     DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_tls_server,

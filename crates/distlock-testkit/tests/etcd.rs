@@ -306,6 +306,64 @@ fn tls_with_the_members_authority_works_and_another_is_refused() {
     });
 }
 
+/// Turns auth on at the member at `hosts`, with user `alice` (password `al1cepw`) whose
+/// role may read and write under `app/`: etcdctl's arguments for `root`.
+fn alice_may_lock_under_app(hosts: &str) -> [&'static str; 2] {
+    let root = ["--user", "root:r00tpw"];
+    etcdctl(
+        hosts,
+        &["user", "add", "root", "--new-user-password=r00tpw"],
+    );
+    etcdctl(hosts, &["auth", "enable"]);
+    for args in [
+        &["role", "add", "locker"][..],
+        &[
+            "role",
+            "grant-permission",
+            "locker",
+            "--prefix=true",
+            "readwrite",
+            "app/",
+        ],
+        &["user", "add", "alice", "--new-user-password=al1cepw"],
+        &["user", "grant-role", "alice", "locker"],
+    ] {
+        etcdctl(hosts, &[&root[..], args].concat());
+    }
+    root
+}
+
+/// etcd forgets an auth token unused for its TTL (`--auth-token-ttl`, here 1 s) and checks
+/// every watch created on a stream against the token the stream was opened with. A client
+/// idle past that still watches what it holds: its next call gets a new token, the watch
+/// of its next grant goes on a stream opened with it, and a deletion of the grant's key
+/// (`etcdctl del`) turns the guard `Lost`.
+#[test]
+fn a_client_idle_past_its_auth_token_still_watches_what_it_holds() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server_with(&["--auth-token-ttl", "1"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let hosts = server.addr().to_string();
+        let root = alice_may_lock_under_app(&hosts);
+        let alice = distlock::Client::connect(&format!("etcd://alice:al1cepw@{hosts}/app"))
+            .await
+            .unwrap();
+        // Its grant's watch opens the client's watch stream.
+        let first = alice.mutex("first").lock().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let second = alice.mutex("second").lock().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        etcdctl(
+            &hosts,
+            &[&root[..], &["del", "--prefix", "app/second/"]].concat(),
+        );
+        tokio::time::timeout(Duration::from_secs(5), second.lost())
+            .await
+            .expect("the deletion is seen: the grant is watched");
+        first.release().await.unwrap();
+    });
+}
+
 /// On an etcd with auth enabled: a user whose role may read and write the URL's prefix
 /// locks there; a wrong password, no credentials, and a prefix the role may not touch are
 /// each refused as bad input with a hint, and no output shows a password.
@@ -314,27 +372,7 @@ fn credentials_are_checked_and_never_shown() {
     distlock_testkit::block_on(async {
         let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
         let hosts = server.addr().to_string();
-        let root = ["--user", "root:r00tpw"];
-        etcdctl(
-            &hosts,
-            &["user", "add", "root", "--new-user-password=r00tpw"],
-        );
-        etcdctl(&hosts, &["auth", "enable"]);
-        for args in [
-            &["role", "add", "locker"][..],
-            &[
-                "role",
-                "grant-permission",
-                "locker",
-                "--prefix=true",
-                "readwrite",
-                "app/",
-            ],
-            &["user", "add", "alice", "--new-user-password=al1cepw"],
-            &["user", "grant-role", "alice", "locker"],
-        ] {
-            etcdctl(&hosts, &[&root[..], args].concat());
-        }
+        alice_may_lock_under_app(&hosts);
 
         let alice = distlock::Client::connect(&format!("etcd://alice:al1cepw@{hosts}/app"))
             .await

@@ -138,6 +138,10 @@ impl Client {
         let mut endpoint = Endpoint::from_shared(url.to_owned())
             .map_err(|e| bad(e.to_string()))?
             .connect_timeout(CONNECT_TIMEOUT)
+            // Pings on an idle connection too, so a member that went silent is found before
+            // a call is routed to it (a client always has its session's keep-alive stream
+            // open, so etcd, which refuses pings without a stream, takes them).
+            .keep_alive_while_idle(true)
             .http2_keep_alive_interval(PING_EVERY)
             .keep_alive_timeout(PING_TIMEOUT);
         if let Some(pem) = &self.options.tls_ca {
@@ -168,7 +172,8 @@ impl Client {
         InterceptedService::new(self.channel.clone(), self.stamp.clone())
     }
 
-    fn token(&self) -> Option<AsciiMetadataValue> {
+    /// The auth token calls carry now (`None` without credentials).
+    pub(crate) fn token(&self) -> Option<AsciiMetadataValue> {
         self.stamp
             .token
             .read()
@@ -181,7 +186,13 @@ impl Client {
         let Some((name, password)) = self.options.credentials.clone() else {
             return Ok(());
         };
-        let answer = AuthClient::new(self.stub())
+        // Without the token: etcd refuses any call that carries one it no longer knows.
+        let tokenless = Stamp {
+            require_leader: self.stamp.require_leader,
+            token: Arc::default(),
+        };
+        let stub = InterceptedService::new(self.channel.clone(), tokenless);
+        let answer = AuthClient::new(stub)
             .authenticate(pb::AuthenticateRequest { name, password })
             .await?
             .into_inner();
@@ -191,24 +202,30 @@ impl Client {
         Ok(())
     }
 
+    /// Asks for a new token unless another call did since `stale`, the token etcd refused
+    /// as unknown (expired, or issued before the member restarted), was current.
+    pub(crate) async fn renew_token(&self, stale: &AsciiMetadataValue) -> Answer<()> {
+        let _refreshing = self.refreshing.lock().await;
+        match self.token().as_ref() == Some(stale) {
+            true => self.authenticate().await,
+            false => Ok(()),
+        }
+    }
+
     /// Makes `call`, and once more after a new token when etcd refused the one it carried
-    /// as unknown (expired, or issued before the member restarted).
+    /// as unknown.
     async fn call<T, F, Fut>(&self, call: F) -> Answer<T>
     where
         F: Fn(Stub) -> Fut,
         Fut: Future<Output = Answer<T>>,
     {
         let carried = self.token();
-        match call(self.stub()).await {
-            Err(status) if carried.is_some() && status.message().contains("invalid auth token") => {
-                let refreshing = self.refreshing.lock().await;
-                if self.token() == carried {
-                    self.authenticate().await?;
-                }
-                drop(refreshing);
+        match (call(self.stub()).await, carried) {
+            (Err(status), Some(carried)) if token_refused(&status) => {
+                self.renew_token(&carried).await?;
                 call(self.stub()).await
             }
-            answer => answer,
+            (answer, _) => answer,
         }
     }
 
@@ -321,6 +338,15 @@ impl Client {
         .await
     }
 }
+
+/// Whether etcd refused a call for the auth token it carried (not for the credentials).
+fn token_refused(status: &Status) -> bool {
+    status.message().contains(TOKEN_REFUSED)
+}
+
+/// What etcd says of a token it does not know (a refused call's status, or the reason it
+/// cancels a watch with).
+pub(crate) const TOKEN_REFUSED: &str = "invalid auth token";
 
 /// Why a client could not be made.
 #[derive(Debug)]
