@@ -73,6 +73,8 @@ pub use distlock_core::{
     current_token, parse_lock_url, random_id, redact_url, validate_name,
 };
 
+pub use distlock_macros::{locked, permits, read_locked, write_locked};
+
 /// The etcd backend (`etcd://`).
 #[cfg(feature = "etcd")]
 pub use distlock_etcd as etcd;
@@ -236,5 +238,62 @@ impl Deref for Client {
 
     fn deref(&self) -> &distlock_core::Client {
         &self.0
+    }
+}
+
+/// What the code `#[locked]` and its kin expand to calls; not for use by hand.
+#[doc(hidden)]
+pub mod __private {
+    use std::sync::Arc;
+
+    use distlock_core::Error;
+
+    /// Whatever a `client = …` argument gives: a client, a reference to one, a shared one.
+    pub trait AsClient {
+        /// The core client.
+        fn as_client(&self) -> &distlock_core::Client;
+    }
+
+    impl AsClient for distlock_core::Client {
+        fn as_client(&self) -> &distlock_core::Client {
+            self
+        }
+    }
+
+    impl AsClient for super::Client {
+        fn as_client(&self) -> &distlock_core::Client {
+            self
+        }
+    }
+
+    impl<T: AsClient + ?Sized> AsClient for &T {
+        fn as_client(&self) -> &distlock_core::Client {
+            (**self).as_client()
+        }
+    }
+
+    impl<T: AsClient + ?Sized> AsClient for Arc<T> {
+        fn as_client(&self) -> &distlock_core::Client {
+            (**self).as_client()
+        }
+    }
+
+    impl<T: AsClient + ?Sized> AsClient for Box<T> {
+        fn as_client(&self) -> &distlock_core::Client {
+            (**self).as_client()
+        }
+    }
+
+    /// The core client of `client`.
+    pub fn as_client<C: AsClient + ?Sized>(client: &C) -> &distlock_core::Client {
+        client.as_client()
+    }
+
+    /// The error of `on_busy = "error"` for the busy lock(s) `name`.
+    pub fn busy(name: &str) -> Error {
+        Error::new(
+            distlock_core::ErrorKind::Timeout,
+            format!("`{name}` is held by someone else (on_busy = \"error\")"),
+        )
     }
 }

@@ -128,6 +128,39 @@ impl MultiLock {
         run_under_all(all.into_guards(), self.options.on_lost_value(), f).await
     }
 
+    /// Runs `f` holding every lock if all are free now, as [`with_all`](Self::with_all);
+    /// `Ok(None)` at once, without running `f` and holding none, if any is held.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let _b = client.mutex("accounts/b").lock().await?;
+    /// let moved = client
+    ///     .multi_lock(["accounts/a", "accounts/b"])
+    ///     .try_with_all(async |held: &[distlock_core::Held]| Ok::<_, distlock_core::Error>(held.len()))
+    ///     .await?;
+    /// assert_eq!(moved, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_with_all<T, E, F>(&self, f: F) -> std::result::Result<Option<T>, E>
+    where
+        F: AsyncFnOnce(&[Held]) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        match self.try_lock().await? {
+            Some(all) => run_under_all(all.into_guards(), self.options.on_lost_value(), f)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Waits at most `wait` for all names; past it, an
     /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) error.
     ///

@@ -157,6 +157,72 @@ impl RwLock {
         run_under(guard, self.options.on_lost_value(), f).await
     }
 
+    /// Runs `f` under a read grant if one is to be had now, as [`with_read`](Self::with_read);
+    /// `Ok(None)` at once, without running `f`, if a writer holds the lock or waits for it.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let schema = client.rwlock("schema");
+    /// let _writing = schema.write().await?;
+    /// let read = schema
+    ///     .try_with_read(async |_: &distlock_core::Held| Ok::<_, distlock_core::Error>(7))
+    ///     .await?;
+    /// assert_eq!(read, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_with_read<T, E, F>(&self, f: F) -> std::result::Result<Option<T>, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        match self.try_read().await? {
+            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs `f` under the write grant if the lock is free now, as
+    /// [`with_write`](Self::with_write); `Ok(None)` at once, without running `f`, if not.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let schema = client.rwlock("schema");
+    /// let _reading = schema.read().await?;
+    /// let wrote = schema
+    ///     .try_with_write(async |_: &distlock_core::Held| Ok::<_, distlock_core::Error>(()))
+    ///     .await?;
+    /// assert_eq!(wrote, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_with_write<T, E, F>(&self, f: F) -> std::result::Result<Option<T>, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        match self.try_write().await? {
+            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// One attempt at a shared hold.
     ///
     /// # Cancel safety

@@ -146,6 +146,44 @@ impl Semaphore {
         run_under(guard, self.options.on_lost_value(), f).await
     }
 
+    /// Runs `f` holding `permits` permits if they are to be had now, as
+    /// [`with_permits`](Self::with_permits); `Ok(None)` at once, without running `f`, if
+    /// not.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let gpus = client.semaphore("gpus", 4);
+    /// let _three = gpus.acquire_many(3).await?;
+    /// let ran = gpus
+    ///     .try_with_permits(2, async |_: &distlock_core::Held| Ok::<_, distlock_core::Error>(()))
+    ///     .await?;
+    /// assert_eq!(ran, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_with_permits<T, E, F>(
+        &self,
+        permits: u32,
+        f: F,
+    ) -> std::result::Result<Option<T>, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        match self.try_acquire_many(permits).await? {
+            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// One attempt at one permit.
     ///
     /// # Cancel safety

@@ -1,0 +1,187 @@
+//! The expansion: the function's body becomes the async closure a lock template runs, under
+//! the lock the arguments name.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Error, GenericArgument, Ident, ItemFn, PathArguments, ReturnType, Type, TypePath};
+
+use crate::args::{Args, Kind, Names, OnBusy};
+use crate::template;
+
+/// Expands attribute `kind` with arguments `attr` on `item`.
+pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let args = Args::parse(kind, attr, Span::call_site())?;
+    let mut function: ItemFn = syn::parse2(item).map_err(|e| {
+        Error::new(
+            e.span(),
+            format!("#[{}] goes on an `async fn`", kind.attribute()),
+        )
+    })?;
+    if function.sig.asyncness.is_none() {
+        return Err(Error::new(
+            function.sig.fn_token.span(),
+            format!(
+                "#[{}] goes on an `async fn`: the lock is waited for and held across awaits",
+                kind.attribute()
+            ),
+        ));
+    }
+    let ReturnType::Type(_, returned) = &function.sig.output else {
+        return Err(Error::new(
+            function.sig.ident.span(),
+            "a locked function returns a `Result` whose error type has `From<distlock::Error>`: \
+             taking the lock can fail",
+        ));
+    };
+    let body_returns = match args.on_busy {
+        OnBusy::Skip => without_option(returned)?,
+        OnBusy::Wait | OnBusy::Error => {
+            result_args(returned)?;
+            (**returned).clone()
+        }
+    };
+    let many = matches!(args.names, Names::Many(_));
+    let held_type = match many {
+        true => quote!(&[::distlock::Held]),
+        false => quote!(&::distlock::Held),
+    };
+    let held = match &args.held {
+        Some(name) => quote!(#name),
+        None => quote!(_),
+    };
+    let (names, shown) = match &args.names {
+        Names::Template(text) => {
+            let name = template::render(text)?;
+            (quote!(#name), quote!(__distlock_name.clone()))
+        }
+        Names::Key(expr) => (
+            quote_spanned!(expr.span()=> ::std::string::ToString::to_string(&(#expr))),
+            quote!(__distlock_name.clone()),
+        ),
+        Names::Many(templates) => {
+            let rendered = templates
+                .iter()
+                .map(template::render)
+                .collect::<syn::Result<Vec<_>>>()?;
+            (
+                quote!(::std::vec![#(#rendered),*]),
+                quote!(__distlock_name.join(", ")),
+            )
+        }
+    };
+    let client = &args.client;
+    let options = &args.options;
+    let primitive = match (args.kind, many) {
+        (Kind::Mutex, true) => quote!(multi_lock(__distlock_name.clone())),
+        (Kind::Mutex, false) => quote!(mutex(__distlock_name.clone())),
+        (Kind::Read | Kind::Write, _) => quote!(rwlock(__distlock_name.clone())),
+        (Kind::Permits, _) => {
+            let size = &args.size;
+            quote!(semaphore(__distlock_name.clone(), #size))
+        }
+    };
+    let take = match (args.kind, &args.take) {
+        (Kind::Permits, Some(take)) => quote!(#take,),
+        (Kind::Permits, None) => quote!(1,),
+        _ => quote!(),
+    };
+    let (wait, try_) = match (args.kind, many) {
+        (Kind::Mutex, true) => ("with_all", "try_with_all"),
+        (Kind::Mutex, false) => ("with_lock", "try_with_lock"),
+        (Kind::Read, _) => ("with_read", "try_with_read"),
+        (Kind::Write, _) => ("with_write", "try_with_write"),
+        (Kind::Permits, _) => ("with_permits", "try_with_permits"),
+    };
+    let body = &function.block;
+    let closure = quote!(async |#held: #held_type| -> #body_returns #body);
+    let call = |method: &str| {
+        let method = Ident::new(method, Span::call_site());
+        quote!(__distlock_lock.#method(#take #closure).await)
+    };
+    let run = match args.on_busy {
+        OnBusy::Wait => call(wait),
+        OnBusy::Skip => call(try_),
+        OnBusy::Error => {
+            let tried = call(try_);
+            quote! {
+                match #tried {
+                    ::std::result::Result::Ok(::std::option::Option::Some(done)) => {
+                        ::std::result::Result::Ok(done)
+                    }
+                    ::std::result::Result::Ok(::std::option::Option::None) => {
+                        ::std::result::Result::Err(::std::convert::From::from(
+                            ::distlock::__private::busy(&#shown),
+                        ))
+                    }
+                    ::std::result::Result::Err(err) => ::std::result::Result::Err(err),
+                }
+            }
+        }
+    };
+    let new_body = quote! {{
+        let __distlock_name = #names;
+        let __distlock_lock = {
+            let __distlock_client = ::distlock::__private::as_client(&(#client));
+            __distlock_client
+                .#primitive
+                .with_options(::distlock::LockOptions::new() #(#options)*)
+        };
+        #run
+    }};
+    *function.block = syn::parse2(new_body)?;
+    Ok(quote!(#function))
+}
+
+/// The generic arguments of `returned`, a `Result<…>` (by its last path segment, so
+/// `std::io::Result<T>` and aliases named `Result` pass too).
+fn result_args(returned: &Type) -> syn::Result<&PathArguments> {
+    match returned {
+        Type::Path(TypePath { path, .. })
+            if path.segments.last().is_some_and(|s| s.ident == "Result") =>
+        {
+            Ok(&path.segments.last().expect("checked").arguments)
+        }
+        _ => Err(Error::new_spanned(
+            returned,
+            "a locked function returns a `Result` whose error type has `From<distlock::Error>`: \
+             taking the lock can fail",
+        )),
+    }
+}
+
+/// `Result<T, E>` for `returned`, a `Result<Option<T>, E>` (`on_busy = "skip"` returns
+/// `Ok(None)` when the lock is busy).
+fn without_option(returned: &Type) -> syn::Result<Type> {
+    let refuse = || {
+        Error::new_spanned(
+            returned,
+            "with on_busy = \"skip\" the function returns `Result<Option<T>, E>`: `Ok(None)` \
+             when the lock is busy",
+        )
+    };
+    result_args(returned)?;
+    let mut body_returns = returned.clone();
+    let Type::Path(TypePath { path, .. }) = &mut body_returns else {
+        return Err(refuse());
+    };
+    let PathArguments::AngleBracketed(arguments) =
+        &mut path.segments.last_mut().expect("checked").arguments
+    else {
+        return Err(refuse());
+    };
+    let Some(GenericArgument::Type(Type::Path(first))) = arguments.args.first_mut() else {
+        return Err(refuse());
+    };
+    let option = first.path.segments.last().filter(|s| s.ident == "Option");
+    let Some(PathArguments::AngleBracketed(inner)) = option.map(|s| &s.arguments) else {
+        return Err(refuse());
+    };
+    let Some(GenericArgument::Type(value)) = inner.args.first().cloned() else {
+        return Err(refuse());
+    };
+    if let Some(slot) = arguments.args.first_mut() {
+        *slot = GenericArgument::Type(value);
+    }
+    Ok(body_returns)
+}

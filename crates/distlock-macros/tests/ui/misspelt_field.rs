@@ -1,0 +1,10 @@
+struct Order {
+    id: u64,
+}
+
+#[distlock::locked(client = locks, name = "orders/{order.idd}")]
+async fn ship(locks: &distlock::Client, order: &Order) -> distlock::Result<u64> {
+    Ok(order.id)
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[distlock::locked(client = locks, name = "orders/{id}")]
+fn ship(locks: &distlock::Client, id: u64) -> distlock::Result<u64> {
+    Ok(id)
+}
+
+fn main() {}
