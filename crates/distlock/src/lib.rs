@@ -29,6 +29,21 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The [`locked`] attribute makes a whole `async fn` that closure, its lock named by a
+//! template over the arguments:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+//! #[distlock::locked(client = locks, name = "orders/{order_id}", wait = "5s", held = h)]
+//! async fn ship(locks: &distlock::Client, order_id: u64) -> distlock::Result<u64> {
+//!     Ok(h.fencing_token())
+//! }
+//!
+//! let locks = distlock::Client::connect("memory://").await?;
+//! assert!(ship(&locks, 42).await? > 0);
+//! # Ok(()) }
+//! ```
+//!
 //! Guards give the same control by hand:
 //!
 //! ```
