@@ -95,6 +95,9 @@ impl SqlShop {
                     if dialect == Dialect::Sqlite {
                         conn.execute("PRAGMA busy_timeout = 60000").await?;
                         conn.execute("PRAGMA journal_mode = WAL").await?;
+                        // The shop is the demo's scratch: a commit need not reach the disk
+                        // before the next buyer reads (WAL keeps the file whole anyway).
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
                     }
                     Ok(())
                 })
