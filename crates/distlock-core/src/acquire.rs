@@ -101,10 +101,10 @@ async fn acquire_inner(
     let caps = backend.capabilities();
     check_capabilities(backend.scheme(), caps, want.kind, options)?;
 
-    if let Some(owner) = &options.reentrant {
-        if let Some(held) = client.inner().find_reentrant(want.name, want.kind, owner) {
-            return held.map(|lease| Some(Guard::new(lease)));
-        }
+    if let Some(owner) = &options.reentrant
+        && let Some(held) = client.inner().find_reentrant(want.name, want.kind, owner)
+    {
+        return held.map(|lease| Some(Guard::new(lease)));
     }
 
     let waits = attempt == Attempt::Wait && options.wait != Some(Duration::ZERO);

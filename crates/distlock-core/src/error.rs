@@ -181,8 +181,8 @@ impl Error {
     }
 
     /// Marks the error as worth retrying (a transient fault, not a wrong request), unless
-    /// its source is this process out of file descriptors (see [`with_source`]
-    /// (Self::with_source)).
+    /// its source is this process out of file descriptors (see
+    /// [`with_source`](Self::with_source)).
     ///
     /// # Examples
     ///

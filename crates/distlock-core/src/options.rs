@@ -292,13 +292,13 @@ impl LockOptions {
                 self.ttl, MAX_TTL
             )));
         }
-        if let Some(every) = self.renew_every {
-            if every < MIN_RENEW_EVERY || every >= self.ttl {
-                return Err(Error::invalid(format!(
-                    "renew_every {every:?} must be at least {MIN_RENEW_EVERY:?} and below the ttl {:?}",
-                    self.ttl
-                )));
-            }
+        if let Some(every) = self.renew_every
+            && (every < MIN_RENEW_EVERY || every >= self.ttl)
+        {
+            return Err(Error::invalid(format!(
+                "renew_every {every:?} must be at least {MIN_RENEW_EVERY:?} and below the ttl {:?}",
+                self.ttl
+            )));
         }
         if self.max_hold.is_some_and(|m| m.is_zero()) {
             return Err(Error::invalid("max_hold must not be zero"));

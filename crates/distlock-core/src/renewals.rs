@@ -53,10 +53,10 @@ impl Renewals {
                 ttl,
                 reply,
             };
-            if self.send(request).is_ok() {
-                if let Ok(outcome) = answer.await {
-                    return outcome;
-                }
+            if self.send(request).is_ok()
+                && let Ok(outcome) = answer.await
+            {
+                return outcome;
             }
         }
         Err(Error::new(ErrorKind::Backend, "the renewal batcher stopped").temporary())

@@ -284,10 +284,10 @@ where
     let names: Vec<&str> = held.iter().map(Held::name).collect();
     for guard in guards {
         let name = guard.name().to_owned();
-        if let Err(err) = guard.release().await {
-            if err.kind() != ErrorKind::NotHeld {
-                tracing::warn!(lock = %name, error = %err, "releasing after the template's closure failed; the lease ends on its own");
-            }
+        if let Err(err) = guard.release().await
+            && err.kind() != ErrorKind::NotHeld
+        {
+            tracing::warn!(lock = %name, error = %err, "releasing after the template's closure failed; the lease ends on its own");
         }
     }
     match finished {

@@ -336,10 +336,10 @@ async fn run(running: Running) {
         let now = Instant::now();
         let (due, next) = shared.take_due(now);
         for (slot, lease) in due {
-            if let Some(core) = lease.upgrade() {
-                if core.fired(slot) {
-                    check(shared, &core, now);
-                }
+            if let Some(core) = lease.upgrade()
+                && core.fired(slot)
+            {
+                check(shared, &core, now);
             }
         }
         if shared.state().closed {

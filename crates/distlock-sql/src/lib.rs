@@ -1,9 +1,9 @@
 //! SQL backends for distlock, on one lease-table design shared by every dialect.
 //!
-//! Today: SQLite, the embedded default (`sqlite:///path/to/locks.db`), and PostgreSQL
-//! (`postgres://…`, see [`postgres`]) with advisory locks held by dedicated sessions or, in
-//! lease mode, the same lease table as SQLite's. MySQL/MariaDB will reuse the same
-//! [lease table](lease_table) logic.
+//! SQLite, the embedded default (`sqlite:///path/to/locks.db`); PostgreSQL (`postgres://…`,
+//! see [`postgres`]) and MySQL/MariaDB (`mysql://…`, `mariadb://…`, see [`mysql`]), each
+//! with advisory locks held by dedicated sessions or, in lease mode, the same
+//! [lease table](lease_table) as SQLite's.
 //!
 //! # The lease table
 //!

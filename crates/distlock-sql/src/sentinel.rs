@@ -154,7 +154,7 @@ impl Drop for Watching<'_> {
 
 /// Whether the sentinel watches the server in `generation`.
 fn watching(generation: u64) -> bool {
-    generation % 2 == 0
+    generation.is_multiple_of(2)
 }
 
 /// The sentinel's task: connects, watches until the connection breaks, and again, for as

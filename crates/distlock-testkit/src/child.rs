@@ -177,12 +177,10 @@ impl ChildProcess {
                 if let Some(json) = line
                     .find(EVENT_PREFIX)
                     .map(|at| &line[at + EVENT_PREFIX.len()..])
+                    && let Ok(event) = serde_json::from_str(json)
+                    && tx.send(event).is_err()
                 {
-                    if let Ok(event) = serde_json::from_str(json) {
-                        if tx.send(event).is_err() {
-                            return;
-                        }
-                    }
+                    return;
                 }
             }
         });

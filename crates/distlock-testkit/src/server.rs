@@ -216,13 +216,13 @@ impl Server {
     fn wait_ready(&mut self, log_start: usize) -> Result<(), LaunchError> {
         let deadline = Instant::now() + self.spec.startup_timeout;
         while Instant::now() < deadline {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    return Err(failed(
-                        format!("{} exited during startup with {status}", self.spec.program),
-                        &self.log(),
-                    ));
-                }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(failed(
+                    format!("{} exited during startup with {status}", self.spec.program),
+                    &self.log(),
+                ));
             }
             let ready = match &self.spec.ready {
                 Ready::TcpConnect => {

@@ -103,12 +103,12 @@ impl ZkBackend {
             request.leases.clear();
         }
         let prefix = request.prefix(kind);
-        if request.unsure {
-            if let Some(node) = nodes::find_own(&live, &request.dir, &prefix).await? {
-                request.unsure = false;
-                request.node = Some(node.clone());
-                return Ok(node);
-            }
+        if request.unsure
+            && let Some(node) = nodes::find_own(&live, &request.dir, &prefix).await?
+        {
+            request.unsure = false;
+            request.node = Some(node.clone());
+            return Ok(node);
         }
         request.unsure = true;
         let (node, listing) =

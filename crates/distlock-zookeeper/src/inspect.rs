@@ -52,12 +52,12 @@ pub(crate) async fn locks(
                 let below_base = dir != base;
                 let semaphore = below_base && is_semaphore(&children);
                 let contended = semaphore || children.iter().any(|c| names::contender(c).is_some());
-                if below_base && contended {
-                    if let Some(name) = names::lock_name(base, &dir) {
-                        if let Some((state, _)) = lock(client, unrecorded, &dir, name).await? {
-                            states.push(state);
-                        }
-                    }
+                if below_base
+                    && contended
+                    && let Some(name) = names::lock_name(base, &dir)
+                    && let Some((state, _)) = lock(client, unrecorded, &dir, name).await?
+                {
+                    states.push(state);
                 }
                 pending.extend(
                     children

@@ -127,10 +127,10 @@ async fn sell_and_tidy_up(
     };
     // Ctrl-C from a terminal reaches the workers too, and the sale may end on a worker
     // killed by it before the demo reads its own: the signal is what ended it.
-    if sold.is_err() {
-        if let Ok(number) = tokio::time::timeout(SIGNAL_GRACE, caught.next()).await {
-            sold = Ok(signalled(number));
-        }
+    if sold.is_err()
+        && let Ok(number) = tokio::time::timeout(SIGNAL_GRACE, caught.next()).await
+    {
+        sold = Ok(signalled(number));
     }
     if !args.keep {
         // The shop file is removed only when the demo chose it.

@@ -111,10 +111,10 @@ pub async fn supervise(
                 lost_at = Some(Instant::now() + Duration::from_secs(3600));
             }
             number = caught.next() => {
-                if number == libc::SIGCONT {
-                    if let Some(terminal) = terminal {
-                        terminal.give_to(group);
-                    }
+                if number == libc::SIGCONT
+                    && let Some(terminal) = terminal
+                {
+                    terminal.give_to(group);
                 }
                 signals::to_group(group, number);
             }

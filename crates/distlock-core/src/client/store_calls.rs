@@ -32,11 +32,11 @@ impl Client {
     }
 
     /// Runs `f` under the mutex `name`, acquired with the client's defaults: the lock
-    /// template, as [`Mutex::with_lock`].
+    /// template, as [`Mutex::with_lock`](crate::Mutex::with_lock).
     ///
     /// # Cancel safety
     ///
-    /// As [`Mutex::with_lock`].
+    /// As [`Mutex::with_lock`](crate::Mutex::with_lock).
     ///
     /// # Examples
     ///

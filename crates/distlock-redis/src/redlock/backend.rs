@@ -545,7 +545,7 @@ impl Backend for RedlockBackend {
         Ok(self.merged(answers.into_iter().flatten().flatten(), 1))
     }
 
-    /// Deletes each name's fencing counter [`MIN_REDLOCK_FENCE_TTL`] or more below the
+    /// Deletes each name's fencing counter a minute (the least fence TTL) or more below the
     /// master's clock (the masters' clocks may differ) on every master that answers, a
     /// hundred names a call; a majority must answer each. The most names one master forgot.
     async fn forget(&self, names: &[&str]) -> Result<usize> {

@@ -64,13 +64,13 @@ impl SqliteBackend {
                 .with_backend("sqlite")
                 .with_operation("connect")
         };
-        if let Some(dir) = config.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                return Err(bad_path(
-                    "the directory of the lock database does not exist",
-                    dir,
-                ));
-            }
+        if let Some(dir) = config.path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.is_dir()
+        {
+            return Err(bad_path(
+                "the directory of the lock database does not exist",
+                dir,
+            ));
         }
         if config.path.is_dir() {
             return Err(bad_path(

@@ -319,13 +319,11 @@ pub(super) async fn poll(
     fresh: bool,
     socket: &str,
 ) -> Result<Polled> {
-    if fresh {
-        if let Some(outcome) = peek(pool, clock, request, socket).await? {
-            return Ok(Polled {
-                outcome,
-                wake: None,
-            });
-        }
+    if fresh && let Some(outcome) = peek(pool, clock, request, socket).await? {
+        return Ok(Polled {
+            outcome,
+            wake: None,
+        });
     }
     lease_engine::poll(&SqliteLeases(clock), pool, request, socket).await
 }

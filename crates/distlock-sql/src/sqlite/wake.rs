@@ -62,10 +62,10 @@ impl WakeSocket {
         if wake.address.is_empty() {
             return;
         }
-        if let Some(sender) = &self.sender {
-            if let Err(err) = send_to(sender, &wake.address, &wake.token) {
-                tracing::trace!(error = %err, "wake-up not delivered; the waiter will poll");
-            }
+        if let Some(sender) = &self.sender
+            && let Err(err) = send_to(sender, &wake.address, &wake.token)
+        {
+            tracing::trace!(error = %err, "wake-up not delivered; the waiter will poll");
         }
     }
 }
