@@ -127,10 +127,14 @@ impl SqliteBackend {
             .busy_timeout(config.busy_timeout);
         // One connection: SQLite runs one writer at a time anyway, and queueing in the pool
         // is fairer and cheaper than queueing in SQLite's busy handler.
+        let busy_timeout = config.busy_timeout;
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
             .acquire_timeout(config.busy_timeout + Duration::from_secs(5))
+            .after_connect(move |connection, _| {
+                Box::pin(super::busy::install(connection, busy_timeout))
+            })
             .connect_with(options)
             .await
             .map_err(|err| match &err {

@@ -20,6 +20,7 @@
 //! (Ctrl-Z) stop between writes.
 
 mod backend;
+mod busy;
 mod clock;
 mod config;
 
