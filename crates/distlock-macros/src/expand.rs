@@ -12,6 +12,11 @@ use crate::template;
 /// Expands attribute `kind` with arguments `attr` on `item`.
 pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let args = Args::parse(kind, attr, Span::call_site())?;
+    // The expansion's own variables resolve where the macro is defined: the body, written
+    // by the user, sees none of them.
+    let name_var = Ident::new("__distlock_name", Span::mixed_site());
+    let lock_var = Ident::new("__distlock_lock", Span::mixed_site());
+    let client_var = Ident::new("__distlock_client", Span::mixed_site());
     let mut function: ItemFn = syn::parse2(item).map_err(|e| {
         Error::new(
             e.span(),
@@ -53,11 +58,11 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
     let (names, shown) = match &args.names {
         Names::Template(text) => {
             let name = template::render(text)?;
-            (quote!(#name), quote!(__distlock_name.clone()))
+            (quote!(#name), quote!(#name_var.clone()))
         }
         Names::Key(expr) => (
             quote_spanned!(expr.span()=> ::std::string::ToString::to_string(&(#expr))),
-            quote!(__distlock_name.clone()),
+            quote!(#name_var.clone()),
         ),
         Names::Many(templates) => {
             let rendered = templates
@@ -66,19 +71,19 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
                 .collect::<syn::Result<Vec<_>>>()?;
             (
                 quote!(::std::vec![#(#rendered),*]),
-                quote!(__distlock_name.join(", ")),
+                quote!(#name_var.join(", ")),
             )
         }
     };
     let client = &args.client;
     let options = &args.options;
     let primitive = match (args.kind, many) {
-        (Kind::Mutex, true) => quote!(multi_lock(__distlock_name.clone())),
-        (Kind::Mutex, false) => quote!(mutex(__distlock_name.clone())),
-        (Kind::Read | Kind::Write, _) => quote!(rwlock(__distlock_name.clone())),
+        (Kind::Mutex, true) => quote!(multi_lock(#name_var.clone())),
+        (Kind::Mutex, false) => quote!(mutex(#name_var.clone())),
+        (Kind::Read | Kind::Write, _) => quote!(rwlock(#name_var.clone())),
         (Kind::Permits, _) => {
             let size = &args.size;
-            quote!(semaphore(__distlock_name.clone(), #size))
+            quote!(semaphore(#name_var.clone(), #size))
         }
     };
     let take = match (args.kind, &args.take) {
@@ -97,7 +102,7 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
     let closure = quote!(async |#held: #held_type| -> #body_returns #body);
     let call = |method: &str| {
         let method = Ident::new(method, Span::call_site());
-        quote!(__distlock_lock.#method(#take #closure).await)
+        quote!(#lock_var.#method(#take #closure).await)
     };
     let run = match args.on_busy {
         OnBusy::Wait => call(wait),
@@ -120,10 +125,10 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
         }
     };
     let new_body = quote! {{
-        let __distlock_name = #names;
-        let __distlock_lock = {
-            let __distlock_client = ::distlock::__private::as_client(&(#client));
-            __distlock_client
+        let #name_var = #names;
+        let #lock_var = {
+            let #client_var = ::distlock::__private::as_client(&(#client));
+            #client_var
                 .#primitive
                 .with_options(::distlock::LockOptions::new() #(#options)*)
         };
