@@ -209,6 +209,36 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
     }
 }
 
+/// A demo stopped while `lock` sells still tells the strategies that ran before it: their
+/// rows, which wait for `lock`'s to be told beside it, come out without it.
+#[test]
+fn a_stopped_demo_still_tells_what_ran_before_it() {
+    let state = tempfile::tempdir().unwrap();
+    let out = state.path().join("stdout");
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_distlock"))
+        .env("XDG_STATE_HOME", state.path())
+        .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
+        .args(["demo", "--json", "--strategies", "none,lock"])
+        .args(["--stock", "1500", "--buyers", "1500", "--workers", "2"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("distlock runs");
+    // `none` sells its 1500 in well under a second; `lock` takes many.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(demo.id() as i32, libc::SIGTERM) };
+    let status = demo.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    let printed = std::fs::read_to_string(&out).unwrap();
+    let rows = json_lines(&printed);
+    assert_eq!(rows.len(), 1, "{printed}");
+    assert_eq!(rows[0]["strategy"], "none", "{printed}");
+    assert!(rows[0].get("vs_lock").is_none(), "{printed}");
+}
+
 /// A demo killed outright (SIGKILL, which it cannot catch) takes its workers with it: none
 /// goes on buying from the shop, where it would spoil the next demo's figures.
 #[test]

@@ -121,10 +121,16 @@ async fn sell_and_tidy_up(
     caught: &mut Caught,
 ) -> Result<u8> {
     let shop = Shop::open(shop_at, 1).await?;
+    // The rows that wait for `lock`'s to be told beside it: a sale stopped first tells them
+    // without it.
+    let mut waiting_for_lock = Vec::new();
     let mut sold = tokio::select! {
-        sold = sell(args, lock_url, shop_at, &shop) => sold,
+        sold = sell(args, lock_url, shop_at, &shop, &mut waiting_for_lock) => sold,
         number = caught.next() => Ok(signalled(number)),
     };
+    for report in waiting_for_lock {
+        print_report(&report, args.json);
+    }
     // Ctrl-C from a terminal reaches the workers too, and the sale may end on a worker
     // killed by it before the demo reads its own: the signal is what ended it.
     if sold.is_err()
@@ -165,8 +171,15 @@ fn signalled(number: libc::c_int) -> u8 {
     128u8.saturating_add(number as u8)
 }
 
-/// Runs every strategy against `shop` (at `shop_at`) and prints what each sold.
-async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Result<u8> {
+/// Runs every strategy against `shop` (at `shop_at`) and prints what each sold; the rows
+/// of those that ran before `lock` wait in `waiting_for_lock` until it has run.
+async fn sell(
+    args: &DemoArgs,
+    lock_url: &str,
+    shop_at: &str,
+    shop: &Shop,
+    waiting_for_lock: &mut Vec<StrategyReport>,
+) -> Result<u8> {
     if !args.json {
         outln!(
             "selling {} units to {} buyers from {} worker processes ({} buyers at once in each)",
@@ -195,7 +208,6 @@ async fn sell(args: &DemoArgs, lock_url: &str, shop_at: &str, shop: &Shop) -> Re
     // Each strategy's buys/s is told beside `lock`'s: those that run before it wait for it.
     let lock_runs = args.strategies.iter().any(|s| s == "lock");
     let mut lock_rate = None;
-    let mut waiting_for_lock = Vec::new();
     for strategy in &args.strategies {
         bar.set_message(strategy.clone());
         let segments = match strategy.as_str() {
