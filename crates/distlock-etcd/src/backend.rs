@@ -57,8 +57,9 @@ pub struct EtcdBackend {
 }
 
 impl EtcdBackend {
-    /// Connects, grants the first session lease (an unreachable cluster fails at once) and
-    /// keeps it alive.
+    /// Connects (an unreachable cluster or refused credentials fail at once); the session
+    /// lease is granted when a request first needs one, and kept alive from then on, so a
+    /// client that only reads the state (`status`) or breaks locks holds none.
     ///
     /// # Examples
     ///
@@ -174,7 +175,7 @@ impl EtcdBackend {
     /// a write of its key made no earlier than the listing that decided: its create, or a
     /// stamp. So it is above every token handed out before, whatever their kinds.
     async fn poll_request(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
-        let live = self.sessions.slot.current()?;
+        let live = self.sessions.current().await?;
         let (name, kind, permits) = (
             ticket.request.name.clone(),
             ticket.request.kind,
@@ -441,7 +442,7 @@ impl Backend for EtcdBackend {
     }
 
     async fn floor_round(&self) -> Result<()> {
-        let live = self.sessions.slot.current()?;
+        let live = self.sessions.current().await?;
         let key = format!("{}/%floor", self.config().prefix);
         let put = crate::grpc::pb::PutRequest {
             key: key.into_bytes(),

@@ -48,8 +48,9 @@
 //! # Sessions and what `Lost` means
 //!
 //! Every key of a client lives on its session lease; nothing per lock is renewed. The
-//! lease (TTL `session_ttl`, as granted) is kept alive by one keep-alive stream, a
-//! keep-alive every quarter of the TTL; the session is reported valid until the sending
+//! lease (TTL `session_ttl`, as granted) is granted when the client's first request needs
+//! it, so a client that only reads the state or breaks locks holds none. It is kept alive
+//! by one keep-alive stream, a keep-alive every quarter of the TTL; the session is reported valid until the sending
 //! of the last answered keep-alive plus the TTL (less 1 % drift and 2 ms), the earliest
 //! moment etcd could expire the lease. A keep-alive unanswered within its quarter turns
 //! every guard `AtRisk`; they are `Held` again if an answer comes in time, and `Lost` at

@@ -1,5 +1,7 @@
 //! The client's etcd session, kept and reported to the core: one lease at a time, kept
-//! alive by one keep-alive stream, a new one granted when it expires.
+//! alive by one keep-alive stream, a new one granted when it expires. The first lease is
+//! granted when a request first needs one, so a client that only looks (`status`) or
+//! breaks locks holds none.
 //!
 //! etcd expires a lease when its TTL passes without a keep-alive reaching the leader. So a
 //! lease is surely alive until the sending of the last keep-alive that was answered plus
@@ -60,6 +62,9 @@ pub(crate) struct Sessions {
     pub(crate) pending: PendingDeletes<Doomed>,
     /// The client's one watch stream, which every wait and held key's watch shares.
     pub(crate) watches: Watches,
+    /// Whether the first lease was granted; held while it is asked for, so it is asked for
+    /// once (by a task of its own, which a caller that gives up does not stop halfway).
+    opened: tokio::sync::Mutex<bool>,
 }
 
 /// A contender key to delete once the session answers.
@@ -100,17 +105,50 @@ fn locked<T>(mutex: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Sessions {
-    /// Connects and grants the first lease (failing at once when no member answers), and
-    /// starts keeping it, on the sessions' own runtime.
+    /// Connects (failing at once when no member answers, or the credentials are refused)
+    /// on the sessions' own runtime; the first lease is granted by [`Sessions::current`].
     pub(crate) async fn open(config: EtcdConfig) -> Result<Arc<Sessions>> {
         crate::runtime::SESSIONS.run(Sessions::start(config)).await
     }
 
     async fn start(config: EtcdConfig) -> Result<Arc<Sessions>> {
         let (client, members) = connect(&config).await?;
+        let sessions = Arc::new(Sessions {
+            config,
+            client: client.clone(),
+            slot: SessionSlot::unopened("etcd"),
+            taken: StdMutex::new((1, 0)),
+            pending: PendingDeletes::default(),
+            watches: Watches::start(client.clone()),
+            opened: tokio::sync::Mutex::new(false),
+        });
+        if let Some(members) = members {
+            tokio::spawn(crate::members::follow(Arc::downgrade(&sessions), members));
+        }
+        Ok(sessions)
+    }
+
+    /// The session requests are made in, the first one granted now if none was yet; an
+    /// error (temporary) while a later one is granted after one ended.
+    pub(crate) async fn current(self: &Arc<Self>) -> Result<Live> {
+        if let Some(live) = self.slot.live() {
+            return Ok(live);
+        }
+        let opening = Arc::clone(self);
+        crate::runtime::SESSIONS.run(opening.open_first()).await?;
+        self.slot.current()
+    }
+
+    /// Grants the first lease (a member that refused gets [`FIRST_TRIES`] chances) and
+    /// starts keeping it, unless that was done.
+    async fn open_first(self: Arc<Self>) -> Result<()> {
+        let mut opened = self.opened.lock().await;
+        if *opened {
+            return Ok(());
+        }
         let mut tries = 1;
         let (lease, ttl, asked) = loop {
-            match grant(&client, &config).await {
+            match grant(&self.client, &self.config).await {
                 Err(err) if err.kind() == ErrorKind::Unavailable && tries < FIRST_TRIES => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -119,23 +157,14 @@ impl Sessions {
             }
         };
         let live = Live {
-            client: client.clone(),
+            client: self.client.clone(),
             lease,
             id: 1,
         };
-        let sessions = Arc::new(Sessions {
-            config,
-            client: client.clone(),
-            slot: SessionSlot::new("etcd", 1, live.clone(), safe_deadline(asked, ttl)),
-            taken: StdMutex::new((1, 0)),
-            pending: PendingDeletes::default(),
-            watches: Watches::start(client.clone()),
-        });
-        tokio::spawn(keep(Arc::downgrade(&sessions), live, ttl));
-        if let Some(members) = members {
-            tokio::spawn(crate::members::follow(Arc::downgrade(&sessions), members));
-        }
-        Ok(sessions)
+        self.slot.open(1, live.clone(), safe_deadline(asked, ttl));
+        *opened = true;
+        tokio::spawn(keep(Arc::downgrade(&self), live, ttl));
+        Ok(())
     }
 
     /// The client every session speaks through.
@@ -203,9 +232,8 @@ impl Sessions {
     }
 }
 
-/// How often the first lease is asked for before the client gives up: a member that
-/// refused once (busy starting, say) gets another chance. A refused connection fails
-/// within a second; an address that never answers within three connect timeouts.
+/// How often the first lease is asked for before the request that needs it gives up: a
+/// member that refused once (busy starting, say) gets another chance.
 const FIRST_TRIES: u32 = 3;
 
 /// How long a connect, a lease grant or a revoke may take.
@@ -252,7 +280,16 @@ async fn connect(config: &EtcdConfig) -> Result<(Client, Option<Members>)> {
         .with_backend("etcd")
         .temporary()
     };
-    match tokio::time::timeout(CALL_BOUND, Client::connect(&endpoints, &options)).await {
+    let connected = async {
+        let client = Client::connect(&endpoints, &options).await?;
+        // With credentials, connecting asked etcd for a token; without, its status is asked,
+        // so that an unreachable cluster fails here, not at the first lock.
+        if options.credentials.is_none() {
+            client.status().await.map_err(ConnectError::Refused)?;
+        }
+        Ok(client)
+    };
+    match tokio::time::timeout(CALL_BOUND, connected).await {
         Ok(Ok(client)) => Ok((client, members)),
         Ok(Err(ConnectError::Endpoint(err))) => Err(err.with_backend("etcd")),
         Ok(Err(ConnectError::Refused(status))) => {

@@ -306,6 +306,27 @@ fn tls_with_the_members_authority_works_and_another_is_refused() {
     });
 }
 
+/// A client that only reads the state (`status`) or breaks locks holds no lease: etcd's
+/// lease list stays empty until its first lock, which grants the session's one lease.
+#[test]
+fn looking_and_breaking_hold_no_lease() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+        let hosts = server.addr().to_string();
+        let client = distlock::Client::connect(&format!("etcd://{hosts}/looks"))
+            .await
+            .unwrap();
+        assert!(client.status(None).await.unwrap().is_empty());
+        assert!(client.force_release("x", None).await.unwrap().is_empty());
+        let leases = etcdctl(&hosts, &["lease", "list"]);
+        assert!(leases.contains("found 0 leases"), "{leases}");
+        let guard = client.mutex("x").lock().await.unwrap();
+        let leases = etcdctl(&hosts, &["lease", "list"]);
+        assert!(leases.contains("found 1 leases"), "{leases}");
+        guard.release().await.unwrap();
+    });
+}
+
 /// Turns auth on at the member at `hosts`, with user `alice` (password `al1cepw`) whose
 /// role may read and write under `app/`: etcdctl's arguments for `root`.
 fn alice_may_lock_under_app(hosts: &str) -> [&'static str; 2] {

@@ -62,6 +62,31 @@ impl<L: Clone> SessionSlot<L> {
         }
     }
 
+    /// A slot with no session yet (reported as session 0, expired), for a backend that
+    /// opens its first session when a request first needs one; `backend` names the backend
+    /// in errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::backend::SessionSlot;
+    /// let slot: SessionSlot<&str> = SessionSlot::unopened("example");
+    /// assert!(slot.live().is_none() && !slot.subscribe().borrow().is_alive());
+    /// slot.open(1, "lease 7", tokio::time::Instant::now() + std::time::Duration::from_secs(10));
+    /// assert_eq!(slot.live(), Some("lease 7"));
+    /// ```
+    pub fn unopened(backend: &'static str) -> Self {
+        let (sender, _) = watch::channel(Session {
+            id: 0,
+            state: SessionState::Expired,
+        });
+        SessionSlot {
+            backend,
+            current: Mutex::new(None),
+            sender,
+        }
+    }
+
     /// The session requests are made in now, if one is open.
     ///
     /// # Examples
