@@ -141,12 +141,30 @@ impl SqliteBackend {
                 // SQLITE_CANTOPEN, or one of its extended codes: the path names nothing
                 // this user may open or create.
                 sqlx::Error::Database(db) if primary_code(db.as_ref()) == Some(SQLITE_CANTOPEN) => {
-                    Error::invalid(format!(
-                        "cannot open the lock database {}: {db}",
-                        config.path.display()
-                    ))
-                    .with_backend("sqlite")
-                    .with_operation("connect")
+                    // SQLite says "cannot open" of a process out of file descriptors too:
+                    // the path is blamed only if this process cannot open it either.
+                    let opened = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(&config.path);
+                    let path = config.path.display();
+                    let err = match opened {
+                        Err(why) => {
+                            Error::invalid(format!("cannot open the lock database {path}: {db}"))
+                                .with_source(why)
+                        }
+                        Ok(_) => Error::new(
+                            distlock_core::ErrorKind::Backend,
+                            format!(
+                                "SQLite could not open the lock database {path} ({db}), though \
+                                 the file opens: is this process out of file descriptors? \
+                                 (raise `ulimit -n`)"
+                            ),
+                        ),
+                    };
+                    err.with_backend("sqlite").with_operation("connect")
                 }
                 _ => db_error("connect")(err),
             })?;

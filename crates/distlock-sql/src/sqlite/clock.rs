@@ -123,12 +123,14 @@ fn boot_id() -> Result<Option<String>> {
         return Ok(None);
     }
     let id = std::fs::read_to_string(BOOT_ID).map_err(|e| {
+        // A process out of file descriptors is told so (as a `Backend` error) by the source.
         Error::new(
             ErrorKind::Unsupported,
-            format!("cannot read this machine's boot id from {BOOT_ID} ({e}): SQLite leases expire by the monotonic clock of one boot, and need it"),
+            format!("cannot read this machine's boot id from {BOOT_ID}: SQLite leases expire by the monotonic clock of one boot, and need it"),
         )
         .with_backend("sqlite")
         .with_operation("connect")
+        .with_source(e)
     })?;
     Ok(Some(id.trim().to_owned()))
 }
