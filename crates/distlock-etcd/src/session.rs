@@ -134,8 +134,16 @@ impl Sessions {
         if let Some(live) = self.slot.live() {
             return Ok(live);
         }
-        let opening = Arc::clone(self);
-        crate::runtime::SESSIONS.run(opening.open_first()).await?;
+        match self.opened.try_lock() {
+            // Another request is granting the first lease: wait for it, not beside it.
+            Err(_) => drop(self.opened.lock().await),
+            Ok(opened) if *opened => {}
+            Ok(opened) => {
+                drop(opened);
+                let opening = Arc::clone(self);
+                crate::runtime::SESSIONS.run(opening.open_first()).await?;
+            }
+        }
         self.slot.current()
     }
 
@@ -232,8 +240,8 @@ impl Sessions {
     }
 }
 
-/// How often the first lease is asked for before the request that needs it gives up: a
-/// member that refused once (busy starting, say) gets another chance.
+/// How often a member's status (at connect) or the first lease is asked for before giving
+/// up: a member that refused once (busy starting, say) gets another chance.
 const FIRST_TRIES: u32 = 3;
 
 /// How long a connect, a lease grant or a revoke may take.
@@ -283,9 +291,18 @@ async fn connect(config: &EtcdConfig) -> Result<(Client, Option<Members>)> {
     let connected = async {
         let client = Client::connect(&endpoints, &options).await?;
         // With credentials, connecting asked etcd for a token; without, its status is asked,
-        // so that an unreachable cluster fails here, not at the first lock.
-        if options.credentials.is_none() {
-            client.status().await.map_err(ConnectError::Refused)?;
+        // so that an unreachable cluster fails here, not at the first lock. A member that
+        // refused once (busy starting, say) gets another chance.
+        let mut tries = 1;
+        while options.credentials.is_none() {
+            match client.status().await {
+                Ok(_) => break,
+                Err(_) if tries < FIRST_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(refused) => return Err(ConnectError::Refused(refused)),
+            }
         }
         Ok(client)
     };

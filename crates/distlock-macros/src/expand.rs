@@ -39,6 +39,13 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
              taking the lock can fail",
         ));
     };
+    if names_impl_trait(quote!(#returned)) {
+        return Err(Error::new_spanned(
+            returned,
+            "a locked function cannot return `impl Trait`: its body runs as a closure, whose \
+             return type must be named (name the type, or box it)",
+        ));
+    }
     let body_returns = match args.on_busy {
         OnBusy::Skip => without_option(returned)?,
         OnBusy::Wait | OnBusy::Error => {
@@ -100,9 +107,12 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
     };
     let body = &function.block;
     let closure = quote!(async |#held: #held_type| -> #body_returns #body);
+    // The call's span is the return type's: an error type without `From<distlock::Error>`
+    // is reported there.
+    let at = returned.span();
     let call = |method: &str| {
-        let method = Ident::new(method, Span::call_site());
-        quote!(#lock_var.#method(#take #closure).await)
+        let method = Ident::new(method, at);
+        quote_spanned!(at=> #lock_var.#method(#take #closure).await)
     };
     let run = match args.on_busy {
         OnBusy::Wait => call(wait),
@@ -136,6 +146,15 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
     }};
     *function.block = syn::parse2(new_body)?;
     Ok(quote!(#function))
+}
+
+/// Whether `tokens` (a type) holds an `impl Trait` anywhere.
+fn names_impl_trait(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => ident == "impl",
+        proc_macro2::TokenTree::Group(group) => names_impl_trait(group.stream()),
+        _ => false,
+    })
 }
 
 /// The generic arguments of `returned`, a `Result<…>` (by its last path segment, so

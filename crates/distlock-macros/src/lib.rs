@@ -64,7 +64,11 @@
 //!   `op_timeout` as durations (`"5s"`, `"250ms"`, checked at compile time); `fair` and
 //!   `auto_renew` as `true`/`false`; `reentrant = <Owner expr>`.
 //!
-//! The function's error type must have `From<distlock::Error>`.
+//! The function's error type must have `From<distlock::Error>`, and its return type be
+//! named (`impl Trait` cannot be a closure's). The expansion names `::distlock`: depend on
+//! the `distlock` crate under its own name. Inside an `#[async_trait]` impl the attribute
+//! sees the method after async_trait rewrote it (no longer `async`): use Rust's own
+//! `async fn` in traits there.
 //!
 //! [`Mutex::with_lock`]: https://docs.rs/distlock-core/latest/distlock_core/struct.Mutex.html#method.with_lock
 

@@ -57,7 +57,20 @@ fn name_of(shop_at: &str) -> Result<String> {
                 _ => file.display().to_string(),
             }
         }
-        Place::Sql(Dialect::Postgres | Dialect::MySql) | Place::Redis => {
+        Place::Redis => {
+            // The shop's keys have fixed names in the server's database: `rediss://h`,
+            // `redis://h:6379` and `redis://h/0` are one shop.
+            let url = distlock::Url::parse(shop_at)
+                .map_err(|e| distlock::Error::invalid(format!("bad shop URL: {e}")))?;
+            let db = url.path().trim_matches('/');
+            format!(
+                "redis://{}:{}/{}",
+                url.host_str().unwrap_or(""),
+                url.port().unwrap_or(6379),
+                if db.is_empty() { "0" } else { db }
+            )
+        }
+        Place::Sql(Dialect::Postgres | Dialect::MySql) => {
             let url = distlock::Url::parse(shop_at)
                 .map_err(|e| distlock::Error::invalid(format!("bad shop URL: {e}")))?;
             format!(

@@ -7,8 +7,9 @@
 //! sold a third of what one did. This handler tries again after 100 µs, 200 µs, … up to
 //! 2 ms, until the busy timeout has passed.
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::sqlite::SqliteConnection;
 
@@ -17,24 +18,30 @@ fn pause(tries: u32) -> Duration {
     Duration::from_micros(100 * u64::from(tries.min(19) + 1))
 }
 
-/// How long `tries` pauses took in all.
-fn waited(tries: u32) -> Duration {
-    let ramp = tries.min(20);
-    let ramp_us = 100 * u64::from(ramp) * u64::from(ramp + 1) / 2;
-    Duration::from_micros(ramp_us + 2000 * u64::from(tries.saturating_sub(20)))
+thread_local! {
+    /// When the wait now going on began, on the connection's thread (each connection has
+    /// one of its own, and waits for one busy write at a time).
+    static WAITING_SINCE: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 /// SQLite's callback: `timeout_ms` is the busy timeout in milliseconds (an integer, not a
 /// pointer to anything), `tries` how often this wait has been called before. Nonzero tries
-/// again; zero gives up with `SQLITE_BUSY`. It runs on the connection's own thread, which
-/// it may block.
+/// again; zero gives up with `SQLITE_BUSY` once the timeout has passed since the wait's
+/// first call. It runs on the connection's own thread, which it may block.
 extern "C" fn retry(timeout_ms: *mut c_void, tries: c_int) -> c_int {
     let timeout = Duration::from_millis(timeout_ms as usize as u64);
-    let tries = u32::try_from(tries).unwrap_or(0);
-    if waited(tries) >= timeout {
+    let now = Instant::now();
+    let since = WAITING_SINCE.with(|since| match (tries, since.get()) {
+        (0, _) | (_, None) => {
+            since.set(Some(now));
+            now
+        }
+        (_, Some(began)) => began,
+    });
+    if now.duration_since(since) >= timeout {
         return 0;
     }
-    std::thread::sleep(pause(tries));
+    std::thread::sleep(pause(u32::try_from(tries).unwrap_or(0)));
     1
 }
 
@@ -65,13 +72,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pauses_ramp_to_2ms_and_add_up() {
+    fn the_pauses_ramp_to_2ms() {
         assert_eq!(pause(0), Duration::from_micros(100));
         assert_eq!(pause(19), Duration::from_millis(2));
         assert_eq!(pause(500), Duration::from_millis(2));
-        for tries in [0, 1, 5, 19, 20, 21, 100] {
-            let sum: Duration = (0..tries).map(pause).sum();
-            assert_eq!(waited(tries), sum, "{tries}");
+    }
+
+    #[test]
+    fn the_handler_gives_up_once_the_timeout_has_passed() {
+        let timeout_ms = 30usize as *mut c_void;
+        let began = Instant::now();
+        let mut tries = 0;
+        while retry(timeout_ms, tries) != 0 {
+            tries += 1;
+            assert!(tries < 10_000, "bounded");
         }
+        let waited = began.elapsed();
+        assert!(waited >= Duration::from_millis(30), "{waited:?}");
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        // A new wait starts its own count.
+        assert_eq!(retry(timeout_ms, 0), 1);
     }
 }

@@ -40,6 +40,8 @@ return 1
 
 #[derive(Clone)]
 pub struct RedisShop {
+    /// Where it is, its password hidden, for messages.
+    shown: String,
     client: redis::Client,
     connection: MultiplexedConnection,
     script: redis::Script,
@@ -65,8 +67,10 @@ impl RedisShop {
                 distlock::redact_url(location)
             ))
         })?;
-        let connection = connect(&client, location).await?;
+        let shown = distlock::redact_url(location);
+        let connection = connect(&client, &shown).await?;
         Ok(RedisShop {
+            shown,
             client,
             connection,
             script: redis::Script::new(SELL_SCRIPT),
@@ -160,7 +164,7 @@ impl RedisShop {
     /// of its own, as `WATCH` is a connection's. Returns the sale and how many retries it
     /// took.
     pub async fn sell_optimistic(&self) -> Result<(Sale, u64)> {
-        let mut connection = connect(&self.client, "the shop").await?;
+        let mut connection = connect(&self.client, &self.shown).await?;
         let key = stock_key(PRODUCT);
         let mut retries = 0;
         loop {
@@ -244,8 +248,9 @@ fn order(strategy: &str, token: Option<u64>) -> String {
     }
 }
 
-/// A connection of its own to the shop (at `location`, for messages), bounded in time.
-async fn connect(client: &redis::Client, location: &str) -> Result<MultiplexedConnection> {
+/// A connection of its own to the shop (at `shown`, its place without the password, for
+/// messages), bounded in time.
+async fn connect(client: &redis::Client, shown: &str) -> Result<MultiplexedConnection> {
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(CALL_BOUND))
         .set_response_timeout(Some(CALL_BOUND));
@@ -254,10 +259,6 @@ async fn connect(client: &redis::Client, location: &str) -> Result<MultiplexedCo
         .await
         .map_err(|e| {
             let err = distlock::redis::connect_error(e);
-            Error::new(
-                err.kind(),
-                format!("cannot open the shop at {}", distlock::redact_url(location)),
-            )
-            .with_source(err)
+            Error::new(err.kind(), format!("cannot open the shop at {shown}")).with_source(err)
         })
 }
