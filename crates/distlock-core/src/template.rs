@@ -222,6 +222,23 @@ where
     finish(vec![guard], std::slice::from_ref(&held), on_lost, body).await
 }
 
+/// Runs `f` under `guard` when the try that gave it was granted, as [`run_under`]; `Ok(None)`
+/// without running `f` when it found the lock busy (`None`).
+pub(crate) async fn run_if_granted<T, E, F>(
+    guard: Option<Guard>,
+    on_lost: OnLost,
+    f: F,
+) -> std::result::Result<Option<T>, E>
+where
+    F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+    E: From<Error>,
+{
+    match guard {
+        Some(guard) => run_under(guard, on_lost, f).await.map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Runs `f` under every grant of `guards` (one per name, in name order) and releases them
 /// after, as [`run_under`]; the loss of any one is the loss.
 pub(crate) async fn run_under_all<T, E, F>(

@@ -6,7 +6,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::MutexGuard;
 use crate::options::LockOptions;
-use crate::template::{Held, run_under};
+use crate::template::{Held, run_if_granted, run_under};
 
 /// A distributed mutual-exclusion lock: at most one valid holder at a time.
 ///
@@ -170,12 +170,8 @@ impl Mutex {
         F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        match self.try_lock().await? {
-            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
-                .await
-                .map(Some),
-            None => Ok(None),
-        }
+        let granted = self.try_lock().await?;
+        run_if_granted(granted, self.options.on_lost_value(), f).await
     }
 
     /// Waits at most `wait`; past it, an [`ErrorKind::Timeout`] error.

@@ -4,7 +4,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::{ReadGuard, WriteGuard};
 use crate::options::LockOptions;
-use crate::template::{Held, run_under};
+use crate::template::{Held, run_if_granted, run_under};
 
 /// A distributed read/write lock: many readers or one writer. A waiting writer blocks new
 /// readers, so a steady stream of readers cannot starve it.
@@ -182,12 +182,8 @@ impl RwLock {
         F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        match self.try_read().await? {
-            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
-                .await
-                .map(Some),
-            None => Ok(None),
-        }
+        let granted = self.try_read().await?;
+        run_if_granted(granted, self.options.on_lost_value(), f).await
     }
 
     /// Runs `f` under the write grant if the lock is free now, as
@@ -215,12 +211,8 @@ impl RwLock {
         F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        match self.try_write().await? {
-            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
-                .await
-                .map(Some),
-            None => Ok(None),
-        }
+        let granted = self.try_write().await?;
+        run_if_granted(granted, self.options.on_lost_value(), f).await
     }
 
     /// One attempt at a shared hold.

@@ -4,7 +4,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Permit;
 use crate::options::LockOptions;
-use crate::template::{Held, run_under};
+use crate::template::{Held, run_if_granted, run_under};
 
 /// A distributed counting semaphore: at most `permits` permits held at once. Each grant is
 /// its own lease, so the permits of a crashed holder come back when its lease ends.
@@ -176,12 +176,8 @@ impl Semaphore {
         F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
         E: From<Error>,
     {
-        match self.try_acquire_many(permits).await? {
-            Some(guard) => run_under(guard, self.options.on_lost_value(), f)
-                .await
-                .map(Some),
-            None => Ok(None),
-        }
+        let granted = self.try_acquire_many(permits).await?;
+        run_if_granted(granted, self.options.on_lost_value(), f).await
     }
 
     /// One attempt at one permit.
