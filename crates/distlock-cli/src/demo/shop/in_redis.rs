@@ -45,6 +45,9 @@ pub struct RedisShop {
     client: redis::Client,
     connection: MultiplexedConnection,
     script: redis::Script,
+    /// Connections of their own for `WATCH` (a connection's), each used by one sale at a
+    /// time and kept for the next, so a sale does not connect.
+    watching: std::sync::Arc<std::sync::Mutex<Vec<MultiplexedConnection>>>,
 }
 
 impl std::fmt::Debug for RedisShop {
@@ -74,6 +77,7 @@ impl RedisShop {
             client,
             connection,
             script: redis::Script::new(SELL_SCRIPT),
+            watching: std::sync::Arc::default(),
         })
     }
 
@@ -164,20 +168,40 @@ impl RedisShop {
     /// of its own, as `WATCH` is a connection's. Returns the sale and how many retries it
     /// took.
     pub async fn sell_optimistic(&self) -> Result<(Sale, u64)> {
-        let mut connection = connect(&self.client, &self.shown).await?;
+        let kept = self
+            .watching
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop();
+        let mut connection = match kept {
+            Some(connection) => connection,
+            None => connect(&self.client, &self.shown).await?,
+        };
+        let sold = self.watched_sale(&mut connection).await;
+        // A connection that failed halfway may still watch: it is not kept.
+        if sold.is_ok() {
+            let mut kept = self.watching.lock().unwrap_or_else(|p| p.into_inner());
+            kept.push(connection);
+        }
+        sold
+    }
+
+    /// [`sell_optimistic`](Self::sell_optimistic) on `connection`, which no other sale uses
+    /// meanwhile.
+    async fn watched_sale(&self, connection: &mut MultiplexedConnection) -> Result<(Sale, u64)> {
         let key = stock_key(PRODUCT);
         let mut retries = 0;
         loop {
             redis::cmd("WATCH")
                 .arg(&key)
-                .exec_async(&mut connection)
+                .exec_async(connection)
                 .await
                 .map_err(shop_error("sell"))?;
             let stock: Option<i64> = connection.get(&key).await.map_err(shop_error("sell"))?;
             let stock = stock.unwrap_or(0);
             if stock <= 0 {
                 redis::cmd("UNWATCH")
-                    .exec_async(&mut connection)
+                    .exec_async(connection)
                     .await
                     .map_err(shop_error("sell"))?;
                 return Ok((Sale::SoldOut, retries));
@@ -189,7 +213,7 @@ impl RedisShop {
                 .ignore()
                 .rpush(ORDERS, order("optimistic", None))
                 .ignore()
-                .query_async(&mut connection)
+                .query_async(connection)
                 .await
                 .map_err(shop_error("sell"))?;
             if done.is_some() {
