@@ -38,13 +38,10 @@ pub async fn break_lock(url: &Option<String>, args: BreakArgs) -> Result<u8> {
         outln!("{}", nothing_to_break(&args.name, args.token, &states));
         return Ok(NOTHING_BROKEN);
     }
-    let shown = LockState {
-        name: args.name.clone(),
-        last_fencing_token: states.first().map_or(0, |s| s.last_fencing_token),
-        holders: doomed.clone(),
-        waiters: Vec::new(),
-    };
-    let place_of = |name: &str| client.backend().place_of(name);
+    let mut shown = LockState::new(args.name.clone());
+    shown.last_fencing_token = states.first().map_or(0, |s| s.last_fencing_token);
+    shown.holders = doomed.clone();
+    let place_of = |name: &str| client.place_of(name);
     crate::output::stdout_text(&crate::status::table(&[shown], place_of));
     if !args.yes && !confirmed(doomed.len()).await? {
         outln!("not broken");

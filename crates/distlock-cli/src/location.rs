@@ -185,12 +185,12 @@ pub async fn connect_shared(given: &Option<String>, what: &str) -> Result<(Strin
 /// An `InvalidInput` error when `client`'s locks live inside this process only, so that
 /// `what` (a use that spans processes) would exclude nothing and show nothing.
 pub fn refuse_process_local(client: &Client, what: &str) -> Result<()> {
-    match client.backend().capabilities().cross_process {
+    match client.capabilities().cross_process {
         true => Ok(()),
         false => Err(Error::invalid(format!(
             "{what}, but {}:// locks live inside one process and no other process sees them; \
              use a store processes share, such as sqlite:// (the default) or redis://",
-            client.backend().scheme()
+            client.scheme()
         ))),
     }
 }

@@ -28,7 +28,7 @@ pub async fn status(url: &Option<String>, args: StatusArgs) -> Result<u8> {
             .map_err(|e| distlock::Error::invalid(format!("cannot encode status: {e}")))?;
         outln!("{json}");
     } else {
-        let place_of = |name: &str| client.backend().place_of(name);
+        let place_of = |name: &str| client.place_of(name);
         crate::output::stdout_text(&table(&states, place_of));
     }
     Ok(0)
@@ -150,15 +150,11 @@ mod tests {
     }
 
     fn holder(kind: LockKind, token: u64, remaining_ms: Option<u64>) -> HolderInfo {
-        HolderInfo {
-            owner: "owner-a".to_owned(),
-            kind,
-            permits: 2,
-            fencing_token: token,
-            remaining_ms,
-            no_expiry: false,
-            meta: meta(42, 1),
-        }
+        let mut holder = HolderInfo::new("owner-a", kind, token);
+        holder.permits = 2;
+        holder.remaining_ms = remaining_ms;
+        holder.meta = meta(42, 1);
+        holder
     }
 
     /// Where each field starts on a line: the offsets of `token `, `ttl left ` and ` by `.
@@ -172,30 +168,18 @@ mod tests {
 
     #[test]
     fn holders_line_up_whatever_their_tokens_and_a_session_grant_shows_as_one() {
-        let states = vec![
-            LockState {
-                name: "jobs/a".to_owned(),
-                last_fencing_token: 1_795_665_427_729_000,
-                holders: vec![holder(
-                    LockKind::Semaphore { limit: 4 },
-                    1_795_665_427_729_000,
-                    Some(29_500),
-                )],
-                waiters: vec![WaiterInfo {
-                    owner: "owner-b".to_owned(),
-                    kind: LockKind::Mutex,
-                    permits: 1,
-                    fair: true,
-                    meta: meta(43, 0),
-                }],
-            },
-            LockState {
-                name: "jobs/b".to_owned(),
-                last_fencing_token: 7,
-                holders: vec![holder(LockKind::Mutex, 7, None)],
-                waiters: Vec::new(),
-            },
-        ];
+        let mut a = LockState::new("jobs/a");
+        a.last_fencing_token = 1_795_665_427_729_000;
+        let semaphore = LockKind::Semaphore { limit: 4 };
+        a.holders = vec![holder(semaphore, 1_795_665_427_729_000, Some(29_500))];
+        let mut waiter = WaiterInfo::new("owner-b", LockKind::Mutex);
+        waiter.fair = true;
+        waiter.meta = meta(43, 0);
+        a.waiters = vec![waiter];
+        let mut b = LockState::new("jobs/b");
+        b.last_fencing_token = 7;
+        b.holders = vec![holder(LockKind::Mutex, 7, None)];
+        let states = vec![a, b];
         let table = table(&states, |_| None);
         let held: Vec<&str> = table.lines().filter(|l| l.contains("held:")).collect();
         assert_eq!(held.len(), 2, "{table}");

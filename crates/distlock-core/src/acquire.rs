@@ -55,7 +55,7 @@ pub(crate) async fn acquire(
     options: &LockOptions,
     attempt: Attempt,
 ) -> Result<Option<Guard>> {
-    let backend = client.backend().clone();
+    let backend = crate::client::backend_of(client).clone();
     let scheme = backend.scheme();
     let span = tracing::debug_span!("distlock.acquire", lock = %want.name, backend = scheme, kind = want.kind.as_str());
     let started = Instant::now();

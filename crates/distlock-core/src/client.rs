@@ -5,14 +5,13 @@ use std::fmt;
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
-use crate::backend::{Backend, LockKind};
+use crate::backend::{Backend, LockKind, WritesPaused};
 use crate::cleanups::Cleanups;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::LeaseCore;
 use crate::options::LockOptions;
 use crate::owner::{Owner, random_id};
 use crate::primitives::{MultiLock, Mutex, RwLock, Semaphore};
-use crate::registry;
 use crate::renewals::Renewals;
 use crate::watchdog::Watchdog;
 
@@ -197,7 +196,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn connect_with_defaults(url: &str, defaults: LockOptions) -> Result<Client> {
-        let backend = registry::connect(url).await?;
+        let backend = crate::memory::connect_url(url).await?;
         Ok(Client::build(backend, defaults, Some(url.to_owned())))
     }
 
@@ -338,18 +337,49 @@ impl Client {
         &self.inner.id
     }
 
-    /// The backend behind this client.
+    /// Where lock `name` lives in the store, as the store's own tools show it (the key
+    /// prefix `etcdctl get --prefix` lists, the node path `zkCli.sh ls` shows); `None`
+    /// where the store's name for it is the lock's name.
     ///
     /// # Examples
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
-    /// # let client = distlock_core::Client::connect("memory://").await?;
-    /// assert_eq!(client.backend().scheme(), "memory");
+    /// let client = distlock_core::Client::connect("memory://").await?;
+    /// assert_eq!(client.place_of("orders/42"), None);
     /// # Ok(()) }
     /// ```
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.inner.backend
+    pub fn place_of(&self, name: &str) -> Option<String> {
+        self.inner.backend.place_of(name)
+    }
+
+    /// The URL scheme of the backend behind this client (`redis`, `zk`, `sqlite`, ...).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// let client = distlock_core::Client::connect("memory://").await?;
+    /// assert_eq!(client.scheme(), "memory");
+    /// # Ok(()) }
+    /// ```
+    pub fn scheme(&self) -> &'static str {
+        self.inner.backend.scheme()
+    }
+
+    /// What the backend behind this client supports, and how its grants live: whether it
+    /// has read/write locks, semaphores, fair queues, fencing tokens that survive restarts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// let client = distlock_core::Client::connect("memory://").await?;
+    /// assert!(client.capabilities().rwlock);
+    /// # Ok(()) }
+    /// ```
+    pub fn capabilities(&self) -> crate::backend::Capabilities {
+        self.inner.backend.capabilities()
     }
 
     /// Waits, at most `within`, for the clean-ups this client runs in the background: the
@@ -392,7 +422,7 @@ impl Client {
     /// drop(paused);
     /// # Ok(()) }
     /// ```
-    pub async fn pause_writes(&self) -> crate::backend::WritesPaused {
+    pub async fn pause_writes(&self) -> WritesPaused {
         self.inner.backend.pause_writes().await
     }
 
@@ -468,4 +498,20 @@ impl Client {
     pub(crate) fn inner(&self) -> &Arc<ClientInner> {
         &self.inner
     }
+}
+
+/// The backend behind `client`, for a backend's own hooks (a test downcasting it to reach
+/// its fault switches) and tools that measure it. Re-exported as
+/// [`backend::backend_of`](crate::backend::backend_of).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// let client = distlock_core::Client::connect("memory://").await?;
+/// assert_eq!(distlock_core::backend::backend_of(&client).scheme(), "memory");
+/// # Ok(()) }
+/// ```
+pub fn backend_of(client: &Client) -> &Arc<dyn Backend> {
+    &client.inner.backend
 }

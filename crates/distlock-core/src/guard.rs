@@ -64,22 +64,6 @@ impl Guard {
         &self.lease
     }
 
-    /// The backend's handle of this grant, for a backend's resource-side helpers (etcd's
-    /// "this guard still holds" transaction condition reads its key from it).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
-    /// # let client = distlock_core::Client::connect("memory://").await?;
-    /// let guard = client.mutex("a").lock().await?;
-    /// assert_eq!(guard.grant().name, "a");
-    /// # Ok(()) }
-    /// ```
-    pub fn grant(&self) -> &crate::backend::Grant {
-        &self.lease.handle
-    }
-
     /// The lock's name.
     ///
     /// # Examples
@@ -256,6 +240,23 @@ impl Guard {
     pub fn ttl(&self) -> Duration {
         self.lease.ttl
     }
+}
+
+/// The backend's handle of `guard`'s grant, for a backend's resource-side helpers (etcd's
+/// "this guard still holds" transaction condition reads its key from it). Re-exported as
+/// [`backend::grant_of`](crate::backend::grant_of).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// # let client = distlock_core::Client::connect("memory://").await?;
+/// let guard = client.mutex("a").lock().await?;
+/// assert_eq!(distlock_core::backend::grant_of(&guard).name, "a");
+/// # Ok(()) }
+/// ```
+pub fn grant_of(guard: &Guard) -> &crate::backend::Grant {
+    &guard.lease.handle
 }
 
 impl Drop for Guard {

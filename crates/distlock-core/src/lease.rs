@@ -9,17 +9,12 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::{Grant, LeaseOutcome, LockKind, Session, SessionState};
+use crate::backend::{Grant, LeaseOutcome, LockKind, Session, SessionState, safe_deadline};
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::telemetry;
 use crate::watchdog::Schedule;
-
-/// Part of the TTL assumed lost to clock-rate drift between client and server.
-const CLOCK_DRIFT: f64 = 0.01;
-/// Fixed safety margin subtracted from every lease.
-const SAFETY_MARGIN: Duration = Duration::from_millis(2);
 
 /// How a grant stands.
 ///
@@ -32,6 +27,7 @@ const SAFETY_MARGIN: Duration = Duration::from_millis(2);
 /// assert!(!Health::Lost.is_valid());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Health {
     /// The lease is valid and the last renewal (if any) succeeded.
     Held,
@@ -52,30 +48,28 @@ impl Health {
     pub fn is_valid(self) -> bool {
         self != Health::Lost
     }
+
+    /// The state's name for logs and reports: `held`, `at-risk` or `lost`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::Health;
+    /// assert_eq!(Health::AtRisk.as_str(), "at-risk");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Held => "held",
+            Health::AtRisk => "at-risk",
+            Health::Lost => "lost",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Status {
     pub(crate) health: Health,
     pub(crate) safe_until: Instant,
-}
-
-/// The latest moment a lease granted for `ttl` to a request sent at `sent` is safe to use:
-/// 1 % of it is assumed lost to clock-rate drift between client and server, and 2 ms to
-/// margin. Session backends derive a session's `valid_until` the same way, from the start
-/// of the last request the server answered and the session timeout.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// let sent = tokio::time::Instant::now();
-/// let until = distlock_core::backend::safe_deadline(sent, Duration::from_secs(10));
-/// assert!(until > sent && until < sent + Duration::from_secs(10));
-/// ```
-pub fn safe_deadline(sent: Instant, ttl: Duration) -> Instant {
-    let usable = ttl.mul_f64(1.0 - CLOCK_DRIFT).saturating_sub(SAFETY_MARGIN);
-    sent.checked_add(usable).unwrap_or(sent)
 }
 
 /// An instant no grant outlives (thirty years on), for deadlines that are no limit.

@@ -35,36 +35,35 @@
 //! ```
 
 mod acquire;
-mod admission;
 pub mod backend;
 mod cleanups;
 mod client;
 mod error;
 mod guard;
 mod lease;
-mod memory;
+mod lock_url;
+pub mod memory;
 mod name;
 mod options;
 mod owner;
 mod primitives;
-mod registry;
 mod renewals;
 mod stranded;
 mod telemetry;
 mod template;
-mod wakers;
 mod watchdog;
 
-pub use backend::{HolderInfo, LockKind, LockState, WaiterInfo};
+pub use backend::WritesPaused;
+pub use backend::{Capabilities, HolderInfo, LockKind, LockState, WaiterInfo};
 pub use client::{CLOSE_WITHIN, Client};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
 pub use lease::Health;
-pub use memory::{MemoryBackend, MemorySession};
+pub use lock_url::{parse_lock_url, redact_url};
+pub use memory::MemoryBackend;
 pub use name::{MAX_NAME_LEN, validate_name};
 pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL};
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
 pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
-pub use registry::{parse_lock_url, redact_url};
 pub use template::{Held, OnLost, assert_held, current_token};
 pub use url::Url;

@@ -13,12 +13,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::backend::{Backend, Grant, LeaseOutcome};
+use crate::backend::{BATCH, Backend, Grant, LeaseOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::telemetry;
 
-/// The most leases renewed by one backend call.
-pub const BATCH: usize = 1000;
 /// How long the batcher waits for more renewals once one arrived.
 const LINGER: Duration = Duration::from_millis(1);
 

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::backend::{Backend, Grant};
-use crate::registry;
 
 /// A release started in the background and not ended yet.
 struct Pending {
@@ -105,7 +104,7 @@ impl Stranded {
 async fn release_all(backend: Option<Arc<dyn Backend>>, url: Option<String>, grants: Vec<Grant>) {
     let backend = match (backend, url) {
         (Some(backend), _) => backend,
-        (None, Some(url)) => match registry::connect(&url).await {
+        (None, Some(url)) => match crate::memory::connect_url(&url).await {
             Ok(backend) => backend,
             Err(err) => {
                 tracing::debug!(error = %err, "no connection to release the grants left at the client's end; their leases will expire");

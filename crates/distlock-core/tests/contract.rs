@@ -284,11 +284,9 @@ impl Backend for Faulty {
             PollOutcome::Granted {
                 fencing_token,
                 session: Some(id),
+                ..
             } if self.grant_in_ended_session.swap(false, Ordering::SeqCst) => {
-                Ok(PollOutcome::Granted {
-                    fencing_token,
-                    session: Some(id - 1),
-                })
+                Ok(PollOutcome::granted_in_session(fencing_token, id - 1))
             }
             outcome => Ok(outcome),
         }
@@ -319,14 +317,6 @@ impl Backend for Faulty {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         self.inner.inspect(name).await
-    }
-
-    fn floor_op(&self) -> &'static str {
-        "nothing"
-    }
-
-    async fn floor_round(&self) -> Result<()> {
-        Ok(())
     }
 }
 

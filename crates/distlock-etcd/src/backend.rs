@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session, Ticket,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LockState, PollOutcome, Session, Ticket,
     async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, Result};
@@ -199,9 +199,7 @@ impl EtcdBackend {
                         written,
                     } => (key, listing, written),
                     Listed::Gone => {
-                        return Ok(PollOutcome::Pending {
-                            retry_within: Some(Duration::ZERO),
-                        });
+                        return Ok(PollOutcome::pending(Some(Duration::ZERO)));
                     }
                     Listed::Busy(listing) => {
                         let queue = queue::contenders(&request.pfx, &listing.kvs);
@@ -211,7 +209,7 @@ impl EtcdBackend {
                             continue;
                         }
                         queue::same_use(&queue, &name, kind)?;
-                        return Ok(PollOutcome::Pending { retry_within: None });
+                        return Ok(PollOutcome::pending(None));
                     }
                 };
             let queue = queue::contenders(&request.pfx, &listing.kvs);
@@ -235,10 +233,10 @@ impl EtcdBackend {
             let (target, stood) = match queue::turn(&queue, index, kind, permits) {
                 Turn::Go if written => {
                     request.watch_grant(&self.sessions, &key, listing.revision);
-                    return Ok(PollOutcome::Granted {
-                        fencing_token: listing.revision.max(0) as u64,
-                        session: Some(live.id),
-                    });
+                    return Ok(PollOutcome::granted_in_session(
+                        listing.revision.max(0) as u64,
+                        live.id,
+                    ));
                 }
                 Turn::Go => {
                     stamp = true;
@@ -273,7 +271,7 @@ impl EtcdBackend {
         if !ticket.request.wait {
             self.withdraw(ticket).await?;
         }
-        Ok(PollOutcome::Pending { retry_within: None })
+        Ok(PollOutcome::pending(None))
     }
 
     /// Deletes the ticket's key, if it has one in the current session.
@@ -328,11 +326,15 @@ impl Backend for EtcdBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            liveness: Liveness::Session,
-            waiter_refresh: None,
-            ..Capabilities::full(true)
-        }
+        let mut caps = Capabilities::session();
+        caps.rwlock = true;
+        caps.semaphore = true;
+        caps.fair = true;
+        caps.fencing = true;
+        caps.durable_fencing = true;
+        caps.push_wakeups = true;
+        caps.force_release = true;
+        caps
     }
 
     fn session(&self) -> Option<watch::Receiver<Session>> {
@@ -394,11 +396,6 @@ impl Backend for EtcdBackend {
         Request::lost(grant)
     }
 
-    /// Never asked: grants live by the session.
-    async fn renew_many(&self, grants: &[Grant], _ttl: Duration) -> Result<Vec<LeaseOutcome>> {
-        Ok(vec![LeaseOutcome::Done; grants.len()])
-    }
-
     /// Deletes the grant's key, if it is still the one granted.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
         let Some(request) = grant.state::<Request>() else {
@@ -437,11 +434,18 @@ impl Backend for EtcdBackend {
         inspect::force_release(self.sessions.client(), prefix, name, fencing_token).await
     }
 
-    fn floor_op(&self) -> &'static str {
+    fn floor(&self) -> Option<&dyn Floor> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Floor for EtcdBackend {
+    fn op(&self) -> &'static str {
         "put"
     }
 
-    async fn floor_round(&self) -> Result<()> {
+    async fn round(&self) -> Result<()> {
         let live = self.sessions.current().await?;
         let key = format!("{}/%floor", self.config().prefix);
         let put = crate::grpc::pb::PutRequest {

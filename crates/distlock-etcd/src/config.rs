@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use distlock_core::backend::UrlParams;
 use distlock_core::{Error, Result, Url, redact_url};
 
 /// The TTL of the session lease unless the URL says otherwise.
@@ -112,33 +113,32 @@ impl EtcdConfig {
         let Some(host) = url.host_str().filter(|h| !h.is_empty()) else {
             return Err(refuse("an etcd URL needs a host".into()));
         };
-        let mut hosts = format!("{host}:{}", url.port().unwrap_or(2379));
-        let mut session_ttl = DEFAULT_SESSION_TTL;
+        let mut params = UrlParams::of(url).map_err(|err| refuse(err.message().to_owned()))?;
+        let hosts = params
+            .text("hosts")
+            .unwrap_or_else(|| format!("{host}:{}", url.port().unwrap_or(2379)));
+        let verbatim_prefix = params.text("prefix");
+        let session_ttl = match params.text("session_ttl") {
+            None => DEFAULT_SESSION_TTL,
+            Some(value) => humantime::parse_duration(&value)
+                .ok()
+                .filter(|ttl| ttl.subsec_nanos() == 0 && SESSION_TTLS.contains(&ttl.as_secs()))
+                .ok_or_else(|| {
+                    refuse(format!(
+                        "session_ttl `{value}` is not a whole number of seconds from 1s to 1h (etcd's leases count in seconds)"
+                    ))
+                })?,
+        };
         let mut tls_ca = None;
-        let mut verbatim_prefix = None;
-        for (key, value) in url.query_pairs() {
-            match key.as_ref() {
-                "hosts" => hosts = value.into_owned(),
-                "prefix" => verbatim_prefix = Some(value.into_owned()),
-                "tls_ca" if tls => tls_ca = Some(std::path::PathBuf::from(&*value)),
-                "tls_ca" => return Err(refuse("tls_ca is for etcds:// (TLS)".into())),
-                "session_ttl" => {
-                    session_ttl = humantime::parse_duration(&value)
-                        .ok()
-                        .filter(|ttl| ttl.subsec_nanos() == 0 && SESSION_TTLS.contains(&ttl.as_secs()))
-                        .ok_or_else(|| {
-                            refuse(format!(
-                                "session_ttl `{value}` is not a whole number of seconds from 1s to 1h (etcd's leases count in seconds)"
-                            ))
-                        })?;
-                }
-                other => {
-                    return Err(refuse(format!(
-                        "unknown parameter `{other}` (known: prefix, session_ttl, tls_ca for etcds://)"
-                    )));
-                }
+        if let Some(ca) = params.text("tls_ca") {
+            if !tls {
+                return Err(refuse("tls_ca is for etcds:// (TLS)".into()));
             }
+            tls_ca = Some(std::path::PathBuf::from(ca));
         }
+        params
+            .finish()
+            .map_err(|err| refuse(err.message().to_owned()))?;
         if tls && tls_ca.is_none() {
             return Err(refuse(
                 "etcds:// needs tls_ca, the PEM file of the members' certificate authority".into(),

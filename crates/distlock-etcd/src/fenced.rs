@@ -68,8 +68,7 @@ impl HeldKey {
 /// # Ok(()) }
 /// ```
 pub fn still_holds(guard: &Guard) -> Result<HeldKey> {
-    let key = guard
-        .grant()
+    let key = distlock_core::backend::grant_of(guard)
         .state::<Request>()
         .and_then(|request| request.key.as_ref())
         .ok_or_else(|| {

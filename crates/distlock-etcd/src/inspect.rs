@@ -117,12 +117,7 @@ pub(crate) async fn force_release(
 fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> (LockState, Vec<(String, i64)>) {
     let queue = queue::contenders(pfx, kvs);
     let holding = queue::holders(&queue);
-    let mut state = LockState {
-        name: name.to_owned(),
-        last_fencing_token: 0,
-        holders: Vec::new(),
-        waiters: Vec::new(),
-    };
+    let mut state = LockState::new(name);
     let mut keys = Vec::new();
     for (contender, holds) in queue.into_iter().zip(holding) {
         let claim = contender.record;
@@ -130,25 +125,21 @@ fn state(name: &str, pfx: &str, kvs: &[KeyValue]) -> (LockState, Vec<(String, i6
             true => {
                 let token = contender.modified.max(0) as u64;
                 state.last_fencing_token = state.last_fencing_token.max(token);
-                state.holders.push(HolderInfo {
-                    owner: claim.owner,
-                    kind: claim.kind,
-                    permits: claim.permits,
-                    fencing_token: token,
-                    remaining_ms: None,
-                    // A key on no lease (another program's): no session's end removes it.
-                    no_expiry: contender.lease == 0,
-                    meta: claim.meta,
-                });
+                let mut holder = HolderInfo::new(claim.owner, claim.kind, token);
+                holder.permits = claim.permits;
+                // A key on no lease (another program's): no session's end removes it.
+                holder.no_expiry = contender.lease == 0;
+                holder.meta = claim.meta;
+                state.holders.push(holder);
                 keys.push((contender.key, contender.modified));
             }
-            false => state.waiters.push(WaiterInfo {
-                owner: claim.owner,
-                kind: claim.kind,
-                permits: claim.permits,
-                fair: true,
-                meta: claim.meta,
-            }),
+            false => {
+                let mut waiter = WaiterInfo::new(claim.owner, claim.kind);
+                waiter.permits = claim.permits;
+                waiter.fair = true;
+                waiter.meta = claim.meta;
+                state.waiters.push(waiter);
+            }
         }
     }
     (state, keys)

@@ -72,7 +72,8 @@ pub(crate) fn turn(queue: &[Contender], index: usize, kind: LockKind, permits: u
                 created: writer.created,
             },
         },
-        LockKind::Mutex | LockKind::Write => match ahead.last() {
+        // Mutex, Write, and any kind a later core adds: exclusive, the safe reading.
+        _ => match ahead.last() {
             None => Turn::Go,
             Some(before) => Turn::WaitFor {
                 key: before.key.clone(),

@@ -510,7 +510,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
         if let Some((since, _)) = doubt.filter(|(_, from)| now >= *from) {
             let since = *suspended_since.get_or_insert(since);
             this.slot
-                .set(live.id, SessionState::Suspended { since, valid_until });
+                .set(live.id, SessionState::suspended(since, valid_until));
         }
         drop(this);
         let wake = doubt
@@ -533,9 +533,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
                         return;
                     };
                     suspended_since = None;
-                    this.slot.set(live.id, SessionState::Connected {
-                        valid_until: safe_deadline(sent, ttl),
-                    });
+                    this.slot.set(live.id, SessionState::connected(safe_deadline(sent, ttl)));
                     // Apart from the keep-alives, which must go on meanwhile.
                     let live = live.clone();
                     tokio::spawn(async move { this.retry_deletes(&live, period).await });
@@ -569,12 +567,8 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live, ttl: Duration) {
                             return;
                         };
                         suspended_since = None;
-                        this.slot.set(
-                            live.id,
-                            SessionState::Connected {
-                                valid_until: safe_deadline(sent, ttl),
-                            },
-                        );
+                        this.slot
+                            .set(live.id, SessionState::connected(safe_deadline(sent, ttl)));
                     }
                     _ => {
                         broken.get_or_insert(sent);

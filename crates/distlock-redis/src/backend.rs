@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, MIN_FENCE_TTL, PollOutcome,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, MIN_FENCE_TTL, PollOutcome,
     STARVATION, Ticket, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result, Url, random_id, redact_url};
@@ -402,7 +402,7 @@ impl Backend for RedisBackend {
             AcquireAnswer::Granted(fence) => self.granted(ticket, fence).await,
             AcquireAnswer::Refused { left, foreign } => {
                 let retry_within = self.refused(ticket, left, foreign).await;
-                Ok(PollOutcome::Pending { retry_within })
+                Ok(PollOutcome::pending(retry_within))
             }
         }
     }
@@ -519,11 +519,18 @@ impl Backend for RedisBackend {
         self.forget_names(names, MIN_FENCE_TTL).await
     }
 
-    fn floor_op(&self) -> &'static str {
+    fn floor(&self) -> Option<&dyn Floor> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Floor for RedisBackend {
+    fn op(&self) -> &'static str {
         "PING"
     }
 
-    async fn floor_round(&self) -> Result<()> {
+    async fn round(&self) -> Result<()> {
         let mut conn = self.any_conn();
         let _: String = redis::cmd("PING")
             .query_async(&mut conn)
@@ -532,13 +539,13 @@ impl Backend for RedisBackend {
         Ok(())
     }
 
-    fn cycle_floor_op(&self) -> Option<&'static str> {
+    fn cycle_op(&self) -> Option<&'static str> {
         Some("SET NX PX + EVALSHA compare-and-delete")
     }
 
     /// The least a correct lock costs on this server: no fencing, no queue, no record of
     /// the holder; on the connection the lock `name` would use.
-    async fn cycle_floor_round(&self, name: &str) -> Result<()> {
+    async fn cycle_round(&self, name: &str) -> Result<()> {
         let keys = self.keys(name)?;
         let token = random_id();
         let mut conn = self.request_conn(name);

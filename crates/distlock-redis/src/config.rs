@@ -1,6 +1,6 @@
 //! `redis://` URLs: the server, and distlock's own options.
 
-use distlock_core::backend::{DEFAULT_FENCE_TTL, parse_fence_ttl};
+use distlock_core::backend::{UrlParams, fence_ttl};
 use distlock_core::{Error, Result, Url, redact_url};
 
 /// Multiplexed command connections to a single server unless `?connections=` says
@@ -153,80 +153,69 @@ impl RedisConfig {
         server
             .set_scheme(scheme)
             .map_err(|()| Error::invalid(format!("cannot use scheme `{scheme}`")))?;
-        let mut hosts = None;
-        let mut prefix = String::new();
-        let mut tls_ca = None;
-        let mut min_replicas = 0;
-        let mut replica_timeout = std::time::Duration::from_secs(1);
-        let mut connections = DEFAULT_CONNECTIONS;
-        let mut connect_timeout = DEFAULT_CONNECT_TIMEOUT;
-        let mut fence_ttl = DEFAULT_FENCE_TTL;
-        let mut passed = Vec::new();
-        for (key, value) in url.query_pairs() {
-            match key.as_ref() {
-                "prefix" => prefix = value.into_owned(),
-                "connections" => {
-                    connections = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_CONNECTIONS).contains(n))
-                        .ok_or_else(|| {
-                            Error::invalid(format!(
-                                "connections `{value}` is not a whole number from 1 to {MAX_CONNECTIONS}"
-                            ))
-                        })?;
-                }
-                "fence_ttl" => fence_ttl = parse_fence_ttl(&value)?,
-                "connect_timeout" => {
-                    connect_timeout = humantime::parse_duration(&value)
-                        .ok()
-                        .filter(|t| !t.is_zero() && *t <= MAX_CONNECT_TIMEOUT)
-                        .ok_or_else(|| {
-                            Error::invalid(format!(
-                                "connect_timeout `{value}` is not a duration above zero and at most a minute, e.g. 3s"
-                            ))
-                        })?;
-                }
-                "hosts" if cluster => hosts = Some(value.into_owned()),
-                "hosts" => {
-                    return Err(Error::invalid(
-                        "a list of hosts is for redis+cluster:// (a cluster) or redlock:// (independent masters)",
-                    ));
-                }
-                "min_replicas" if cluster => {
-                    return Err(Error::invalid(
-                        "min_replicas is for one primary with replicas, not for a cluster",
-                    ));
-                }
-                "min_replicas" => {
-                    min_replicas = value.parse().map_err(|_| {
-                        Error::invalid(format!("min_replicas `{value}` is not a whole number"))
-                    })?;
-                }
-                "replica_timeout" => {
-                    replica_timeout = humantime::parse_duration(&value)
-                        .ok()
-                        .filter(|t| !t.is_zero())
-                        .ok_or_else(|| {
-                            Error::invalid(format!(
-                                "replica_timeout `{value}` is not a duration above zero, e.g. 500ms"
-                            ))
-                        })?;
-                }
-                "tls_ca" if url.scheme() == "rediss" => tls_ca = Some(value.into_owned().into()),
-                "tls_ca" => {
-                    return Err(Error::invalid(
-                        "tls_ca is for TLS connections: use a rediss:// URL",
-                    ));
-                }
-                // The Redis client's own parameter (RESP2 or RESP3).
-                "protocol" => passed.push((key.into_owned(), value.into_owned())),
-                other => {
-                    return Err(Error::invalid(format!(
-                        "unknown parameter `{other}` in a redis URL; known: {KNOWN_PARAMETERS}"
-                    )));
-                }
+        let mut params = UrlParams::of(url)?;
+        let prefix = params.text("prefix").unwrap_or_default();
+        let connections = params
+            .number("connections", 1..=MAX_CONNECTIONS)?
+            .unwrap_or(DEFAULT_CONNECTIONS);
+        let fence_ttl = fence_ttl(&mut params)?;
+        let connect_timeout = match params.text("connect_timeout") {
+            None => DEFAULT_CONNECT_TIMEOUT,
+            Some(value) => humantime::parse_duration(&value)
+                .ok()
+                .filter(|t| !t.is_zero() && *t <= MAX_CONNECT_TIMEOUT)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "connect_timeout `{value}` is not a duration above zero and at most a minute, e.g. 3s"
+                    ))
+                })?,
+        };
+        let hosts = params.text("hosts");
+        if hosts.is_some() && !cluster {
+            return Err(Error::invalid(
+                "a list of hosts is for redis+cluster:// (a cluster) or redlock:// (independent masters)",
+            ));
+        }
+        let min_replicas = match params.text("min_replicas") {
+            None => 0,
+            Some(_) if cluster => {
+                return Err(Error::invalid(
+                    "min_replicas is for one primary with replicas, not for a cluster",
+                ));
             }
+            Some(value) => value.parse().map_err(|_| {
+                Error::invalid(format!("min_replicas `{value}` is not a whole number"))
+            })?,
+        };
+        let replica_timeout = match params.text("replica_timeout") {
+            None => std::time::Duration::from_secs(1),
+            Some(value) => humantime::parse_duration(&value)
+                .ok()
+                .filter(|t| !t.is_zero())
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "replica_timeout `{value}` is not a duration above zero, e.g. 500ms"
+                    ))
+                })?,
+        };
+        let tls_ca = match params.text("tls_ca") {
+            Some(_) if url.scheme() != "rediss" => {
+                return Err(Error::invalid(
+                    "tls_ca is for TLS connections: use a rediss:// URL",
+                ));
+            }
+            ca => ca.map(Into::into),
+        };
+        // The Redis client's own parameter (RESP2 or RESP3).
+        let passed: Vec<(&str, String)> = params
+            .text("protocol")
+            .map(|protocol| ("protocol", protocol))
+            .into_iter()
+            .collect();
+        if let Some(other) = params.unknown() {
+            return Err(Error::invalid(format!(
+                "unknown parameter `{other}` in a redis URL; known: {KNOWN_PARAMETERS}"
+            )));
         }
         if prefix.contains(['{', '}']) {
             return Err(Error::invalid(

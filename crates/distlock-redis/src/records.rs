@@ -95,15 +95,11 @@ impl HolderRecord {
     fn into_info(self, remaining_ms: u64) -> HolderInfo {
         let request = self.request;
         let granted_at = number(&request.a);
-        HolderInfo {
-            kind: request.kind(),
-            permits: request.n,
-            owner: request.o.to_string(),
-            fencing_token: number(&self.f),
-            remaining_ms: Some(remaining_ms),
-            no_expiry: false,
-            meta: request.meta(granted_at),
-        }
+        let mut holder = HolderInfo::new(request.o.to_string(), request.kind(), number(&self.f));
+        holder.permits = request.n;
+        holder.remaining_ms = Some(remaining_ms);
+        holder.meta = request.meta(granted_at);
+        holder
     }
 }
 
@@ -120,13 +116,11 @@ struct WaiterRecord {
 
 impl WaiterRecord {
     fn into_info(self) -> WaiterInfo {
-        WaiterInfo {
-            kind: self.request.kind(),
-            permits: self.request.n,
-            owner: self.request.o.to_string(),
-            fair: self.f,
-            meta: self.request.meta(number(&self.s)),
-        }
+        let mut waiter = WaiterInfo::new(self.request.o.to_string(), self.request.kind());
+        waiter.permits = self.request.n;
+        waiter.fair = self.f;
+        waiter.meta = self.request.meta(number(&self.s));
+        waiter
     }
 }
 
@@ -166,19 +160,18 @@ pub(crate) fn holder_of(value: &str, pttl: i64) -> HolderInfo {
         Ok(record) => record.into_info(remaining_ms),
         // A key set by another program; PTTL -1 is a key without a TTL: a lock that stays
         // taken until someone deletes it.
-        Err(_) => HolderInfo {
-            owner: format!("foreign client (token {value})"),
-            kind: LockKind::Mutex,
-            permits: 1,
-            fencing_token: 0,
-            remaining_ms: (pttl != -1).then_some(remaining_ms),
-            no_expiry: pttl == -1,
-            meta: HolderMeta {
+        Err(_) => {
+            let owner = format!("foreign client (token {value})");
+            let mut holder = HolderInfo::new(owner, LockKind::Mutex, 0);
+            holder.remaining_ms = (pttl != -1).then_some(remaining_ms);
+            holder.no_expiry = pttl == -1;
+            holder.meta = HolderMeta {
                 host: String::new(),
                 pid: 0,
                 acquired_at_unix_ms: 0,
-            },
-        },
+            };
+            holder
+        }
     }
 }
 
@@ -210,12 +203,11 @@ pub(crate) fn lock_state(name: &str, snapshot: Snapshot) -> LockState {
         .filter(|w| number(&w.e) > now_ms)
         .map(WaiterRecord::into_info)
         .collect();
-    LockState {
-        name: name.to_owned(),
-        last_fencing_token: fence.unwrap_or(0),
-        holders,
-        waiters,
-    }
+    let mut state = LockState::new(name);
+    state.last_fencing_token = fence.unwrap_or(0);
+    state.holders = holders;
+    state.waiters = waiters;
+    state
 }
 
 /// RedLock waiters read in one round trip: server time, tokens with expiries, records.
@@ -344,17 +336,10 @@ mod tests {
     }
 
     fn request(owner: &str) -> LockRequest {
-        LockRequest {
-            name: "n".into(),
-            kind: LockKind::Mutex,
-            permits: 1,
-            owner: distlock_core::Owner::parse(owner).unwrap(),
-            token: "t".into(),
-            ttl: Duration::from_secs(1),
-            fair: false,
-            wait: true,
-            meta: HolderMeta::this_process(),
-        }
+        let owner = distlock_core::Owner::parse(owner).unwrap();
+        let mut request = LockRequest::new("n", LockKind::Mutex, owner, "t");
+        request.ttl = Duration::from_secs(1);
+        request
     }
 
     proptest! {

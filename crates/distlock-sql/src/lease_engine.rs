@@ -195,9 +195,13 @@ async fn decide<D: LeaseDialect>(
                 .map_err(err)?;
         }
         let pushed = dialect.pushed(wake_address);
-        PollOutcome::Pending {
-            retry_within: retry_within(&holders, &waiters, &request.token, now, pushed),
-        }
+        PollOutcome::pending(retry_within(
+            &holders,
+            &waiters,
+            &request.token,
+            now,
+            pushed,
+        ))
     };
     let room_left = locked.purged > 0 || (granted && !request.kind.is_exclusive());
     let wake = match room_left {

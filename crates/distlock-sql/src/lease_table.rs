@@ -111,15 +111,12 @@ impl HolderRow {
     ///
     /// See [`HolderRow`].
     pub fn info(&self, now_ms: i64) -> Result<HolderInfo> {
-        Ok(HolderInfo {
-            owner: self.owner.clone(),
-            kind: parse_kind(&self.kind, self.lim)?,
-            permits: parse_permits(self.permits)?,
-            fencing_token: self.fence.max(0) as u64,
-            remaining_ms: Some((self.expires_at_ms - now_ms).max(0) as u64),
-            no_expiry: false,
-            meta: meta(&self.host, self.pid, self.acquired_at_ms),
-        })
+        let kind = parse_kind(&self.kind, self.lim)?;
+        let mut holder = HolderInfo::new(self.owner.clone(), kind, self.fence.max(0) as u64);
+        holder.permits = parse_permits(self.permits)?;
+        holder.remaining_ms = Some((self.expires_at_ms - now_ms).max(0) as u64);
+        holder.meta = meta(&self.host, self.pid, self.acquired_at_ms);
+        Ok(holder)
     }
 
     /// The row as the admission rules see it.
@@ -168,13 +165,10 @@ impl WaiterRow {
 /// # Examples
 ///
 /// ```
-/// # use std::time::Duration;
-/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// # use distlock_core::{LockKind, Owner};
 /// # use distlock_core::backend::LockRequest;
 /// # use distlock_sql::lease_table::may_grant;
-/// let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
-///     owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
-///     wait: true, meta: HolderMeta::this_process() };
+/// let request = LockRequest::new("n", LockKind::Mutex, Owner::random(), "t");
 /// assert!(may_grant(&[], &[], &request, 0)?);
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
@@ -274,31 +268,28 @@ pub fn lock_state(
     waiters: &[WaiterRow],
     now_ms: i64,
 ) -> Result<LockState> {
-    Ok(LockState {
-        name,
-        // A lock held longer than `fence_ttl` may have lost its counter (see `fences`).
-        last_fencing_token: holders
-            .iter()
-            .map(|h| h.fence)
-            .fold(last_fence, i64::max)
-            .max(0) as u64,
-        holders: holders
-            .iter()
-            .map(|h| h.info(now_ms))
-            .collect::<Result<_>>()?,
-        waiters: waiters
-            .iter()
-            .map(|w| {
-                Ok(WaiterInfo {
-                    owner: w.owner.clone(),
-                    kind: parse_kind(&w.kind, w.lim)?,
-                    permits: parse_permits(w.permits)?,
-                    fair: w.fair,
-                    meta: meta(&w.host, w.pid, w.since_ms),
-                })
-            })
-            .collect::<Result<_>>()?,
-    })
+    let mut state = LockState::new(name);
+    // A lock held longer than `fence_ttl` may have lost its counter (see `fences`).
+    state.last_fencing_token = holders
+        .iter()
+        .map(|h| h.fence)
+        .fold(last_fence, i64::max)
+        .max(0) as u64;
+    state.holders = holders
+        .iter()
+        .map(|h| h.info(now_ms))
+        .collect::<Result<_>>()?;
+    state.waiters = waiters
+        .iter()
+        .map(|w| {
+            let mut waiter = WaiterInfo::new(w.owner.clone(), parse_kind(&w.kind, w.lim)?);
+            waiter.permits = parse_permits(w.permits)?;
+            waiter.fair = w.fair;
+            waiter.meta = meta(&w.host, w.pid, w.since_ms);
+            Ok(waiter)
+        })
+        .collect::<Result<_>>()?;
+    Ok(state)
 }
 
 /// Who and where, as stored beside a row.

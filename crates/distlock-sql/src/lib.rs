@@ -43,7 +43,7 @@ mod fences;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod forget;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use mode::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, Mode, connect_timeout, pool_size};
+pub use mode::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, Mode, ServerParams};
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod lease_engine;
 pub mod lease_table;

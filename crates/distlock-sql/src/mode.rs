@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::duration_within;
+use distlock_core::backend::{UrlParams, fence_ttl};
 use distlock_core::{Error, Result, Url};
 
 /// How locks are held on a server database.
@@ -55,131 +55,145 @@ impl Mode {
     /// # Ok::<(), distlock_core::Error>(())
     /// ```
     pub fn split(url: &Url) -> Result<(Mode, Url)> {
-        let mode = match url.query_pairs().find(|(key, _)| key == "mode") {
-            Some((_, value)) => Mode::parse(&value)?,
-            None => Mode::Session,
-        };
-        let passed: Vec<(String, String)> = url
-            .query_pairs()
-            .filter(|(key, _)| !OWN_PARAMETERS.contains(&key.as_ref()))
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
-        let mut driver = url.clone();
-        driver.set_query(None);
-        if !passed.is_empty() {
-            driver.query_pairs_mut().extend_pairs(passed);
+        let mut params = UrlParams::of(url)?;
+        let mode = params
+            .text("mode")
+            .as_deref()
+            .map_or(Ok(Mode::Session), Mode::parse)?;
+        for own in OWN_PARAMETERS {
+            params.text(own);
         }
-        Ok((mode, driver))
+        Ok((mode, driver_url(url, params.into_rest())))
     }
 }
 
 /// How many pooled connections a client keeps at most when the URL says none.
 pub const DEFAULT_POOL: u32 = 16;
 
-/// The URL's `pool` parameter: the most pooled connections a client keeps for its
-/// statements (default [`DEFAULT_POOL`], between 1 and 1,024). Session-mode locks, and
-/// PostgreSQL's wake-up listener, hold connections of their own besides these.
-///
-/// # Examples
-///
-/// ```
-/// use distlock_sql::pool_size;
-/// let url = |q: &str| distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap();
-/// assert_eq!(pool_size(&url(""))?, 16);
-/// assert_eq!(pool_size(&url("?pool=4"))?, 4);
-/// assert!(pool_size(&url("?pool=0")).is_err());
-/// assert!(pool_size(&url("?pool=many")).is_err());
-/// # Ok::<(), distlock_core::Error>(())
-/// ```
-pub fn pool_size(url: &Url) -> Result<u32> {
-    match url.query_pairs().find(|(key, _)| key == "pool") {
-        None => Ok(DEFAULT_POOL),
-        Some((_, value)) => value
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "pool `{value}` is not a number of connections between 1 and 1024"
-                ))
-            }),
-    }
-}
-
 /// How long the first connection may take when the URL says nothing.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The URL's `connect_timeout` parameter: how long a connection to the server may take
-/// (default [`DEFAULT_CONNECT_TIMEOUT`], between 10 ms and an hour). A server that refuses
-/// the connection fails at once, whatever it is.
+/// distlock's own parameters of a server database URL.
+const OWN_PARAMETERS: [&str; 4] = ["mode", "pool", "connect_timeout", "fence_ttl"];
+
+/// What a server database URL asks of distlock, and the URL the driver gets (without
+/// distlock's own parameters).
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use distlock_sql::connect_timeout;
+/// use distlock_sql::{Mode, ServerParams};
 /// let url = |q: &str| distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap();
-/// assert_eq!(connect_timeout(&url(""))?, Duration::from_secs(5));
-/// assert_eq!(connect_timeout(&url("?connect_timeout=500ms"))?, Duration::from_millis(500));
-/// assert!(connect_timeout(&url("?connect_timeout=0s")).is_err());
-/// assert!(connect_timeout(&url("?connect_timeout=soon")).is_err());
+/// let read = |q: &str| ServerParams::of(&url(q), "postgres", &["sslmode"], &[]);
+/// let params = read("?pool=4&connect_timeout=500ms&sslmode=require")?;
+/// assert_eq!((params.mode, params.pool), (Mode::Session, 4));
+/// assert_eq!(params.connect_timeout, Duration::from_millis(500));
+/// assert_eq!(params.driver_url.as_str(), "postgres://db/app?sslmode=require");
+/// assert_eq!(read("")?.pool, distlock_sql::DEFAULT_POOL);
+/// assert!(read("?pool=0").is_err() && read("?connect_timeout=soon").is_err());
+/// assert!(read("?sslmod=require").unwrap_err().message().contains("unknown parameter `sslmod`"));
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
-pub fn connect_timeout(url: &Url) -> Result<Duration> {
-    match url.query_pairs().find(|(key, _)| key == "connect_timeout") {
-        None => Ok(DEFAULT_CONNECT_TIMEOUT),
-        Some((_, value)) => duration_within(
-            "connect_timeout",
-            &value,
-            Duration::from_millis(10)..=Duration::from_secs(3600),
-        ),
-    }
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerParams {
+    /// How locks are held (`mode`, session by default).
+    pub mode: Mode,
+    /// The most pooled connections a client keeps for its statements (`pool`, between 1
+    /// and 1,024, [`DEFAULT_POOL`] by default). Session-mode locks, and PostgreSQL's
+    /// wake-up listener, hold connections of their own besides these.
+    pub pool: u32,
+    /// How long a connection to the server may take (`connect_timeout`, between 10 ms and
+    /// an hour, [`DEFAULT_CONNECT_TIMEOUT`] by default). A server that refuses the
+    /// connection fails at once, whatever it is.
+    pub connect_timeout: Duration,
+    /// How long an idle name's fencing counter is kept (`fence_ttl`).
+    pub fence_ttl: Duration,
+    /// The URL for the driver: the same, without distlock's parameters.
+    pub driver_url: Url,
 }
 
-/// distlock's own parameters of a server database URL.
-const OWN_PARAMETERS: [&str; 4] = ["mode", "pool", "connect_timeout", "fence_ttl"];
-
-/// Refuses a query parameter that is neither distlock's nor one the driver reads (`driver`),
-/// so a typo is an error naming the valid ones, not an option silently dropped.
-pub(crate) fn check_parameters(url: &Url, backend: &str, driver: &[&str]) -> Result<()> {
-    for (key, _) in url.query_pairs() {
-        // A list of hosts, which the URL parser moves into `hosts`.
-        if key == "hosts" {
+impl ServerParams {
+    /// Reads the parameters of a `backend` URL (`postgres`, `mysql`) whose driver reads the
+    /// parameters `driver` and, among them, the files `files`. A parameter that is neither
+    /// distlock's nor the driver's is refused, so a typo is an error naming the valid ones,
+    /// not an option silently dropped; so is a file parameter naming a file this process
+    /// cannot read, at once, instead of a bare "No such file or directory" from the first
+    /// connection.
+    ///
+    /// # Examples
+    ///
+    /// See [`ServerParams`].
+    pub fn of(url: &Url, backend: &str, driver: &[&str], files: &[&str]) -> Result<ServerParams> {
+        let mut params = UrlParams::of(url)?;
+        if params.text("hosts").is_some() {
+            // A list of hosts, which the URL parser moves into `hosts`.
             return Err(Error::invalid(format!(
                 "a {backend} URL names one server; several hosts are for redis+cluster://, redlock://, zk:// and etcd://"
             )));
         }
-        // PostgreSQL's `options[search_path]=app` form of `options`.
-        let option = key.starts_with("options[") && driver.contains(&"options");
-        if !option && !OWN_PARAMETERS.contains(&key.as_ref()) && !driver.contains(&key.as_ref()) {
-            return Err(Error::invalid(format!(
-                "unknown parameter `{key}` in a {backend} URL; known: {}, and the driver's {}",
-                OWN_PARAMETERS.join(", "),
-                driver.join(", ")
-            )));
+        let mode = params
+            .text("mode")
+            .as_deref()
+            .map_or(Ok(Mode::Session), Mode::parse)?;
+        let pool = params.number("pool", 1..=1024)?.unwrap_or(DEFAULT_POOL);
+        let connect_timeout = params
+            .duration(
+                "connect_timeout",
+                Duration::from_millis(10)..=Duration::from_secs(3600),
+            )?
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        let fence_ttl = fence_ttl(&mut params)?;
+        let passed = params.into_rest();
+        for (key, value) in &passed {
+            // PostgreSQL's `options[search_path]=app` form of `options`.
+            let option = key.starts_with("options[") && driver.contains(&"options");
+            if !option && !driver.contains(&key.as_str()) {
+                return Err(Error::invalid(format!(
+                    "unknown parameter `{key}` in a {backend} URL; known: {}, and the driver's {}",
+                    OWN_PARAMETERS.join(", "),
+                    driver.join(", ")
+                )));
+            }
+            if files.contains(&key.as_str()) {
+                check_file(key, value)?;
+            }
         }
+        Ok(ServerParams {
+            mode,
+            pool,
+            connect_timeout,
+            fence_ttl,
+            driver_url: driver_url(url, passed),
+        })
     }
-    Ok(())
 }
 
-/// Refuses a parameter among `keys` (the driver's certificate and key files) that names a
-/// file this process cannot read, by name and at once, instead of a bare "No such file or
-/// directory" from the first connection. A value that is itself PEM text, which the driver
-/// also takes, is left to it.
-pub(crate) fn check_files(url: &Url, keys: &[&str]) -> Result<()> {
-    for (key, value) in url.query_pairs() {
-        if !keys.contains(&key.as_ref()) || value.starts_with("-----BEGIN") {
-            continue;
-        }
-        let unreadable = |why: &dyn std::fmt::Display| {
-            Error::invalid(format!("{key} `{value}` cannot be read: {why}"))
-        };
-        // Asked before opening, which would wait on a FIFO.
-        let meta = std::fs::metadata(value.as_ref()).map_err(|e| unreadable(&e))?;
-        if !meta.is_file() {
-            return Err(unreadable(&"it is not a file"));
-        }
-        std::fs::File::open(value.as_ref()).map_err(|e| unreadable(&e))?;
+/// `url` with `passed` as its only query parameters.
+fn driver_url(url: &Url, passed: Vec<(String, String)>) -> Url {
+    let mut driver = url.clone();
+    driver.set_query(None);
+    if !passed.is_empty() {
+        driver.query_pairs_mut().extend_pairs(passed);
     }
+    driver
+}
+
+/// Refuses the file parameter `key` naming a file this process cannot read. A value that is
+/// itself PEM text, which the driver also takes, is left to it.
+fn check_file(key: &str, value: &str) -> Result<()> {
+    if value.starts_with("-----BEGIN") {
+        return Ok(());
+    }
+    let unreadable = |why: &dyn std::fmt::Display| {
+        Error::invalid(format!("{key} `{value}` cannot be read: {why}"))
+    };
+    // Asked before opening, which would wait on a FIFO.
+    let meta = std::fs::metadata(value).map_err(|e| unreadable(&e))?;
+    if !meta.is_file() {
+        return Err(unreadable(&"it is not a file"));
+    }
+    std::fs::File::open(value).map_err(|e| unreadable(&e))?;
     Ok(())
 }

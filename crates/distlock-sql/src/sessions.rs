@@ -185,9 +185,7 @@ impl<D: SessionDialect> Sessions<D> {
             // restarted and forgot it. Given back, and asked for again.
             Ok(Ok(_)) if self.sentinel.current() != waiting.generation => {
                 close::<D>(waited.session);
-                Ok(PollOutcome::Pending {
-                    retry_within: Some(Duration::ZERO),
-                })
+                Ok(PollOutcome::pending(Some(Duration::ZERO)))
             }
             Ok(Ok(fence)) => {
                 hold(cell, waiting.key, waited.session, waiting.generation);
@@ -563,7 +561,7 @@ fn granted(fence: i64) -> PollOutcome {
 }
 
 fn pending() -> PollOutcome {
-    PollOutcome::Pending { retry_within: None }
+    PollOutcome::pending(None)
 }
 
 fn task_failed<D: SessionDialect>(err: tokio::task::JoinError) -> Error {

@@ -427,7 +427,7 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
         ChildTask::Wait { url, name } => {
             let client = Client::connect(&url).await?;
             emit(&ChildEvent::Waiting);
-            let fair = client.backend().capabilities().fair;
+            let fair = client.capabilities().fair;
             let options = LockOptions::new().fair(fair).wait(Duration::from_secs(60));
             let guard = client.mutex(name).lock_with(&options).await?;
             emit(&ChildEvent::Acquired {

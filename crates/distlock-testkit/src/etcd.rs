@@ -286,7 +286,7 @@ pub async fn etcd_target() -> Target {
     let server = etcd.addr().to_string();
     Target::new(url)
         .with_session_faults(move |client: &Client| {
-            let backend = client.backend().clone();
+            let backend = distlock::backend::backend_of(client).clone();
             let etcd: &dyn Any = backend.as_ref();
             etcd.downcast_ref::<EtcdBackend>()?;
             Some(Box::new(EtcdFaults {

@@ -8,7 +8,7 @@
 //! async fn target() -> distlock_testkit::Target {
 //!     distlock_testkit::Target::new("memory://conformance")
 //! }
-//! distlock_testkit::conformance_suite!(target);
+//! distlock_testkit::conformance_suite!(target, liveness = Lease);
 //! ```
 //!
 //! Servers the target needs are started by the function and kept alive in the target with
@@ -192,7 +192,7 @@ pub async fn passwords_stay_hidden(url: &str) {
         "{err:?}"
     );
     let client = distlock::Client::connect(url).await.unwrap();
-    let shown = format!("{:?}", client.backend());
+    let shown = format!("{:?}", distlock::backend::backend_of(&client));
     assert!(!shown.contains(DATABASE_PASSWORD), "{shown}");
 }
 

@@ -266,7 +266,7 @@ pub async fn zookeeper_target() -> Target {
     let server = zk.addr().to_string();
     Target::new(url)
         .with_session_faults(move |client: &Client| {
-            let backend = client.backend().clone();
+            let backend = distlock::backend::backend_of(client).clone();
             let zk: &dyn Any = backend.as_ref();
             zk.downcast_ref::<ZkBackend>()?;
             Some(Box::new(ZkFaults {

@@ -4,7 +4,7 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::Target::new("memory://conformance")
 }
 
-distlock_testkit::conformance_suite!(target);
+distlock_testkit::conformance_suite!(target, liveness = Lease);
 
 /// The memory backend in session mode, whose declared liveness picks the session suite: the
 /// core's session path is proven on the backend every build has.
@@ -13,5 +13,5 @@ mod session {
         distlock_testkit::memory_session_target()
     }
 
-    distlock_testkit::conformance_suite!(target);
+    distlock_testkit::conformance_suite!(target, liveness = Session);
 }

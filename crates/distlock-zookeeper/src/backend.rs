@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, HolderRecord, LeaseOutcome, Liveness, LockState, PollOutcome,
+    Backend, Capabilities, Floor, Grant, HolderRecord, LeaseOutcome, LockState, PollOutcome,
     Session, Ticket, async_trait,
 };
 use distlock_core::{Error, HolderInfo, LockKind, Result};
@@ -154,9 +154,7 @@ impl ZkBackend {
         if !exists {
             request_mut(ticket)?.node = None;
         }
-        Ok(PollOutcome::Pending {
-            retry_within: Some(Duration::ZERO),
-        })
+        Ok(PollOutcome::pending(Some(Duration::ZERO)))
     }
 
     /// Deletes every node of the ticket's request in the current session: the ones it
@@ -279,10 +277,10 @@ impl ZkBackend {
             }
         };
         request_mut(ticket)?.watch_grant(&self.sessions, node.session, node.path.clone(), record);
-        Ok(PollOutcome::Granted {
-            fencing_token: token_of(token)?,
-            session: Some(node.session),
-        })
+        Ok(PollOutcome::granted_in_session(
+            token_of(token)?,
+            node.session,
+        ))
     }
 
     /// A request that must wait: a waiting one keeps its nodes; one that does not wait
@@ -291,7 +289,7 @@ impl ZkBackend {
         if !ticket.request.wait {
             self.withdraw(ticket).await?;
         }
-        Ok(PollOutcome::Pending { retry_within: None })
+        Ok(PollOutcome::pending(None))
     }
 }
 
@@ -315,11 +313,15 @@ impl Backend for ZkBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            liveness: Liveness::Session,
-            waiter_refresh: None,
-            ..Capabilities::full(true)
-        }
+        let mut caps = Capabilities::session();
+        caps.rwlock = true;
+        caps.semaphore = true;
+        caps.fair = true;
+        caps.fencing = true;
+        caps.durable_fencing = true;
+        caps.push_wakeups = true;
+        caps.force_release = true;
+        caps
     }
 
     fn session(&self) -> Option<watch::Receiver<Session>> {
@@ -378,11 +380,6 @@ impl Backend for ZkBackend {
 
     fn grant_lost(&self, grant: &Grant) -> bool {
         Request::lost(grant)
-    }
-
-    /// Never asked: grants live by the session.
-    async fn renew_many(&self, grants: &[Grant], _ttl: Duration) -> Result<Vec<LeaseOutcome>> {
-        Ok(vec![LeaseOutcome::Done; grants.len()])
     }
 
     /// Deletes the grant's node (a semaphore's lease nodes): not held if one was gone.
@@ -468,11 +465,18 @@ impl Backend for ZkBackend {
         Ok(broken)
     }
 
-    fn floor_op(&self) -> &'static str {
+    fn floor(&self) -> Option<&dyn Floor> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Floor for ZkBackend {
+    fn op(&self) -> &'static str {
         "create ephemeral-sequential + delete"
     }
 
-    async fn floor_round(&self) -> Result<()> {
+    async fn round(&self) -> Result<()> {
         let live = self.sessions.slot.current()?;
         let prefix = format!("{}/%floor-", self.base());
         let node = nodes::create_protected(&live, self.base(), &prefix, b"", &[]).await?;

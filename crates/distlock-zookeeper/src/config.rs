@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::duration_within;
+use distlock_core::backend::UrlParams;
 use distlock_core::{Error, Result, Url, redact_url};
 
 /// The session timeout asked of the server unless the URL says otherwise (the server may
@@ -110,24 +110,23 @@ impl ZkConfig {
         let Some(host) = host else {
             return Err(refuse("a ZooKeeper URL needs a host".into()));
         };
-        let mut hosts = format!("{host}:{}", url.port().unwrap_or(2181));
-        let mut session_timeout = DEFAULT_SESSION_TIMEOUT;
-        for (key, value) in url.query_pairs() {
-            match key.as_ref() {
-                "hosts" => hosts = value.into_owned(),
-                "tls_ca" if tls => tls_ca = Some(std::path::PathBuf::from(&*value)),
-                "tls_ca" => return Err(refuse("tls_ca is for zks:// (TLS)".into())),
-                "session_timeout" => {
-                    session_timeout = duration_within("session_timeout", &value, SESSION_TIMEOUTS)
-                        .map_err(|err| refuse(err.message().to_owned()))?;
-                }
-                other => {
-                    return Err(refuse(format!(
-                        "unknown parameter `{other}` (known: session_timeout, tls_ca for zks://)"
-                    )));
-                }
+        let mut params = UrlParams::of(url).map_err(|err| refuse(err.message().to_owned()))?;
+        let hosts = params
+            .text("hosts")
+            .unwrap_or_else(|| format!("{host}:{}", url.port().unwrap_or(2181)));
+        let session_timeout = params
+            .duration("session_timeout", SESSION_TIMEOUTS)
+            .map_err(|err| refuse(err.message().to_owned()))?
+            .unwrap_or(DEFAULT_SESSION_TIMEOUT);
+        if let Some(ca) = params.text("tls_ca") {
+            if !tls {
+                return Err(refuse("tls_ca is for zks:// (TLS)".into()));
             }
+            tls_ca = Some(std::path::PathBuf::from(ca));
         }
+        params
+            .finish()
+            .map_err(|err| refuse(err.message().to_owned()))?;
         if tls && tls_ca.is_none() {
             return Err(refuse(
                 "zks:// needs tls_ca, the PEM file of the servers' certificate authority".into(),

@@ -30,7 +30,7 @@ pub(crate) async fn locks(
                 name.to_owned(),
             )
             .await?
-            .map_or_else(|| empty(name), |(state, _)| state),
+            .map_or_else(|| LockState::new(name), |(state, _)| state),
         ]),
         None => {
             let mut states = Vec::new();
@@ -73,15 +73,6 @@ pub(crate) async fn locks(
     }
 }
 
-fn empty(name: &str) -> LockState {
-    LockState {
-        name: name.to_owned(),
-        last_fencing_token: 0,
-        holders: Vec::new(),
-        waiters: Vec::new(),
-    }
-}
-
 /// The children of `dir`; none if it does not exist.
 async fn children_of(client: &zk::Client, dir: &str) -> Result<Vec<String>> {
     match client.list_children(dir).await {
@@ -113,7 +104,7 @@ pub(crate) async fn lock(
     if queue.is_empty() {
         return Ok(None);
     }
-    let mut state = empty(&name);
+    let mut state = LockState::new(&*name);
     let mut nodes = Vec::new();
     for (index, contender) in queue.iter().enumerate() {
         let path = format!("{dir}/{}", contender.name);
@@ -168,7 +159,7 @@ async fn semaphore(
                 .to_owned()
         })
         .collect();
-    let mut state = empty(&name);
+    let mut state = LockState::new(&*name);
     let mut groups: Vec<(String, HolderInfo, Vec<GrantNode>)> = Vec::new();
     for lease in &leases {
         let request = request_of(lease);

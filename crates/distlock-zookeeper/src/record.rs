@@ -42,26 +42,18 @@ impl Record {
     /// `zxid` (its node's last write).
     pub(crate) fn holder(contender: &Contender, data: &[u8], zxid: i64) -> HolderInfo {
         let record = Record::read(contender, data);
-        HolderInfo {
-            owner: record.owner,
-            kind: record.kind,
-            permits: 1,
-            fencing_token: record.fencing_token.unwrap_or(zxid.max(0) as u64),
-            remaining_ms: None,
-            no_expiry: false,
-            meta: record.meta,
-        }
+        let token = record.fencing_token.unwrap_or(zxid.max(0) as u64);
+        let mut holder = HolderInfo::new(record.owner, record.kind, token);
+        holder.meta = record.meta;
+        holder
     }
 
     /// `contender` as a waiter.
     pub(crate) fn waiter(contender: &Contender, data: &[u8]) -> WaiterInfo {
         let record = Record::read(contender, data);
-        WaiterInfo {
-            kind: record.kind,
-            permits: 1,
-            owner: record.owner,
-            fair: true,
-            meta: record.meta,
-        }
+        let mut waiter = WaiterInfo::new(record.owner, record.kind);
+        waiter.fair = true;
+        waiter.meta = record.meta;
+        waiter
     }
 }

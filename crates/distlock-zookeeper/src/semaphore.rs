@@ -81,9 +81,7 @@ pub(crate) async fn poll(
                             .await?;
                     }
                 }
-                return Ok(PollOutcome::Pending {
-                    retry_within: Some(std::time::Duration::ZERO),
-                });
+                return Ok(PollOutcome::pending(Some(std::time::Duration::ZERO)));
             }
         },
     };
@@ -99,10 +97,10 @@ pub(crate) async fn poll(
     for lease in &request.leases {
         request.watch_grant(&backend.sessions, lease.session, lease.path.clone(), None);
     }
-    Ok(PollOutcome::Granted {
-        fencing_token: crate::backend::token_of(token)?,
-        session: Some(last.session),
-    })
+    Ok(PollOutcome::granted_in_session(
+        crate::backend::token_of(token)?,
+        last.session,
+    ))
 }
 
 /// Whether a lock node with these children is a semaphore's (its `locks` and `leases`).

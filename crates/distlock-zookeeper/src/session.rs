@@ -328,7 +328,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
             state = states.changed() => match state {
                 zk::SessionState::Disconnected => {
                     if let Some(this) = sessions.upgrade() {
-                        this.slot.set(live.id, SessionState::Suspended { since: Instant::now(), valid_until });
+                        this.slot.set(live.id, SessionState::suspended(Instant::now(), valid_until));
                     }
                 }
                 zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
@@ -349,9 +349,7 @@ async fn follow(sessions: &Weak<Sessions>, live: &Live) {
                 match answered {
                     // An answer after the deadline does not revive the session.
                     Ok(Ok(_)) if Instant::now() < valid_until => {
-                        this.slot.set(live.id, SessionState::Connected {
-                            valid_until: safe_deadline(sent, timeout),
-                        });
+                        this.slot.set(live.id, SessionState::connected(safe_deadline(sent, timeout)));
                         // Apart from the heartbeats, which must go on meanwhile.
                         let live = live.clone();
                         tokio::spawn(async move { this.retry_deletes(&live, period).await });

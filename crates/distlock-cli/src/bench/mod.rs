@@ -8,6 +8,7 @@ mod stats;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use distlock::backend::{Floor, backend_of};
 use distlock::{Client, Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -157,7 +158,7 @@ async fn one_run(
     });
     if let (Some(minimal), Some(op), serde_json::Value::Object(map)) = (
         &uncontended.minimal,
-        client.backend().cycle_floor_op(),
+        floor_of(client)?.cycle_op(),
         &mut uncontended_json,
     ) {
         let minimal_p50 = minimal.percentile(50.0);
@@ -169,12 +170,12 @@ async fn one_run(
         );
     }
     Ok(json!({
-        "backend": client.backend().scheme(),
+        "backend": client.scheme(),
         "runtime": args.runtime.as_str(),
         "url": distlock::redact_url(url),
         "duration_s": args.duration.as_secs_f64(),
         "floor": {
-            "op": client.backend().floor_op(),
+            "op": floor_of(client)?.op(),
             "p50_us": floor_p50,
             "p99_us": floor.percentile(99.0),
             "ops_per_s": floor_ops,
@@ -275,13 +276,26 @@ fn print_table(r: &serde_json::Value) {
     );
 }
 
+/// The floor the backend offers to measure its locks against.
+fn floor_of(client: &Client) -> Result<&dyn Floor> {
+    backend_of(client).floor().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} backend offers no floor to measure its locks against",
+                client.scheme()
+            ),
+        )
+    })
+}
+
 async fn measure_floor(client: &Client, duration: Duration) -> Result<Samples> {
-    let backend = client.backend();
+    let floor = floor_of(client)?;
     let mut samples = Samples::default();
     let end = Instant::now() + duration;
     while Instant::now() < end {
         let started = Instant::now();
-        backend.floor_round().await?;
+        floor.round().await?;
         samples.push(started.elapsed());
     }
     Ok(samples)
@@ -290,10 +304,15 @@ async fn measure_floor(client: &Client, duration: Duration) -> Result<Samples> {
 /// The floor's throughput with `tasks` running it at once, over one shared deadline.
 async fn measure_floor_concurrent(client: &Client, tasks: u32, duration: Duration) -> Result<f64> {
     rounds_per_second(tasks, duration, |_| {
-        let backend = client.backend().clone();
+        let backend = backend_of(client).clone();
         move || {
             let backend = backend.clone();
-            async move { backend.floor_round().await }
+            async move {
+                match backend.floor() {
+                    Some(floor) => floor.round().await,
+                    None => Ok(()),
+                }
+            }
         }
     })
     .await
@@ -346,11 +365,11 @@ async fn measure_uncontended(
     names: &BenchNames,
     duration: Duration,
 ) -> Result<Uncontended> {
-    let backend = client.backend();
+    let floor = floor_of(client)?;
     let mutex = client.mutex(names.uncontended());
     let minimal_name = names.minimal_cycle();
     let mut cycles = Samples::default();
-    let mut minimal = backend.cycle_floor_op().map(|_| Samples::default());
+    let mut minimal = floor.cycle_op().map(|_| Samples::default());
     let end = Instant::now() + duration;
     while Instant::now() < end {
         let started = Instant::now();
@@ -358,7 +377,7 @@ async fn measure_uncontended(
         cycles.push(started.elapsed());
         if let Some(minimal) = &mut minimal {
             let started = Instant::now();
-            backend.cycle_floor_round(&minimal_name).await?;
+            floor.cycle_round(&minimal_name).await?;
             minimal.push(started.elapsed());
         }
     }

@@ -23,7 +23,7 @@ impl Claim {
     pub async fn take(locks: &str, shop_at: &str) -> Result<Option<Claim>> {
         let name = name_of(shop_at)?;
         let mut client = open_client(locks).await?;
-        if !client.backend().capabilities().cross_process {
+        if !client.capabilities().cross_process {
             client = open_client(&lock_url(&None)?).await?;
         }
         let options = LockOptions::new().ttl(CLAIM_TTL);

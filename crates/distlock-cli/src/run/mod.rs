@@ -74,7 +74,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     let guard = match acquired {
         Ok(Some(guard)) => guard,
         Ok(None) => {
-            let place = client.backend().place_of(&args.name);
+            let place = client.place_of(&args.name);
             let place = place.map_or_else(String::new, |place| format!(" ({place})"));
             errln!("distlock: lock `{}`{place} is busy", args.name);
             return Ok(exit::BUSY);

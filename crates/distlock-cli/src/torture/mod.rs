@@ -175,8 +175,8 @@ async fn check_store(
 ) -> Result<(String, &'static str, Option<link::Link>)> {
     let (url, client) =
         connect_shared(given, "torture runs its workers as separate processes").await?;
-    let capabilities = client.backend().capabilities();
-    let backend = client.backend().scheme();
+    let capabilities = client.capabilities();
+    let backend = client.scheme();
     if args.fair && !capabilities.fair {
         return Err(Error::new(
             ErrorKind::Unsupported,

@@ -180,11 +180,7 @@ async fn watch(guard: &Guard, recorder: &Recorder, me: u32) -> std::convert::Inf
         let now = guard.health();
         if now != health {
             health = now;
-            let name = match now {
-                Health::Held => "held",
-                Health::AtRisk => "at-risk",
-                Health::Lost => "lost",
-            };
+            let name = now.as_str();
             recorder.record(
                 me,
                 What::Health {

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
+use super::UrlParams;
 use crate::error::{Error, Result};
-use url::Url;
 
 /// How long an idle fencing counter is kept when the URL's `fence_ttl` says nothing: a day.
 pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -64,22 +64,21 @@ pub fn parse_fence_ttl(value: &str) -> Result<Duration> {
     Ok(fence_ttl)
 }
 
-/// The URL's `fence_ttl` parameter, or [`DEFAULT_FENCE_TTL`].
+/// Takes the URL's `fence_ttl` parameter from `params`, or [`DEFAULT_FENCE_TTL`].
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use distlock_core::backend::{DEFAULT_FENCE_TTL, fence_ttl};
-/// let url = |q: &str| distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap();
-/// assert_eq!(fence_ttl(&url(""))?, DEFAULT_FENCE_TTL);
-/// assert_eq!(fence_ttl(&url("?fence_ttl=2h"))?, Duration::from_secs(7200));
-/// assert!(fence_ttl(&url("?fence_ttl=0s")).is_err());
+/// use distlock_core::backend::{DEFAULT_FENCE_TTL, UrlParams, fence_ttl};
+/// let params = |q: &str| UrlParams::of(&distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap());
+/// assert_eq!(fence_ttl(&mut params("")?)?, DEFAULT_FENCE_TTL);
+/// assert_eq!(fence_ttl(&mut params("?fence_ttl=2h")?)?, Duration::from_secs(7200));
+/// assert!(fence_ttl(&mut params("?fence_ttl=0s")?).is_err());
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
-pub fn fence_ttl(url: &Url) -> Result<Duration> {
-    match url.query_pairs().find(|(key, _)| key == "fence_ttl") {
-        Some((_, value)) => parse_fence_ttl(&value),
-        None => Ok(DEFAULT_FENCE_TTL),
-    }
+pub fn fence_ttl(params: &mut UrlParams) -> Result<Duration> {
+    params
+        .text("fence_ttl")
+        .map_or(Ok(DEFAULT_FENCE_TTL), |value| parse_fence_ttl(&value))
 }

@@ -18,8 +18,14 @@ use crate::owner::HolderMeta;
 /// let caps = Capabilities::full(true);
 /// assert!(caps.fencing && caps.push_wakeups);
 /// assert_eq!(caps.liveness, Liveness::Lease);
+///
+/// // A backend declares what it has on top of the least a backend of its liveness does.
+/// let mut caps = Capabilities::session();
+/// caps.fencing = true;
+/// assert!(!caps.rwlock && caps.waiter_refresh.is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// Shared read/write locks.
     pub rwlock: bool,
@@ -49,6 +55,44 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
+    /// A backend whose grants live by a lease each ([`Liveness::Lease`]), with nothing but
+    /// mutexes across processes, waiters polled: no read/write locks, semaphores, fair
+    /// queue, fencing, push wake-ups or breaking, waiter entries refreshed every
+    /// [`WAITER_REFRESH`]. The backend sets the fields of what it has.
+    ///
+    /// # Examples
+    ///
+    /// See [`Capabilities`].
+    pub fn lease() -> Self {
+        Capabilities {
+            rwlock: false,
+            semaphore: false,
+            fair: false,
+            fencing: false,
+            durable_fencing: false,
+            cross_process: true,
+            push_wakeups: false,
+            force_release: false,
+            liveness: Liveness::Lease,
+            waiter_refresh: Some(WAITER_REFRESH),
+        }
+    }
+
+    /// A backend whose grants live by the client's session ([`Liveness::Session`]), with
+    /// nothing but mutexes across processes, whose waiters keep their place without polls
+    /// (`waiter_refresh: None`). The backend sets the fields of what it has.
+    ///
+    /// # Examples
+    ///
+    /// See [`Capabilities`].
+    pub fn session() -> Self {
+        Capabilities {
+            liveness: Liveness::Session,
+            waiter_refresh: None,
+            ..Capabilities::lease()
+        }
+    }
+
     /// Every primitive supported, grants breakable, grants by lease, waiter entries refreshed every
     /// [`WAITER_REFRESH`]; `push_wakeups` as given.
     ///
@@ -80,19 +124,13 @@ pub const WAITER_REFRESH: Duration = Duration::from_secs(2);
 /// # Examples
 ///
 /// ```
-/// # use distlock_core::{HolderInfo, HolderMeta, LockKind};
-/// let holder = HolderInfo {
-///     owner: "svc:1".into(),
-///     kind: LockKind::Mutex,
-///     permits: 1,
-///     fencing_token: 3,
-///     remaining_ms: Some(2500),
-///     no_expiry: false,
-///     meta: HolderMeta::this_process(),
-/// };
+/// # use distlock_core::{HolderInfo, LockKind};
+/// let mut holder = HolderInfo::new("svc:1", LockKind::Mutex, 3);
+/// holder.remaining_ms = Some(2500);
 /// assert_eq!(holder.fencing_token, 3);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct HolderInfo {
     /// The owner token.
     pub owner: String,
@@ -114,21 +152,48 @@ pub struct HolderInfo {
     pub meta: HolderMeta,
 }
 
+impl HolderInfo {
+    /// A holder of `kind` whose grant has `fencing_token`, for one permit, without a known
+    /// remaining lease, stamped with this process's metadata until the backend sets the
+    /// holder's own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::{HolderInfo, LockKind};
+    /// let mut holder = HolderInfo::new("worker-1", LockKind::Mutex, 7);
+    /// holder.remaining_ms = Some(2_000);
+    /// assert_eq!((holder.permits, holder.fencing_token), (1, 7));
+    /// ```
+    pub fn new(owner: impl Into<String>, kind: LockKind, fencing_token: u64) -> Self {
+        HolderInfo {
+            owner: owner.into(),
+            kind,
+            permits: 1,
+            fencing_token,
+            remaining_ms: None,
+            no_expiry: false,
+            meta: HolderMeta::this_process(),
+        }
+    }
+}
+
 /// One queued request, as shown by `distlock status`. In JSON its `meta` says
 /// `waiting_since_unix_ms`, not `acquired_at_unix_ms`: nothing was acquired yet.
 ///
 /// # Examples
 ///
 /// ```
-/// # use distlock_core::{WaiterInfo, HolderMeta, LockKind};
-/// let waiter = WaiterInfo { owner: "svc:2".into(), kind: LockKind::Write, permits: 1,
-///     fair: true, meta: HolderMeta::this_process() };
+/// # use distlock_core::{WaiterInfo, LockKind};
+/// let mut waiter = WaiterInfo::new("svc:2", LockKind::Write);
+/// waiter.fair = true;
 /// assert!(waiter.fair);
 /// let json = serde_json::to_value(&waiter).unwrap();
 /// assert_eq!(json["meta"]["waiting_since_unix_ms"], waiter.meta.acquired_at_unix_ms);
 /// assert!(json["meta"].get("acquired_at_unix_ms").is_none());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WaiterInfo {
     /// The owner token.
     pub owner: String,
@@ -141,6 +206,29 @@ pub struct WaiterInfo {
     /// Host, pid and the time it started waiting (in `acquired_at_unix_ms`).
     #[serde(with = "waiting_meta")]
     pub meta: HolderMeta,
+}
+
+impl WaiterInfo {
+    /// A waiter of `kind` for one permit, not fair, stamped with this process's metadata
+    /// until the backend sets the waiter's own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::{LockKind, WaiterInfo};
+    /// let mut waiter = WaiterInfo::new("worker-2", LockKind::Write);
+    /// waiter.fair = true;
+    /// assert_eq!(waiter.permits, 1);
+    /// ```
+    pub fn new(owner: impl Into<String>, kind: LockKind) -> Self {
+        WaiterInfo {
+            owner: owner.into(),
+            kind,
+            permits: 1,
+            fair: false,
+            meta: HolderMeta::this_process(),
+        }
+    }
 }
 
 /// A waiter's [`HolderMeta`] in JSON, whose time is when it started waiting.
@@ -180,11 +268,11 @@ mod waiting_meta {
 /// # Examples
 ///
 /// ```
-/// let state = distlock_core::LockState { name: "a".into(), last_fencing_token: 0,
-///     holders: vec![], waiters: vec![] };
+/// let state = distlock_core::LockState::new("a");
 /// assert!(state.holders.is_empty());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LockState {
     /// The lock's name.
     pub name: String,
@@ -194,4 +282,26 @@ pub struct LockState {
     pub holders: Vec<HolderInfo>,
     /// Queued requests, in queue order.
     pub waiters: Vec<WaiterInfo>,
+}
+
+impl LockState {
+    /// Lock `name` with no holder, no waiter, and no token granted yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::{HolderInfo, LockKind, LockState};
+    /// let mut state = LockState::new("orders/42");
+    /// state.holders.push(HolderInfo::new("worker-1", LockKind::Mutex, 3));
+    /// state.last_fencing_token = 3;
+    /// assert!(state.waiters.is_empty());
+    /// ```
+    pub fn new(name: impl Into<String>) -> Self {
+        LockState {
+            name: name.into(),
+            last_fencing_token: 0,
+            holders: Vec::new(),
+            waiters: Vec::new(),
+        }
+    }
 }

@@ -54,16 +54,21 @@
 //! kind: readers and permits too. A backend whose natural number is minted at enqueue (a
 //! ZooKeeper `czxid`, an etcd create revision) must still hand them out in grant order.
 
+mod admission;
+pub(crate) mod connector;
+mod deadline;
 mod fence_ttl;
+mod floor;
 mod info;
 mod keeping;
-mod params;
 mod record;
 mod request;
 mod runtime;
 mod session;
 mod sessions;
 mod ticket;
+mod url;
+mod wakers;
 mod writes;
 
 use std::any::Any;
@@ -72,32 +77,38 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use crate::admission::{Claim, Queued, STARVATION, admit};
-pub use crate::lease::safe_deadline;
-pub use crate::registry::{Connector, register, url_credentials, url_path};
-pub use crate::renewals::BATCH;
-pub use crate::wakers::LocalWakers;
+pub use admission::{Claim, Queued, STARVATION, admit};
 pub use async_trait::async_trait;
+pub use connector::{Connector, register};
+pub use deadline::safe_deadline;
 pub use fence_ttl::{
     DEFAULT_FENCE_TTL, MAX_FENCE_TTL, MIN_FENCE_TTL, check_fence_ttl, fence_ttl, parse_fence_ttl,
 };
+pub use floor::Floor;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use keeping::{EntryWatch, until_done, watch_entry};
-pub use params::duration_within;
 pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;
 pub use session::{Liveness, Session, SessionState};
 pub use sessions::{Attempt, LossFlag, LossWatch, PendingDeletes, SessionSlot};
 pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
+pub use url::{UrlParams, duration_within, url_credentials, url_path};
+pub use wakers::LocalWakers;
 pub use writes::WritesPaused;
 
+pub use crate::client::backend_of;
+pub use crate::guard::grant_of;
+
 use crate::error::{Error, ErrorKind, Result};
+
+/// The most grants renewed by one [`Backend::renew_many`] call.
+pub const BATCH: usize = 1000;
 
 /// A lock store. Implement this to add a backend; the core supplies everything else.
 ///
 /// A backend is `Any`, so a test can reach its own hooks from a client's
-/// [`backend()`](crate::Client::backend) by downcasting.
+/// [`backend_of`] by downcasting.
 ///
 /// Implementations must make `poll` atomic (grant, fencing-token increment and dequeue in
 /// one step); must make `renew`, `release` and `cancel` compare the request token so a stale
@@ -183,8 +194,19 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
 
     /// Extends many grants to `ttl` from now, answering for each in order. The watchdogs of
     /// one client renew through this, up to [`BATCH`] grants a call; backends that can
-    /// should do it in one round trip. Session backends are never asked.
-    async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>>;
+    /// should do it in one round trip. Every backend whose grants live by a lease
+    /// ([`Liveness::Lease`]) implements it; session backends are never asked, and the
+    /// default refuses with `Unsupported`.
+    async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        let _ = (grants, ttl);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} backend's grants live by its session: there is no lease to renew",
+                self.scheme()
+            ),
+        ))
+    }
 
     /// Deletes a grant, if it is still ours.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome>;
@@ -327,31 +349,20 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         WritesPaused::none()
     }
 
-    /// What [`Backend::floor_round`] does, for benchmark reports.
-    fn floor_op(&self) -> &'static str;
-
-    /// One round of the backend's cheapest comparable operation, the floor every lock
-    /// operation is measured against.
-    async fn floor_round(&self) -> Result<()>;
-
-    /// What [`Backend::cycle_floor_round`] does, where the store has a minimal correct lock
-    /// cycle to measure a lock's acquire and release against (for Redis: `SET key token NX
-    /// PX ttl`, then a compare-and-delete script). `None` (the default) where it has not.
-    fn cycle_floor_op(&self) -> Option<&'static str> {
+    /// What a benchmark measures this backend's locks against: the store's cheapest
+    /// comparable operation, and where it has one a minimal correct lock cycle. `None` (the
+    /// default): `distlock bench` refuses the backend, having nothing to measure it
+    /// against; its locks work the same.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// let backend = MemoryBackend::new();
+    /// assert_eq!(backend.floor().map(|floor| floor.op()), Some("tokio::sync::Mutex lock+unlock"));
+    /// ```
+    fn floor(&self) -> Option<&dyn Floor> {
         None
-    }
-
-    /// One minimal lock cycle on `name`, on the connections the backend's locks use: take
-    /// it, then delete it if still ours. Only called where [`Backend::cycle_floor_op`] names
-    /// one; the default refuses.
-    async fn cycle_floor_round(&self, name: &str) -> Result<()> {
-        let _ = name;
-        Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "the {} backend has no minimal lock cycle to measure",
-                self.scheme()
-            ),
-        ))
     }
 }

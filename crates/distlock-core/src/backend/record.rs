@@ -14,11 +14,10 @@ use crate::owner::HolderMeta;
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// # use distlock_core::{LockKind, Owner};
 /// use distlock_core::backend::{HolderRecord, LockRequest};
-/// # let request = LockRequest { name: "n".into(), kind: LockKind::Semaphore { limit: 3 },
-/// #   permits: 2, owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1),
-/// #   fair: false, wait: true, meta: HolderMeta::this_process() };
+/// # let mut request = LockRequest::new("n", LockKind::Semaphore { limit: 3 }, Owner::random(), "t");
+/// # request.permits = 2;
 /// let stored = HolderRecord::encode(&request);
 /// let record = HolderRecord::decode(&stored).expect("our own record");
 /// assert_eq!(record.kind, LockKind::Semaphore { limit: 3 });
@@ -74,11 +73,10 @@ impl HolderRecord {
     /// # Examples
     ///
     /// ```
-    /// # use distlock_core::{HolderMeta, LockKind, Owner};
+    /// # use distlock_core::{LockKind, Owner};
     /// # use distlock_core::backend::{HolderRecord, LockRequest};
-    /// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
-    /// #   owner: Owner::random(), token: "t".into(), ttl: std::time::Duration::from_secs(1),
-    /// #   fair: true, wait: true, meta: HolderMeta::this_process() };
+    /// # let mut request = LockRequest::new("n", LockKind::Mutex, Owner::random(), "t");
+    /// # request.fair = true;
     /// let stored = HolderRecord::encode_granted(&request, 42);
     /// assert_eq!(HolderRecord::decode(&stored).unwrap().fencing_token, Some(42));
     /// let queued = HolderRecord::encode(&request);

@@ -18,6 +18,7 @@ use crate::owner::{HolderMeta, Owner};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum LockKind {
     /// Exclusive ownership of a [`Mutex`](crate::Mutex).
     Mutex,
@@ -103,20 +104,13 @@ impl LockKind {
 /// use distlock_core::{HolderMeta, LockKind, Owner};
 /// use distlock_core::backend::LockRequest;
 ///
-/// let request = LockRequest {
-///     name: "jobs/nightly".into(),
-///     kind: LockKind::Mutex,
-///     permits: 1,
-///     owner: Owner::random(),
-///     token: "t-1".into(),
-///     ttl: Duration::from_secs(30),
-///     fair: false,
-///     wait: true,
-///     meta: HolderMeta::this_process(),
-/// };
-/// assert!(request.kind.is_exclusive());
+/// let mut request = LockRequest::new("jobs/nightly", LockKind::Mutex, Owner::random(), "t-1");
+/// request.ttl = Duration::from_secs(30);
+/// assert!(request.kind.is_exclusive() && request.wait && request.permits == 1);
+/// assert_eq!(request.meta.pid, HolderMeta::this_process().pid);
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LockRequest {
     /// The lock's name (validated by the core).
     pub name: String,
@@ -137,4 +131,31 @@ pub struct LockRequest {
     pub wait: bool,
     /// Who and where, for status displays.
     pub meta: HolderMeta,
+}
+
+impl LockRequest {
+    /// A waiting request of `owner` for one permit of `kind` on lock `name`, stored under
+    /// `token`, for the default TTL, not fair, stamped with this process's metadata.
+    ///
+    /// # Examples
+    ///
+    /// See [`LockRequest`].
+    pub fn new(
+        name: impl Into<String>,
+        kind: LockKind,
+        owner: Owner,
+        token: impl Into<String>,
+    ) -> Self {
+        LockRequest {
+            name: name.into(),
+            kind,
+            permits: 1,
+            owner,
+            token: token.into(),
+            ttl: crate::options::DEFAULT_TTL,
+            fair: false,
+            wait: true,
+            meta: HolderMeta::this_process(),
+        }
+    }
 }

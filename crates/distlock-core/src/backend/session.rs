@@ -29,10 +29,11 @@ pub enum Liveness {
 ///
 /// ```
 /// use distlock_core::backend::{Session, SessionState};
-/// let session = Session { id: 1, state: SessionState::Expired };
+/// let session = Session::new(1, SessionState::Expired);
 /// assert!(!session.is_alive());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Session {
     /// Which session: a new one (after an expiry) gets a new id, and grants made in an
     /// earlier one are lost.
@@ -42,6 +43,19 @@ pub struct Session {
 }
 
 impl Session {
+    /// Session `id` in `state`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::backend::{Session, SessionState};
+    /// let session = Session::new(1, SessionState::Expired);
+    /// assert!(!session.is_alive());
+    /// ```
+    pub fn new(id: u64, state: SessionState) -> Self {
+        Session { id, state }
+    }
+
     /// Whether grants made in this session may still be valid now.
     ///
     /// # Examples
@@ -59,7 +73,7 @@ impl Session {
     /// ```
     /// use distlock_core::backend::{Session, SessionState};
     /// let until = tokio::time::Instant::now();
-    /// let session = Session { id: 1, state: SessionState::Connected { valid_until: until } };
+    /// let session = Session::new(1, SessionState::connected(until));
     /// assert_eq!(session.valid_until(), Some(until));
     /// ```
     pub fn valid_until(&self) -> Option<Instant> {
@@ -78,21 +92,24 @@ impl Session {
 /// ```
 /// use distlock_core::backend::SessionState;
 /// let now = tokio::time::Instant::now();
-/// let state = SessionState::Suspended { since: now, valid_until: now };
+/// let state = SessionState::suspended(now, now);
 /// assert!(matches!(state, SessionState::Suspended { .. }));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionState {
     /// The session is in touch with the server. `valid_until` is the latest moment, on this
     /// process's monotonic clock, before which the server cannot have expired it: the last
     /// contact plus the session timeout, less drift and a margin. Backends move it forward
     /// as the server answers.
+    #[non_exhaustive]
     Connected {
         /// Grants are surely valid until then.
         valid_until: Instant,
     },
     /// The connection was lost at `since`; the session may still live on the server until
     /// `valid_until`. Every grant is `AtRisk`.
+    #[non_exhaustive]
     Suspended {
         /// When contact was lost.
         since: Instant,
@@ -101,4 +118,33 @@ pub enum SessionState {
     },
     /// The session ended: every grant made in it is gone.
     Expired,
+}
+
+impl SessionState {
+    /// In touch with the server, valid until `valid_until`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::backend::{Session, SessionState};
+    /// let soon = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    /// assert!(Session::new(1, SessionState::connected(soon)).is_alive());
+    /// ```
+    pub fn connected(valid_until: Instant) -> Self {
+        SessionState::Connected { valid_until }
+    }
+
+    /// Out of touch since `since`, maybe alive on the server until `valid_until`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::backend::{Session, SessionState};
+    /// let now = tokio::time::Instant::now();
+    /// let state = SessionState::suspended(now, now + std::time::Duration::from_secs(5));
+    /// assert_eq!(Session::new(1, state).valid_until(), Some(now + std::time::Duration::from_secs(5)));
+    /// ```
+    pub fn suspended(since: Instant, valid_until: Instant) -> Self {
+        SessionState::Suspended { since, valid_until }
+    }
 }

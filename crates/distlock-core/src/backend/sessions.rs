@@ -152,7 +152,7 @@ impl<L: Clone> SessionSlot<L> {
     /// use distlock_core::backend::{SessionSlot, SessionState};
     /// let now = tokio::time::Instant::now();
     /// let slot = SessionSlot::new("example", 1, (), now);
-    /// slot.set(1, SessionState::Suspended { since: now, valid_until: now });
+    /// slot.set(1, SessionState::suspended(now, now));
     /// assert!(matches!(slot.subscribe().borrow().state, SessionState::Suspended { .. }));
     /// ```
     pub fn set(&self, id: u64, state: SessionState) {

@@ -20,11 +20,9 @@ use super::request::{LockKind, LockRequest};
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// # use distlock_core::{LockKind, Owner};
 /// use distlock_core::backend::{LockRequest, Ticket};
-/// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
-/// #   owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
-/// #   wait: true, meta: HolderMeta::this_process() };
+/// # let request = LockRequest::new("n", LockKind::Mutex, Owner::random(), "t");
 ///
 /// #[derive(Default)]
 /// struct Queued { position: u64 }
@@ -103,11 +101,9 @@ impl Ticket {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use distlock_core::{HolderMeta, LockKind, Owner};
+    /// # use distlock_core::{LockKind, Owner};
     /// # use distlock_core::backend::{LockRequest, Ticket};
-    /// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
-    /// #   owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
-    /// #   wait: true, meta: HolderMeta::this_process() };
+    /// # let request = LockRequest::new("n", LockKind::Mutex, Owner::random(), "t");
     /// let mut ticket = Ticket::new(request);
     /// ticket.set_state(String::from("/locks/n/_c_1-lock-0000000001"));
     /// assert_eq!(ticket.into_grant().state::<String>().map(String::as_str),
@@ -200,11 +196,13 @@ impl Grant {
 /// ```
 /// use distlock_core::backend::PollOutcome;
 /// let granted = PollOutcome::granted(9);
-/// assert!(matches!(granted, PollOutcome::Granted { fencing_token: 9, session: None }));
+/// assert!(matches!(granted, PollOutcome::Granted { fencing_token: 9, session: None, .. }));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PollOutcome {
     /// The ticket holds the lock from now on, with this fencing token.
+    #[non_exhaustive]
     Granted {
         /// Strictly greater than every token granted before for this name, whatever the
         /// kind (readers and permits too).
@@ -216,6 +214,7 @@ pub enum PollOutcome {
     /// Not yet. `retry_within` bounds how long the caller may wait before polling again
     /// (typically the current holders' remaining lease); `None` asks for no poll until a
     /// wake-up (or the backend's [`waiter_refresh`](super::Capabilities::waiter_refresh)).
+    #[non_exhaustive]
     Pending {
         /// Poll again no later than this.
         retry_within: Option<Duration>,
@@ -233,6 +232,38 @@ impl PollOutcome {
             fencing_token,
             session: None,
         }
+    }
+
+    /// A grant with `fencing_token` that lives by session `session` (a backend of
+    /// [`Liveness::Session`](super::Liveness::Session)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::backend::PollOutcome;
+    /// let granted = PollOutcome::granted_in_session(9, 2);
+    /// assert!(matches!(granted, PollOutcome::Granted { session: Some(2), .. }));
+    /// ```
+    pub fn granted_in_session(fencing_token: u64, session: u64) -> Self {
+        PollOutcome::Granted {
+            fencing_token,
+            session: Some(session),
+        }
+    }
+
+    /// Not granted yet: poll again within `retry_within` (`None`: when woken, or at the
+    /// backend's [`waiter_refresh`](super::Capabilities::waiter_refresh)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use distlock_core::backend::PollOutcome;
+    /// let pending = PollOutcome::pending(Some(Duration::from_millis(40)));
+    /// assert!(matches!(pending, PollOutcome::Pending { retry_within: Some(_), .. }));
+    /// ```
+    pub fn pending(retry_within: Option<Duration>) -> Self {
+        PollOutcome::Pending { retry_within }
     }
 }
 

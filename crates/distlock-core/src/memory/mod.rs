@@ -27,11 +27,10 @@ use tokio::sync::watch;
 use url::Url;
 
 use crate::backend::{
-    Backend, Capabilities, Grant, HolderInfo, LeaseOutcome, Liveness, LockState, PollOutcome,
-    Session, Ticket,
+    Backend, Capabilities, Connector, Floor, Grant, HolderInfo, LeaseOutcome, Liveness, LockState,
+    PollOutcome, Session, Ticket, UrlParams,
 };
 use crate::error::{Error, Result};
-use crate::registry::Connector;
 pub use session::MemorySession;
 use space::Space;
 
@@ -104,7 +103,7 @@ impl MemoryBackend {
     /// use distlock_core::{Client, MemoryBackend};
     ///
     /// let client = Client::connect("memory://hooked?liveness=session").await?;
-    /// let backend: &dyn Any = client.backend().as_ref();
+    /// let backend: &dyn Any = distlock_core::backend::backend_of(&client).as_ref();
     /// let memory = backend.downcast_ref::<MemoryBackend>().expect("a memory backend");
     /// assert!(memory.session_control().is_some());
     /// # Ok(()) }
@@ -224,11 +223,18 @@ impl Backend for MemoryBackend {
         !self.space.holds(grant)
     }
 
-    fn floor_op(&self) -> &'static str {
+    fn floor(&self) -> Option<&dyn Floor> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Floor for MemoryBackend {
+    fn op(&self) -> &'static str {
         "tokio::sync::Mutex lock+unlock"
     }
 
-    async fn floor_round(&self) -> Result<()> {
+    async fn round(&self) -> Result<()> {
         drop(self.space.floor.lock().await);
         Ok(())
     }
@@ -238,6 +244,12 @@ impl Backend for MemoryBackend {
 #[derive(Debug)]
 pub(crate) struct MemoryConnector;
 
+/// Connects to any lock URL: through the connector registered for its scheme, or the memory
+/// backend's, which every build has.
+pub(crate) async fn connect_url(url: &str) -> Result<Arc<dyn Backend>> {
+    crate::backend::connector::connect(url, &[&MemoryConnector]).await
+}
+
 #[async_trait]
 impl Connector for MemoryConnector {
     fn schemes(&self) -> &'static [&'static str] {
@@ -246,40 +258,40 @@ impl Connector for MemoryConnector {
 
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
         let refuse = |why: String| {
-            Err(Error::invalid(format!(
+            Error::invalid(format!(
                 "{why}; memory URLs are memory://[NAME][?liveness=lease|session&session_timeout=10s], not `{}`",
-                crate::registry::redact_url(url.as_str())
-            )))
+                crate::lock_url::redact_url(url.as_str())
+            ))
         };
         if url.path() != "" && url.path() != "/" {
-            return refuse("a memory URL has no path".into());
+            return Err(refuse("a memory URL has no path".into()));
         }
-        let mut sessions = false;
-        let mut timeout = None;
-        for (key, value) in url.query_pairs() {
-            match (&*key, &*value) {
-                ("liveness", "lease") => sessions = false,
-                ("liveness", "session") => sessions = true,
-                ("liveness", other) => {
-                    return refuse(format!("liveness `{other}` is neither lease nor session"));
-                }
-                ("session_timeout", text) => match humantime::parse_duration(text) {
-                    Ok(t) if !t.is_zero() => timeout = Some(t),
-                    _ => {
-                        return refuse(format!(
-                            "session_timeout `{text}` is not a duration above zero"
-                        ));
-                    }
-                },
-                (key, value) => {
-                    return refuse(format!(
-                        "unknown parameter `{key}={value}` (known: liveness, session_timeout)"
-                    ));
-                }
+        let mut params = UrlParams::of(url).map_err(|err| refuse(err.message().to_owned()))?;
+        let sessions = match params.text("liveness").as_deref() {
+            None | Some("lease") => false,
+            Some("session") => true,
+            Some(other) => {
+                return Err(refuse(format!(
+                    "liveness `{other}` is neither lease nor session"
+                )));
             }
-        }
+        };
+        let timeout = match params.text("session_timeout") {
+            None => None,
+            Some(text) => match humantime::parse_duration(&text) {
+                Ok(t) if !t.is_zero() => Some(t),
+                _ => {
+                    return Err(refuse(format!(
+                        "session_timeout `{text}` is not a duration above zero"
+                    )));
+                }
+            },
+        };
+        params
+            .finish()
+            .map_err(|err| refuse(err.message().to_owned()))?;
         if timeout.is_some() && !sessions {
-            return refuse("session_timeout applies to liveness=session".into());
+            return Err(refuse("session_timeout applies to liveness=session".into()));
         }
         let space = url.host_str().unwrap_or("");
         Ok(Arc::new(match sessions {

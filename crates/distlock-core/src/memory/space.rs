@@ -8,14 +8,12 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::admission::{Claim, Queued, STARVATION, admit};
 use crate::backend::{
-    Grant, HolderInfo, LeaseOutcome, LockRequest, LockState, PollOutcome, Session, Ticket,
-    WaiterInfo,
+    Claim, Grant, HolderInfo, LeaseOutcome, LocalWakers, LockRequest, LockState, PollOutcome,
+    Queued, STARVATION, Session, Ticket, WaiterInfo, admit,
 };
 use crate::error::Result;
 use crate::owner::unix_ms;
-use crate::wakers::LocalWakers;
 
 /// How long a queue entry of a lease-mode waiter lives without being polled (its waiter
 /// may have vanished).

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, Liveness, LockRequest, PollOutcome, Ticket,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LockRequest, PollOutcome, Ticket,
     async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result};
@@ -296,28 +296,21 @@ impl Backend for RedlockBackend {
     /// new readers, which needs a queue every master agrees on. Not fair mode, for the same
     /// reason: masters keep no RedLock queue.
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            rwlock: false,
-            semaphore: false,
-            fair: false,
-            fencing: true,
-            durable_fencing: true,
-            cross_process: true,
-            push_wakeups: false,
-            force_release: true,
-            liveness: Liveness::Lease,
-            waiter_refresh: None,
-        }
+        // Mutexes only, each poll a try on every master: nothing queued to refresh.
+        let mut caps = Capabilities::lease();
+        caps.fencing = true;
+        caps.durable_fencing = true;
+        caps.force_release = true;
+        caps.waiter_refresh = None;
+        caps
     }
 
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let request = ticket.request.clone();
         let request = &request;
         // The masters never queue a RedLock request: each poll is a try on all of them.
-        let attempt = LockRequest {
-            wait: false,
-            ..request.clone()
-        };
+        let mut attempt = request.clone();
+        attempt.wait = false;
         let started = Instant::now();
         let timeout = self.node_timeout(request.ttl);
         // A master that grants after the majority was counted holds the same grant: it is
@@ -386,8 +379,8 @@ impl Backend for RedlockBackend {
             .iter()
             .flatten()
             .filter_map(|a| match a {
-                PollOutcome::Pending { retry_within } => *retry_within,
-                PollOutcome::Granted { .. } => None,
+                PollOutcome::Pending { retry_within, .. } => *retry_within,
+                _ => None,
             })
             .min();
         let valid = request
@@ -438,9 +431,7 @@ impl Backend for RedlockBackend {
                 retry_delay(holder_left)
             }
         };
-        Ok(PollOutcome::Pending {
-            retry_within: Some(retry_within),
-        })
+        Ok(PollOutcome::pending(Some(retry_within)))
     }
 
     async fn wait_for_change(
@@ -562,13 +553,20 @@ impl Backend for RedlockBackend {
         Ok(forgotten)
     }
 
-    fn floor_op(&self) -> &'static str {
+    fn floor(&self) -> Option<&dyn Floor> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Floor for RedlockBackend {
+    fn op(&self) -> &'static str {
         "PING (slowest master)"
     }
 
-    async fn floor_round(&self) -> Result<()> {
+    async fn round(&self) -> Result<()> {
         let pinged = self
-            .on_all(Duration::from_secs(5), |master| master.floor_round())
+            .on_all(Duration::from_secs(5), |master| master.round())
             .await;
         match pinged.iter().all(Option::is_some) {
             true => Ok(()),

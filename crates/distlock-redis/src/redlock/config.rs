@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use distlock_core::backend::UrlParams;
 use distlock_core::{Error, Result, Url};
 
 use crate::config::RedisConfig;
@@ -46,24 +47,22 @@ impl RedlockConfig {
     ///
     /// See [`RedlockConfig`].
     pub fn from_url(url: &Url) -> Result<Self> {
-        let mut hosts = None;
-        let mut node_timeout = None;
-        let mut passed = Vec::new();
-        for (key, value) in url.query_pairs() {
-            match key.as_ref() {
-                "hosts" => hosts = Some(value.into_owned()),
-                "node_timeout" => {
-                    let timeout = humantime::parse_duration(&value).map_err(|e| {
-                        Error::invalid(format!("node_timeout `{value}` is not a duration: {e}"))
-                    })?;
-                    if timeout.is_zero() {
-                        return Err(Error::invalid("node_timeout must be more than zero"));
-                    }
-                    node_timeout = Some(timeout);
+        let mut params = UrlParams::of(url)?;
+        let hosts = params.text("hosts");
+        let node_timeout = match params.text("node_timeout") {
+            None => None,
+            Some(value) => {
+                let timeout = humantime::parse_duration(&value).map_err(|e| {
+                    Error::invalid(format!("node_timeout `{value}` is not a duration: {e}"))
+                })?;
+                if timeout.is_zero() {
+                    return Err(Error::invalid("node_timeout must be more than zero"));
                 }
-                _ => passed.push((key.into_owned(), value.into_owned())),
+                Some(timeout)
             }
-        }
+        };
+        // Every other parameter is each master's, which its own parse checks.
+        let passed = params.into_rest();
         let hosts = match hosts {
             Some(list) => list.split(',').map(str::to_owned).collect(),
             None => vec![format!(

@@ -39,12 +39,11 @@ impl RedlockBackend {
             waiters.sort_by_key(|w| w.meta.acquired_at_unix_ms);
             let holders = self.merged(seen, self.quorum);
             if name.is_some() || !holders.is_empty() || !waiters.is_empty() {
-                states.push(LockState {
-                    name: lock,
-                    last_fencing_token,
-                    holders,
-                    waiters,
-                });
+                let mut state = LockState::new(lock);
+                state.last_fencing_token = last_fencing_token;
+                state.holders = holders;
+                state.waiters = waiters;
+                states.push(state);
             }
         }
         Ok(states)

@@ -7,6 +7,7 @@ use distlock_core::{Error, Result, Url, redact_url};
 use sqlx::mysql::MySqlConnectOptions;
 
 pub use crate::Mode;
+use crate::ServerParams;
 
 /// How to reach a MySQL or MariaDB lock database, parsed from its URL.
 ///
@@ -88,9 +89,8 @@ impl MysqlConfig {
     /// See [`MysqlConfig`].
     pub fn from_url(url: &Url) -> Result<Self> {
         let redacted = redact_url(url.as_str());
-        crate::mode::check_parameters(url, "mysql", &DRIVER_PARAMETERS)?;
-        crate::mode::check_files(url, &FILE_PARAMETERS)?;
-        let (mode, mut driver_url) = Mode::split(url)?;
+        let params = ServerParams::of(url, "mysql", &DRIVER_PARAMETERS, &FILE_PARAMETERS)?;
+        let mut driver_url = params.driver_url.clone();
         if driver_url.scheme() == "mariadb" {
             driver_url = Url::parse(&driver_url.as_str().replacen("mariadb", "mysql", 1)).map_err(
                 |err| Error::invalid(format!("not a usable MySQL URL ({redacted}): {err}")),
@@ -106,10 +106,10 @@ impl MysqlConfig {
             )));
         }
         Ok(MysqlConfig {
-            mode,
-            pool: crate::pool_size(url)?,
-            connect_timeout: crate::connect_timeout(url)?,
-            fence_ttl: distlock_core::backend::fence_ttl(url)?,
+            mode: params.mode,
+            pool: params.pool,
+            connect_timeout: params.connect_timeout,
+            fence_ttl: params.fence_ttl,
             options,
             redacted,
         })

@@ -397,9 +397,13 @@ pub(super) async fn peek(pool: &MySqlPool, request: &LockRequest) -> Result<Opti
     if may_grant(&holders, &waiters, request, now)? {
         return Ok(None);
     }
-    Ok(Some(PollOutcome::Pending {
-        retry_within: retry_within(&holders, &waiters, &request.token, now, false),
-    }))
+    Ok(Some(PollOutcome::pending(retry_within(
+        &holders,
+        &waiters,
+        &request.token,
+        now,
+        false,
+    ))))
 }
 
 /// Deletes the queue row and any grant made under `token`; whom to wake if anything went.

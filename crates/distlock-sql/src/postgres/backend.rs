@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
-    async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket,
+    WritesPaused, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result, random_id};
 use sqlx::PgPool;
@@ -199,10 +199,10 @@ impl Backend for PostgresBackend {
 
     /// In session mode, a session lock cannot be broken by another connection.
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            force_release: self.split.sessions().is_none(),
-            ..Capabilities::full(true)
-        }
+        let mut caps = Capabilities::full(true);
+        // A session lock is held by its connection: no other connection can break it.
+        caps.force_release = self.split.sessions().is_none();
+        caps
     }
 
     fn grant_lost(&self, grant: &Grant) -> bool {
@@ -328,11 +328,18 @@ impl Backend for PostgresBackend {
         self.writes.pause().await
     }
 
-    fn floor_op(&self) -> &'static str {
+    fn floor(&self) -> Option<&dyn Floor> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Floor for PostgresBackend {
+    fn op(&self) -> &'static str {
         "SELECT 1"
     }
 
-    async fn floor_round(&self) -> Result<()> {
+    async fn round(&self) -> Result<()> {
         let pool = self.pool.clone();
         detached("postgres", async move { store::floor_round(&pool).await }).await
     }

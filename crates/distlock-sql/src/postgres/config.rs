@@ -6,6 +6,7 @@ use std::str::FromStr;
 use distlock_core::{Error, Result, Url, redact_url};
 
 pub use crate::Mode;
+use crate::ServerParams;
 use sqlx::postgres::PgConnectOptions;
 
 /// How to reach a PostgreSQL lock database, parsed from its URL.
@@ -101,17 +102,16 @@ impl PostgresConfig {
     /// See [`PostgresConfig`].
     pub fn from_url(url: &Url) -> Result<Self> {
         let redacted = redact_url(url.as_str());
-        crate::mode::check_parameters(url, "postgres", &DRIVER_PARAMETERS)?;
-        crate::mode::check_files(url, &FILE_PARAMETERS)?;
-        let (mode, driver_url) = Mode::split(url)?;
+        let params = ServerParams::of(url, "postgres", &DRIVER_PARAMETERS, &FILE_PARAMETERS)?;
+        let driver_url = &params.driver_url;
         let options = PgConnectOptions::from_str(driver_url.as_str()).map_err(|err| {
             Error::invalid(format!("not a usable PostgreSQL URL ({redacted}): {err}"))
         })?;
         Ok(PostgresConfig {
-            mode,
-            pool: crate::pool_size(url)?,
-            connect_timeout: crate::connect_timeout(url)?,
-            fence_ttl: distlock_core::backend::fence_ttl(url)?,
+            mode: params.mode,
+            pool: params.pool,
+            connect_timeout: params.connect_timeout,
+            fence_ttl: params.fence_ttl,
             options,
             redacted,
         })

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket, WritesPaused,
-    async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket,
+    WritesPaused, async_trait,
 };
 use distlock_core::{Error, HolderInfo, LockState, Result};
 use sqlx::SqlitePool;
@@ -232,7 +232,7 @@ impl Backend for SqliteBackend {
                 ticket.state_or_default::<SqlTicket>().queued_at =
                     Some(tokio::time::Instant::now());
             }
-            PollOutcome::Pending { .. } => {}
+            _ => {}
         }
         self.wake(polled.wake);
         Ok(polled.outcome)
@@ -328,11 +328,18 @@ impl Backend for SqliteBackend {
         self.writes.pause().await
     }
 
-    fn floor_op(&self) -> &'static str {
+    fn floor(&self) -> Option<&dyn Floor> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Floor for SqliteBackend {
+    fn op(&self) -> &'static str {
         "BEGIN IMMEDIATE; UPDATE; COMMIT"
     }
 
-    async fn floor_round(&self) -> Result<()> {
+    async fn round(&self) -> Result<()> {
         let pool = self.pool.clone();
         detached(
             "sqlite",

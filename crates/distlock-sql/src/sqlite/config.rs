@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use distlock_core::backend::duration_within;
+use distlock_core::backend::{UrlParams, fence_ttl};
 use distlock_core::{Error, Result, Url};
 
 /// The longest `busy_timeout`: how long one statement may wait for another process's
@@ -71,31 +71,21 @@ impl SqliteConfig {
             full_sync: true,
             fence_ttl: distlock_core::backend::DEFAULT_FENCE_TTL,
         };
-        for (key, value) in url.query_pairs() {
-            match key.as_ref() {
-                "busy_timeout" => {
-                    config.busy_timeout =
-                        duration_within("busy_timeout", &value, Duration::ZERO..=MAX_BUSY_TIMEOUT)?
-                }
-                "fence_ttl" => config.fence_ttl = distlock_core::backend::parse_fence_ttl(&value)?,
-                "synchronous" => {
-                    config.full_sync = match value.as_ref() {
-                        "full" => true,
-                        "normal" => false,
-                        other => {
-                            return Err(Error::invalid(format!(
-                                "synchronous must be `full` or `normal`, not `{other}`"
-                            )));
-                        }
-                    }
-                }
-                other => {
-                    return Err(Error::invalid(format!(
-                        "unknown sqlite URL parameter `{other}` (known: busy_timeout, synchronous, fence_ttl)"
-                    )));
-                }
-            }
+        let mut params = UrlParams::of(url)?;
+        if let Some(timeout) = params.duration("busy_timeout", Duration::ZERO..=MAX_BUSY_TIMEOUT)? {
+            config.busy_timeout = timeout;
         }
+        config.full_sync = match params.text("synchronous").as_deref() {
+            None | Some("full") => true,
+            Some("normal") => false,
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "synchronous must be `full` or `normal`, not `{other}`"
+                )));
+            }
+        };
+        config.fence_ttl = fence_ttl(&mut params)?;
+        params.finish()?;
         Ok(config)
     }
 }

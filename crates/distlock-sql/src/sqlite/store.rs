@@ -350,9 +350,13 @@ async fn peek(
         return Ok(None);
     }
     let pushed = SqliteLeases(clock).pushed(socket);
-    Ok(Some(PollOutcome::Pending {
-        retry_within: retry_within(&holders, &waiters, &request.token, now, pushed),
-    }))
+    Ok(Some(PollOutcome::pending(retry_within(
+        &holders,
+        &waiters,
+        &request.token,
+        now,
+        pushed,
+    ))))
 }
 
 /// Deletes the queue row and any grant made under `token`; if anything went, the waiter

@@ -46,7 +46,7 @@ pub async fn a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused(tar
     let guard = stuck.mutex(&name).lock_with(&options).await.unwrap();
     let token = guard.fencing_token();
 
-    if !operator.backend().capabilities().force_release {
+    if !operator.capabilities().force_release {
         let refused = expect_kind(
             operator.force_release(&name, Some(token)).await,
             ErrorKind::Unsupported,
@@ -127,7 +127,7 @@ pub async fn a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused(tar
 /// # });
 /// ```
 pub async fn breaking_without_a_token_breaks_every_holder(target: &Target) {
-    let caps = target.client().await.backend().capabilities();
+    let caps = target.client().await.capabilities();
     if !caps.force_release || !caps.rwlock {
         return;
     }

@@ -65,7 +65,7 @@ pub async fn bad_input_is_rejected(target: &Target) {
         invalid,
         "renewal slower than the lease",
     );
-    if client.backend().capabilities().semaphore {
+    if client.capabilities().semaphore {
         expect_kind(
             client.semaphore(&name, 0).acquire().await,
             invalid,

@@ -154,7 +154,7 @@ pub async fn fencing_tokens_strictly_increase(target: &Target) {
         seen.windows(2).all(|w| w[0] < w[1]),
         "tokens in grant order increase: {seen:?}"
     );
-    if client.backend().capabilities().rwlock {
+    if client.capabilities().rwlock {
         let reader = client.rwlock(&name).read().await.unwrap();
         assert!(reader.fencing_token() > *seen.last().unwrap());
     }
@@ -218,7 +218,7 @@ pub async fn lost_fires_after_takeover(target: &Target) {
 pub async fn fencing_tokens_increase_in_grant_order_for_every_kind(target: &Target) {
     let a = target.client().await;
     let b = target.client().await;
-    let caps = a.backend().capabilities();
+    let caps = a.capabilities();
     let mut order = Vec::new();
     if caps.rwlock {
         let name = unique("fence-rw");

@@ -7,6 +7,7 @@
 mod breaking;
 mod exclusion;
 mod input;
+mod lacks;
 mod lease;
 mod multi;
 mod process;
@@ -26,6 +27,7 @@ use distlock::{Client, Error, ErrorKind, Result};
 pub use breaking::*;
 pub use exclusion::*;
 pub use input::*;
+pub use lacks::*;
 pub use lease::*;
 pub use multi::*;
 pub use process::*;
@@ -51,17 +53,17 @@ pub trait SessionFaults: Send + Sync {
 }
 
 #[distlock::backend::async_trait]
-impl SessionFaults for distlock::MemorySession {
+impl SessionFaults for distlock::memory::MemorySession {
     async fn suspend(&self) {
-        distlock::MemorySession::suspend(self);
+        distlock::memory::MemorySession::suspend(self);
     }
 
     async fn resume(&self) {
-        distlock::MemorySession::resume(self);
+        distlock::memory::MemorySession::resume(self);
     }
 
     async fn expire(&self) {
-        distlock::MemorySession::expire(self);
+        distlock::memory::MemorySession::expire(self);
     }
 }
 
@@ -80,7 +82,7 @@ pub fn memory_session_target() -> Target {
         distlock::random_id()
     );
     Target::new(url).with_session_faults(|client| {
-        let backend: &dyn Any = client.backend().as_ref();
+        let backend: &dyn Any = distlock::backend::backend_of(client).as_ref();
         let memory = backend.downcast_ref::<distlock::MemoryBackend>()?;
         let session = memory.session_control()?;
         Some(Box::new(session) as Box<dyn SessionFaults>)
@@ -270,26 +272,32 @@ pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
     assert!(ok, "lock {name} never had a waiter of process {pid}");
 }
 
-/// Generates one `#[test]` per in-process conformance property: those of every backend,
-/// then those of the liveness the backend declares — its own leases (renewal, loss to a
-/// taker, permits of a crashed holder) or its client's session (guards outliving their TTL,
-/// a suspended or expired session, release at the hold limit, waiters across sessions).
-/// Which of the two applies is read from the backend's
-/// [`Capabilities::liveness`](distlock::backend::Capabilities), not chosen by the test file:
-/// the properties of the other liveness check only that the backend declares it
-/// consistently (a session channel exactly when it declares session liveness). A session
-/// backend's target must say how to fault its sessions
-/// ([`Target::with_session_faults`](crate::Target::with_session_faults)).
+/// Generates one `#[test]` per in-process conformance property that applies to the
+/// backend, as its test file declares it: how its grants live (`liveness = Lease`: its own
+/// leases — renewal, loss to a taker, permits of a crashed holder; `liveness = Session`: its
+/// client's session — guards outliving their TTL, a suspended or expired session, release
+/// at the hold limit, waiters across sessions) and what it lacks among `rwlock`,
+/// `semaphore`, `fair` and `force_release` ([`Lack`]). The properties of a capability it
+/// lacks are not generated; in their place `lacks::<capability>` checks the backend refuses
+/// it as `Unsupported`. `declared_capabilities_match` checks the declaration against the
+/// backend's own [`Capabilities`](distlock::backend::Capabilities), so a backend that gains
+/// or loses a capability must say so here. A session backend's target must say how to
+/// fault its sessions ([`Target::with_session_faults`](crate::Target::with_session_faults)).
 ///
 /// # Examples
 ///
 /// ```ignore
 /// async fn target() -> distlock_testkit::Target { distlock_testkit::Target::new("memory://t") }
-/// distlock_testkit::conformance_suite!(target);
+/// distlock_testkit::conformance_suite!(target, liveness = Lease);
+///
+/// mod redlock {
+///     async fn target() -> distlock_testkit::Target { todo!("three masters") }
+///     distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [rwlock, semaphore, fair]);
+/// }
 /// ```
 #[macro_export]
 macro_rules! conformance_suite {
-    ($target:path) => {
+    ($target:path, liveness = $liveness:ident $(, lacks = [$($lack:ident),* $(,)?])? $(,)?) => {
         $crate::conformance_suite!(@tests $target;
             mutual_exclusion_across_tasks,
             try_lock_when_held_returns_none,
@@ -299,29 +307,76 @@ macro_rules! conformance_suite {
             fencing_tokens_increase_in_grant_order_for_every_kind,
             cancelled_acquire_leaves_nothing,
             dropped_guard_is_released,
-            fair_mode_grants_in_arrival_order,
             reentrant_holds_nest_by_owner,
-            rwlock_readers_share_and_writers_exclude,
-            rwlock_waiting_writer_blocks_new_readers,
-            semaphore_never_exceeds_its_permits,
             status_shows_holders_and_waiters,
             bad_input_is_rejected,
             names_differing_in_a_space_case_or_accent_are_distinct,
             max_hold_stops_renewal,
             multi_lock_is_all_or_nothing,
             multi_locks_in_any_order_do_not_deadlock,
-            a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused,
-            breaking_without_a_token_breaks_every_holder,
             template_releases_after_success_error_panic_and_drop,
             template_cancels_or_signals_on_loss,
             template_tells_deep_code_its_token,
         );
-        $crate::conformance_suite!(@for Lease $target;
+        $crate::conformance_suite!(@unless rwlock [$($($lack),*)?] $target;
+            rwlock_readers_share_and_writers_exclude,
+            rwlock_waiting_writer_blocks_new_readers,
+        );
+        $crate::conformance_suite!(@unless semaphore [$($($lack),*)?] $target;
+            semaphore_never_exceeds_its_permits,
+        );
+        $crate::conformance_suite!(@unless fair [$($($lack),*)?] $target;
+            fair_mode_grants_in_arrival_order,
+        );
+        $crate::conformance_suite!(@unless force_release [$($($lack),*)?] $target;
+            a_broken_grant_goes_to_the_next_and_its_late_writes_are_refused,
+            breaking_without_a_token_breaks_every_holder,
+        );
+        $crate::conformance_suite!(@liveness $liveness [$($($lack),*)?] $target);
+
+        #[test]
+        fn declared_capabilities_match() {
+            $crate::block_on(async {
+                let target = $target().await;
+                $crate::conformance::declaration_matches(
+                    &target,
+                    $crate::conformance::Liveness::$liveness,
+                    &[$($($crate::conformance::Lack::$lack),*)?],
+                )
+                .await;
+            });
+        }
+
+        /// One test per capability the backend declares it lacks: it refuses it.
+        mod lacks {
+            #[allow(unused_imports)]
+            use super::*;
+            $($(
+                #[test]
+                fn $lack() {
+                    $crate::block_on(async {
+                        let target = $target().await;
+                        $crate::conformance::refuses_what_it_lacks(
+                            &target,
+                            $crate::conformance::Lack::$lack,
+                        )
+                        .await;
+                    });
+                }
+            )*)?
+        }
+    };
+    (@liveness Lease [$($lack:ident),*] $target:path) => {
+        $crate::conformance_suite!(@tests $target;
             renewal_keeps_the_lock,
             lost_fires_after_takeover,
+        );
+        $crate::conformance_suite!(@unless semaphore [$($lack),*] $target;
             semaphore_permits_of_a_crashed_holder_return,
         );
-        $crate::conformance_suite!(@for Session $target;
+    };
+    (@liveness Session [$($lack:ident),*] $target:path) => {
+        $crate::conformance_suite!(@tests $target;
             session_guards_outlive_their_ttl,
             suspended_session_puts_every_guard_at_risk,
             expired_session_loses_every_guard_at_once,
@@ -329,6 +384,17 @@ macro_rules! conformance_suite {
             session_grants_are_released_at_their_limit,
             waiter_of_an_expired_session_waits_on_in_the_new_one,
         );
+    };
+    // The tests of capability `$cap`, unless the list of lacks names it.
+    (@unless $cap:ident [] $target:path; $($name:ident),+ $(,)?) => {
+        $crate::conformance_suite!(@tests $target; $($name),+);
+    };
+    (@unless rwlock [rwlock $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless semaphore [semaphore $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless fair [fair $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless force_release [force_release $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless $cap:ident [$head:ident $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {
+        $crate::conformance_suite!(@unless $cap [$($rest),*] $target; $($name),+);
     };
     (@tests $target:path; $($name:ident),+ $(,)?) => {
         $(
@@ -341,59 +407,22 @@ macro_rules! conformance_suite {
             }
         )+
     };
-    (@for $liveness:ident $target:path; $($name:ident),+ $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                $crate::block_on(async {
-                    let target = $target().await;
-                    let liveness = $crate::conformance::Liveness::$liveness;
-                    if $crate::conformance::lives_by(&target, liveness).await {
-                        $crate::conformance::$name(&target).await;
-                    }
-                });
-            }
-        )+
-    };
-}
-
-/// Whether the target's backend declares that its grants live by `liveness`, checking the
-/// declaration is consistent: a session channel exactly when it declares session liveness.
-///
-/// # Examples
-///
-/// ```
-/// # distlock_testkit::block_on(async {
-/// use distlock_testkit::conformance::{Liveness, lives_by};
-/// let target = distlock_testkit::Target::new("memory://doc");
-/// assert!(lives_by(&target, Liveness::Lease).await);
-/// assert!(lives_by(&distlock_testkit::memory_session_target(), Liveness::Session).await);
-/// # });
-/// ```
-pub async fn lives_by(target: &Target, liveness: Liveness) -> bool {
-    let client = target.client().await;
-    let backend = client.backend();
-    let declared = backend.capabilities().liveness;
-    assert_eq!(
-        backend.session().is_some(),
-        declared == Liveness::Session,
-        "{} declares {declared:?} liveness: it has a session channel exactly when that is Session",
-        backend.scheme()
-    );
-    declared == liveness
 }
 
 /// Generates the cross-process and process-fault tests, plus the ignored child test the
 /// helper processes run. Call it in a module of its own or beside [`conformance_suite!`].
+/// A backend registered by a call of its own (one outside distlock's crates) names that
+/// call as `install`, which the helper processes make before they connect.
 ///
 /// # Examples
 ///
 /// ```ignore
 /// distlock_testkit::process_suite!(target);
+/// distlock_testkit::process_suite!(target, install = my_backend::install);
 /// ```
 #[macro_export]
 macro_rules! process_suite {
-    ($target:path) => {
+    ($target:path $(, install = $install:path)? $(,)?) => {
         $crate::process_suite!(@tests $target;
             mutual_exclusion_across_processes,
             killed_holder_frees_the_lock_within_ttl,
@@ -405,6 +434,7 @@ macro_rules! process_suite {
         #[test]
         #[ignore = "runs only as a helper process of the process suite"]
         fn conformance_child() {
+            $($install();)?
             $crate::run_child();
         }
     };

@@ -246,7 +246,7 @@ pub async fn killed_waiter_does_not_stall_the_queue(target: &Target) {
         let client = target.client().await;
         let name = name.clone();
         tokio::spawn(async move {
-            let fair = client.backend().capabilities().fair;
+            let fair = client.capabilities().fair;
             let fair = LockOptions::new().fair(fair).wait(Duration::from_secs(15));
             let started = Instant::now();
             let guard = client.mutex(&name).lock_with(&fair).await;

@@ -92,7 +92,7 @@ pub async fn dropped_guard_is_released(target: &Target) {
 pub async fn fair_mode_grants_in_arrival_order(target: &Target) {
     let name = unique("fair");
     let observer = target.client().await;
-    if !observer.backend().capabilities().fair {
+    if !observer.capabilities().fair {
         let fair = LockOptions::new().fair(true);
         expect_kind(
             observer.mutex(&name).lock_with(&fair).await,
@@ -208,7 +208,7 @@ pub async fn status_shows_holders_and_waiters(target: &Target) {
     assert_eq!(holder.fencing_token, held.fencing_token());
     assert_eq!(holder.owner, held.owner().as_str());
     assert_eq!(holder.meta.pid, std::process::id());
-    match a.backend().capabilities().liveness {
+    match a.capabilities().liveness {
         Liveness::Lease => assert!(
             holder.remaining_ms.is_some_and(|ms| ms > 0 && ms <= 30_000),
             "a lease shows its time left: {:?}",

@@ -19,7 +19,7 @@ pub async fn rwlock_readers_share_and_writers_exclude(target: &Target) {
     let name = unique("rw");
     let a = target.client().await;
     let b = target.client().await;
-    if !a.backend().capabilities().rwlock {
+    if !a.capabilities().rwlock {
         expect_kind(
             a.rwlock(&name).read().await,
             ErrorKind::Unsupported,
@@ -72,7 +72,7 @@ pub async fn rwlock_readers_share_and_writers_exclude(target: &Target) {
 pub async fn rwlock_waiting_writer_blocks_new_readers(target: &Target) {
     let name = unique("rw-starve");
     let a = target.client().await;
-    if !a.backend().capabilities().rwlock {
+    if !a.capabilities().rwlock {
         expect_kind(
             a.rwlock(&name).write().await,
             ErrorKind::Unsupported,

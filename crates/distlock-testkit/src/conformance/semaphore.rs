@@ -12,7 +12,7 @@ use super::{Target, expect_kind, unique};
 /// them with `Unsupported`.
 async fn semaphore_client(target: &Target, name: &str) -> Option<distlock::Client> {
     let client = target.client().await;
-    if client.backend().capabilities().semaphore {
+    if client.capabilities().semaphore {
         return Some(client);
     }
     expect_kind(

@@ -13,7 +13,7 @@ use super::{Target, eventually, expect_kind, unique};
 async fn session_client(target: &Target) -> (Client, Box<dyn super::SessionFaults>) {
     let client = target.client().await;
     assert_eq!(
-        client.backend().capabilities().liveness,
+        client.capabilities().liveness,
         Liveness::Session,
         "the session suite is for backends whose grants live by session"
     );

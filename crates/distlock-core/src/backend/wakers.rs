@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::backend::Ticket;
+use super::Ticket;
 
 /// Per-ticket wake-up slots. A wake-up sent before the waiter sleeps is kept and consumed by
 /// its next wait, so none is lost between a poll and the wait that follows it.
@@ -18,11 +18,9 @@ use crate::backend::Ticket;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// # use std::time::Duration;
-/// # use distlock_core::{HolderMeta, LockKind, Owner};
+/// # use distlock_core::{LockKind, Owner};
 /// # use distlock_core::backend::{LockRequest, Ticket};
-/// # let request = LockRequest { name: "n".into(), kind: LockKind::Mutex, permits: 1,
-/// #   owner: Owner::random(), token: "t".into(), ttl: Duration::from_secs(1), fair: false,
-/// #   wait: true, meta: HolderMeta::this_process() };
+/// # let request = LockRequest::new("n", LockKind::Mutex, Owner::random(), "t");
 /// # let ticket = Ticket::new(request);
 /// let wakers = distlock_core::backend::LocalWakers::new();
 /// wakers.wake("t"); // nobody registered yet: nothing happens

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::backend::LockKind;
+use super::LockKind;
 use crate::error::{Error, Result};
 
 /// How long a waiter may be passed over before newcomers must let it go first. Below it,

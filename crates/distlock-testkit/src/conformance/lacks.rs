@@ -1,0 +1,174 @@
+//! What a backend declares to the suite: how its grants live and what it lacks, checked
+//! against its own capabilities, and each lack refused as `Unsupported`.
+
+use std::time::Duration;
+
+use distlock::backend::{Liveness, backend_of};
+use distlock::{ErrorKind, LockOptions};
+
+use super::{Target, expect_kind, unique};
+
+/// A capability a backend may lack, as [`conformance_suite!`](crate::conformance_suite)'s
+/// `lacks = [...]` names it. Every other capability in this list the backend must have.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_testkit::conformance::Lack;
+/// assert_eq!(Lack::ALL.len(), 4);
+/// assert!(Lack::ALL.contains(&Lack::force_release));
+/// ```
+#[allow(non_camel_case_types)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lack {
+    /// Shared read/write locks.
+    rwlock,
+    /// Counting semaphores.
+    semaphore,
+    /// FIFO grants with `fair`.
+    fair,
+    /// Breaking another holder's grant.
+    force_release,
+}
+
+impl Lack {
+    /// Every capability a backend may declare it lacks.
+    pub const ALL: [Lack; 4] = [
+        Lack::rwlock,
+        Lack::semaphore,
+        Lack::fair,
+        Lack::force_release,
+    ];
+
+    /// Whether `capabilities` has this capability.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_testkit::conformance::Lack;
+    /// let caps = distlock::backend::Capabilities::lease();
+    /// assert!(!Lack::rwlock.is_in(&caps));
+    /// ```
+    pub fn is_in(self, capabilities: &distlock::backend::Capabilities) -> bool {
+        match self {
+            Lack::rwlock => capabilities.rwlock,
+            Lack::semaphore => capabilities.semaphore,
+            Lack::fair => capabilities.fair,
+            Lack::force_release => capabilities.force_release,
+        }
+    }
+}
+
+/// Checks the target's backend is as its test file declares: its grants live by
+/// `liveness` (with a session channel exactly when that is `Session`), it lacks each of
+/// `lacks` and has every other capability [`Lack::ALL`] names, and it hands out fencing
+/// tokens (every backend must).
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// use distlock_testkit::conformance::{Liveness, declaration_matches};
+/// let target = distlock_testkit::Target::new("memory://doc-declared");
+/// declaration_matches(&target, Liveness::Lease, &[]).await;
+/// # });
+/// ```
+pub async fn declaration_matches(target: &Target, liveness: Liveness, lacks: &[Lack]) {
+    let client = target.client().await;
+    let caps = client.capabilities();
+    let scheme = client.scheme();
+    assert_eq!(
+        caps.liveness, liveness,
+        "the {scheme} backend's grants live by {:?}; its test file declares {liveness:?}",
+        caps.liveness
+    );
+    assert_eq!(
+        backend_of(&client).session().is_some(),
+        liveness == Liveness::Session,
+        "{scheme} declares {liveness:?} liveness: it has a session channel exactly when that is Session",
+    );
+    assert!(
+        caps.fencing,
+        "the {scheme} backend hands out no fencing tokens"
+    );
+    for lack in Lack::ALL {
+        let declared_lacking = lacks.contains(&lack);
+        assert_eq!(
+            lack.is_in(&caps),
+            !declared_lacking,
+            "the {scheme} backend {} {lack:?}, but its test file {} it among what it lacks",
+            if lack.is_in(&caps) { "has" } else { "lacks" },
+            if declared_lacking {
+                "names"
+            } else {
+                "does not name"
+            },
+        );
+    }
+}
+
+/// Checks the target's backend refuses what it lacks with `Unsupported`, before anything
+/// reaches the store: a read lock, a semaphore permit, a fair wait, a break of another's
+/// grant (which stays held).
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// use distlock_testkit::conformance::{Lack, refuses_what_it_lacks};
+/// let target = distlock_testkit::Target::new("redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003");
+/// refuses_what_it_lacks(&target, Lack::rwlock).await;
+/// # });
+/// ```
+pub async fn refuses_what_it_lacks(target: &Target, lack: Lack) {
+    let name = unique("lacks");
+    let client = target.client().await;
+    let quick = LockOptions::new().wait(Duration::from_secs(1));
+    match lack {
+        Lack::rwlock => {
+            expect_kind(
+                client.rwlock(&name).read_with(&quick).await,
+                ErrorKind::Unsupported,
+                "a read lock",
+            );
+            expect_kind(
+                client.rwlock(&name).write_with(&quick).await,
+                ErrorKind::Unsupported,
+                "a write lock",
+            );
+        }
+        Lack::semaphore => {
+            expect_kind(
+                client.semaphore(&name, 2).acquire_with(1, &quick).await,
+                ErrorKind::Unsupported,
+                "a semaphore permit",
+            );
+        }
+        Lack::fair => {
+            expect_kind(
+                client
+                    .mutex(&name)
+                    .lock_with(&quick.clone().fair(true))
+                    .await,
+                ErrorKind::Unsupported,
+                "a fair wait",
+            );
+        }
+        Lack::force_release => {
+            let guard = client.mutex(&name).lock_with(&quick).await.unwrap();
+            let operator = target.client().await;
+            expect_kind(
+                operator
+                    .force_release(&name, Some(guard.fencing_token()))
+                    .await,
+                ErrorKind::Unsupported,
+                "breaking another's grant",
+            );
+            assert!(guard.health().is_valid(), "the grant stays held");
+            guard.release().await.unwrap();
+        }
+    }
+    // Nothing was left behind: the name is free.
+    let free = client.mutex(&name).try_lock().await.unwrap();
+    assert!(free.is_some(), "a refused request left the name taken");
+}
