@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::backend::deadline::far_future;
 use crate::backend::{Grant, LeaseOutcome, LockKind, Session, SessionState, safe_deadline};
 use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
@@ -70,13 +71,6 @@ impl Health {
 pub(crate) struct Status {
     pub(crate) health: Health,
     pub(crate) safe_until: Instant,
-}
-
-/// An instant no grant outlives (thirty years on), for deadlines that are no limit.
-pub(crate) fn far_future() -> Instant {
-    let now = Instant::now();
-    now.checked_add(Duration::from_secs(30 * 365 * 24 * 60 * 60))
-        .unwrap_or(now)
 }
 
 /// Renewal settings taken from the options at acquisition.

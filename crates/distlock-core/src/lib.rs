@@ -62,8 +62,10 @@ pub use lease::Health;
 pub use lock_url::{parse_lock_url, redact_url};
 pub use memory::MemoryBackend;
 pub use name::{MAX_NAME_LEN, validate_name};
-pub use options::{DEFAULT_TTL, LockOptions, MAX_TTL, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL};
+pub use options::{
+    DEFAULT_TTL, LockOptions, MAX_TTL, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL, OnLost,
+};
 pub use owner::{HolderMeta, MAX_OWNER_LEN, Owner, random_id};
 pub use primitives::{MultiGuard, MultiLock, Mutex, RwLock, Semaphore};
-pub use template::{Held, OnLost, assert_held, current_token};
+pub use template::{Held, assert_held, current_token};
 pub use url::Url;

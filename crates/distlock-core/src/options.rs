@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::owner::Owner;
-use crate::template::OnLost;
 
 /// The default lease length.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -310,6 +309,26 @@ impl LockOptions {
         }
         Ok(())
     }
+}
+
+/// What a template does with its closure when the lease is lost while the closure runs.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::{LockOptions, OnLost};
+/// let options = LockOptions::new().on_lost(OnLost::Signal);
+/// assert_eq!(options.on_lost_value(), OnLost::Signal);
+/// assert_eq!(LockOptions::new().on_lost_value(), OnLost::Cancel);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLost {
+    /// Drop the closure's future at once (at its next `.await`) and return
+    /// [`ErrorKind::LockLost`]. Work it did before is not undone: fence its writes.
+    #[default]
+    Cancel,
+    /// Let the closure run on; it watches [`Held::lost`] or [`Held::health`] itself.
+    Signal,
 }
 
 #[cfg(test)]

@@ -11,27 +11,8 @@ use std::time::Instant;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
 use crate::lease::{Health, LeaseCore};
+use crate::options::OnLost;
 use crate::owner::Owner;
-
-/// What a template does with its closure when the lease is lost while the closure runs.
-///
-/// # Examples
-///
-/// ```
-/// use distlock_core::{LockOptions, OnLost};
-/// let options = LockOptions::new().on_lost(OnLost::Signal);
-/// assert_eq!(options.on_lost_value(), OnLost::Signal);
-/// assert_eq!(LockOptions::new().on_lost_value(), OnLost::Cancel);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnLost {
-    /// Drop the closure's future at once (at its next `.await`) and return
-    /// [`ErrorKind::LockLost`]. Work it did before is not undone: fence its writes.
-    #[default]
-    Cancel,
-    /// Let the closure run on; it watches [`Held::lost`] or [`Held::health`] itself.
-    Signal,
-}
 
 /// The grant a template's closure runs under: its fencing token (pass it to every write
 /// the lock guards), owner, safe deadline and health.

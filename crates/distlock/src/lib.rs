@@ -68,13 +68,14 @@
 //!
 //! # Features
 //!
-//! * `sqlite` (default): the `sqlite://` backend.
-//! * `postgres` (default): the `postgres://` backend (session and lease modes).
-//! * `mysql` (default): the `mysql://` and `mariadb://` backend (session and lease modes).
-//! * `redis` (default): the `redis://`, `rediss://`, `redis+cluster://` and `redlock://`
-//!   backends.
-//! * `zookeeper` (default): the `zk://` backend.
-//! * `etcd` (default): the `etcd://` backend.
+//! * `sqlite` (default): the `sqlite://` backend, embedded: the one a build has without a
+//!   server to reach.
+//! * `postgres`: the `postgres://` backend (session and lease modes).
+//! * `mysql`: the `mysql://` and `mariadb://` backend (session and lease modes).
+//! * `redis`: the `redis://`, `rediss://`, `redis+cluster://` and `redlock://` backends.
+//! * `zookeeper`: the `zk://` backend.
+//! * `etcd`: the `etcd://` backend.
+//! * `full`: every backend (the `distlock` command is built with it).
 
 use std::ops::Deref;
 use std::sync::Once;

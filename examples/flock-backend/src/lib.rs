@@ -12,7 +12,15 @@
 //!
 //! Mutexes only, waiters polling (no queue, no fairness; each waiter noted for `distlock
 //! status` while it polls), fencing tokens that survive every process, and breaking a stuck
-//! holder. Names are never forgotten: the file grows with every name ever locked.
+//! holder. Names are never forgotten: the file grows with every name ever locked. A token is
+//! above the name's last one and above the wall clock in microseconds, so one given after
+//! the file was lost or deleted is still above every earlier one (as long as the clock does
+//! not step back).
+//!
+//! Leases end by the wall clock, which every process of the machine reads alike: a clock
+//! stepped forward (by hand, or a large NTP correction) ends them early, while their holders,
+//! which count by their monotonic clocks, still hold. Keep the machine's clock slewed, not
+//! stepped, or use the SQLite backend, whose leases count by the boot's monotonic clock.
 //!
 //! # Examples
 //!
@@ -22,7 +30,7 @@
 //! distlock_flock_example::install();
 //! let client = distlock::Client::connect(&format!("flock://{}", dir.path().display())).await?;
 //! let guard = client.mutex("reports/nightly").lock().await?;
-//! assert_eq!(guard.fencing_token(), 1);
+//! assert!(guard.fencing_token() > 0);
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```
@@ -34,10 +42,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock::backend::{
-    Backend, Capabilities, Connector, Grant, LeaseOutcome, PollOutcome, Ticket, UrlParams,
-    WAITER_REFRESH, async_trait, register,
+    Backend, Capabilities, Connector, Error, ErrorKind, Grant, HolderInfo, LeaseOutcome, LockState,
+    PollOutcome, Result, Ticket, Url, UrlParams, WAITER_REFRESH, WritesPaused, async_trait,
+    register,
 };
-use distlock::{Error, ErrorKind, HolderInfo, LockState, Result, Url};
 
 use store::{Holder, Store};
 
@@ -90,6 +98,10 @@ impl Connector for FlockConnector {
 #[derive(Debug)]
 pub struct FlockBackend {
     store: Arc<Store>,
+    /// One operation of this client at a time, held by the blocking thread that runs it
+    /// until it ends (so a cancel never overtakes the poll it withdraws, even one whose
+    /// caller gave up), and by [`Backend::pause_writes`].
+    turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl FlockBackend {
@@ -104,18 +116,25 @@ impl FlockBackend {
             .map_err(|err| Error::new(ErrorKind::Backend, err.to_string()))??;
         Ok(FlockBackend {
             store: Arc::new(store),
+            turn: Arc::default(),
         })
     }
 
-    /// Runs `change` on the locks under the directory's lock, on a blocking thread.
+    /// Runs `change` on the locks under the directory's lock, on a blocking thread, in
+    /// this client's turn.
     async fn with_locks<T: Send + 'static>(
         &self,
         change: impl FnOnce(&mut store::Locks, u64) -> T + Send + 'static,
     ) -> Result<T> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.change(change))
-            .await
-            .map_err(|err| Error::new(ErrorKind::Backend, err.to_string()))?
+        let turn = self.turn.clone().lock_owned().await;
+        tokio::task::spawn_blocking(move || {
+            let answer = store.change(change);
+            drop(turn);
+            answer
+        })
+        .await
+        .map_err(|err| Error::new(ErrorKind::Backend, err.to_string()))?
     }
 }
 
@@ -141,19 +160,26 @@ impl Backend for FlockBackend {
         let request = ticket.request.clone();
         self.with_locks(move |locks, now_ms| {
             let lock = locks.entry(request.name.clone()).or_default();
-            match &lock.holder {
-                Some(holder) if holder.token == request.token => {
-                    PollOutcome::granted(holder.fencing_token)
+            let held = lock
+                .holder
+                .as_ref()
+                .map(|h| (h.token == request.token, h.expires_at_ms, h.fencing_token));
+            match held {
+                // Granted by an earlier poll of this ticket: its lease counts from now.
+                Some((true, _, token)) => {
+                    lock.holder = Some(Holder::of(&request, token, now_ms));
+                    PollOutcome::granted(token)
                 }
-                Some(holder) if holder.expires_at_ms > now_ms => {
-                    let left = holder.expires_at_ms - now_ms;
+                Some((false, expires_at_ms, _)) if expires_at_ms > now_ms => {
                     if request.wait {
                         lock.wait(&request, now_ms, now_ms + 2 * millis(WAITER_REFRESH));
                     }
-                    PollOutcome::pending(Some(Duration::from_millis(left)))
+                    PollOutcome::pending(Some(Duration::from_millis(expires_at_ms - now_ms)))
                 }
                 _ => {
-                    lock.fence += 1;
+                    // Above every token given, and above the clock in microseconds: a lost
+                    // or deleted file starts the counters above every token it gave.
+                    lock.fence = (lock.fence + 1).max(now_ms.saturating_mul(1000));
                     lock.holder = Some(Holder::of(&request, lock.fence, now_ms));
                     lock.stop_waiting(&request.token);
                     PollOutcome::granted(lock.fence)
@@ -226,6 +252,12 @@ impl Backend for FlockBackend {
         .await
     }
 
+    /// Holds this client's operations back: a process stopped inside one would keep the
+    /// directory's lock, and every process of the machine would wait for it.
+    async fn pause_writes(&self) -> WritesPaused {
+        WritesPaused::holding(self.turn.clone().lock_owned().await)
+    }
+
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         let name = name.map(str::to_owned);
         self.with_locks(move |locks, now_ms| {
@@ -273,7 +305,7 @@ impl Backend for FlockBackend {
                     && fencing_token.is_none_or(|token| token == holder.fencing_token)
             });
             if broken.is_some() {
-                lock.fence += 1;
+                lock.fence = (lock.fence + 1).max(now_ms.saturating_mul(1000));
             }
             broken
                 .map(|holder| holder.info(now_ms))

@@ -6,11 +6,15 @@ use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind as IoErrorKind, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use distlock::backend::LockRequest;
-use distlock::{Error, ErrorKind, HolderInfo, HolderMeta, LockKind, Result, WaiterInfo};
+use distlock::backend::{
+    Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockRequest, Result, WaiterInfo,
+};
 use serde::{Deserialize, Serialize};
+
+/// The longest an operation waits for the directory's lock.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Every lock of the directory, by name.
 pub(crate) type Locks = BTreeMap<String, Lock>;
@@ -136,14 +140,7 @@ impl Store {
         // A file description of its own: flock excludes other descriptions, even this
         // process's other threads, and is let go when it closes, even if this thread dies.
         let guard = self.open_guard()?;
-        // SAFETY: flock on a descriptor this function owns; it touches no memory.
-        if unsafe { libc::flock(guard.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(failed(
-                &self.guard_path(),
-                "lock",
-                &std::io::Error::last_os_error(),
-            ));
-        }
+        self.lock(&guard)?;
         let path = self.dir.join("locks.json");
         let before = match std::fs::read(&path) {
             Ok(bytes) => bytes,
@@ -173,6 +170,34 @@ impl Store {
         }
         drop(guard);
         Ok(answer)
+    }
+
+    /// Takes the exclusive lock of `guard`, waiting at most [`LOCK_WAIT`]: a process
+    /// stopped (SIGSTOP) inside an operation keeps it until it runs again, and callers are
+    /// told so instead of waiting for ever.
+    fn lock(&self, guard: &File) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            // SAFETY: flock on a descriptor the caller owns; it touches no memory.
+            if unsafe { libc::flock(guard.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(());
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != IoErrorKind::WouldBlock {
+                return Err(failed(&self.guard_path(), "lock", &err));
+            }
+            if started.elapsed() >= LOCK_WAIT {
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{} stayed locked for {LOCK_WAIT:?}: a process stopped in the middle of an operation holds it",
+                        self.guard_path().display()
+                    ),
+                )
+                .temporary());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     fn guard_path(&self) -> PathBuf {

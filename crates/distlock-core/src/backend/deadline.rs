@@ -26,3 +26,10 @@ pub fn safe_deadline(sent: Instant, ttl: Duration) -> Instant {
     let usable = ttl.mul_f64(1.0 - CLOCK_DRIFT).saturating_sub(SAFETY_MARGIN);
     sent.checked_add(usable).unwrap_or(sent)
 }
+
+/// An instant no grant outlives (thirty years on), for deadlines that are no limit.
+pub(crate) fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(30 * 365 * 24 * 60 * 60))
+        .unwrap_or(now)
+}

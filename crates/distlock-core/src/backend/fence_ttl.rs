@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use super::UrlParams;
 use crate::error::{Error, Result};
 
 /// How long an idle fencing counter is kept when the URL's `fence_ttl` says nothing: a day.
@@ -62,23 +61,4 @@ pub fn parse_fence_ttl(value: &str) -> Result<Duration> {
         .map_err(|_| Error::invalid(format!("fence_ttl `{value}` is not a duration, e.g. 1d")))?;
     check_fence_ttl(fence_ttl)?;
     Ok(fence_ttl)
-}
-
-/// Takes the URL's `fence_ttl` parameter from `params`, or [`DEFAULT_FENCE_TTL`].
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use distlock_core::backend::{DEFAULT_FENCE_TTL, UrlParams, fence_ttl};
-/// let params = |q: &str| UrlParams::of(&distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap());
-/// assert_eq!(fence_ttl(&mut params("")?)?, DEFAULT_FENCE_TTL);
-/// assert_eq!(fence_ttl(&mut params("?fence_ttl=2h")?)?, Duration::from_secs(7200));
-/// assert!(fence_ttl(&mut params("?fence_ttl=0s")?).is_err());
-/// # Ok::<(), distlock_core::Error>(())
-/// ```
-pub fn fence_ttl(params: &mut UrlParams) -> Result<Duration> {
-    params
-        .text("fence_ttl")
-        .map_or(Ok(DEFAULT_FENCE_TTL), |value| parse_fence_ttl(&value))
 }

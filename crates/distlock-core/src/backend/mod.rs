@@ -48,6 +48,20 @@
 //! whose entries live with the session declares `None`, and its waiters then poll only when
 //! [`Backend::wait_for_change`] returns — on a push backend, only when woken.
 //!
+//! # Background tasks
+//!
+//! The core spawns its own tasks (renewal batches, background cancels and releases) on the
+//! runtime of the client's caller. A backend spawns what its store needs beside the
+//! requests — session heartbeats, watch streams, wake-up listeners, work that must finish
+//! even when its caller gives up (a transaction left open would hold locks) — and chooses
+//! where: on the runtime that connected it (`tokio::spawn` inside
+//! [`Connector::connect`]), or on a [`SideRuntime`] of its own, a thread that outlives
+//! that runtime, in which case it says so through
+//! [`Backend::calls_outlive_the_runtime`]. Either way its tasks hold the backend weakly
+//! (a `Weak`, or channels whose far end the backend owns), so they end when the client's
+//! last handle drops the backend; a task that holds it strongly keeps it, and its
+//! connections, alive for ever.
+//!
 //! # Fencing
 //!
 //! A token is strictly greater than every token granted before for the name, whatever the
@@ -56,7 +70,7 @@
 
 mod admission;
 pub(crate) mod connector;
-mod deadline;
+pub(crate) mod deadline;
 mod fence_ttl;
 mod floor;
 mod info;
@@ -82,7 +96,7 @@ pub use async_trait::async_trait;
 pub use connector::{Connector, register};
 pub use deadline::safe_deadline;
 pub use fence_ttl::{
-    DEFAULT_FENCE_TTL, MAX_FENCE_TTL, MIN_FENCE_TTL, check_fence_ttl, fence_ttl, parse_fence_ttl,
+    DEFAULT_FENCE_TTL, MAX_FENCE_TTL, MIN_FENCE_TTL, check_fence_ttl, parse_fence_ttl,
 };
 pub use floor::Floor;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
@@ -93,14 +107,18 @@ pub use runtime::SideRuntime;
 pub use session::{Liveness, Session, SessionState};
 pub use sessions::{Attempt, LossFlag, LossWatch, PendingDeletes, SessionSlot};
 pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
-pub use url::{UrlParams, duration_within, url_credentials, url_path};
+pub use url::{UrlParams, duration_within, fence_ttl, url_credentials, url_path};
 pub use wakers::LocalWakers;
 pub use writes::WritesPaused;
 
 pub use crate::client::backend_of;
 pub use crate::guard::grant_of;
 
-use crate::error::{Error, ErrorKind, Result};
+// What a backend hands back and is handed besides its own types, so a backend crate can
+// import all it needs from this module.
+pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::owner::{HolderMeta, Owner};
+pub use ::url::Url;
 
 /// The most grants renewed by one [`Backend::renew_many`] call.
 pub const BATCH: usize = 1000;

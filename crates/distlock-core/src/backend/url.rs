@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use url::Url;
 
+use super::fence_ttl::{DEFAULT_FENCE_TTL, parse_fence_ttl};
 use crate::error::{Error, Result};
 
 /// The query parameters of a lock URL, read by the backend they belong to: each taken by
@@ -181,9 +182,12 @@ impl UrlParams {
     ///
     /// See [`UrlParams`].
     pub fn finish(self) -> Result<()> {
-        match self.unknown() {
-            None => Ok(()),
-            Some(key) => Err(Error::invalid(format!(
+        match (self.unknown(), self.known.is_empty()) {
+            (None, _) => Ok(()),
+            (Some(key), true) => Err(Error::invalid(format!(
+                "unknown parameter `{key}`: this URL takes no parameters"
+            ))),
+            (Some(key), false) => Err(Error::invalid(format!(
                 "unknown parameter `{key}` (known: {})",
                 self.known.join(", ")
             ))),
@@ -221,6 +225,25 @@ pub fn duration_within(
                 humantime::format_duration(*range.end())
             ))
         })
+}
+
+/// Takes the URL's `fence_ttl` parameter from `params`, or [`DEFAULT_FENCE_TTL`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock_core::backend::{DEFAULT_FENCE_TTL, UrlParams, fence_ttl};
+/// let params = |q: &str| UrlParams::of(&distlock_core::Url::parse(&format!("postgres://db/app{q}")).unwrap());
+/// assert_eq!(fence_ttl(&mut params("")?)?, DEFAULT_FENCE_TTL);
+/// assert_eq!(fence_ttl(&mut params("?fence_ttl=2h")?)?, Duration::from_secs(7200));
+/// assert!(fence_ttl(&mut params("?fence_ttl=0s")?).is_err());
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn fence_ttl(params: &mut UrlParams) -> Result<Duration> {
+    params
+        .text("fence_ttl")
+        .map_or(Ok(DEFAULT_FENCE_TTL), |value| parse_fence_ttl(&value))
 }
 
 /// The `user:password` of a lock URL, percent-decoded (`None` when it has neither), for

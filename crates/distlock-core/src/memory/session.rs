@@ -10,9 +10,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::space::Space;
+use crate::backend::deadline::far_future;
 use crate::backend::safe_deadline;
 use crate::backend::{Session, SessionState};
-use crate::lease::far_future;
 
 /// Session numbers, unique in the process, so that the entries of one session are told
 /// apart from every other's in a shared space.
