@@ -324,10 +324,10 @@ impl LockOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnLost {
     /// Drop the closure's future at once (at its next `.await`) and return
-    /// [`ErrorKind::LockLost`]. Work it did before is not undone: fence its writes.
+    /// [`ErrorKind::LockLost`](crate::ErrorKind::LockLost). Work it did before is not undone: fence its writes.
     #[default]
     Cancel,
-    /// Let the closure run on; it watches [`Held::lost`] or [`Held::health`] itself.
+    /// Let the closure run on; it watches [`Held::lost`](crate::Held::lost) or [`Held::health`](crate::Held::health) itself.
     Signal,
 }
 

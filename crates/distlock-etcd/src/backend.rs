@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, LockState, PollOutcome, Session, Ticket,
-    async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session,
+    Ticket, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, Result};
 use tokio::sync::watch;
@@ -326,14 +326,10 @@ impl Backend for EtcdBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::session();
-        caps.rwlock = true;
-        caps.semaphore = true;
-        caps.fair = true;
-        caps.fencing = true;
-        caps.durable_fencing = true;
-        caps.push_wakeups = true;
-        caps.force_release = true;
+        // Everything, by the session, each waiter woken by its own watch.
+        let mut caps = Capabilities::full(true);
+        caps.liveness = Liveness::Session;
+        caps.waiter_refresh = None;
         caps
     }
 

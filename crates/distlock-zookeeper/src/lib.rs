@@ -109,6 +109,7 @@ mod error;
 mod inspect;
 mod names;
 mod nodes;
+mod queue;
 mod record;
 mod request;
 mod runtime;

@@ -8,10 +8,11 @@ use distlock_core::backend::{PollOutcome, Ticket};
 use distlock_core::{Error, Result};
 use zookeeper_client as zk;
 
-use crate::backend::{QueueRead, ZkBackend};
+use crate::backend::ZkBackend;
 use crate::error::zk_error;
 use crate::names;
 use crate::nodes;
+use crate::queue::QueueRead;
 use crate::record::Record;
 use crate::request::{Blocker, request_mut};
 use crate::session::{Doomed, Live};
@@ -98,7 +99,7 @@ pub(crate) async fn poll(
         request.watch_grant(&backend.sessions, lease.session, lease.path.clone(), None);
     }
     Ok(PollOutcome::granted_in_session(
-        crate::backend::token_of(token)?,
+        crate::queue::token_of(token)?,
         last.session,
     ))
 }
