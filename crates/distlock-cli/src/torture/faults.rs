@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use distlock::{Error, ErrorKind, Result};
-use distlock_cli::history::{Event, What, monotonic_ns};
+use distlock_check::history::{Event, What, monotonic_ns};
 use rand::Rng;
 use rand::rngs::StdRng;
 use tokio::io::AsyncWriteExt;

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock::{Error, ErrorKind, Result};
-use distlock_cli::checker::{Limits, Verdict, check};
-use distlock_cli::history::{What, monotonic_ns, parse};
+use distlock_check::checker::{Limits, Verdict, check};
+use distlock_check::history::{What, monotonic_ns, parse};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
@@ -142,7 +142,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     );
     write_report(
         &files.report,
-        &distlock_cli::report::render(&events, &verdict, &title),
+        &distlock_check::report::render(&events, &verdict, &title),
     )?;
     print_verdict(&args, &verdict, &files, seed, backend);
     if let Some(signal) = interrupted {

@@ -1,7 +1,7 @@
 //! The worker processes as the coordinator sees them: their state, the signals it sends
 //! them, and the faults it records.
 
-use distlock_cli::history::What;
+use distlock_check::history::What;
 
 /// What became of a worker.
 pub enum State {

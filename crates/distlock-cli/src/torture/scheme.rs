@@ -9,7 +9,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use distlock::{Error, ErrorKind, Guard, LockOptions, Mutex, Result};
-use distlock_cli::history::{instant_ns, monotonic_ns};
+use distlock_check::history::{instant_ns, monotonic_ns};
 use redis::aio::MultiplexedConnection;
 
 use super::record::Recorder;

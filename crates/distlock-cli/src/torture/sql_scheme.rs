@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use distlock::sql::Mode;
 use distlock::{Error, ErrorKind, Result, Url};
-use distlock_cli::history::monotonic_ns;
+use distlock_check::history::monotonic_ns;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{Any, AnyPool, Row, Transaction};
 
@@ -219,7 +219,7 @@ impl SqlLock {
             let (version, value): (i64, i64) = (row.get(0), row.get(1));
             recorder.record(
                 me,
-                distlock_cli::history::What::CounterRead {
+                distlock_check::history::What::CounterRead {
                     value: value as u64,
                 },
             );

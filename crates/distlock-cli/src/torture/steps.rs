@@ -9,7 +9,7 @@ use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use distlock_cli::history::What;
+use distlock_check::history::What;
 use tokio::sync::Notify;
 
 use super::record::Recorder;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distlock::{Error, ErrorKind, Guard, Health, Result};
-use distlock_cli::history::{What, instant_ns, monotonic_ns};
+use distlock_check::history::{What, instant_ns, monotonic_ns};
 use serde::{Deserialize, Serialize};
 
 use super::record::Recorder;

@@ -1,9 +1,11 @@
-//! A torture run's history: every operation of every worker, the fenced resource's verdicts
-//! and the faults, each stamped from the one clock all processes on the machine share
-//! (`CLOCK_MONOTONIC`, in nanoseconds), written as JSON lines.
+//! A history: every operation of every worker, the fenced resource's verdicts and the
+//! faults, each stamped from the one clock all processes on the machine share
+//! (`CLOCK_MONOTONIC`, in nanoseconds), written as JSON lines (see [`Recorder`]).
+//!
+//! [`Recorder`]: crate::Recorder
 //!
 //! ```
-//! use distlock_cli::history::{What, parse};
+//! use distlock_check::history::{What, parse};
 //! let history = parse(concat!(
 //!     r#"{"at":20,"worker":1,"ev":"enter"}"#, "\n",
 //!     r#"{"at":10,"worker":1,"ev":"granted","token":3,"safe_until":900}"#,
@@ -19,7 +21,7 @@ use serde::{Deserialize, Serialize};
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::history::{Event, What};
+/// use distlock_check::history::{Event, What};
 /// let event = Event { at: 1_000, worker: 2, what: What::Enter };
 /// assert_eq!(serde_json::to_string(&event)?, r#"{"at":1000,"worker":2,"ev":"enter"}"#);
 /// # Ok::<(), serde_json::Error>(())
@@ -35,9 +37,10 @@ pub struct Event {
     pub what: What,
 }
 
-/// What happened.
+/// What happened. New kinds of events may come: match with a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum What {
     /// The run started (written by the coordinator, worker 0).
     Start {
@@ -126,7 +129,7 @@ pub enum What {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::history::monotonic_ns;
+/// use distlock_check::history::monotonic_ns;
 /// let (a, b) = (monotonic_ns(), monotonic_ns());
 /// assert!(b >= a);
 /// ```
@@ -147,7 +150,7 @@ pub fn monotonic_ns() -> u64 {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::history::{instant_ns, monotonic_ns};
+/// use distlock_check::history::{instant_ns, monotonic_ns};
 /// let later = std::time::Instant::now() + std::time::Duration::from_secs(1);
 /// assert!(instant_ns(later) > monotonic_ns());
 /// ```
@@ -165,7 +168,7 @@ pub fn instant_ns(instant: std::time::Instant) -> u64 {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::history::{parse, What};
+/// use distlock_check::history::{parse, What};
 /// let events = parse(r#"{"at":5,"worker":1,"ev":"enter"}"#)?;
 /// assert_eq!(events[0].what, What::Enter);
 /// # Ok::<(), String>(())

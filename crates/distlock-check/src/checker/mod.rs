@@ -4,8 +4,8 @@
 //! after their writer had lost the lock, and a lock left free while workers waited.
 //!
 //! ```
-//! use distlock_cli::checker::{Kind, Limits, check};
-//! use distlock_cli::history::parse;
+//! use distlock_check::checker::{Kind, Limits, check};
+//! use distlock_check::history::parse;
 //! let history = parse(concat!(
 //!     r#"{"at":0,"worker":1,"ev":"granted","token":1,"safe_until":100}"#, "\n",
 //!     r#"{"at":50,"worker":2,"ev":"granted","token":2,"safe_until":150}"#,
@@ -32,7 +32,7 @@ mod timeline;
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::Limits;
+/// use distlock_check::checker::Limits;
 /// let limits = Limits { liveness: 2_000_000_000 }; // 2 s
 /// assert_eq!(limits.liveness, 2_000_000_000);
 /// ```
@@ -55,8 +55,8 @@ pub struct Limits {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::{Limits, check};
-/// use distlock_cli::history::{Event, What};
+/// use distlock_check::checker::{Limits, check};
+/// use distlock_check::history::{Event, What};
 /// let events = [
 ///     Event { at: 0, worker: 1, what: What::Acquire },
 ///     Event { at: 5, worker: 1, what: What::Granted { token: 1, safe_until: 100 } },
@@ -93,8 +93,8 @@ pub fn check(events: &[Event], limits: &Limits) -> Verdict {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::holds;
-/// use distlock_cli::history::{Event, What};
+/// use distlock_check::checker::holds;
+/// use distlock_check::history::{Event, What};
 /// let events = [
 ///     Event { at: 5, worker: 1, what: What::Granted { token: 1, safe_until: 100 } },
 ///     Event { at: 9, worker: 1, what: What::Release },
@@ -121,7 +121,7 @@ pub struct Held {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::holds;
+/// use distlock_check::checker::holds;
 /// assert!(holds(&[]).is_empty());
 /// ```
 pub fn holds(events: &[Event]) -> Vec<Held> {
@@ -143,7 +143,7 @@ pub fn holds(events: &[Event]) -> Vec<Held> {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::{Limits, check};
+/// use distlock_check::checker::{Limits, check};
 /// let verdict = check(&[], &Limits { liveness: 1 });
 /// assert!(verdict.violations.is_empty());
 /// assert_eq!(verdict.stats.acquisitions, 0);
@@ -162,7 +162,7 @@ impl Verdict {
     /// # Examples
     ///
     /// ```
-    /// use distlock_cli::checker::{Limits, check};
+    /// use distlock_check::checker::{Limits, check};
     /// assert!(check(&[], &Limits { liveness: 1 }).clean());
     /// ```
     pub fn clean(&self) -> bool {
@@ -175,8 +175,8 @@ impl Verdict {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::{Kind, Limits, check};
-/// use distlock_cli::history::{Event, What};
+/// use distlock_check::checker::{Kind, Limits, check};
+/// use distlock_check::history::{Event, What};
 /// let events = [
 ///     Event { at: 0, worker: 1, what: What::Write { token: 5, accepted: true } },
 ///     Event { at: 1, worker: 2, what: What::Write { token: 4, accepted: true } },
@@ -202,7 +202,7 @@ pub struct Violation {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::Kind;
+/// use distlock_check::checker::Kind;
 /// assert_eq!(serde_json::to_string(&Kind::StaleWriteAccepted)?, r#""stale-write-accepted""#);
 /// # Ok::<(), serde_json::Error>(())
 /// ```
@@ -233,8 +233,8 @@ pub enum Kind {
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::{Limits, check};
-/// use distlock_cli::history::{Event, What};
+/// use distlock_check::checker::{Limits, check};
+/// use distlock_check::history::{Event, What};
 /// let events = [
 ///     Event { at: 0, worker: 1, what: What::CounterRead { value: 0 } },
 ///     Event { at: 1, worker: 1, what: What::CounterWrite { value: 1 } },

@@ -6,9 +6,9 @@
 //! table above.
 //!
 //! ```
-//! use distlock_cli::checker::{Limits, check};
-//! use distlock_cli::history::parse;
-//! use distlock_cli::report::render;
+//! use distlock_check::checker::{Limits, check};
+//! use distlock_check::history::parse;
+//! use distlock_check::report::render;
 //! let history = parse(concat!(
 //!     r#"{"at":0,"worker":1,"ev":"granted","token":1,"safe_until":100}"#, "\n",
 //!     r#"{"at":50,"worker":2,"ev":"granted","token":2,"safe_until":150}"#,
@@ -49,8 +49,8 @@ const AXIS: f64 = 24.0;
 /// # Examples
 ///
 /// ```
-/// use distlock_cli::checker::{Limits, check};
-/// use distlock_cli::report::render;
+/// use distlock_check::checker::{Limits, check};
+/// use distlock_check::report::render;
 /// let html = render(&[], &check(&[], &Limits { liveness: 1 }), "empty");
 /// assert!(html.starts_with("<!doctype html>") && html.contains("verdict: clean"));
 /// ```
