@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use distlock::{Client, ErrorKind, LockOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::signal::{Signal, send};
+use distlock_servers::{Signal, send};
 
 const TASK_ENV: &str = "DISTLOCK_TESTKIT_TASK";
 const EVENT_PREFIX: &str = "DISTLOCK-EVENT ";

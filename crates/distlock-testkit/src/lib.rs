@@ -1,5 +1,7 @@
-//! The distlock test kit: real servers on free loopback ports, process control for fault
-//! tests, and the conformance suite every backend passes.
+//! The distlock test kit: the conformance suites every backend passes — distlock's own and
+//! yours — helper processes for the cross-process faults, and targets whose sessions can be
+//! cut off and expired. The servers, the fault proxy and the signals come from
+//! `distlock-servers` and are re-exported here.
 //!
 //! A backend proves itself by calling [`conformance_suite!`] (and, if several processes can
 //! share it, [`process_suite!`]) from its tests with a function that returns a [`Target`]:
@@ -17,39 +19,27 @@
 
 mod child;
 pub mod conformance;
-mod etcd;
-mod launchers;
-mod proxy;
 mod scenarios;
-mod server;
 mod session_faults;
-mod signal;
-mod spec;
-mod zookeeper;
+mod session_targets;
 
 pub use child::{ChildEvent, ChildProcess, ChildTask, run_child, share_from_processes};
 pub use conformance::{SessionFaults, Target, memory_session_target};
-pub use etcd::{
-    EtcdCluster, etcd_cluster, etcd_server, etcd_server_with, etcd_target, etcd_tls_server,
-    etcd_watch_counts, etcdctl,
+/// The servers, the fault proxy and the signals, from `distlock-servers`, so a backend's
+/// tests import from one crate.
+pub use distlock_servers::{
+    DATABASE_PASSWORD, EtcdCluster, FaultProxy, LaunchError, ProxyMode, Ready, RedisCluster,
+    Server, ServerSpec, Signal, TestCertificates, ZkEnsemble, etcd_cluster, etcd_server,
+    etcd_server_with, etcd_tls_server, etcd_watch_counts, etcdctl, find_program, free_port,
+    mariadb_server, mariadb_tls_server, mariadb_url, postgres_server, postgres_tls_server,
+    postgres_url, redis_cluster, redis_server, redis_server_with, redis_tls_server, send,
+    servers_in_own_process_groups, zookeeper_ensemble, zookeeper_server, zookeeper_tls_server,
 };
-pub use launchers::{
-    DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_tls_server,
-    mariadb_url, postgres_server, postgres_tls_server, postgres_url, redis_cluster, redis_server,
-    redis_server_with, redis_tls_server,
-};
-pub use proxy::{FaultProxy, ProxyMode};
 pub use scenarios::{a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own};
-pub use server::{
-    LaunchError, Ready, Server, ServerSpec, find_program, free_port, servers_in_own_process_groups,
-};
 pub use session_faults::{
     a_cut_off_holder_is_lost_before_the_store_lets_go, a_holder_deleted_by_hand_turns_lost_alone,
 };
-pub use signal::{Signal, send};
-pub use zookeeper::{
-    ZkEnsemble, zookeeper_ensemble, zookeeper_server, zookeeper_target, zookeeper_tls_server,
-};
+pub use session_targets::{etcd_target, zookeeper_target};
 
 /// Runs an async test body on a fresh multi-threaded runtime (used by the suite macros, so
 /// the calling crate needs no runtime of its own).

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::server::Server;
+use distlock_servers::Server;
 
 /// Names a user may pick — nested (`orders` and `orders/42`), doubled, leading and trailing
 /// slashes, dots, `%`, unicode (an emoji too), spaces, names a store keeps for itself

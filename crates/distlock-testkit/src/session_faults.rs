@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use distlock::Health;
 
-use crate::proxy::{FaultProxy, ProxyMode};
+use distlock_servers::{FaultProxy, ProxyMode};
 
 /// A client of `url` holds `held` and `kept`; `delete` removes `held`'s entry (its node or
 /// key) behind the client's back, as an operator would. The holder learns it through the

@@ -20,7 +20,7 @@ use rand::rngs::StdRng;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 
-use distlock_testkit::{FaultProxy, ProxyMode};
+use distlock_servers::{FaultProxy, ProxyMode};
 
 use super::clock::Clocks;
 use super::link::Link;

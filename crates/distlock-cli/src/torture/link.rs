@@ -1,5 +1,5 @@
 //! The workers' links to the store, for link faults: each worker reaches the one server
-//! of the URL through a fault proxy of its own (the testkit's), which the coordinator can
+//! of the URL through a fault proxy of its own (distlock-servers'), which the coordinator can
 //! cut (close every connection and refuse new ones) or black-hole (keep connections open,
 //! forward nothing) and heal.
 

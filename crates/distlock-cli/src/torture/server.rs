@@ -1,4 +1,4 @@
-//! A store torture starts itself (`--server`), through the testkit's launchers, on a free
+//! A store torture starts itself (`--server`), through distlock-servers' launchers, on a free
 //! loopback port in a temporary directory, so that it can pause the server (SIGSTOP, past
 //! the holders' validity) and restart it (SIGKILL, then started again on its port and
 //! data). It is stopped, and its directory removed, when the run ends.
@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use distlock::{Error, ErrorKind, Result};
-use distlock_testkit::Server;
+use distlock_servers::Server;
 
 use crate::args::ServerKind;
 
@@ -20,7 +20,7 @@ pub struct OwnServer {
 pub async fn start(kind: ServerKind) -> Result<(OwnServer, String)> {
     // Ctrl-C in the terminal reaches the run's process group: the run stops its workers
     // on a healthy store, and then the server.
-    distlock_testkit::servers_in_own_process_groups();
+    distlock_servers::servers_in_own_process_groups();
     let (server, url) = tokio::task::spawn_blocking(move || launch(kind))
         .await
         .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot start the server: {e}")))??;
@@ -32,7 +32,7 @@ pub async fn start(kind: ServerKind) -> Result<(OwnServer, String)> {
 
 /// Launches a server of `kind` (blocking until it serves).
 fn launch(kind: ServerKind) -> Result<(Server, String)> {
-    let failed = |e: distlock_testkit::LaunchError| {
+    let failed = |e: distlock_servers::LaunchError| {
         Error::new(
             ErrorKind::Unavailable,
             format!("cannot start a {} server for torture: {e}", kind.as_str()),
@@ -42,7 +42,7 @@ fn launch(kind: ServerKind) -> Result<(Server, String)> {
         // With every write on disk before it is answered, as a Redis that is restarted
         // must keep its locks: without, a restart forgets them all.
         ServerKind::Redis => {
-            let server = distlock_testkit::redis_server_with(&[
+            let server = distlock_servers::redis_server_with(&[
                 "--appendonly",
                 "yes",
                 "--appendfsync",
@@ -53,23 +53,23 @@ fn launch(kind: ServerKind) -> Result<(Server, String)> {
             (server, url)
         }
         ServerKind::Postgres | ServerKind::PostgresLease => {
-            let server = distlock_testkit::postgres_server().map_err(failed)?;
-            let url = distlock_testkit::postgres_url(&server);
+            let server = distlock_servers::postgres_server().map_err(failed)?;
+            let url = distlock_servers::postgres_url(&server);
             (server, url)
         }
         ServerKind::Mariadb | ServerKind::MariadbLease => {
-            let server = distlock_testkit::mariadb_server().map_err(failed)?;
-            let url = distlock_testkit::mariadb_url(&server);
+            let server = distlock_servers::mariadb_server().map_err(failed)?;
+            let url = distlock_servers::mariadb_url(&server);
             (server, url)
         }
         // Sessions of 2 s: a killed holder's lock is freed within them.
         ServerKind::Zookeeper => {
-            let server = distlock_testkit::zookeeper_server().map_err(failed)?;
+            let server = distlock_servers::zookeeper_server().map_err(failed)?;
             let url = format!("zk://{}/torture?session_timeout=2s", server.addr());
             (server, url)
         }
         ServerKind::Etcd => {
-            let server = distlock_testkit::etcd_server().map_err(failed)?;
+            let server = distlock_servers::etcd_server().map_err(failed)?;
             let url = format!("etcd://{}/torture?session_ttl=2s", server.addr());
             (server, url)
         }

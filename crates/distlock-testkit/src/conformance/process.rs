@@ -6,7 +6,7 @@ use distlock::{Health, LockOptions};
 
 use super::{Target, unique};
 use crate::child::{ChildEvent, ChildProcess, ChildTask};
-use crate::signal::Signal;
+use distlock_servers::Signal;
 
 const EVENT_WAIT: Duration = Duration::from_secs(30);
 

@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use distlock::{Error, ErrorKind, Result};
-use distlock_testkit::ProxyMode;
+use distlock_servers::ProxyMode;
 
 use super::{Undo, Workers};
 use crate::torture::process::{fault, signal, stopped};

@@ -22,14 +22,14 @@ pub enum Ready {
 /// # Examples
 ///
 /// ```no_run
-/// use distlock_testkit::{Ready, Server, ServerSpec};
+/// use distlock_servers::{Ready, Server, ServerSpec};
 ///
 /// let spec = ServerSpec::new("python3", ["-m", "http.server", "--bind", "127.0.0.1", "{port}"])
 ///     .ready(Ready::TcpConnect)
 ///     .install_hint("apt-get install python3");
 /// let server = Server::start(spec)?;
 /// println!("serving on {}", server.addr());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
@@ -74,7 +74,7 @@ impl ServerSpec {
     /// # Examples
     ///
     /// ```
-    /// let spec = distlock_testkit::ServerSpec::new("postgres", ["-p", "{port}"])
+    /// let spec = distlock_servers::ServerSpec::new("postgres", ["-p", "{port}"])
     ///     .search(["/usr/lib/postgresql/15/bin"]);
     /// ```
     pub fn search<I, P>(mut self, dirs: I) -> Self
@@ -93,7 +93,7 @@ impl ServerSpec {
     /// # Examples
     ///
     /// ```
-    /// let spec = distlock_testkit::ServerSpec::new("mariadbd", ["--init-file={dir}/init.sql"])
+    /// let spec = distlock_servers::ServerSpec::new("mariadbd", ["--init-file={dir}/init.sql"])
     ///     .file("init.sql", "CREATE DATABASE IF NOT EXISTS distlock;");
     /// ```
     pub fn file(mut self, name: &str, contents: &str) -> Self {
@@ -108,7 +108,7 @@ impl ServerSpec {
     /// # Examples
     ///
     /// ```
-    /// let spec = distlock_testkit::ServerSpec::new("postgres", ["-D", "{dir}/data"])
+    /// let spec = distlock_servers::ServerSpec::new("postgres", ["-D", "{dir}/data"])
     ///     .prepare("initdb", ["-D", "{dir}/data", "--no-sync"]);
     /// ```
     pub fn prepare<I, S>(mut self, program: &str, args: I) -> Self
@@ -129,7 +129,7 @@ impl ServerSpec {
     /// # Examples
     ///
     /// ```
-    /// let spec = distlock_testkit::ServerSpec::new("postgres", ["-D", "{dir}/data"])
+    /// let spec = distlock_servers::ServerSpec::new("postgres", ["-D", "{dir}/data"])
     ///     .run_as("postgres");
     /// ```
     pub fn run_as(mut self, user: &str) -> Self {
@@ -162,7 +162,7 @@ impl ServerSpec {
     /// # Examples
     ///
     /// ```
-    /// let spec = distlock_testkit::ServerSpec::new("redis-server", ["--port", "{port}"])
+    /// let spec = distlock_servers::ServerSpec::new("redis-server", ["--port", "{port}"])
     ///     .startup_timeout(std::time::Duration::from_secs(10));
     /// ```
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {

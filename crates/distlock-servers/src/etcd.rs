@@ -1,17 +1,9 @@
 //! etcd for tests: members from Debian's `etcd-server` package, alone, over TLS or as a
-//! cluster, and a lock target whose clients' sessions can be cut off and expired.
+//! cluster, and `etcdctl` beside them.
 
-use std::any::Any;
-use std::sync::Arc;
 use std::time::Duration;
 
-use distlock::Client;
-use distlock::backend::Backend;
-use distlock::etcd::EtcdBackend;
-
-use crate::conformance::{SessionFaults, Target};
 use crate::launchers::TestCertificates;
-use crate::proxy::{FaultProxy, ProxyMode};
 use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
 
 /// What an etcd member logs (with the `zap` logger) once it serves clients, over TLS or
@@ -67,9 +59,9 @@ fn member(
 /// # Examples
 ///
 /// ```no_run
-/// let etcd = distlock_testkit::etcd_server()?;
+/// let etcd = distlock_servers::etcd_server()?;
 /// let url = format!("etcd://{}/locks", etcd.addr());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn etcd_server() -> Result<Server, LaunchError> {
     etcd_server_with(&[])
@@ -80,8 +72,8 @@ pub fn etcd_server() -> Result<Server, LaunchError> {
 /// # Examples
 ///
 /// ```no_run
-/// let etcd = distlock_testkit::etcd_server_with(&["--auth-token-ttl", "1"])?;
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let etcd = distlock_servers::etcd_server_with(&["--auth-token-ttl", "1"])?;
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn etcd_server_with(extra: &[&str]) -> Result<Server, LaunchError> {
     let peer = spare_port()?;
@@ -101,10 +93,10 @@ pub fn etcd_server_with(extra: &[&str]) -> Result<Server, LaunchError> {
 ///
 /// ```no_run
 /// let dir = tempfile::tempdir().unwrap();
-/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
-/// let etcd = distlock_testkit::etcd_tls_server(&certs)?;
+/// let certs = distlock_servers::TestCertificates::make(dir.path())?;
+/// let etcd = distlock_servers::etcd_tls_server(&certs)?;
 /// let url = format!("etcds://{}/locks?tls_ca={}", etcd.addr(), certs.ca.display());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn etcd_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
     let peer = spare_port()?;
@@ -134,9 +126,9 @@ impl EtcdCluster {
     /// # Examples
     ///
     /// ```no_run
-    /// let cluster = distlock_testkit::etcd_cluster(3)?;
+    /// let cluster = distlock_servers::etcd_cluster(3)?;
     /// let url = format!("etcd://{}/locks?session_ttl=2s", cluster.hosts());
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn hosts(&self) -> String {
         self.members
@@ -151,9 +143,9 @@ impl EtcdCluster {
     /// # Examples
     ///
     /// ```no_run
-    /// let cluster = distlock_testkit::etcd_cluster(3)?;
+    /// let cluster = distlock_servers::etcd_cluster(3)?;
     /// let leader = cluster.leader();
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn leader(&self) -> Option<usize> {
         self.members.iter().position(|member| {
@@ -171,9 +163,9 @@ impl EtcdCluster {
     /// # Examples
     ///
     /// ```no_run
-    /// let cluster = distlock_testkit::etcd_cluster(3)?;
+    /// let cluster = distlock_servers::etcd_cluster(3)?;
     /// assert!(cluster.wait_serving(std::time::Duration::from_secs(10)));
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn wait_serving(&self, within: Duration) -> bool {
         crate::server::wait_until(within, || {
@@ -202,9 +194,9 @@ fn member_status(member: &Server) -> Option<serde_json::Value> {
 /// # Examples
 ///
 /// ```no_run
-/// let etcd = distlock_testkit::etcd_server()?;
-/// let keys = distlock_testkit::etcdctl(&etcd.addr().to_string(), &["get", "--prefix", "a/"]);
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let etcd = distlock_servers::etcd_server()?;
+/// let keys = distlock_servers::etcdctl(&etcd.addr().to_string(), &["get", "--prefix", "a/"]);
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn etcdctl(endpoints: &str, args: &[&str]) -> Option<String> {
     let out = std::process::Command::new("etcdctl")
@@ -231,8 +223,8 @@ pub fn etcdctl(endpoints: &str, args: &[&str]) -> Option<String> {
 /// # Examples
 ///
 /// ```no_run
-/// let cluster = distlock_testkit::etcd_cluster(3)?;
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let cluster = distlock_servers::etcd_cluster(3)?;
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn etcd_cluster(size: usize) -> Result<EtcdCluster, LaunchError> {
     let peers = (1..=size)
@@ -261,96 +253,6 @@ pub fn etcd_cluster(size: usize) -> Result<EtcdCluster, LaunchError> {
     Ok(EtcdCluster { members })
 }
 
-/// An etcd target: a fresh member behind a fault proxy, clients with 2 s session leases
-/// under the prefix `distlock-tests`. Its session faults cut the proxy (every client of the
-/// target loses contact) and expire one client's session (revoking its lease from a direct
-/// connection while the proxy is cut).
-///
-/// # Examples
-///
-/// ```no_run
-/// # distlock_testkit::block_on(async {
-/// let target = distlock_testkit::etcd_target().await;
-/// let client = target.client().await;
-/// # });
-/// ```
-pub async fn etcd_target() -> Target {
-    let etcd = etcd_server().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = Arc::new(
-        FaultProxy::start(etcd.addr())
-            .await
-            .expect("a fault proxy starts"),
-    );
-    let url = format!("etcd://{}/distlock-tests?session_ttl=2s", proxy.addr());
-    let faults_proxy = proxy.clone();
-    let server = etcd.addr().to_string();
-    Target::new(url)
-        .with_session_faults(move |client: &Client| {
-            let backend = distlock::backend::backend_of(client).clone();
-            let etcd: &dyn Any = backend.as_ref();
-            etcd.downcast_ref::<EtcdBackend>()?;
-            Some(Box::new(EtcdFaults {
-                proxy: faults_proxy.clone(),
-                server: server.clone(),
-                backend,
-            }) as Box<dyn SessionFaults>)
-        })
-        .keep(proxy)
-        .keep(etcd)
-}
-
-/// The session faults of one client of an [`etcd_target`].
-struct EtcdFaults {
-    proxy: Arc<FaultProxy>,
-    /// The member's own address, behind the proxy.
-    server: String,
-    backend: Arc<dyn Backend>,
-}
-
-#[distlock::backend::async_trait]
-impl SessionFaults for EtcdFaults {
-    async fn suspend(&self) {
-        self.proxy.set(ProxyMode::Cut);
-    }
-
-    async fn resume(&self) {
-        self.proxy.set(ProxyMode::Pass);
-    }
-
-    /// Waits for the client's live session (one that ended may still be granting the next
-    /// lease), revokes its lease with `etcdctl` while the client cannot reach the member,
-    /// then lets it reach the member again and waits (at most 10 s) until it has noticed.
-    async fn expire(&self) {
-        let backend: &dyn Any = self.backend.as_ref();
-        let etcd = backend
-            .downcast_ref::<EtcdBackend>()
-            .expect("an etcd backend");
-        let mut session = self.backend.session().expect("a session backend");
-        // A client whose last session ended may still be granting the next one's lease.
-        let granted = session.wait_for(|s| s.is_alive());
-        tokio::time::timeout(Duration::from_secs(10), granted)
-            .await
-            .expect("the client has a live session within 10 s")
-            .expect("the session channel stays open");
-        let ended = session.borrow().id;
-        let lease = etcd.lease().expect("a session lease");
-        self.proxy.set(ProxyMode::Cut);
-        let server = self.server.clone();
-        let revoked = tokio::task::spawn_blocking(move || {
-            etcdctl(&server, &["lease", "revoke", &format!("{lease:x}")])
-        })
-        .await
-        .expect("etcdctl runs");
-        self.proxy.set(ProxyMode::Pass);
-        revoked.expect("etcdctl revokes the session's lease");
-        let noticed = session.wait_for(|s| s.id != ended || !s.is_alive());
-        tokio::time::timeout(Duration::from_secs(10), noticed)
-            .await
-            .expect("the client notices the end of its session within 10 s")
-            .expect("the session channel stays open");
-    }
-}
-
 /// What an etcd member at `endpoint` counts of its watches (from its `/metrics`): the
 /// watch streams open on it, and the watchers on them. `None` if it does not answer within
 /// two seconds.
@@ -358,10 +260,10 @@ impl SessionFaults for EtcdFaults {
 /// # Examples
 ///
 /// ```no_run
-/// let etcd = distlock_testkit::etcd_server()?;
-/// let (streams, watchers) = distlock_testkit::etcd_watch_counts(etcd.addr()).expect("etcd answers");
+/// let etcd = distlock_servers::etcd_server()?;
+/// let (streams, watchers) = distlock_servers::etcd_watch_counts(etcd.addr()).expect("etcd answers");
 /// assert_eq!((streams, watchers), (0, 0));
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn etcd_watch_counts(endpoint: std::net::SocketAddr) -> Option<(u64, u64)> {
     use std::io::{Read, Write};

@@ -272,7 +272,7 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(server: &distlock_testkit::Server) {
+    /// # fn f(server: &distlock_servers::Server) {
     /// println!("{}", server.dir().display());
     /// # }
     /// ```
@@ -285,7 +285,7 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(server: &distlock_testkit::Server) {
+    /// # fn f(server: &distlock_servers::Server) {
     /// assert!(server.pid().is_some());
     /// # }
     /// ```
@@ -302,7 +302,7 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(server: &distlock_testkit::Server) {
+    /// # fn f(server: &distlock_servers::Server) {
     /// eprintln!("{}", server.log());
     /// # }
     /// ```
@@ -319,7 +319,7 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(mut server: distlock_testkit::Server) {
+    /// # fn f(mut server: distlock_servers::Server) {
     /// server.kill();
     /// # }
     /// ```
@@ -344,7 +344,7 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(server: distlock_testkit::Server) {
+    /// # fn f(server: distlock_servers::Server) {
     /// server.pause();
     /// server.resume();
     /// # }
@@ -375,7 +375,7 @@ impl Server {
     /// # Examples
     ///
     /// ```no_run
-    /// # fn f(mut server: distlock_testkit::Server) -> Result<(), distlock_testkit::LaunchError> {
+    /// # fn f(mut server: distlock_servers::Server) -> Result<(), distlock_servers::LaunchError> {
     /// server.restart()?;
     /// # Ok(()) }
     /// ```
@@ -470,7 +470,7 @@ fn process_tree(pid: u32) -> Vec<u32> {
 /// # Examples
 ///
 /// ```
-/// let (one, other) = (distlock_testkit::free_port().unwrap(), distlock_testkit::free_port().unwrap());
+/// let (one, other) = (distlock_servers::free_port().unwrap(), distlock_servers::free_port().unwrap());
 /// assert_ne!(one, other);
 /// ```
 pub fn free_port() -> std::io::Result<u16> {
@@ -518,7 +518,7 @@ static OWN_PROCESS_GROUPS: AtomicBool = AtomicBool::new(false);
 /// # Examples
 ///
 /// ```
-/// distlock_testkit::servers_in_own_process_groups();
+/// distlock_servers::servers_in_own_process_groups();
 /// ```
 pub fn servers_in_own_process_groups() {
     OWN_PROCESS_GROUPS.store(true, Ordering::Relaxed);
@@ -542,8 +542,8 @@ fn random_below(bound: u16) -> u16 {
 /// # Examples
 ///
 /// ```
-/// assert!(distlock_testkit::find_program("sh").is_some());
-/// assert!(distlock_testkit::find_program("no-such-program-here").is_none());
+/// assert!(distlock_servers::find_program("sh").is_some());
+/// assert!(distlock_servers::find_program("no-such-program-here").is_none());
 /// ```
 pub fn find_program(program: &str) -> Option<PathBuf> {
     if program.contains('/') {

@@ -11,9 +11,9 @@ use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
 /// # Examples
 ///
 /// ```no_run
-/// let redis = distlock_testkit::redis_server()?;
+/// let redis = distlock_servers::redis_server()?;
 /// let url = format!("redis://{}/0", redis.addr());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn redis_server() -> Result<Server, LaunchError> {
     redis_server_with(&[])
@@ -24,8 +24,8 @@ pub fn redis_server() -> Result<Server, LaunchError> {
 /// # Examples
 ///
 /// ```no_run
-/// let redis = distlock_testkit::redis_server_with(&["--requirepass", "s3cret"])?;
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let redis = distlock_servers::redis_server_with(&["--requirepass", "s3cret"])?;
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn redis_server_with(extra: &[&str]) -> Result<Server, LaunchError> {
     let base = [
@@ -66,8 +66,8 @@ impl TestCertificates {
     ///
     /// ```no_run
     /// let dir = tempfile::tempdir().unwrap();
-    /// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// let certs = distlock_servers::TestCertificates::make(dir.path())?;
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn make(dir: &Path) -> Result<TestCertificates, LaunchError> {
         let path = |name: &str| dir.join(name).display().to_string();
@@ -182,10 +182,10 @@ fn redis_cli_program() -> Result<PathBuf, LaunchError> {
 ///
 /// ```no_run
 /// let dir = tempfile::tempdir().unwrap();
-/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
-/// let redis = distlock_testkit::redis_tls_server(&certs)?;
+/// let certs = distlock_servers::TestCertificates::make(dir.path())?;
+/// let redis = distlock_servers::redis_tls_server(&certs)?;
 /// let url = format!("rediss://{}/0?tls_ca={}", redis.addr(), certs.ca.display());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn redis_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
     let (cert, key, ca) = (
@@ -220,9 +220,9 @@ pub const DATABASE_PASSWORD: &str = "distlock-test-pw";
 /// # Examples
 ///
 /// ```no_run
-/// let pg = distlock_testkit::postgres_server()?;
-/// let url = distlock_testkit::postgres_url(&pg);
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let pg = distlock_servers::postgres_server()?;
+/// let url = distlock_servers::postgres_url(&pg);
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn postgres_server() -> Result<Server, LaunchError> {
     Server::start(postgres_spec(&[]))
@@ -234,14 +234,14 @@ pub fn postgres_server() -> Result<Server, LaunchError> {
 ///
 /// ```no_run
 /// let dir = tempfile::tempdir().unwrap();
-/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
-/// let pg = distlock_testkit::postgres_tls_server(&certs)?;
+/// let certs = distlock_servers::TestCertificates::make(dir.path())?;
+/// let pg = distlock_servers::postgres_tls_server(&certs)?;
 /// let url = format!(
 ///     "{}?sslmode=verify-full&sslrootcert={}",
-///     distlock_testkit::postgres_url(&pg),
+///     distlock_servers::postgres_url(&pg),
 ///     certs.ca.display()
 /// );
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn postgres_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
     let spec = postgres_spec(&[
@@ -310,9 +310,9 @@ fn postgres_spec(extra: &[&str]) -> ServerSpec {
 /// # Examples
 ///
 /// ```no_run
-/// let pg = distlock_testkit::postgres_server()?;
-/// assert!(distlock_testkit::postgres_url(&pg).starts_with("postgres://"));
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let pg = distlock_servers::postgres_server()?;
+/// assert!(distlock_servers::postgres_url(&pg).starts_with("postgres://"));
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn postgres_url(server: &Server) -> String {
     format!(
@@ -344,9 +344,9 @@ fn postgres_bin_dirs() -> Vec<PathBuf> {
 /// # Examples
 ///
 /// ```no_run
-/// let db = distlock_testkit::mariadb_server()?;
-/// let url = distlock_testkit::mariadb_url(&db);
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let db = distlock_servers::mariadb_server()?;
+/// let url = distlock_servers::mariadb_url(&db);
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn mariadb_server() -> Result<Server, LaunchError> {
     Server::start(mariadb_spec(&[]))
@@ -358,14 +358,14 @@ pub fn mariadb_server() -> Result<Server, LaunchError> {
 ///
 /// ```no_run
 /// let dir = tempfile::tempdir().unwrap();
-/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
-/// let db = distlock_testkit::mariadb_tls_server(&certs)?;
+/// let certs = distlock_servers::TestCertificates::make(dir.path())?;
+/// let db = distlock_servers::mariadb_tls_server(&certs)?;
 /// let url = format!(
 ///     "{}?ssl-mode=verify_identity&ssl-ca={}",
-///     distlock_testkit::mariadb_url(&db),
+///     distlock_servers::mariadb_url(&db),
 ///     certs.ca.display()
 /// );
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn mariadb_tls_server(certs: &TestCertificates) -> Result<Server, LaunchError> {
     let spec = mariadb_spec(&[
@@ -425,9 +425,9 @@ fn mariadb_spec(extra: &[&str]) -> ServerSpec {
 /// # Examples
 ///
 /// ```no_run
-/// let db = distlock_testkit::mariadb_server()?;
-/// assert!(distlock_testkit::mariadb_url(&db).starts_with("mysql://"));
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let db = distlock_servers::mariadb_server()?;
+/// assert!(distlock_servers::mariadb_url(&db).starts_with("mysql://"));
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn mariadb_url(server: &Server) -> String {
     format!(
@@ -451,9 +451,9 @@ impl RedisCluster {
     /// # Examples
     ///
     /// ```no_run
-    /// let cluster = distlock_testkit::redis_cluster(3, 0)?;
+    /// let cluster = distlock_servers::redis_cluster(3, 0)?;
     /// assert!(cluster.url().starts_with("redis+cluster://127.0.0.1:"));
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self.nodes.iter().map(|n| n.addr().to_string()).collect();
@@ -466,9 +466,9 @@ impl RedisCluster {
     /// # Examples
     ///
     /// ```no_run
-    /// let cluster = distlock_testkit::redis_cluster(3, 1)?;
+    /// let cluster = distlock_servers::redis_cluster(3, 1)?;
     /// let primary = cluster.primary_of("orders");
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn primary_of(&self, key: &str) -> Option<usize> {
         let slot = redis_cli(&self.nodes[0], &["CLUSTER", "KEYSLOT", key]).ok()?;
@@ -496,8 +496,8 @@ impl RedisCluster {
 /// # Examples
 ///
 /// ```no_run
-/// let cluster = distlock_testkit::redis_cluster(3, 0)?;
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// let cluster = distlock_servers::redis_cluster(3, 0)?;
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn redis_cluster(primaries: usize, replicas: usize) -> Result<RedisCluster, LaunchError> {
     let settings = [

@@ -23,7 +23,7 @@ pub enum Signal {
 ///
 /// ```
 /// let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-/// distlock_testkit::send(child.id(), distlock_testkit::Signal::Kill);
+/// distlock_servers::send(child.id(), distlock_servers::Signal::Kill);
 /// assert!(!child.wait().unwrap().success());
 /// ```
 pub fn send(pid: u32, signal: Signal) {

@@ -1,17 +1,9 @@
-//! ZooKeeper for tests: a standalone server from Debian's `zookeeper` package, and a lock
-//! target whose clients' sessions can be cut off and expired.
+//! ZooKeeper for tests: a standalone server from Debian's `zookeeper` package, over TLS or
+//! as an ensemble.
 
-use std::any::Any;
-use std::sync::Arc;
 use std::time::Duration;
 
-use distlock::Client;
-use distlock::backend::Backend;
-use distlock::zookeeper::ZkBackend;
-
-use crate::conformance::{SessionFaults, Target};
 use crate::launchers::TestCertificates;
-use crate::proxy::{FaultProxy, ProxyMode};
 use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
 
 /// Where Debian installs ZooKeeper's jar (most of its dependencies are named in its
@@ -27,9 +19,9 @@ const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/netty-cod
 /// # Examples
 ///
 /// ```no_run
-/// let zk = distlock_testkit::zookeeper_server()?;
+/// let zk = distlock_servers::zookeeper_server()?;
 /// let url = format!("zk://{}/locks", zk.addr());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn zookeeper_server() -> Result<Server, LaunchError> {
     require_installed()?;
@@ -77,10 +69,10 @@ fn spec(main_class: &str, extra: &str) -> ServerSpec {
 ///
 /// ```no_run
 /// let dir = tempfile::tempdir().unwrap();
-/// let certs = distlock_testkit::TestCertificates::make(dir.path())?;
-/// let (zk, secure) = distlock_testkit::zookeeper_tls_server(&certs)?;
+/// let certs = distlock_servers::TestCertificates::make(dir.path())?;
+/// let (zk, secure) = distlock_servers::zookeeper_tls_server(&certs)?;
 /// let url = format!("zks://{secure}/locks?tls_ca={}", certs.ca.display());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn zookeeper_tls_server(
     certs: &TestCertificates,
@@ -120,9 +112,9 @@ impl ZkEnsemble {
     /// # Examples
     ///
     /// ```no_run
-    /// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+    /// let ensemble = distlock_servers::zookeeper_ensemble(3)?;
     /// let url = format!("zk://{}/locks", ensemble.hosts());
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn hosts(&self) -> String {
         let addrs: Vec<String> = self.members.iter().map(|m| m.addr().to_string()).collect();
@@ -134,9 +126,9 @@ impl ZkEnsemble {
     /// # Examples
     ///
     /// ```no_run
-    /// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+    /// let ensemble = distlock_servers::zookeeper_ensemble(3)?;
     /// assert!(ensemble.leader().is_some());
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn leader(&self) -> Option<usize> {
         self.members
@@ -150,9 +142,9 @@ impl ZkEnsemble {
     /// # Examples
     ///
     /// ```no_run
-    /// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+    /// let ensemble = distlock_servers::zookeeper_ensemble(3)?;
     /// assert!(ensemble.wait_serving(std::time::Duration::from_secs(30)));
-    /// # Ok::<(), distlock_testkit::LaunchError>(())
+    /// # Ok::<(), distlock_servers::LaunchError>(())
     /// ```
     pub fn wait_serving(&self, within: Duration) -> bool {
         crate::server::wait_until(within, || {
@@ -186,9 +178,9 @@ fn four_letter_word(member: &Server, word: &str) -> String {
 /// # Examples
 ///
 /// ```no_run
-/// let ensemble = distlock_testkit::zookeeper_ensemble(3)?;
+/// let ensemble = distlock_servers::zookeeper_ensemble(3)?;
 /// let url = format!("zk://{}/locks?session_timeout=4s", ensemble.hosts());
-/// # Ok::<(), distlock_testkit::LaunchError>(())
+/// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn zookeeper_ensemble(size: usize) -> Result<ZkEnsemble, LaunchError> {
     require_installed()?;
@@ -236,84 +228,4 @@ fn require_installed() -> Result<(), LaunchError> {
         program: "/usr/share/java/zookeeper.jar".into(),
         hint: "apt-get install zookeeper".into(),
     })
-}
-
-/// A ZooKeeper target: a fresh server behind a fault proxy, clients with 1.5 s sessions
-/// under base `/distlock-tests`. Its session faults cut the proxy (every client of the
-/// target loses contact) and expire one client's session on the server (closing it from
-/// a direct connection while the proxy is cut).
-///
-/// # Examples
-///
-/// ```no_run
-/// # distlock_testkit::block_on(async {
-/// let target = distlock_testkit::zookeeper_target().await;
-/// let client = target.client().await;
-/// # });
-/// ```
-pub async fn zookeeper_target() -> Target {
-    let zk = zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = Arc::new(
-        FaultProxy::start(zk.addr())
-            .await
-            .expect("a fault proxy starts"),
-    );
-    let url = format!(
-        "zk://{}/distlock-tests?session_timeout=1500ms",
-        proxy.addr()
-    );
-    let faults_proxy = proxy.clone();
-    let server = zk.addr().to_string();
-    Target::new(url)
-        .with_session_faults(move |client: &Client| {
-            let backend = distlock::backend::backend_of(client).clone();
-            let zk: &dyn Any = backend.as_ref();
-            zk.downcast_ref::<ZkBackend>()?;
-            Some(Box::new(ZkFaults {
-                proxy: faults_proxy.clone(),
-                server: server.clone(),
-                backend,
-            }) as Box<dyn SessionFaults>)
-        })
-        .keep(proxy)
-        .keep(zk)
-}
-
-/// The session faults of one client of a [`zookeeper_target`].
-struct ZkFaults {
-    proxy: Arc<FaultProxy>,
-    /// The server's own address, behind the proxy.
-    server: String,
-    backend: Arc<dyn Backend>,
-}
-
-#[distlock::backend::async_trait]
-impl SessionFaults for ZkFaults {
-    async fn suspend(&self) {
-        self.proxy.set(ProxyMode::Cut);
-    }
-
-    async fn resume(&self) {
-        self.proxy.set(ProxyMode::Pass);
-    }
-
-    /// Closes the session on the server while the client cannot reach it, then lets it
-    /// reach the server again and waits (at most 10 s) until it has noticed.
-    async fn expire(&self) {
-        let backend: &dyn Any = self.backend.as_ref();
-        let zk = backend
-            .downcast_ref::<ZkBackend>()
-            .expect("a ZooKeeper backend");
-        let mut session = self.backend.session().expect("a session backend");
-        let ended = session.borrow().id;
-        self.proxy.set(ProxyMode::Cut);
-        let closed = zk.close_session_from(&self.server).await;
-        self.proxy.set(ProxyMode::Pass);
-        closed.unwrap_or_else(|e| panic!("cannot close the session: {e}"));
-        let noticed = session.wait_for(|s| s.id != ended || !s.is_alive());
-        tokio::time::timeout(Duration::from_secs(10), noticed)
-            .await
-            .expect("the client notices the end of its session within 10 s")
-            .expect("the session channel stays open");
-    }
 }

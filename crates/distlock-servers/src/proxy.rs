@@ -30,13 +30,14 @@ pub enum ProxyMode {
 /// # Examples
 ///
 /// ```no_run
-/// # distlock_testkit::block_on(async {
-/// use distlock_testkit::{FaultProxy, ProxyMode};
-/// let redis = distlock_testkit::redis_server().unwrap();
+/// # #[tokio::main]
+/// # async fn main() {
+/// use distlock_servers::{FaultProxy, ProxyMode};
+/// let redis = distlock_servers::redis_server().unwrap();
 /// let proxy = FaultProxy::start(redis.addr()).await.unwrap();
 /// let url = format!("redis://{}/0", proxy.addr());
 /// proxy.set(ProxyMode::Cut);
-/// # });
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct FaultProxy {
