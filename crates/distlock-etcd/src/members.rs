@@ -8,7 +8,6 @@
 //! When no member answers, requests go to all of them (and fail with the reason). That
 //! is one more connection and one status call a second per member for every client.
 
-use std::sync::Weak;
 use std::time::Duration;
 
 use distlock_core::Result;
@@ -16,7 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::config::EtcdConfig;
 use crate::grpc::{Client, ConnectError, Options};
-use crate::session::Sessions;
+use crate::watches::Watches;
 
 /// How often each member is asked for its status.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
@@ -147,16 +146,17 @@ impl Members {
     }
 }
 
-/// Steers the requests of `sessions`' client to the members that serve, every
-/// [`PROBE_EVERY`], until the client is dropped; the watch stream leaves a member taken
-/// out (one that hangs would hold it without breaking it).
-pub(crate) async fn follow(sessions: Weak<Sessions>, mut members: Members) {
+/// Steers the requests of a client to the members that serve, every [`PROBE_EVERY`],
+/// until `client` (which gives the client's channel and its watch stream) says it was
+/// dropped; the watch stream leaves a member taken out (one that hangs would hold it
+/// without breaking it).
+pub(crate) async fn follow(
+    mut members: Members,
+    client: impl Fn() -> Option<(Client, Watches)> + Send,
+) {
     loop {
         tokio::time::sleep(PROBE_EVERY).await;
-        let Some((client, watches)) = sessions
-            .upgrade()
-            .map(|s| (s.client().clone(), s.watches.clone()))
-        else {
+        let Some((client, watches)) = client() else {
             return;
         };
         if members.steer(&client).await {

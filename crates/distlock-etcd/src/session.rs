@@ -123,7 +123,12 @@ impl Sessions {
             opened: tokio::sync::Mutex::new(false),
         });
         if let Some(members) = members {
-            tokio::spawn(crate::members::follow(Arc::downgrade(&sessions), members));
+            let weak = Arc::downgrade(&sessions);
+            let client = move || {
+                let sessions = weak.upgrade()?;
+                Some((sessions.client().clone(), sessions.watches.clone()))
+            };
+            tokio::spawn(crate::members::follow(members, client));
         }
         Ok(sessions)
     }

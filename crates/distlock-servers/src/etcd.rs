@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::launchers::TestCertificates;
-use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
+use crate::server::{Server, failed, spare_port};
+use crate::spec::{LaunchError, Ready, ServerSpec};
 
 /// What an etcd member logs (with the `zap` logger) once it serves clients, over TLS or
 /// not.

@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
+use crate::server::{Server, failed, spare_port};
+use crate::spec::{LaunchError, Ready, ServerSpec};
 
 /// A fresh `redis-server` on a free loopback port in a temporary directory, keeping
 /// nothing on disk.

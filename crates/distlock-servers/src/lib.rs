@@ -37,8 +37,7 @@ pub use launchers::{
     redis_server_with, redis_tls_server,
 };
 pub use proxy::{FaultProxy, ProxyMode};
-pub use server::{
-    LaunchError, Ready, Server, ServerSpec, find_program, free_port, servers_in_own_process_groups,
-};
+pub use server::{Server, free_port, servers_in_own_process_groups};
 pub use signal::{Signal, send};
+pub use spec::{LaunchError, Ready, ServerSpec, find_program};
 pub use zookeeper::{ZkEnsemble, zookeeper_ensemble, zookeeper_server, zookeeper_tls_server};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::signal::{Signal, send};
-pub use crate::spec::{LaunchError, Ready, ServerSpec};
+use crate::spec::{LaunchError, Ready, ServerSpec};
 
 /// A running server owned by a test; killed when dropped (its log is printed if the test
 /// is panicking).
@@ -535,26 +535,6 @@ fn random_below(bound: u16) -> u16 {
             .as_nanos(),
     );
     (hasher.finish() % u64::from(bound)) as u16
-}
-
-/// Finds `program` on `PATH` (or as given, if it has a slash).
-///
-/// # Examples
-///
-/// ```
-/// assert!(distlock_servers::find_program("sh").is_some());
-/// assert!(distlock_servers::find_program("no-such-program-here").is_none());
-/// ```
-pub fn find_program(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        let path = PathBuf::from(program);
-        return path.is_file().then_some(path);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())
-    })
 }
 
 /// Checks `done` every 100 ms for at most `within` (at least once): true as soon as it

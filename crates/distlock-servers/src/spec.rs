@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::server::find_program;
-
 /// How a launcher knows its server is ready.
 #[derive(Debug, Clone)]
 pub enum Ready {
@@ -222,3 +220,23 @@ impl std::fmt::Display for LaunchError {
 }
 
 impl std::error::Error for LaunchError {}
+
+/// Finds `program` on `PATH` (or as given, if it has a slash).
+///
+/// # Examples
+///
+/// ```
+/// assert!(distlock_servers::find_program("sh").is_some());
+/// assert!(distlock_servers::find_program("no-such-program-here").is_none());
+/// ```
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return path.is_file().then_some(path);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
+}

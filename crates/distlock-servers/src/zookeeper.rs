@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::launchers::TestCertificates;
-use crate::server::{LaunchError, Ready, Server, ServerSpec, failed, spare_port};
+use crate::server::{Server, failed, spare_port};
+use crate::spec::{LaunchError, Ready, ServerSpec};
 
 /// Where Debian installs ZooKeeper's jar (most of its dependencies are named in its
 /// manifest; not Netty's codec, which its Netty connection factory needs) and a logger for

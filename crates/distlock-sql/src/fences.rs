@@ -14,13 +14,64 @@
 //! Counters below [`FLOORED`] were written by a distlock that counted from 1 (PostgreSQL's
 //! lease mode and SQLite before counters took the clock's floor): they are kept, since a
 //! client of that version would seed a deleted one at 1 again.
+//!
+//! `Client::forget` deletes the counters of the names a program is done with by the same
+//! rule, where idle [`MIN_FENCE_TTL`] or more ([`forget`]).
+//!
+//! What is swept and forgotten, and how, is each dialect's SQL: its [`Upkeep`], in its own
+//! `upkeep.rs`. When and under which bounds is this module's.
 
 use std::future::Future;
 use std::time::Duration;
 
+use distlock_core::Result;
+use distlock_core::backend::MIN_FENCE_TTL;
 use tokio::task::AbortHandle;
 
-use crate::tasks::WriteGate;
+use crate::tasks::{WriteGate, detached};
+
+/// A dialect's statements for the upkeep of its tables: its sweep row, one batch of idle
+/// counters and long-ended rows deleted, and the idle counters of names a program forgets.
+/// It holds what they run on (a pool; SQLite's lease clock too) and is cloned into each
+/// statement's task.
+pub(crate) trait Upkeep: Clone + Send + Sync + 'static {
+    /// The backend's name, for logs and errors.
+    const BACKEND: &'static str;
+
+    /// Writes `mark` in the database's sweep row, for sweeps every `every` (see
+    /// [`SweepMark::bounds`]); whether it changed the row (for a claim: whether this client
+    /// got the sweep).
+    fn mark(
+        self,
+        every: Duration,
+        mark: SweepMark,
+    ) -> impl Future<Output = sqlx::Result<bool>> + Send;
+
+    /// Deletes up to [`SWEEP_LIMIT`] counters idle past `fence_ttl` (none below
+    /// [`FLOORED`]), and as many rows of each of [`ENDING_ROWS`] that ended [`ABANDONED`]
+    /// ago; the most one statement deleted.
+    fn sweep(self, fence_ttl: Duration) -> impl Future<Output = sqlx::Result<u64>> + Send;
+
+    /// Deletes the counters of `names` idle [`MIN_FENCE_TTL`] or more (none below
+    /// [`FLOORED`]); how many went.
+    fn forget(self, names: Vec<String>) -> impl Future<Output = Result<usize>> + Send;
+}
+
+/// `Client::forget` on a dialect: `upkeep`'s statements on a task of their own (a caller
+/// that gives up leaves them to end), passing the client's write gate.
+pub(crate) async fn forget<U: Upkeep>(
+    upkeep: &U,
+    writes: &WriteGate,
+    names: &[&str],
+) -> Result<usize> {
+    let names = names.iter().map(|&name| name.to_owned()).collect();
+    detached(U::BACKEND, writes.pass(upkeep.clone().forget(names))).await
+}
+
+/// [`MIN_FENCE_TTL`] in microseconds: how long a counter [`forget`] deletes was idle.
+pub(crate) fn forget_idle_us() -> i64 {
+    ttl_us(MIN_FENCE_TTL)
+}
 
 /// The most rows one statement of a sweep deletes.
 pub(crate) const SWEEP_LIMIT: i64 = 10_000;
@@ -30,8 +81,13 @@ pub(crate) const SWEEP_LIMIT: i64 = 10_000;
 /// client turned the guard `Lost`.
 const ABANDONED: Duration = Duration::from_secs(60);
 
+/// [`ABANDONED`] in milliseconds.
+pub(crate) fn abandoned_ms() -> i64 {
+    ABANDONED.as_millis() as i64
+}
+
 /// The lease-table tables whose rows end (`expires_at_ms`).
-const ENDING_ROWS: [&str; 2] = ["distlock_lease", "distlock_waiter"];
+pub(crate) const ENDING_ROWS: [&str; 2] = ["distlock_lease", "distlock_waiter"];
 
 /// The smallest counter that took the clock's floor: the clock in microseconds in 2001.
 pub(crate) const FLOORED: i64 = 1_000_000_000_000_000;
@@ -45,17 +101,6 @@ pub(crate) const SWEEP_TABLE: [&str; 2] = [
     "INSERT INTO distlock_sweep (id, last_us)
      SELECT 1, 0 FROM (SELECT COUNT(*) AS n FROM distlock_sweep) AS existing WHERE n = 0",
 ];
-
-/// Logs that the sweep table could not be made (see [`SWEEP_TABLE`]).
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-pub(crate) fn sweep_table_refused(backend: &'static str, err: &sqlx::Error) {
-    tracing::warn!(
-        backend,
-        error = %err,
-        "cannot make the distlock_sweep table, so every client sweeps idle fencing counters by itself; someone allowed to can run: {}",
-        SWEEP_TABLE.join("; ")
-    );
-}
 
 /// How often a database is swept, at most (see [`sweep_every`]).
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
@@ -118,74 +163,44 @@ impl SweepMark {
 pub(crate) struct Sweeper(AbortHandle);
 
 impl Sweeper {
-    /// Starts sweeping every `every`, running each statement through `statements`: `mark`
-    /// writes the sweep row and says whether it changed it (for a claim: whether this
-    /// client got the sweep); `batch` deletes up to [`SWEEP_LIMIT`] idle counters and says
-    /// how many went.
-    fn start<M, MFut, F, Fut>(statements: Statements, every: Duration, mark: M, batch: F) -> Sweeper
-    where
-        M: Fn(SweepMark) -> MFut + Send + 'static,
-        MFut: Future<Output = sqlx::Result<bool>> + Send + 'static,
-        F: Fn() -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = sqlx::Result<u64>> + Send + 'static,
-    {
+    /// Starts sweeping the database of `upkeep` for counters idle past `fence_ttl`, each
+    /// statement passing the client's write gate `writes` where one is given (SQLite: a
+    /// process stopped in the middle of a statement holds the database's write lock; a
+    /// server finishes a statement whether or not its client is stopped).
+    pub(crate) fn start<U: Upkeep>(
+        upkeep: U,
+        writes: Option<&WriteGate>,
+        fence_ttl: Duration,
+    ) -> Sweeper {
+        let every = sweep_every(fence_ttl);
+        let statements = Statements {
+            backend: U::BACKEND,
+            writes: writes.cloned(),
+        };
         let task = tokio::spawn(async move {
             loop {
                 // A claim that fails (a database without the sweep table) sweeps anyway.
-                let claimed = statements.run("claim", mark(SweepMark::Claim)).await;
-                if claimed != Some(false) && sweep(&statements, &batch).await {
-                    statements.run("mark", mark(SweepMark::Done)).await;
+                let claim = upkeep.clone().mark(every, SweepMark::Claim);
+                let claimed = statements.run("claim", claim).await;
+                if claimed != Some(false) && sweep(&statements, &upkeep, fence_ttl).await {
+                    let done = upkeep.clone().mark(every, SweepMark::Done);
+                    statements.run("mark", done).await;
                 }
                 tokio::time::sleep(every).await;
             }
         });
         Sweeper(task.abort_handle())
     }
-
-    /// Starts sweeping `backend`'s database on `pool` for counters idle past `fence_ttl`,
-    /// with the dialect's `mark` (its sweep row: see [`SweepMark`]) and `sweep` (one batch),
-    /// each statement passing the client's write gate `writes` where one is given (SQLite:
-    /// a process stopped in the middle of a statement holds the database's write lock; a
-    /// server finishes a statement whether or not its client is stopped).
-    pub(crate) fn for_pool<P, M, MFut, S, SFut>(
-        backend: &'static str,
-        pool: P,
-        writes: Option<&WriteGate>,
-        fence_ttl: Duration,
-        mark: M,
-        sweep: S,
-    ) -> Sweeper
-    where
-        P: Clone + Send + Sync + 'static,
-        M: Fn(P, Duration, SweepMark) -> MFut + Send + 'static,
-        MFut: Future<Output = sqlx::Result<bool>> + Send + 'static,
-        S: Fn(P, Duration) -> SFut + Send + Sync + 'static,
-        SFut: Future<Output = sqlx::Result<u64>> + Send + 'static,
-    {
-        let every = sweep_every(fence_ttl);
-        let marked = pool.clone();
-        let statements = Statements {
-            backend,
-            writes: writes.cloned(),
-        };
-        Sweeper::start(
-            statements,
-            every,
-            move |m| mark(marked.clone(), every, m),
-            move || sweep(pool.clone(), fence_ttl),
-        )
-    }
 }
 
-/// Deletes idle counters with `batch` until one deletes fewer than [`SWEEP_LIMIT`];
-/// whether it got there.
-async fn sweep<F, Fut>(statements: &Statements, batch: &F) -> bool
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = sqlx::Result<u64>> + Send + 'static,
-{
+/// Deletes idle counters with `upkeep`'s batches until one deletes fewer than
+/// [`SWEEP_LIMIT`]; whether it got there.
+async fn sweep<U: Upkeep>(statements: &Statements, upkeep: &U, fence_ttl: Duration) -> bool {
     for _ in 0..MAX_BATCHES {
-        match statements.run("delete", batch()).await {
+        match statements
+            .run("delete", upkeep.clone().sweep(fence_ttl))
+            .await
+        {
             Some(deleted) if deleted >= SWEEP_LIMIT as u64 => continue,
             Some(_) => return true,
             None => return false,
@@ -243,235 +258,4 @@ impl Drop for Sweeper {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// Writes `mark` in PostgreSQL's sweep row, for sweeps every `every` (see [`SweepMark`]).
-#[cfg(feature = "postgres")]
-pub(crate) async fn mark_postgres(
-    pool: sqlx::PgPool,
-    every: Duration,
-    mark: SweepMark,
-) -> sqlx::Result<bool> {
-    use crate::postgres::CLOCK_US;
-    let (older_than, set_back) = mark.bounds(every);
-    let done = sqlx::query(&format!(
-        "UPDATE distlock_sweep SET last_us = {CLOCK_US} - $2
-         WHERE id = 1 AND (last_us < {CLOCK_US} - $1 OR last_us > {CLOCK_US} + $1)"
-    ))
-    .bind(older_than)
-    .bind(set_back)
-    .execute(&pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Deletes up to [`SWEEP_LIMIT`] of PostgreSQL's idle counters, and as many rows of each
-/// lease table that ended [`ABANDONED`] ago; the most one statement deleted.
-#[cfg(feature = "postgres")]
-pub(crate) async fn sweep_postgres(pool: sqlx::PgPool, fence_ttl: Duration) -> sqlx::Result<u64> {
-    use crate::postgres::{CLOCK_MS, CLOCK_US};
-    let done = sqlx::query(&format!(
-        "DELETE FROM distlock_fence WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM distlock_fence
-           WHERE value >= $1 AND value < {CLOCK_US} - $2 LIMIT $3))"
-    ))
-    .bind(FLOORED)
-    .bind(ttl_us(fence_ttl))
-    .bind(SWEEP_LIMIT)
-    .execute(&pool)
-    .await?;
-    let mut most = done.rows_affected();
-    for table in ENDING_ROWS {
-        let ended = sqlx::query(&format!(
-            "DELETE FROM {table} WHERE ctid = ANY(ARRAY(
-               SELECT ctid FROM {table} WHERE expires_at_ms < {CLOCK_MS} - $1 LIMIT $2))"
-        ))
-        .bind(abandoned_ms())
-        .bind(SWEEP_LIMIT)
-        .execute(&pool)
-        .await?;
-        most = most.max(ended.rows_affected());
-    }
-    Ok(most)
-}
-
-/// [`ABANDONED`] in milliseconds.
-fn abandoned_ms() -> i64 {
-    ABANDONED.as_millis() as i64
-}
-
-/// Writes `mark` in MySQL's sweep row, for sweeps every `every` (see [`SweepMark`]).
-/// Found rows and changed rows agree, whichever the driver counts: the condition is in
-/// the `WHERE`, and the clock moves.
-#[cfg(feature = "mysql")]
-pub(crate) async fn mark_mysql(
-    pool: sqlx::MySqlPool,
-    every: Duration,
-    mark: SweepMark,
-) -> sqlx::Result<bool> {
-    use crate::mysql::CLOCK_US;
-    let (older_than, set_back) = mark.bounds(every);
-    let done = sqlx::query(&format!(
-        "UPDATE distlock_sweep SET last_us = {CLOCK_US} - ?
-         WHERE id = 1 AND (last_us < {CLOCK_US} - ? OR last_us > {CLOCK_US} + ?)"
-    ))
-    .bind(set_back)
-    .bind(older_than)
-    .bind(older_than)
-    .execute(&pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Deletes up to [`SWEEP_LIMIT`] of MySQL's idle lease-mode counters, as many rows of each
-/// lease table that ended [`ABANDONED`] ago, and of session mode's records of keys no
-/// connection holds, with the full names of those keys. Every statement commits alone: no
-/// lock is held across a round trip, so a client frozen mid-sweep (a process stopped with
-/// SIGSTOP) holds up no lease transaction.
-#[cfg(feature = "mysql")]
-pub(crate) async fn sweep_mysql(pool: sqlx::MySqlPool, fence_ttl: Duration) -> sqlx::Result<u64> {
-    use crate::mysql::{CLOCK_MS, CLOCK_US};
-    let mut conn = pool.acquire().await?;
-    let idle = format!("value >= {FLOORED} AND value < {CLOCK_US} - ?");
-    let counters = sweep_mysql_rows(
-        &mut conn,
-        "distlock_fence",
-        "lock_key",
-        &idle,
-        ttl_us(fence_ttl),
-    )
-    .await?;
-    let mut ended = 0;
-    for table in ENDING_ROWS {
-        let long_ended = format!("expires_at_ms < {CLOCK_MS} - ?");
-        let swept = sweep_mysql_rows(&mut conn, table, "token", &long_ended, abandoned_ms());
-        ended = ended.max(swept.await?);
-    }
-    let records = sqlx::query(&format!(
-        "DELETE FROM distlock_session_lock
-         WHERE fence < {CLOCK_US} - ? AND IS_USED_LOCK(lock_key) IS NULL LIMIT ?"
-    ))
-    .bind(ttl_us(fence_ttl))
-    .bind(SWEEP_LIMIT)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query(
-        "DELETE FROM distlock_name
-         WHERE lock_key NOT IN (SELECT lock_key FROM distlock_session_lock)
-           AND lock_key NOT IN (SELECT lock_key FROM distlock_session_waiter) LIMIT ?",
-    )
-    .bind(SWEEP_LIMIT)
-    .execute(&mut *conn)
-    .await?;
-    Ok(counters.max(records.rows_affected()).max(ended))
-}
-
-/// Deletes up to [`SWEEP_LIMIT`] rows of `table` where `condition` holds (its one bind:
-/// `arg`): their keys (column `key`) read first, by a read that locks nothing, then deleted
-/// by key, `condition` checked again, in statements that commit alone. No statement scans
-/// the table under locks, and none leaves a lock held across a round trip.
-#[cfg(feature = "mysql")]
-async fn sweep_mysql_rows(
-    conn: &mut sqlx::MySqlConnection,
-    table: &str,
-    key: &str,
-    condition: &str,
-    arg: i64,
-) -> sqlx::Result<u64> {
-    // Read as bytes: the keys' binary collation reads as binary to the driver.
-    let keys: Vec<Vec<u8>> = sqlx::query_scalar(&format!(
-        "SELECT {key} FROM {table} WHERE {condition} LIMIT ?"
-    ))
-    .bind(arg)
-    .bind(SWEEP_LIMIT)
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut deleted = 0;
-    for chunk in keys.chunks(500) {
-        let text = format!(
-            "DELETE FROM {table} WHERE {key} IN ({}) AND {condition}",
-            bind_marks(chunk.len())
-        );
-        let query = chunk.iter().fold(sqlx::query(&text), |q, k| q.bind(k));
-        deleted += query.bind(arg).execute(&mut *conn).await?.rows_affected();
-    }
-    Ok(deleted)
-}
-
-/// `?, ?, …`: the marks of `count` binds, for an `IN (…)` list.
-#[cfg(any(feature = "sqlite", feature = "mysql"))]
-pub(crate) fn bind_marks(count: usize) -> String {
-    vec!["?"; count].join(", ")
-}
-
-/// Writes `mark` in SQLite's sweep row, for sweeps every `every` (see [`SweepMark`]), by
-/// this process's clock.
-#[cfg(feature = "sqlite")]
-pub(crate) async fn mark_sqlite(
-    pool: sqlx::SqlitePool,
-    every: Duration,
-    mark: SweepMark,
-) -> sqlx::Result<bool> {
-    let now_us = crate::lease_table::now_ms().saturating_mul(1000);
-    let (older_than, set_back) = mark.bounds(every);
-    if let SweepMark::Claim = mark {
-        // Read first: an UPDATE takes the database's write lock even where it changes
-        // nothing, and every client looks as it opens the database.
-        let last: Option<i64> =
-            sqlx::query_scalar("SELECT last_us FROM distlock_sweep WHERE id = 1")
-                .fetch_optional(&pool)
-                .await?;
-        let due = last.is_some_and(|last| {
-            last < now_us.saturating_sub(older_than) || last > now_us.saturating_add(older_than)
-        });
-        if !due {
-            return Ok(false);
-        }
-    }
-    let done = sqlx::query(
-        "UPDATE distlock_sweep SET last_us = ?1 WHERE id = 1 AND (last_us < ?2 OR last_us > ?3)",
-    )
-    .bind(now_us.saturating_sub(set_back))
-    .bind(now_us.saturating_sub(older_than))
-    .bind(now_us.saturating_add(older_than))
-    .execute(&pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Deletes up to [`SWEEP_LIMIT`] of SQLite's idle counters, by this process's clock (the
-/// clients of one database share a machine), and as many rows of each lease table that
-/// ended [`ABANDONED`] before `lease_now_ms` (the database's lease clock now); the most one
-/// statement deleted.
-#[cfg(feature = "sqlite")]
-pub(crate) async fn sweep_sqlite(
-    pool: sqlx::SqlitePool,
-    fence_ttl: Duration,
-    lease_now_ms: i64,
-) -> sqlx::Result<u64> {
-    let idle_below = crate::lease_table::now_ms()
-        .saturating_mul(1000)
-        .saturating_sub(ttl_us(fence_ttl));
-    let done = sqlx::query(
-        "DELETE FROM distlock_fence WHERE name IN
-           (SELECT name FROM distlock_fence WHERE value >= ?1 AND value < ?2 LIMIT ?3)",
-    )
-    .bind(FLOORED)
-    .bind(idle_below)
-    .bind(SWEEP_LIMIT)
-    .execute(&pool)
-    .await?;
-    let mut most = done.rows_affected();
-    for table in ENDING_ROWS {
-        let ended = sqlx::query(&format!(
-            "DELETE FROM {table} WHERE rowid IN
-               (SELECT rowid FROM {table} WHERE expires_at_ms < ?1 LIMIT ?2)"
-        ))
-        .bind(lease_now_ms.saturating_sub(abandoned_ms()))
-        .bind(SWEEP_LIMIT)
-        .execute(&pool)
-        .await?;
-        most = most.max(ended.rows_affected());
-    }
-    Ok(most)
 }

@@ -40,8 +40,6 @@
 pub mod fenced;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod fences;
-#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
-mod forget;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub use mode::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, Mode, ServerParams};
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]

@@ -7,6 +7,8 @@ use std::time::Duration;
 use distlock_core::backend::{UrlParams, fence_ttl};
 use distlock_core::{Error, Result, Url};
 
+use crate::fences::SWEEP_TABLE;
+
 /// How locks are held on a server database.
 ///
 /// # Examples
@@ -196,4 +198,14 @@ fn check_file(key: &str, value: &str) -> Result<()> {
     }
     std::fs::File::open(value).map_err(|e| unreadable(&e))?;
     Ok(())
+}
+
+/// Logs that the sweep table could not be made (see [`SWEEP_TABLE`]), on the server dialects, which make it apart from their other tables.
+pub(crate) fn sweep_table_refused(backend: &'static str, err: &sqlx::Error) {
+    tracing::warn!(
+        backend,
+        error = %err,
+        "cannot make the distlock_sweep table, so every client sweeps idle fencing counters by itself; someone allowed to can run: {}",
+        SWEEP_TABLE.join("; ")
+    );
 }

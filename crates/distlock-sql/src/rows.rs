@@ -184,3 +184,10 @@ where
         .bind(now)
         .bind(wake)
 }
+
+/// `?, ?, …`: the marks of `count` binds, for an `IN (…)` list of the dialects that mark
+/// binds with `?`.
+#[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
+pub(crate) fn bind_marks(count: usize) -> String {
+    vec!["?"; count].join(", ")
+}

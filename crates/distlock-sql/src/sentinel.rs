@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::sessions::SessionDialect;
+use crate::session_dialect::SessionDialect;
 
 /// How long an acquire waits for the sentinel to watch the server before it fails with a
 /// temporary error (which the core retries within the acquire's deadline).

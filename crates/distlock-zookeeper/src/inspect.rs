@@ -8,7 +8,7 @@ use zookeeper_client as zk;
 use crate::error::zk_error;
 use crate::names;
 use crate::record::Record;
-use crate::request::Unrecorded;
+use crate::record::Unrecorded;
 use crate::semaphore::is_semaphore;
 
 /// The most nodes one `status` of every lock visits under the base.

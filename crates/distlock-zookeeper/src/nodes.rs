@@ -5,7 +5,16 @@ use distlock_core::{Error, ErrorKind, Result};
 use zookeeper_client as zk;
 
 use crate::error::zk_error;
-use crate::session::Live;
+
+/// One ZooKeeper session: the client that speaks in it, and its number for the core.
+#[derive(Clone)]
+pub(crate) struct Live {
+    pub(crate) client: zk::Client,
+    pub(crate) id: u64,
+    /// Who may touch the nodes it creates: with credentials, only their owner (so a client
+    /// without them cannot queue under a lock, or delete a holder's node); else anyone.
+    pub(crate) acls: zk::Acls<'static>,
+}
 
 /// How often a create is tried again when its parent vanished in between (a container
 /// node the server deleted) or its outcome was unknown.

@@ -11,10 +11,11 @@ use zookeeper_client as zk;
 use crate::backend::ZkBackend;
 use crate::error::zk_error;
 use crate::names;
+use crate::nodes::Live;
 use crate::nodes::{self, Listing, Node};
 use crate::request::{Blocker, Request, request_mut};
 use crate::semaphore;
-use crate::session::{Doomed, Live, Sessions};
+use crate::session::{Doomed, Sessions};
 
 /// How a poll reads its queue when it has no listing from its create.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,9 @@
 //! What a distlock contender's node holds: who asks, for what, from where. Curator's and
 //! kazoo's nodes hold other data (an address, an identifier); they show as foreign.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use distlock_core::backend::{HolderInfo, HolderRecord, WaiterInfo};
 use distlock_core::{HolderMeta, LockKind};
 
@@ -55,5 +58,38 @@ impl Record {
         waiter.fair = true;
         waiter.meta = record.meta;
         waiter
+    }
+}
+
+/// The fencing tokens of this client's grants that their nodes' records may not show yet
+/// (written [`RECORD_AFTER`] the grant), by node path, for as long as each grant is held:
+/// `status` asked by this client shows its own grants' tokens from here.
+#[derive(Debug, Default)]
+pub(crate) struct Unrecorded(Mutex<HashMap<String, (u64, u64)>>);
+
+impl Unrecorded {
+    /// The grant whose node is `path`, made in `session`, has fencing token `token`. The
+    /// grants of sessions other than `live` (the one that serves now), all lost, are
+    /// forgotten.
+    pub(crate) fn note(&self, path: &str, session: u64, token: u64, live: u64) {
+        let mut tokens = self.lock();
+        tokens.retain(|_, (made_in, _)| *made_in == live);
+        tokens.insert(path.to_owned(), (session, token));
+    }
+
+    /// The grant whose node is `path` is over.
+    pub(crate) fn forget(&self, path: &str) {
+        self.lock().remove(path);
+    }
+
+    /// The fencing token of this client's grant whose node is `path`, if noted.
+    pub(crate) fn token(&self, path: &str) -> Option<u64> {
+        self.lock().get(path).map(|(_, token)| *token)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, u64)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

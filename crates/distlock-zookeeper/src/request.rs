@@ -1,7 +1,6 @@
 //! What a request's ticket (and, once granted, its grant) remembers of its nodes.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use distlock_core::backend::{
@@ -129,39 +128,6 @@ impl Request {
             let watched = watch_node(sessions.clone(), session, path.clone(), gone.clone());
             tokio::join!(recorded, watched);
         });
-    }
-}
-
-/// The fencing tokens of this client's grants that their nodes' records may not show yet
-/// (written [`RECORD_AFTER`] the grant), by node path, for as long as each grant is held:
-/// `status` asked by this client shows its own grants' tokens from here.
-#[derive(Debug, Default)]
-pub(crate) struct Unrecorded(Mutex<HashMap<String, (u64, u64)>>);
-
-impl Unrecorded {
-    /// The grant whose node is `path`, made in `session`, has fencing token `token`. The
-    /// grants of sessions other than `live` (the one that serves now), all lost, are
-    /// forgotten.
-    pub(crate) fn note(&self, path: &str, session: u64, token: u64, live: u64) {
-        let mut tokens = self.lock();
-        tokens.retain(|_, (made_in, _)| *made_in == live);
-        tokens.insert(path.to_owned(), (session, token));
-    }
-
-    /// The grant whose node is `path` is over.
-    pub(crate) fn forget(&self, path: &str) {
-        self.lock().remove(path);
-    }
-
-    /// The fencing token of this client's grant whose node is `path`, if noted.
-    pub(crate) fn token(&self, path: &str) -> Option<u64> {
-        self.lock().get(path).map(|(_, token)| *token)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, u64)>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

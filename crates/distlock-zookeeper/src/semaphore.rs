@@ -12,10 +12,11 @@ use crate::backend::ZkBackend;
 use crate::error::zk_error;
 use crate::names;
 use crate::nodes;
+use crate::nodes::Live;
 use crate::queue::QueueRead;
 use crate::record::Record;
 use crate::request::{Blocker, request_mut};
-use crate::session::{Doomed, Live};
+use crate::session::Doomed;
 
 /// A semaphore request's poll (see the module docs); `limit` permits in all.
 pub(crate) async fn poll(

@@ -24,19 +24,10 @@ use zookeeper_client as zk;
 
 use crate::config::ZkConfig;
 use crate::error::zk_error;
-use crate::request::Unrecorded;
+use crate::nodes::Live;
+use crate::record::Unrecorded;
 
-/// One ZooKeeper session: the client that speaks in it, and its number for the core.
-#[derive(Clone)]
-pub(crate) struct Live {
-    pub(crate) client: zk::Client,
-    pub(crate) id: u64,
-    /// Who may touch the nodes it creates: with credentials, only their owner (so a client
-    /// without them cannot queue under a lock, or delete a holder's node); else anyone.
-    pub(crate) acls: zk::Acls<'static>,
-}
-
-/// The ACLs of the nodes a client creates (see [`Live::acls`]).
+/// The ACLs of the nodes a client creates (see [`Live::acls`](crate::nodes::Live::acls)).
 fn acls_for(config: &ZkConfig) -> zk::Acls<'static> {
     match config.digest {
         Some(_) => zk::Acls::creator_all(),

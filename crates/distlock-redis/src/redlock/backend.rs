@@ -16,8 +16,8 @@ use rand::Rng;
 use tokio::sync::OnceCell;
 
 use super::config::{MIN_REDLOCK_FENCE_TTL, RedlockConfig};
+use super::connect::Master;
 use crate::backend::{RedisBackend, refused_for_foreign};
-use crate::config::RedisConfig;
 use crate::foreign::ForeignBackoff;
 use crate::keys::LockKeys;
 
@@ -41,21 +41,6 @@ struct RedlockTicket {
     noted: Option<Instant>,
     /// How it waits while a foreign RedLock client (rslock, redsync, …) holds the lock.
     foreign: ForeignBackoff,
-}
-
-/// One master, connected on first use (and again after a failed connection), so a client
-/// starts while a minority of masters is down.
-pub(super) struct Master {
-    config: RedisConfig,
-    backend: OnceCell<RedisBackend>,
-}
-
-impl Master {
-    pub(super) async fn get(&self) -> Result<&RedisBackend> {
-        self.backend
-            .get_or_try_init(|| RedisBackend::open(self.config.clone()))
-            .await
-    }
 }
 
 /// A lock store over independent Redis masters (RedLock): a lock is held while a majority

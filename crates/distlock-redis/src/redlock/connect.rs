@@ -8,7 +8,25 @@ use distlock_core::{Error, ErrorKind, Result};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use super::backend::Master;
+use tokio::sync::OnceCell;
+
+use crate::backend::RedisBackend;
+use crate::config::RedisConfig;
+
+/// One master, connected on first use (and again after a failed connection), so a client
+/// starts while a minority of masters is down.
+pub(super) struct Master {
+    pub(super) config: RedisConfig,
+    pub(super) backend: OnceCell<RedisBackend>,
+}
+
+impl Master {
+    pub(super) async fn get(&self) -> Result<&RedisBackend> {
+        self.backend
+            .get_or_try_init(|| RedisBackend::open(self.config.clone()))
+            .await
+    }
+}
 
 /// How long each master gets to answer the connect.
 const CONNECT_WITHIN: Duration = Duration::from_secs(5);

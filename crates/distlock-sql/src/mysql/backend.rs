@@ -17,6 +17,7 @@ use super::db_error;
 use super::schema;
 use super::session::MysqlSessions;
 use super::store::{self, Wake};
+use super::upkeep::MysqlUpkeep;
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
 use crate::split::Split;
@@ -112,14 +113,7 @@ impl MysqlBackend {
             .await
             .map_err(db_error("connect"))?;
         schema::prepare(&pool).await?;
-        let sweeper = Sweeper::for_pool(
-            "mysql",
-            pool.clone(),
-            None,
-            config.fence_ttl,
-            fences::mark_mysql,
-            fences::sweep_mysql,
-        );
+        let sweeper = Sweeper::start(MysqlUpkeep(pool.clone()), None, config.fence_ttl);
         let sessions = match config.mode {
             Mode::Lease => None,
             Mode::Session => Some(MysqlSessions::new(&config.options, pool.clone())),
@@ -278,14 +272,7 @@ impl Backend for MysqlBackend {
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {
-        let pool = self.pool.clone();
-        let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
-        let forget = async move {
-            crate::forget::forget_mysql(&pool, &names)
-                .await
-                .map_err(db_error("forget"))
-        };
-        detached("mysql", self.writes.pass(forget)).await
+        fences::forget(&MysqlUpkeep(self.pool.clone()), &self.writes, names).await
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

@@ -49,6 +49,7 @@ mod config;
 mod schema;
 mod session;
 mod store;
+mod upkeep;
 
 use std::sync::Arc;
 

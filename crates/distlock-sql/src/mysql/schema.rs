@@ -26,7 +26,7 @@ const SCHEMA_TABLES: [&str; 6] = [
 pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
     let err = db_error("connect");
     let mut conn = pool.acquire().await.map_err(&err)?;
-    let marks = crate::fences::bind_marks(SCHEMA_TABLES.len());
+    let marks = crate::rows::bind_marks(SCHEMA_TABLES.len());
     // The tables of [`SCHEMA`] present, and whether the sweep table is, in one round trip.
     let count = format!(
         "SELECT CAST(SUM(TABLE_NAME IN ({marks})) AS SIGNED),
@@ -55,7 +55,7 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
         // create it still connects (each client then sweeps by itself).
         for statement in fences::SWEEP_TABLE.iter().filter(|_| created.is_ok()) {
             if let Err(refused) = pool.execute(*statement).await {
-                fences::sweep_table_refused("mysql", &refused);
+                crate::mode::sweep_table_refused("mysql", &refused);
                 break;
             }
         }
@@ -77,7 +77,7 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
 /// The tables of [`SCHEMA_TABLES`] an older distlock made with text keys, which pad and so
 /// merge `pad` and `pad `.
 async fn text_keyed_tables(conn: &mut MySqlConnection) -> sqlx::Result<Vec<String>> {
-    let marks = crate::fences::bind_marks(SCHEMA_TABLES.len());
+    let marks = crate::rows::bind_marks(SCHEMA_TABLES.len());
     let sql = format!(
         "SELECT CAST(TABLE_NAME AS CHAR CHARACTER SET utf8mb4) FROM information_schema.COLUMNS
          WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME = 'lock_key'

@@ -418,7 +418,7 @@ pub(super) async fn cancel(pool: &MySqlPool, name: &str, token: &str) -> Result<
 /// skipped had expired, and one released meanwhile is gone, which is as good as not held).
 pub(super) async fn renew(pool: &MySqlPool, tokens: &[String], ttl: Duration) -> Result<Vec<bool>> {
     let err = db_error("renew");
-    let marks = crate::fences::bind_marks(tokens.len());
+    let marks = crate::rows::bind_marks(tokens.len());
     let update = format!(
         "UPDATE distlock_lease SET expires_at_ms = {CLOCK_MS} + ?
          WHERE token IN ({marks}) AND expires_at_ms > {CLOCK_MS}"
@@ -532,7 +532,7 @@ async fn fences_of(
         return Ok(BTreeMap::new());
     }
     let by_key: BTreeMap<String, &String> = names.iter().map(|n| (lock_key(n), n)).collect();
-    let marks = crate::fences::bind_marks(by_key.len());
+    let marks = crate::rows::bind_marks(by_key.len());
     let sql = format!(
         "SELECT lock_key, CAST(MAX(value) AS SIGNED) FROM (
            SELECT lock_key, value FROM distlock_fence WHERE lock_key IN ({marks})

@@ -14,6 +14,7 @@ use tokio::task::AbortHandle;
 
 use super::config::{Mode, PostgresConfig};
 use super::sessions::PgSessions;
+use super::upkeep::PgUpkeep;
 use super::{db_error, store};
 use crate::fences::{self, Sweeper};
 use crate::sessions::renew_split;
@@ -83,14 +84,7 @@ impl PostgresBackend {
             .await
             .map_err(db_error("connect"))?;
         store::prepare(&pool).await?;
-        let sweeper = Sweeper::for_pool(
-            "postgres",
-            pool.clone(),
-            None,
-            config.fence_ttl,
-            fences::mark_postgres,
-            fences::sweep_postgres,
-        );
+        let sweeper = Sweeper::start(PgUpkeep(pool.clone()), None, config.fence_ttl);
         let sessions = match config.mode {
             Mode::Lease => None,
             Mode::Session => {
@@ -303,14 +297,7 @@ impl Backend for PostgresBackend {
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {
-        let pool = self.pool.clone();
-        let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
-        let forget = async move {
-            crate::forget::forget_postgres(&pool, &names)
-                .await
-                .map_err(db_error("forget"))
-        };
-        detached("postgres", self.writes.pass(forget)).await
+        fences::forget(&PgUpkeep(self.pool.clone()), &self.writes, names).await
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

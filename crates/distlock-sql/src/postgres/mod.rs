@@ -47,6 +47,7 @@ mod backend;
 mod config;
 mod sessions;
 mod store;
+mod upkeep;
 
 use std::sync::Arc;
 

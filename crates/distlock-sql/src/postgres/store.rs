@@ -88,7 +88,7 @@ async fn make_sweep_table(pool: &PgPool) {
         tx.commit().await
     };
     if let Err(err) = made.await {
-        fences::sweep_table_refused("postgres", &err);
+        crate::mode::sweep_table_refused("postgres", &err);
     }
 }
 

@@ -13,6 +13,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use super::clock::LeaseClock;
 use super::config::SqliteConfig;
+use super::upkeep::SqliteUpkeep;
 use super::wake::{Wake, WakeSocket};
 use super::{SQLITE_CANTOPEN, db_error, primary_code, store};
 use crate::fences::{self, Sweeper};
@@ -85,16 +86,11 @@ impl SqliteBackend {
                 Ok((pool, clock)) => {
                     let wakers = Arc::new(LocalWakers::new());
                     let writes = WriteGate::default();
-                    let sweeper = Sweeper::for_pool(
-                        "sqlite",
-                        pool.clone(),
-                        Some(&writes),
-                        config.fence_ttl,
-                        fences::mark_sqlite,
-                        move |pool, fence_ttl| {
-                            fences::sweep_sqlite(pool, fence_ttl, clock.now_ms())
-                        },
-                    );
+                    let upkeep = SqliteUpkeep {
+                        pool: pool.clone(),
+                        clock,
+                    };
+                    let sweeper = Sweeper::start(upkeep, Some(&writes), config.fence_ttl);
                     return Ok(SqliteBackend {
                         pool,
                         clock,
@@ -301,17 +297,11 @@ impl Backend for SqliteBackend {
     }
 
     async fn forget(&self, names: &[&str]) -> Result<usize> {
-        let pool = self.pool.clone();
-        let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
-        detached(
-            "sqlite",
-            self.writes.pass(async move {
-                crate::forget::forget_sqlite(&pool, &names)
-                    .await
-                    .map_err(db_error("forget"))
-            }),
-        )
-        .await
+        let upkeep = SqliteUpkeep {
+            pool: self.pool.clone(),
+            clock: self.clock,
+        };
+        fences::forget(&upkeep, &self.writes, names).await
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

@@ -25,6 +25,7 @@ mod clock;
 mod config;
 
 mod store;
+mod upkeep;
 mod wake;
 
 use std::sync::Arc;

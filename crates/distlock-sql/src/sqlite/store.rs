@@ -118,7 +118,7 @@ async fn prepared(pool: &SqlitePool) -> Result<Option<LeaseClock>> {
     }
     let count = format!(
         "SELECT COUNT(*) FROM sqlite_master WHERE name IN ({})",
-        crate::fences::bind_marks(OBJECTS.len())
+        crate::rows::bind_marks(OBJECTS.len())
     );
     let mut objects = sqlx::query_scalar(&count);
     for object in OBJECTS {
@@ -390,7 +390,7 @@ pub(super) async fn renew(
     let now = clock.now_ms();
     let mut renewed = std::collections::HashSet::new();
     for chunk in tokens.chunks(RENEWED_AT_ONCE) {
-        let marks = crate::fences::bind_marks(chunk.len());
+        let marks = crate::rows::bind_marks(chunk.len());
         let update = format!(
             "UPDATE distlock_lease SET expires_at_ms = ? WHERE expires_at_ms > ? AND token IN ({marks})"
         );
