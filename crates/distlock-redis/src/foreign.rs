@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::keyspace::Watch;
+use crate::redis::keyspace::Watch;
 
 /// How a request waits on a lock a foreign client holds (redis-py, redsync, rslock, …),
 /// whose release publishes no wake-up: polls with jittered backoff from about 1 ms,
@@ -18,7 +18,7 @@ use crate::keyspace::Watch;
 /// whole milliseconds, often reads the same across a quick hand-off.)
 ///
 /// Where the server publishes keyspace events, the request also watches the lock's key,
-/// and its release wakes it (see [`crate::keyspace`]).
+/// and its release wakes it (see [`crate::redis::keyspace`]).
 #[derive(Default)]
 pub(crate) struct ForeignBackoff {
     /// Polls made while the same holder kept the lock.

@@ -99,34 +99,32 @@
 //! # Ok(()) }
 //! ```
 
-mod backend;
-mod config;
-mod connection;
-mod errors;
+mod error;
 mod foreign;
 mod keys;
-mod keyspace;
-mod records;
+mod record;
+mod redis;
 pub mod redlock;
 mod scripts;
-mod wakeups;
 
 use std::sync::Arc;
 
 use distlock_core::backend::{Backend, Connector, async_trait};
 use distlock_core::{Result, Url};
 
-pub use backend::RedisBackend;
-pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig};
+pub use self::redis::RedisBackend;
+pub use self::redis::config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig,
+};
 pub use distlock_core::backend::DEFAULT_FENCE_TTL;
-pub use errors::connect_error;
+pub use error::connect_error;
 pub use redlock::{RedlockBackend, RedlockConfig};
 
 /// Decodes `reply` (RESP bytes) as every reply distlock reads from Redis, for the fuzz
 /// target `redis_reply` in `fuzz/`: built only by `cargo fuzz`.
 #[cfg(fuzzing)]
 pub fn fuzz_reply(reply: &[u8]) {
-    records::decode_any(reply);
+    record::decode_any(reply);
 }
 
 /// Registers the `redis://`, `rediss://` and `redlock://` connectors with the core's URL registry.

@@ -56,9 +56,9 @@ mod rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sentinel;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-mod session_dialect;
+mod session;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-mod sessions;
+mod session_dialect;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod split;
 #[cfg(feature = "sqlite")]

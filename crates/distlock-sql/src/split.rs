@@ -10,7 +10,7 @@ use distlock_core::backend::Ticket;
 use distlock_core::backend::{Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome};
 use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result};
 
-use crate::sessions::{SessionDialect, Sessions, slot_in, ticket_slot};
+use crate::session::{SessionDialect, Sessions, slot_in, ticket_slot};
 use crate::tasks::{detached, outcome, poll_detached, settled};
 
 /// Session locks for the kinds `D` holds in sessions (in session mode), leases for the rest,

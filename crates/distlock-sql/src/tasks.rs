@@ -212,7 +212,7 @@ pub(crate) struct SqlTicket {
     /// the stores that look read-only first (SQLite, MySQL) need it.
     #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
     pub(crate) queued_at: Option<tokio::time::Instant>,
-    /// A session-mode request's wait, then its lock (a `sessions::SlotCell`).
+    /// A session-mode request's wait, then its lock (a `session::SlotCell`).
     #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
     pub(crate) session: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }

@@ -17,9 +17,9 @@ use tokio::sync::OnceCell;
 
 use super::config::{MIN_REDLOCK_FENCE_TTL, RedlockConfig};
 use super::connect::Master;
-use crate::backend::{RedisBackend, refused_for_foreign};
 use crate::foreign::ForeignBackoff;
 use crate::keys::LockKeys;
+use crate::redis::{RedisBackend, refused_for_foreign};
 
 /// The shortest and longest default bound on one master's answer.
 const NODE_TIMEOUT_RANGE: (Duration, Duration) =

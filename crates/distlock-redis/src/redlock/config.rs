@@ -5,7 +5,7 @@ use std::time::Duration;
 use distlock_core::backend::UrlParams;
 use distlock_core::{Error, Result, Url};
 
-use crate::config::RedisConfig;
+use crate::redis::config::RedisConfig;
 
 /// The shortest `fence_ttl` of a RedLock's masters.
 pub(crate) const MIN_REDLOCK_FENCE_TTL: Duration = Duration::from_secs(60);

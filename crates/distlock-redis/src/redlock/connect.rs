@@ -10,8 +10,8 @@ use futures_util::stream::FuturesUnordered;
 
 use tokio::sync::OnceCell;
 
-use crate::backend::RedisBackend;
-use crate::config::RedisConfig;
+use crate::redis::RedisBackend;
+use crate::redis::config::RedisConfig;
 
 /// One master, connected on first use (and again after a failed connection), so a client
 /// starts while a minority of masters is down.

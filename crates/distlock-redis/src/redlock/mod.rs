@@ -50,7 +50,7 @@
 mod backend;
 mod config;
 mod connect;
-mod status;
+mod inspect;
 
 pub use backend::RedlockBackend;
 pub use config::RedlockConfig;

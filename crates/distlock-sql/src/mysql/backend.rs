@@ -19,7 +19,7 @@ use super::session::MysqlSessions;
 use super::store::{self, Wake};
 use super::upkeep::MysqlUpkeep;
 use crate::fences::{self, Sweeper};
-use crate::sessions::renew_split;
+use crate::session::renew_split;
 use crate::split::Split;
 use crate::tasks::{SqlTicket, WriteGate, detached, first_connection, outcome, poll_detached};
 

@@ -13,7 +13,7 @@ use sqlx::{ConnectOptions, Connection, Executor, MySqlPool, Row};
 use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::rows::LeaseRow;
-use crate::sessions::{SessionDialect, Tried, WaitEnd};
+use crate::session::{SessionDialect, Tried, WaitEnd};
 
 /// How long a blocking `GET_LOCK` waits at most (a year: it is stopped by `KILL QUERY`).
 const WAIT_SECONDS: u64 = 31_536_000;

@@ -23,7 +23,7 @@ use crate::rows::{
     HOLDER_COLUMNS, LeaseRow, WAITER_COLUMNS, add_live, bind_claim, bind_grant_meta, bind_waiter,
     holder, live_select, waiter,
 };
-use crate::sessions::kind_clash;
+use crate::session::kind_clash;
 
 /// A session-mode mutex holds the key (binds: the key twice): the connection holding its
 /// `GET_LOCK` is the one its grant recorded. A `GET_LOCK` held otherwise is a lease

@@ -8,7 +8,7 @@ use sqlx::{PgConnection, Row};
 
 use super::{CLOCK_MS, FIRST_FENCE, NEXT_FENCE};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
-use crate::sessions::Tried;
+use crate::session::Tried;
 
 /// Joins a session's row `s` to `l`, its session's entry in `pg_locks` for the row's key
 /// (held or waited for) in this database.

@@ -13,11 +13,11 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::task::AbortHandle;
 
 use super::config::{Mode, PostgresConfig};
-use super::sessions::PgSessions;
+use super::session::PgSessions;
 use super::upkeep::PgUpkeep;
 use super::{db_error, store};
 use crate::fences::{self, Sweeper};
-use crate::sessions::renew_split;
+use crate::session::renew_split;
 use crate::split::Split;
 use crate::tasks::{WriteGate, detached, first_connection, outcome, poll_detached};
 

@@ -45,7 +45,7 @@
 mod advisory;
 mod backend;
 mod config;
-mod sessions;
+mod session;
 mod store;
 mod upkeep;
 

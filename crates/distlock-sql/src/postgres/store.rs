@@ -202,7 +202,7 @@ impl LeaseDialect for PgLeases {
                 .await
                 .map_err(db_error("acquire"))?
         {
-            return Err(crate::sessions::kind_clash(
+            return Err(crate::session::kind_clash(
                 &request.name,
                 "a mutex or read/write lock",
             ));

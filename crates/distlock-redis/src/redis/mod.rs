@@ -10,22 +10,25 @@ use distlock_core::backend::{
 use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result, Url, random_id, redact_url};
 use tokio::task::AbortHandle;
 
-use crate::config::RedisConfig;
-use crate::connection::{self, Conn};
-use crate::errors::{connect_error, redis_error, refusal};
+use crate::error::{connect_error, redis_error, refusal};
 use crate::keys::{Key, LockKeys};
-use crate::keyspace::Keyspace;
-use crate::records::{AcquireAnswer, RequestRecord};
+use crate::record::{AcquireAnswer, RequestRecord};
 use crate::scripts::{Call, SCRIPTS};
-use crate::wakeups;
+use config::RedisConfig;
+use connection::Conn;
+use keyspace::Keyspace;
 use refused::RedisTicket;
 pub(crate) use refused::refused_for_foreign;
 
+pub(crate) mod config;
+mod connection;
 mod force_release;
 mod forget;
+mod inspect;
+pub(crate) mod keyspace;
 mod redlock_calls;
 mod refused;
-mod status;
+mod wakeups;
 
 /// How long a waiter's queue entry lives without being refreshed. The core polls at least
 /// every two seconds, so a live waiter always refreshes it in time; a dead one is gone
@@ -493,7 +496,7 @@ impl Backend for RedisBackend {
             Some((node_url, tls_ca)) => {
                 // SCAN walks one node: walk every primary.
                 for primary in connection::primaries(&mut self.any_conn()).await? {
-                    let url = crate::config::seed(node_url, &primary)?;
+                    let url = crate::redis::config::seed(node_url, &primary)?;
                     let client = connection::single_client(&url, tls_ca.as_deref())?;
                     let mut conn = client
                         .get_multiplexed_async_connection()

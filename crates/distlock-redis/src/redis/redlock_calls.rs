@@ -7,9 +7,9 @@ use distlock_core::backend::LockRequest;
 use distlock_core::{Result, WaiterInfo};
 
 use super::RedisBackend;
-use crate::errors::redis_error;
+use crate::error::redis_error;
 use crate::keys::Key;
-use crate::records::{self, RequestRecord, WaitingSnapshot};
+use crate::record::{self, RequestRecord, WaitingSnapshot};
 use crate::scripts::{Call, SCRIPTS};
 
 impl RedisBackend {
@@ -47,7 +47,7 @@ impl RedisBackend {
             .query_async(&mut conn)
             .await
             .map_err(redis_error("inspect"))?;
-        Ok(records::live_waiters(snapshot))
+        Ok(record::live_waiters(snapshot))
     }
 
     /// Stamps the grant under request `token` of lock `name` with fencing token `token_value`

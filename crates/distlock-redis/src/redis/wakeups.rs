@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use crate::keyspace::Keyspace;
+use crate::redis::keyspace::Keyspace;
 
 /// Subscribes to `channel` on the first of `servers` that answers and keeps the
 /// subscription up (moving on to the next server, with backoff) until aborted; hands the
@@ -76,7 +76,7 @@ pub(crate) async fn listen(
     });
     match subscribed.await {
         Ok(Ok(())) => Ok(task.abort_handle()),
-        Ok(Err(err)) => Err(crate::errors::redis_error("subscribe")(err)),
+        Ok(Err(err)) => Err(crate::error::redis_error("subscribe")(err)),
         Err(_) => Err(Error::new(
             ErrorKind::Backend,
             "the wake-up listener stopped before subscribing",

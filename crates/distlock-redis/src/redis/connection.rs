@@ -10,7 +10,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use crate::errors::{connect_error, redis_error};
+use crate::error::{connect_error, redis_error};
 
 /// Where a client's commands go.
 #[derive(Clone)]

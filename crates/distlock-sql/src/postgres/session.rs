@@ -11,7 +11,7 @@ use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
 use super::advisory::{self, Share, advisory_key};
 use super::db_error;
-use crate::sessions::{SessionDialect, Tried, WaitEnd};
+use crate::session::{SessionDialect, Tried, WaitEnd};
 
 /// PostgreSQL advisory locks on connections of their own.
 pub(super) struct PgSessions {

@@ -4,9 +4,9 @@
 use distlock_core::{LockState, Result};
 
 use super::RedisBackend;
-use crate::errors::redis_error;
+use crate::error::redis_error;
 use crate::keys::{Key, LockKeys};
-use crate::records::{self, Snapshot};
+use crate::record::{self, Snapshot};
 
 impl RedisBackend {
     /// The names of the locks with a fencing counter matching `pattern`, on one server.
@@ -55,6 +55,6 @@ impl RedisBackend {
             .query_async(&mut conn)
             .await
             .map_err(&err)?;
-        Ok(records::lock_state(name, snapshot))
+        Ok(record::lock_state(name, snapshot))
     }
 }

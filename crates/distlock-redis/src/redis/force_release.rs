@@ -4,9 +4,9 @@
 use distlock_core::{HolderInfo, Result};
 
 use super::RedisBackend;
-use crate::errors::redis_error;
+use crate::error::redis_error;
 use crate::keys::Key;
-use crate::records;
+use crate::record;
 use crate::scripts::{Call, SCRIPTS};
 
 impl RedisBackend {
@@ -27,7 +27,7 @@ impl RedisBackend {
             .map_err(redis_error("force_release"))?;
         Ok(broken
             .iter()
-            .map(|(value, pttl)| records::holder_of(value, *pttl))
+            .map(|(value, pttl)| record::holder_of(value, *pttl))
             .collect())
     }
 }
