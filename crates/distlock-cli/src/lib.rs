@@ -1,23 +1,4 @@
-//! The `distlock` command as a library: guard any command with a distributed lock, inspect
-//! and break locks, benchmark a backend, torture it, and replay the overselling demo.
-//!
-//! The `distlock` binary is [`main_with`] with nothing to install. A backend written
-//! outside distlock's crates gets the whole command for its own URL scheme — `run`,
-//! `status`, `break`, `bench`, `torture` — from a binary of its own that registers its
-//! connector first:
-//!
-//! ```no_run
-//! use std::process::ExitCode;
-//!
-//! fn main() -> ExitCode {
-//!     distlock_cli::main_with(|| {
-//!         // distlock::backend::register(std::sync::Arc::new(MyConnector));
-//!     })
-//! }
-//! ```
-//!
-//! `install` runs first in every process of the command, the workers that `bench`, `demo`
-//! and `torture` start from the same binary included, so each of them knows the scheme.
+#![doc = include_str!("../docs.md")]
 
 mod args;
 mod bench;

@@ -1,38 +1,4 @@
-//! The core of distlock: the [`Client`], the primitives ([`Mutex`], [`RwLock`],
-//! [`Semaphore`]), their [`Guard`]s with fencing tokens and lease health, the watchdog, the
-//! [`backend`] module every store implements, and the in-process [`MemoryBackend`].
-//!
-//! Most users depend on the `distlock` facade crate instead, which adds the backends.
-//!
-//! # The contract a guard gives
-//!
-//! * Mutual exclusion while the lease is valid: until [`Guard::safe_until`], a deadline on
-//!   this process's monotonic clock computed from the start of the grant request.
-//! * Lease health: [`Health::Held`] → [`Health::AtRisk`] (a renewal failed) →
-//!   [`Health::Lost`] (the backend denied us, or the safe deadline passed).
-//!   [`Guard::lost`] resolves at `Lost`. No guard is lost silently.
-//! * A fencing token strictly greater than every token granted before for the same name.
-//! * Release deletes only our own grant and says [`ErrorKind::NotHeld`] if it was gone.
-//! * On a backend whose grants live by the client's session (see [`backend`]), the guard's
-//!   health and safe deadline follow the session: suspended means `AtRisk`, and an expired
-//!   session loses every guard of the client at once.
-//! * Once `Lost`, always `Lost`: renewing says [`ErrorKind::LockLost`], and acquiring again
-//!   with the same reentrant owner does too.
-//!
-//! # Examples
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
-//! use distlock_core::{Client, Health};
-//!
-//! let client = Client::connect("memory://").await?;
-//! let guard = client.mutex("orders/42").lock().await?;
-//! assert_eq!(guard.health(), Health::Held);
-//! let token = guard.fencing_token();
-//! // write to the resource with `token`; the resource rejects older tokens
-//! guard.release().await?;
-//! # Ok(()) }
-//! ```
+#![doc = include_str!("../docs.md")]
 
 mod acquire;
 pub mod backend;

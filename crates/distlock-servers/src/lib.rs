@@ -1,23 +1,4 @@
-//! Real servers for tests, started from the installed binaries on free loopback ports in
-//! temporary directories: Redis (alone, over TLS, as a cluster), PostgreSQL, MariaDB,
-//! ZooKeeper and etcd (alone, over TLS, as an ensemble or a cluster); a TCP proxy that
-//! delays, swallows or cuts traffic on command; and the signals fault tests send.
-//!
-//! A server is stopped and its directory removed when its [`Server`] is dropped; it can be
-//! killed, paused, resumed and restarted on the same port in between. A program that is
-//! not installed is an error saying how to install it ([`LaunchError::Missing`]), never a
-//! skip.
-//!
-//! ```no_run
-//! let redis = distlock_servers::redis_server()?;
-//! let url = format!("redis://{}/0", redis.addr());
-//! redis.pause();
-//! redis.resume();
-//! # Ok::<(), distlock_servers::LaunchError>(())
-//! ```
-//!
-//! `distlock torture` starts its servers with this crate, and `distlock-testkit` builds the
-//! backends' conformance suites on it.
+#![doc = include_str!("../docs.md")]
 
 mod etcd;
 mod launchers;

@@ -1,41 +1,4 @@
-//! SQL backends for distlock, on one lease-table design shared by every dialect.
-//!
-//! SQLite, the embedded default (`sqlite:///path/to/locks.db`); PostgreSQL (`postgres://…`,
-//! see [`postgres`]) and MySQL/MariaDB (`mysql://…`, `mariadb://…`, see [`mysql`]), each
-//! with advisory locks held by dedicated sessions or, in lease mode, the same
-//! [lease table](lease_table) as SQLite's.
-//!
-//! # The lease table
-//!
-//! * `distlock_lease`: one row per grant — name, request token, owner, kind, permits,
-//!   fencing token, expiry, and the holder's host, pid and acquisition time.
-//! * `distlock_waiter`: one row per waiting request, in arrival order (`seq`); a row expires
-//!   unless its waiter keeps polling, so a dead waiter never blocks those behind it.
-//! * `distlock_fence`: the per-name fencing counter. It is only ever increased, in the
-//!   same transaction that inserts the grant, never below the clock in microseconds, and
-//!   deleted only after `fence_ttl` without a grant, so tokens keep increasing across
-//!   restarts of every client.
-//!
-//! A grant is decided by [`distlock_core::backend::admit`] over the rows read inside one write
-//! transaction, so the rules are the same as every other backend's.
-//!
-//! # Fencing the resource
-//!
-//! [`fenced`] writes the statement that makes a database refuse a stale holder's write
-//! (PostgreSQL, MySQL/MariaDB and SQLite), whatever backend the lock itself lives on.
-//!
-//! # Examples
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
-//! let dir = tempfile::tempdir().unwrap();
-//! distlock_sql::install();
-//! let url = format!("sqlite://{}", dir.path().join("locks.db").display());
-//! let client = distlock_core::Client::connect(&url).await?;
-//! let guard = client.mutex("nightly-report").lock().await?;
-//! println!("token {}", guard.fencing_token());
-//! # Ok(()) }
-//! ```
+#![doc = include_str!("../docs.md")]
 
 pub mod fenced;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]

@@ -18,7 +18,7 @@
 //! client can see; the sentinel then notices within [`SLEEP_WITHIN`], and each lock's own
 //! renewals within its TTL. A failover to another server (a virtual address or DNS name
 //! moved) is such a case: the new primary holds none of the session locks from the start,
-//! so session mode is not safe across a failover, as the README says.
+//! so session mode is not safe across a failover, as the crate docs say.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

@@ -1,21 +1,4 @@
-//! The distlock test kit: the conformance suites every backend passes — distlock's own and
-//! yours — helper processes for the cross-process faults, and targets whose sessions can be
-//! cut off and expired. The servers, the fault proxy and the signals come from
-//! `distlock-servers` and are re-exported here.
-//!
-//! A backend proves itself by calling [`conformance_suite!`] (and, if several processes can
-//! share it, [`process_suite!`]) from its tests with a function that returns a [`Target`]:
-//!
-//! ```ignore
-//! async fn target() -> distlock_testkit::Target {
-//!     distlock_testkit::Target::new("memory://conformance")
-//! }
-//! distlock_testkit::conformance_suite!(target, liveness = Lease);
-//! ```
-//!
-//! Servers the target needs are started by the function and kept alive in the target with
-//! [`Target::keep`]. A server that is not installed fails the test with a message saying
-//! how to install it; nothing is ever skipped.
+#![doc = include_str!("../docs.md")]
 
 mod child;
 pub mod conformance;
