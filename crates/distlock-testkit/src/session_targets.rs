@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock::Client;
-use distlock::backend::Backend;
+use distlock::backend::{Backend, async_trait};
 use distlock::etcd::EtcdBackend;
 use distlock::zookeeper::ZkBackend;
-use distlock_servers::{FaultProxy, ProxyMode, etcd_server, etcdctl, zookeeper_server};
+use distlock_servers::{FaultProxy, ProxyMode, Server, etcd_server, etcdctl, zookeeper_server};
 
 use crate::conformance::{SessionFaults, Target};
 
@@ -28,79 +28,10 @@ use crate::conformance::{SessionFaults, Target};
 /// ```
 pub async fn etcd_target() -> Target {
     let etcd = etcd_server().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = Arc::new(
-        FaultProxy::start(etcd.addr())
-            .await
-            .expect("a fault proxy starts"),
-    );
-    let url = format!("etcd://{}/distlock-tests?session_ttl=2s", proxy.addr());
-    let faults_proxy = proxy.clone();
-    let server = etcd.addr().to_string();
-    Target::new(url)
-        .with_session_faults(move |client: &Client| {
-            let backend = distlock::backend::backend_of(client).clone();
-            let etcd: &dyn Any = backend.as_ref();
-            etcd.downcast_ref::<EtcdBackend>()?;
-            Some(Box::new(EtcdFaults {
-                proxy: faults_proxy.clone(),
-                server: server.clone(),
-                backend,
-            }) as Box<dyn SessionFaults>)
-        })
-        .keep(proxy)
-        .keep(etcd)
-}
-
-/// The session faults of one client of an [`etcd_target`].
-struct EtcdFaults {
-    proxy: Arc<FaultProxy>,
-    /// The member's own address, behind the proxy.
-    server: String,
-    backend: Arc<dyn Backend>,
-}
-
-#[distlock::backend::async_trait]
-impl SessionFaults for EtcdFaults {
-    async fn suspend(&self) {
-        self.proxy.set(ProxyMode::Cut);
-    }
-
-    async fn resume(&self) {
-        self.proxy.set(ProxyMode::Pass);
-    }
-
-    /// Waits for the client's live session (one that ended may still be granting the next
-    /// lease), revokes its lease with `etcdctl` while the client cannot reach the member,
-    /// then lets it reach the member again and waits (at most 10 s) until it has noticed.
-    async fn expire(&self) {
-        let backend: &dyn Any = self.backend.as_ref();
-        let etcd = backend
-            .downcast_ref::<EtcdBackend>()
-            .expect("an etcd backend");
-        let mut session = self.backend.session().expect("a session backend");
-        // A client whose last session ended may still be granting the next one's lease.
-        let granted = session.wait_for(|s| s.is_alive());
-        tokio::time::timeout(Duration::from_secs(10), granted)
-            .await
-            .expect("the client has a live session within 10 s")
-            .expect("the session channel stays open");
-        let ended = session.borrow().id;
-        let lease = etcd.lease().expect("a session lease");
-        self.proxy.set(ProxyMode::Cut);
-        let server = self.server.clone();
-        let revoked = tokio::task::spawn_blocking(move || {
-            etcdctl(&server, &["lease", "revoke", &format!("{lease:x}")])
-        })
-        .await
-        .expect("etcdctl runs");
-        self.proxy.set(ProxyMode::Pass);
-        revoked.expect("etcdctl revokes the session's lease");
-        let noticed = session.wait_for(|s| s.id != ended || !s.is_alive());
-        tokio::time::timeout(Duration::from_secs(10), noticed)
-            .await
-            .expect("the client notices the end of its session within 10 s")
-            .expect("the session channel stays open");
-    }
+    proxied_target::<EtcdBackend>(etcd, |proxy| {
+        format!("etcd://{proxy}/distlock-tests?session_ttl=2s")
+    })
+    .await
 }
 
 /// A ZooKeeper target: a fresh server behind a fault proxy, clients with 1.5 s sessions
@@ -118,42 +49,96 @@ impl SessionFaults for EtcdFaults {
 /// ```
 pub async fn zookeeper_target() -> Target {
     let zk = zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    proxied_target::<ZkBackend>(zk, |proxy| {
+        format!("zk://{proxy}/distlock-tests?session_timeout=1500ms")
+    })
+    .await
+}
+
+/// A session store's backend whose session a test can end from the server's side.
+#[async_trait]
+trait EndsSessions: Send + Sync + 'static {
+    /// Whether a client whose last session ended makes the next one at once (and may be
+    /// making it still), so a test waits for it before it ends it.
+    const MAKES_THE_NEXT_AT_ONCE: bool;
+
+    /// Ends this client's live session through a connection of the test's own to
+    /// `server`, while the client's own connection is cut off.
+    async fn end_session_from(&self, server: &str) -> Result<(), String>;
+}
+
+#[async_trait]
+impl EndsSessions for EtcdBackend {
+    /// It grants the next session's lease as the last one ends.
+    const MAKES_THE_NEXT_AT_ONCE: bool = true;
+
+    /// Revokes the session's lease with `etcdctl`.
+    async fn end_session_from(&self, server: &str) -> Result<(), String> {
+        let lease = self.lease().ok_or("the client has no session lease")?;
+        let server = server.to_owned();
+        let revoked = tokio::task::spawn_blocking(move || {
+            etcdctl(&server, &["lease", "revoke", &format!("{lease:x}")])
+        });
+        match revoked.await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err("etcdctl did not revoke the session's lease".into()),
+            Err(e) => Err(format!("etcdctl did not run: {e}")),
+        }
+    }
+}
+
+#[async_trait]
+impl EndsSessions for ZkBackend {
+    const MAKES_THE_NEXT_AT_ONCE: bool = false;
+
+    /// Closes the session on the server.
+    async fn end_session_from(&self, server: &str) -> Result<(), String> {
+        let closed = self.close_session_from(server).await;
+        closed.map_err(|e| format!("cannot close the session: {e}"))
+    }
+}
+
+/// A target on `server` behind a fault proxy, its URL made by `url` from the proxy's
+/// address, with the session faults of [`ProxiedFaults`] for clients whose backend is a
+/// `B`.
+async fn proxied_target<B: EndsSessions>(
+    server: Server,
+    url: impl FnOnce(std::net::SocketAddr) -> String,
+) -> Target {
     let proxy = Arc::new(
-        FaultProxy::start(zk.addr())
+        FaultProxy::start(server.addr())
             .await
             .expect("a fault proxy starts"),
     );
-    let url = format!(
-        "zk://{}/distlock-tests?session_timeout=1500ms",
-        proxy.addr()
-    );
     let faults_proxy = proxy.clone();
-    let server = zk.addr().to_string();
-    Target::new(url)
+    let direct = server.addr().to_string();
+    Target::new(url(proxy.addr()))
         .with_session_faults(move |client: &Client| {
             let backend = distlock::backend::backend_of(client).clone();
-            let zk: &dyn Any = backend.as_ref();
-            zk.downcast_ref::<ZkBackend>()?;
-            Some(Box::new(ZkFaults {
+            let store: &dyn Any = backend.as_ref();
+            store.downcast_ref::<B>()?;
+            Some(Box::new(ProxiedFaults::<B> {
                 proxy: faults_proxy.clone(),
-                server: server.clone(),
+                server: direct.clone(),
                 backend,
+                store: std::marker::PhantomData,
             }) as Box<dyn SessionFaults>)
         })
         .keep(proxy)
-        .keep(zk)
+        .keep(server)
 }
 
-/// The session faults of one client of a [`zookeeper_target`].
-struct ZkFaults {
+/// The session faults of one client of a proxied target, whose backend is a `B`.
+struct ProxiedFaults<B> {
     proxy: Arc<FaultProxy>,
     /// The server's own address, behind the proxy.
     server: String,
     backend: Arc<dyn Backend>,
+    store: std::marker::PhantomData<fn() -> B>,
 }
 
-#[distlock::backend::async_trait]
-impl SessionFaults for ZkFaults {
+#[async_trait]
+impl<B: EndsSessions> SessionFaults for ProxiedFaults<B> {
     async fn suspend(&self) {
         self.proxy.set(ProxyMode::Cut);
     }
@@ -162,19 +147,26 @@ impl SessionFaults for ZkFaults {
         self.proxy.set(ProxyMode::Pass);
     }
 
-    /// Closes the session on the server while the client cannot reach it, then lets it
-    /// reach the server again and waits (at most 10 s) until it has noticed.
+    /// Waits for the client's live session where the client makes the next one at once
+    /// (see [`EndsSessions::MAKES_THE_NEXT_AT_ONCE`]), ends it from the server's side while
+    /// the client cannot reach the server, then lets it reach the server again and waits
+    /// (at most 10 s) until it has noticed.
     async fn expire(&self) {
         let backend: &dyn Any = self.backend.as_ref();
-        let zk = backend
-            .downcast_ref::<ZkBackend>()
-            .expect("a ZooKeeper backend");
+        let store = backend.downcast_ref::<B>().expect("the target's backend");
         let mut session = self.backend.session().expect("a session backend");
+        if B::MAKES_THE_NEXT_AT_ONCE {
+            let live = session.wait_for(|s| s.is_alive());
+            tokio::time::timeout(Duration::from_secs(10), live)
+                .await
+                .expect("the client has a live session within 10 s")
+                .expect("the session channel stays open");
+        }
         let ended = session.borrow().id;
         self.proxy.set(ProxyMode::Cut);
-        let closed = zk.close_session_from(&self.server).await;
+        let ending = store.end_session_from(&self.server).await;
         self.proxy.set(ProxyMode::Pass);
-        closed.unwrap_or_else(|e| panic!("cannot close the session: {e}"));
+        ending.unwrap_or_else(|e| panic!("{e}"));
         let noticed = session.wait_for(|s| s.id != ended || !s.is_alive());
         tokio::time::timeout(Duration::from_secs(10), noticed)
             .await
