@@ -25,7 +25,8 @@ use output::errln;
 
 /// Runs the `distlock` command on this process's arguments, after `install` has run (it
 /// registers the connectors of backends outside distlock's crates with
-/// [`distlock::backend::register`]), and returns the exit code: 0 on success, the guarded
+/// [`distlock::backend::register`], and may set up a tracing subscriber of its own, which
+/// then replaces the command's), and returns the exit code: 0 on success, the guarded
 /// command's own code for `run`, the codes of `sysexits.h` for distlock's failures.
 ///
 /// # Examples
@@ -52,7 +53,8 @@ pub fn main_with(install: impl FnOnce()) -> ExitCode {
             });
         }
     };
-    tracing_subscriber::fmt()
+    // A subscriber `install` set up stays: `try_init` leaves it.
+    let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // A closed or full stderr loses the line; the default would report it with a
         // panicking `eprintln!`.
@@ -62,7 +64,7 @@ pub fn main_with(install: impl FnOnce()) -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("DISTLOCK_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
-        .init();
+        .try_init();
     let flavour = match &cli.command {
         Command::Bench(args) => args.runtime,
         Command::BenchWorker(args) => args.runtime,

@@ -1,4 +1,4 @@
-//! `distlock torture --server`: the run starts its own store through the testkit's
+//! `distlock torture --server`: the run starts its own store through distlock-servers'
 //! launchers, and freezes and restarts it besides pausing and killing holders; the history
 //! must stay clean on every kind of server.
 

@@ -62,7 +62,7 @@ impl Record {
 }
 
 /// The fencing tokens of this client's grants that their nodes' records may not show yet
-/// (written [`RECORD_AFTER`] the grant), by node path, for as long as each grant is held:
+/// (written [`RECORD_AFTER`](crate::request::RECORD_AFTER) after the grant), by node path, for as long as each grant is held:
 /// `status` asked by this client shows its own grants' tokens from here.
 #[derive(Debug, Default)]
 pub(crate) struct Unrecorded(Mutex<HashMap<String, (u64, u64)>>);

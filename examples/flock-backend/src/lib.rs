@@ -76,6 +76,11 @@ impl Connector for FlockConnector {
             ));
         }
         let dir = PathBuf::from(distlock::backend::url_path(url).map_err(Error::invalid)?);
+        if !dir.is_absolute() || dir.parent().is_none() {
+            return Err(Error::invalid(
+                "a flock URL names a directory of its own by its path: flock:///var/lib/app/locks",
+            ));
+        }
         Ok(Arc::new(FlockBackend::open(dir).await?))
     }
 }

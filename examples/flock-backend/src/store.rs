@@ -126,11 +126,14 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    /// Opens `dir`, creating it (and its `.store` file) if need be.
+    /// Opens `dir`, creating it (and its `.store` file) if need be. A directory that cannot
+    /// be made or opened (a path under a file, a place this process may not write) is bad
+    /// input: nothing will change that but another path or other rights.
     pub(crate) fn open(dir: PathBuf) -> Result<Self> {
-        std::fs::create_dir_all(&dir).map_err(|err| failed(&dir, "create", &err))?;
+        let unusable = |err: Error| Error::invalid(err.message().to_owned());
+        std::fs::create_dir_all(&dir).map_err(|err| unusable(failed(&dir, "create", &err)))?;
         let store = Store { dir };
-        store.open_guard()?;
+        store.open_guard().map_err(unusable)?;
         Ok(store)
     }
 

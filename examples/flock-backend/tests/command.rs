@@ -87,10 +87,14 @@ fn torture_of_the_flock_backend_is_clean() {
             history.to_str().unwrap(),
         ],
     );
-    let stdout = stdout_of(&out);
-    let verdict: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("a verdict")).unwrap();
+    // The verdict first: an unclean run fails too, and its violations say why.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Some(last) = stdout.lines().last() else {
+        panic!("no verdict: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let verdict: serde_json::Value = serde_json::from_str(last).unwrap();
     assert_eq!(verdict["clean"], true, "violations: {verdict:#}");
+    stdout_of(&out);
     let stats = &verdict["stats"];
     assert!(stats["faults"].as_u64().unwrap() >= 2, "{stats}");
     // Waiters in other processes poll (the backend has no queue), so a releasing holder
@@ -98,5 +102,28 @@ fn torture_of_the_flock_backend_is_clean() {
     // from its holder.
     assert!(stats["transfers"].as_u64().unwrap() >= 2, "{stats}");
     let lines = std::fs::read_to_string(history).unwrap();
-    assert!(lines.contains("\"fault\":\"kill\""), "no holder was killed");
+    assert!(
+        lines.contains("\"fault\":\"kill\""),
+        "no worker was killed (at random or at a step of its lock)"
+    );
+}
+
+#[test]
+fn a_url_that_names_no_usable_directory_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_a_file = format!("flock://{}/locks", file.display());
+    for url in ["flock://", "flock:///", under_a_file.as_str()] {
+        let out = Command::new(env!("CARGO_BIN_EXE_distlock-flock"))
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env_remove("DISTLOCK_URL")
+            .args(["--url", url, "run", "--name", "a", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{url}: {stderr}");
+        assert!(stderr.contains("invalid_input"), "{url}: {stderr}");
+    }
 }

@@ -52,19 +52,24 @@ impl Link {
         {
             return Err(refuse("names its server in the query, around the proxy"));
         }
+        // A scheme of a backend outside distlock's crates has no known port: its URL names
+        // it.
         let default_port = match parsed.scheme() {
-            "redis" | "rediss" => 6379,
-            "postgres" | "postgresql" => 5432,
-            "mysql" | "mariadb" => 3306,
-            "etcd" | "etcds" => 2379,
-            "zk" | "zks" => 2181,
-            _ => return Err(refuse("is not a server's URL")),
+            "redis" | "rediss" => Some(6379),
+            "postgres" | "postgresql" => Some(5432),
+            "mysql" | "mariadb" => Some(3306),
+            "etcd" | "etcds" => Some(2379),
+            "zk" | "zks" => Some(2181),
+            _ => None,
         };
         let host = parsed
             .host_str()
             .filter(|host| !host.is_empty())
             .ok_or_else(|| refuse("names no host"))?;
-        let port = parsed.port().unwrap_or(default_port);
+        let port = parsed
+            .port()
+            .or(default_port)
+            .ok_or_else(|| refuse("names no server's port"))?;
         // IPv4 first: `localhost` servers listen there.
         let mut addrs: Vec<SocketAddr> = (host.trim_matches(['[', ']']), port)
             .to_socket_addrs()
