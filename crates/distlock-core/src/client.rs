@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::backend::{Backend, LockKind, WritesPaused};
 use crate::cleanups::Cleanups;
 use crate::error::{Error, ErrorKind, Result};
+use crate::job::Job;
 use crate::lease::LeaseCore;
 use crate::options::LockOptions;
 use crate::owner::{Owner, random_id};
@@ -247,6 +248,25 @@ impl Client {
                 reentrant: StdMutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// A job named `name`: a body that runs on one replica at a time (see [`Job`]). The
+    /// name is a mutex's: a job and a mutex of one name exclude each other.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let outcome = client
+    ///     .job("jobs/nightly-report")
+    ///     .run(async |_| Ok::<_, distlock_core::Error>("sent"))
+    ///     .await?;
+    /// assert_eq!(outcome.ran(), Some("sent"));
+    /// # Ok(()) }
+    /// ```
+    pub fn job(&self, name: impl Into<String>) -> Job {
+        Job::new(self.clone(), name.into())
     }
 
     /// A mutex named `name`. The name is checked when the lock is first acquired.

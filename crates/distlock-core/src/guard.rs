@@ -64,6 +64,12 @@ impl Guard {
         &self.lease
     }
 
+    /// Takes the grant out of the guard without releasing it: the caller settles it.
+    pub(crate) fn forget(mut self) -> Arc<LeaseCore> {
+        self.released = true;
+        Arc::clone(&self.lease)
+    }
+
     /// The lock's name.
     ///
     /// # Examples

@@ -8,6 +8,8 @@
 //! * `distlock_leases_lost_total` (counter)
 //! * `distlock_renewal_batches_total` (counter) and `distlock_renewal_batch_size` (histogram)
 //! * `distlock_acquire_retries_total` (counter): temporary errors an acquire retried
+//! * `distlock_job_runs_total` (counter, `outcome` = ran | busy | failed | panicked | lost)
+//!   and `distlock_job_duration_seconds` (histogram, runs whose body started)
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,6 +22,15 @@ pub(crate) fn acquire(backend: &'static str, outcome: &'static str, waited: Dura
         .increment(1);
     metrics::histogram!("distlock_acquire_wait_seconds", "backend" => backend)
         .record(waited.as_secs_f64());
+}
+
+pub(crate) fn job_run(backend: &'static str, outcome: &'static str, ran: Option<Duration>) {
+    metrics::counter!("distlock_job_runs_total", "backend" => backend, "outcome" => outcome)
+        .increment(1);
+    if let Some(ran) = ran {
+        metrics::histogram!("distlock_job_duration_seconds", "backend" => backend)
+            .record(ran.as_secs_f64());
+    }
 }
 
 pub(crate) fn hold(backend: &'static str, held: Duration) {

@@ -261,12 +261,30 @@ async fn finish<T, E>(
 where
     E: From<Error>,
 {
+    let finished = run_body(held, on_lost, body).await;
+    for guard in guards {
+        release_after(guard).await;
+    }
+    conclude(finished, held)
+}
+
+/// How a closure ended: `Some` of its output or its panic, `None` when the loss of a grant
+/// cancelled it.
+pub(crate) type Ended<R> = Option<std::thread::Result<R>>;
+
+/// Runs `body` with `held` as the task's current grants, until it ends or, with
+/// [`OnLost::Cancel`], until one of them is lost. The future is dropped before this returns.
+pub(crate) async fn run_body<R>(
+    held: &[Held],
+    on_lost: OnLost,
+    body: impl Future<Output = R>,
+) -> Ended<R> {
     let under = match UNDER.try_with(Arc::clone) {
         Ok(outer) => outer.iter().chain(held).cloned().collect(),
         Err(_) => Arc::from(held),
     };
     let mut body = Box::pin(UNDER.scope(under, body));
-    let finished = match on_lost {
+    match on_lost {
         OnLost::Cancel => {
             let lost = any_lost(held);
             tokio::select! {
@@ -276,22 +294,34 @@ where
             }
         }
         OnLost::Signal => Some(Unwinding(body.as_mut()).await),
-    };
-    // The closure's future goes before the grants do.
-    drop(body);
-    let names: Vec<&str> = held.iter().map(Held::name).collect();
-    for guard in guards {
-        let name = guard.name().to_owned();
-        if let Err(err) = guard.release().await
-            && err.kind() != ErrorKind::NotHeld
-        {
-            tracing::warn!(lock = %name, error = %err, "releasing after the template's closure failed; the lease ends on its own");
-        }
     }
+}
+
+/// Releases `guard` once its closure has ended; a failure is logged, as the lease ends on
+/// its own.
+pub(crate) async fn release_after(guard: Guard) {
+    let name = guard.name().to_owned();
+    if let Err(err) = guard.release().await
+        && err.kind() != ErrorKind::NotHeld
+    {
+        tracing::warn!(lock = %name, error = %err, "releasing after the template's closure failed; the lease ends on its own");
+    }
+}
+
+/// The closure's result once its grants are settled: its output, its panic resumed, or
+/// `LockLost` when a loss of one of `held` cancelled it.
+pub(crate) fn conclude<T, E>(
+    finished: Ended<std::result::Result<T, E>>,
+    held: &[Held],
+) -> std::result::Result<T, E>
+where
+    E: From<Error>,
+{
     match finished {
         Some(Ok(out)) => out,
         Some(Err(panic)) => std::panic::resume_unwind(panic),
         None => {
+            let names: Vec<&str> = held.iter().map(Held::name).collect();
             let which = match names.as_slice() {
                 [one] => format!("lock `{one}` was"),
                 many => format!("one of the locks `{}` was", many.join("`, `")),

@@ -329,6 +329,7 @@ impl Backend for EtcdBackend {
         // Everything, by the session, each waiter woken by its own watch.
         let mut caps = Capabilities::full(true);
         caps.liveness = Liveness::Session;
+        caps.detachable = false;
         caps.waiter_refresh = None;
         caps
     }

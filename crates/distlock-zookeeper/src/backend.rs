@@ -98,6 +98,7 @@ impl Backend for ZkBackend {
         // Everything, by the session, each waiter woken by its own watch.
         let mut caps = Capabilities::full(true);
         caps.liveness = Liveness::Session;
+        caps.detachable = false;
         caps.waiter_refresh = None;
         caps
     }

@@ -47,6 +47,12 @@ pub struct Capabilities {
     pub force_release: bool,
     /// How grants stay alive: a lease per grant, or the client's session.
     pub liveness: Liveness,
+    /// A grant can stay in the store after its client lets go of it, until its lease
+    /// ends: kept there for a job's `at_least` while the process exits
+    /// ([`Guard::release_at`](crate::Guard::release_at)). False where a grant lives by a
+    /// session or by a connection of its own (SQL session mode), which ends with its
+    /// client.
+    pub detachable: bool,
     /// How often a waiting ticket must be polled to keep its place in the queue (its entry
     /// expires otherwise, so a vanished waiter never blocks those behind it). `None`: the
     /// place is kept without polls, and a waiter of a push backend polls only when woken or
@@ -74,6 +80,7 @@ impl Capabilities {
             push_wakeups: false,
             force_release: false,
             liveness: Liveness::Lease,
+            detachable: true,
             waiter_refresh: Some(WAITER_REFRESH),
         }
     }
@@ -88,6 +95,7 @@ impl Capabilities {
     pub fn session() -> Self {
         Capabilities {
             liveness: Liveness::Session,
+            detachable: false,
             waiter_refresh: None,
             ..Capabilities::lease()
         }
@@ -110,6 +118,7 @@ impl Capabilities {
             push_wakeups,
             force_release: true,
             liveness: Liveness::Lease,
+            detachable: true,
             waiter_refresh: Some(WAITER_REFRESH),
         }
     }

@@ -169,6 +169,7 @@ impl Backend for MemoryBackend {
             None => full,
             Some(_) => Capabilities {
                 liveness: Liveness::Session,
+                detachable: false,
                 waiter_refresh: None,
                 ..full
             },

@@ -158,6 +158,8 @@ impl Backend for MysqlBackend {
         let mut caps = Capabilities::full(false);
         // A session lock is held by its connection: no other connection can break it.
         caps.force_release = self.split.sessions().is_none();
+        // Nor does it outlive its connection.
+        caps.detachable = self.split.sessions().is_none();
         caps
     }
 

@@ -7,6 +7,7 @@
 mod breaking;
 mod exclusion;
 mod input;
+mod job;
 mod lacks;
 mod lease;
 mod multi;
@@ -27,6 +28,7 @@ use distlock::{Client, Error, ErrorKind, Result};
 pub use breaking::*;
 pub use exclusion::*;
 pub use input::*;
+pub use job::*;
 pub use lacks::*;
 pub use lease::*;
 pub use multi::*;
@@ -317,6 +319,9 @@ macro_rules! conformance_suite {
             template_releases_after_success_error_panic_and_drop,
             template_cancels_or_signals_on_loss,
             template_tells_deep_code_its_token,
+            job_runs_once_and_reports_who_is_busy,
+            job_at_least_keeps_the_name_after_a_quick_run,
+            job_at_most_cancels_the_body_before_the_release,
         );
         $crate::conformance_suite!(@unless rwlock [$($($lack),*)?] $target;
             rwlock_readers_share_and_writers_exclude,

@@ -17,6 +17,8 @@ use crate::owner::Owner;
 use crate::telemetry;
 use crate::watchdog::Schedule;
 
+mod release;
+
 /// How a grant stands.
 ///
 /// # Examples
@@ -443,122 +445,5 @@ impl LeaseCore {
             self.client.forget_reentrant(self);
         }
         telemetry::hold(self.scheme(), self.sent.elapsed());
-    }
-
-    /// Gives up one hold now; releases the grant if it was the last one, waiting at most
-    /// the operation timeout for the backend.
-    pub(crate) async fn release_hold(&self) -> Result<()> {
-        match self.drop_hold() {
-            Some(true) => self.release_grant().await,
-            Some(false) => Ok(()),
-            None => Err(Error::new(
-                ErrorKind::NotHeld,
-                "the grant was already released by Client::close",
-            )
-            .with_backend(self.scheme())
-            .with_operation("release")),
-        }
-    }
-
-    /// Gives up every hold at once and releases the grant (`Client::close`); the guards
-    /// still around find it released.
-    pub(crate) async fn release_all_holds(&self) -> Result<()> {
-        if self.holds.swap(0, Ordering::AcqRel) == 0 {
-            return Ok(());
-        }
-        self.release_grant().await
-    }
-
-    /// Releases the grant, waiting at most the operation timeout for the backend. A grant
-    /// already `Lost` (its guard's `lost()` fired) is still deleted, as the store may keep it
-    /// a while yet, but its release is `NotHeld` even when the store found it: the guard's
-    /// verdict stands, so code that checks the release learns what `lost()` told.
-    async fn release_grant(&self) -> Result<()> {
-        let lost_before = self.health() == Health::Lost;
-        self.stop();
-        let scheme = self.scheme();
-        let release = self.client.backend.release(&self.handle).instrument(
-            tracing::debug_span!("distlock.release", lock = %self.handle.name, backend = scheme),
-        );
-        let outcome = match tokio::time::timeout(self.plan.op_timeout, release).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(err)) => {
-                // Nothing renews it any more: it is not safe to go on with it.
-                self.mark_lost("the release failed; the grant ends with its lease or session");
-                return Err(err);
-            }
-            Err(_) => {
-                self.mark_lost("released without an answer from the backend");
-                return Err(Error::new(
-                    ErrorKind::Unavailable,
-                    format!(
-                        "the backend did not answer the release within {:?}; the grant ends with its lease or session",
-                        self.plan.op_timeout
-                    ),
-                )
-                .with_backend(scheme)
-                .with_operation("release")
-                .temporary());
-            }
-        };
-        match outcome {
-            LeaseOutcome::Done if lost_before => {
-                self.mark_released();
-                Err(Error::new(
-                    ErrorKind::NotHeld,
-                    "the grant had been lost before the release (its lost() had fired); the store's copy is deleted now",
-                )
-                .with_backend(scheme)
-                .with_operation("release"))
-            }
-            LeaseOutcome::Done => {
-                self.mark_released();
-                Ok(())
-            }
-            LeaseOutcome::NotHeld => {
-                self.mark_lost("released after the grant was already gone");
-                Err(Error::new(
-                    ErrorKind::NotHeld,
-                    "the grant was already gone when released: it expired or was taken over",
-                )
-                .with_backend(scheme)
-                .with_operation("release"))
-            }
-        }
-    }
-
-    /// Gives up one hold from `Drop`: the release, if due, runs in the background.
-    pub(crate) fn release_hold_in_background(self: &Arc<Self>) {
-        if self.drop_hold() != Some(true) {
-            return;
-        }
-        self.stop();
-        self.release_in_background();
-    }
-
-    /// Releases the grant on a task of its own (bounded by the operation timeout).
-    pub(crate) fn release_in_background(self: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(lock = %self.handle.name, "no runtime to release on; the lease will expire");
-            return;
-        };
-        let core = Arc::clone(self);
-        let cleanup = core
-            .client
-            .cleanups
-            .start_background_release(core.handle.clone(), core.grant.session.is_some());
-        runtime.spawn(async move {
-            let _cleanup = cleanup;
-            let release = core.client.backend.release(&core.handle);
-            match tokio::time::timeout(core.plan.op_timeout, release).await {
-                Ok(Ok(_)) => core.mark_released(),
-                Ok(Err(err)) => {
-                    tracing::warn!(lock = %core.handle.name, error = %err, "background release failed; the lease will expire")
-                }
-                Err(_) => {
-                    tracing::warn!(lock = %core.handle.name, "background release got no answer; the lease will expire")
-                }
-            }
-        });
     }
 }

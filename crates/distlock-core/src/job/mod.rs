@@ -1,0 +1,379 @@
+//! Jobs: a body that runs on one replica at a time, with a floor between two starts
+//! (`at_least`) and a cap on how long it runs (`at_most`).
+
+mod held_until;
+
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::backend::HolderInfo;
+use crate::client::Client;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::LockOptions;
+use crate::telemetry;
+use crate::template::{Held, conclude, release_after, run_body};
+
+pub use held_until::HeldUntil;
+
+/// The shortest `at_least` or `at_most` a job takes.
+pub const MIN_JOB_SPAN: Duration = Duration::from_millis(1);
+/// The longest `at_least` or `at_most` a job takes: ten years.
+pub const MAX_JOB_SPAN: Duration = Duration::from_secs(315_576_000);
+
+/// What one [`Job::run`] did.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// use distlock_core::JobOutcome;
+/// # let client = distlock_core::Client::connect("memory://").await?;
+/// let _other_replica = client.mutex("jobs/invoices").lock().await?;
+/// let outcome = client
+///     .job("jobs/invoices")
+///     .run(async |_| Ok::<_, distlock_core::Error>(()))
+///     .await?;
+/// match outcome {
+///     JobOutcome::Ran(()) => unreachable!("the other replica holds it"),
+///     JobOutcome::Busy { holder, until } => {
+///         assert!(holder.is_some());
+///         assert!(until.is_some());
+///     }
+///     _ => unreachable!(),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOutcome<T> {
+    /// The body ran; its output.
+    Ran(T),
+    /// Another run holds the job (or held it less than its `at_least` ago): the body did
+    /// not run.
+    Busy {
+        /// The grant that holds it, as the store shows it (`None` if it ended meanwhile).
+        holder: Option<HolderInfo>,
+        /// When that grant's lease ends, on this process's clock, from what the store said
+        /// is left of it (`None` for a grant that lives by its holder's session).
+        until: Option<SystemTime>,
+    },
+}
+
+impl<T> JobOutcome<T> {
+    /// The body's output, if it ran.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::JobOutcome;
+    /// assert_eq!(JobOutcome::Ran(3).ran(), Some(3));
+    /// ```
+    pub fn ran(self) -> Option<T> {
+        match self {
+            JobOutcome::Ran(out) => Some(out),
+            _ => None,
+        }
+    }
+
+    /// The outcome's label in metrics and logs: `ran` or `busy`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::JobOutcome;
+    /// assert_eq!(JobOutcome::Ran(()).as_str(), "ran");
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JobOutcome::Ran(_) => "ran",
+            JobOutcome::Busy { .. } => "busy",
+        }
+    }
+}
+
+/// A job: a body that runs under mutex `name` on one replica at a time, and skips (as
+/// [`JobOutcome::Busy`]) when another runs it. Made by [`Client::job`].
+///
+/// * [`at_least`](Job::at_least): the lock stays taken until the grant plus this long, so
+///   a replica whose clock or schedule is a little behind does not start the job again
+///   right after a quick run. Where grants outlive their clients (Redis, RedLock, SQLite,
+///   PostgreSQL and MySQL in lease mode), the store keeps it (one last renewal, measured
+///   by the store) and the process may end; where they live by a session or connection,
+///   the client holds it (see [`Guard::release_at`](crate::Guard::release_at)).
+/// * [`at_most`](Job::at_most): a hard cap: the body is cancelled (at its next await) once
+///   it has run this long and the lock is released after, never before. The lease is
+///   renewed while the body runs, however long that is.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+/// use std::time::Duration;
+/// use distlock_core::JobOutcome;
+/// # let client = distlock_core::Client::connect("memory://").await?;
+/// let job = client
+///     .job("jobs/invoices")
+///     .at_least(Duration::from_secs(60))
+///     .at_most(Duration::from_secs(600));
+/// let first = job.run(async |held| Ok::<_, distlock_core::Error>(held.fencing_token())).await?;
+/// assert!(matches!(first, JobOutcome::Ran(token) if token > 0));
+/// // A minute has not passed: a second replica finds it busy.
+/// let second = job.run(async |_| Ok::<_, distlock_core::Error>(0)).await?;
+/// assert_eq!(second.as_str(), "busy");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Job {
+    client: Client,
+    name: String,
+    options: LockOptions,
+    at_least: Option<Duration>,
+    at_most: Option<Duration>,
+    wait: Option<Duration>,
+}
+
+impl Job {
+    pub(crate) fn new(client: Client, name: String) -> Job {
+        let options = client.inner().defaults.clone();
+        Job {
+            client,
+            name,
+            options,
+            at_least: None,
+            at_most: None,
+            wait: None,
+        }
+    }
+
+    /// Keeps the lock taken until the grant plus `span` (1 ms to ten years, at most
+    /// [`at_most`](Self::at_most)), however quickly the body ends.
+    ///
+    /// # Examples
+    ///
+    /// See [`Job`].
+    pub fn at_least(mut self, span: Duration) -> Self {
+        self.at_least = Some(span);
+        self
+    }
+
+    /// Cancels the body once it has run `span` (1 ms to ten years); the run then fails
+    /// with [`ErrorKind::Timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let stuck = client
+    ///     .job("jobs/stuck")
+    ///     .at_most(Duration::from_millis(20))
+    ///     .run(async |_| {
+    ///         tokio::time::sleep(Duration::from_secs(60)).await;
+    ///         Ok::<_, distlock_core::Error>(())
+    ///     })
+    ///     .await;
+    /// assert_eq!(stuck.unwrap_err().kind(), distlock_core::ErrorKind::Timeout);
+    /// # Ok(()) }
+    /// ```
+    pub fn at_most(mut self, span: Duration) -> Self {
+        self.at_most = Some(span);
+        self
+    }
+
+    /// Waits up to `wait` for a run elsewhere to end before saying [`JobOutcome::Busy`]
+    /// (by default a job does not wait).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let job = client.job("jobs/a").wait(Duration::from_secs(5));
+    /// assert_eq!(job.run(async |_| Ok::<_, distlock_core::Error>(1)).await?.ran(), Some(1));
+    /// # Ok(()) }
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// The lock options the job's grant is taken with (lease length, renewal, fairness,
+    /// what a loss does to the body); how long it waits is [`wait`](Self::wait)'s, and a
+    /// job is never reentrant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use distlock_core::LockOptions;
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let job = client
+    ///     .job("jobs/a")
+    ///     .with_options(LockOptions::new().ttl(Duration::from_secs(10)));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(mut self, options: LockOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The job's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// assert_eq!(client.job("jobs/a").name(), "jobs/a");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs `f` if no other run holds the job: [`JobOutcome::Ran`] with its output, or
+    /// [`JobOutcome::Busy`] without running it. The lease is renewed while `f` runs; `f` is
+    /// cancelled if the grant is lost (`LockLost`) or `at_most` passes (`Timeout`), and the
+    /// grant is released once `f` has ended, never before, and no sooner than `at_least`
+    /// after it was granted.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `f` and releases the grant in the background (without
+    /// keeping it for `at_least`: a run that did not finish is not a run).
+    ///
+    /// # Examples
+    ///
+    /// See [`Job`].
+    pub async fn run<T, E, F>(&self, f: F) -> std::result::Result<JobOutcome<T>, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
+        self.check()?;
+        let scheme = self.client.scheme();
+        let mutex = self
+            .client
+            .mutex(self.name.clone())
+            .with_options(self.options.clone());
+        let granted = match self.wait {
+            None => mutex.try_lock().await?,
+            Some(wait) => match mutex.lock_with(&self.options.clone().wait(wait)).await {
+                Ok(guard) => Some(guard),
+                Err(err) if err.kind() == ErrorKind::Timeout => None,
+                Err(err) => return Err(err.into()),
+            },
+        };
+        let Some(guard) = granted else {
+            telemetry::job_run(scheme, "busy", None);
+            return Ok(self.busy().await?);
+        };
+        let granted_at = Instant::now();
+        let held = Held::of(&guard);
+        let body = async {
+            match self.at_most {
+                None => f(&held).await,
+                Some(cap) => match tokio::time::timeout(cap, f(&held)).await {
+                    Ok(out) => out,
+                    Err(_) => Err(E::from(Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "job `{}` ran past its at_most of {} and was stopped",
+                            self.name,
+                            humantime::format_duration(cap)
+                        ),
+                    ))),
+                },
+            }
+        };
+        let finished = run_body(
+            std::slice::from_ref(&held),
+            self.options.on_lost_value(),
+            body,
+        )
+        .await;
+        let ran = granted_at.elapsed();
+        match self.at_least {
+            Some(span) => self.keep(guard, granted_at + span).await,
+            None => release_after(guard).await,
+        }
+        let outcome = match &finished {
+            Some(Ok(Ok(_))) => "ran",
+            Some(Ok(Err(_))) => "failed",
+            Some(Err(_)) => "panicked",
+            None => "lost",
+        };
+        telemetry::job_run(scheme, outcome, Some(ran));
+        conclude(finished, std::slice::from_ref(&held)).map(JobOutcome::Ran)
+    }
+
+    /// Keeps `guard`'s grant until `at` and lets it go; a failure is logged (the grant
+    /// ends with its lease or session).
+    async fn keep(&self, guard: crate::guard::Guard, at: Instant) {
+        match guard.release_at(at.into_std()).await {
+            Ok(_kept) => {}
+            Err(err) if matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) => {}
+            Err(err) => {
+                tracing::warn!(job = %self.name, error = %err, "keeping the job's lock for at_least failed; it ends with its lease or session");
+            }
+        }
+    }
+
+    /// The busy outcome: who holds the job, as the store shows it.
+    async fn busy<T>(&self) -> Result<JobOutcome<T>> {
+        let states = self.client.status(Some(&self.name)).await?;
+        let holder = states
+            .into_iter()
+            .find(|state| state.name == self.name)
+            .and_then(|state| state.holders.into_iter().next());
+        let until = holder
+            .as_ref()
+            .and_then(|h| h.remaining_ms)
+            .map(|ms| SystemTime::now() + Duration::from_millis(ms));
+        Ok(JobOutcome::Busy { holder, until })
+    }
+
+    /// Refuses spans outside their bounds, `at_least` above `at_most`, and a reentrant
+    /// owner.
+    fn check(&self) -> Result<()> {
+        for (what, span) in [("at_least", self.at_least), ("at_most", self.at_most)] {
+            if let Some(span) = span
+                && !(MIN_JOB_SPAN..=MAX_JOB_SPAN).contains(&span)
+            {
+                return Err(Error::invalid(format!(
+                    "{what} {} is not from {} to {}",
+                    shown(span),
+                    shown(MIN_JOB_SPAN),
+                    shown(MAX_JOB_SPAN)
+                )));
+            }
+        }
+        if let (Some(least), Some(most)) = (self.at_least, self.at_most)
+            && least > most
+        {
+            return Err(Error::invalid(format!(
+                "at_least {} is above at_most {}: the lock would outlast the cap on the run",
+                shown(least),
+                shown(most)
+            )));
+        }
+        if self.options.reentrant.is_some() {
+            return Err(Error::invalid(
+                "a job is not reentrant: give it options without an owner",
+            ));
+        }
+        self.options.validate()
+    }
+}
+
+/// `span` as a person writes it ("1ms", "10years", "0s").
+fn shown(span: Duration) -> String {
+    match span.is_zero() {
+        true => "0s".to_owned(),
+        false => humantime::format_duration(span).to_string(),
+    }
+}

@@ -1,0 +1,194 @@
+//! How a grant ends: released now, in the background, or left to the store for a while.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use super::LeaseCore;
+use crate::backend::LeaseOutcome;
+use crate::error::{Error, ErrorKind, Result};
+use crate::lease::Health;
+use crate::telemetry;
+
+impl LeaseCore {
+    /// How many holds the grant has (more than one only for a reentrant grant).
+    pub(crate) fn holds(&self) -> usize {
+        self.holds.load(Ordering::Acquire)
+    }
+
+    /// Gives up one hold now; releases the grant if it was the last one, waiting at most
+    /// the operation timeout for the backend.
+    pub(crate) async fn release_hold(&self) -> Result<()> {
+        match self.drop_hold() {
+            Some(true) => self.release_grant().await,
+            Some(false) => Ok(()),
+            None => Err(Error::new(
+                ErrorKind::NotHeld,
+                "the grant was already released by Client::close",
+            )
+            .with_backend(self.scheme())
+            .with_operation("release")),
+        }
+    }
+
+    /// Gives up every hold at once and releases the grant (`Client::close`); the guards
+    /// still around find it released.
+    pub(crate) async fn release_all_holds(&self) -> Result<()> {
+        if self.holds.swap(0, Ordering::AcqRel) == 0 {
+            return Ok(());
+        }
+        self.release_grant().await
+    }
+
+    /// Releases the grant, waiting at most the operation timeout for the backend. A grant
+    /// already `Lost` (its guard's `lost()` fired) is still deleted, as the store may keep it
+    /// a while yet, but its release is `NotHeld` even when the store found it: the guard's
+    /// verdict stands, so code that checks the release learns what `lost()` told.
+    async fn release_grant(&self) -> Result<()> {
+        let lost_before = self.health() == Health::Lost;
+        self.stop();
+        let scheme = self.scheme();
+        let release = self.client.backend.release(&self.handle).instrument(
+            tracing::debug_span!("distlock.release", lock = %self.handle.name, backend = scheme),
+        );
+        let outcome = match tokio::time::timeout(self.plan.op_timeout, release).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(err)) => {
+                // Nothing renews it any more: it is not safe to go on with it.
+                self.mark_lost("the release failed; the grant ends with its lease or session");
+                return Err(err);
+            }
+            Err(_) => {
+                self.mark_lost("released without an answer from the backend");
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "the backend did not answer the release within {:?}; the grant ends with its lease or session",
+                        self.plan.op_timeout
+                    ),
+                )
+                .with_backend(scheme)
+                .with_operation("release")
+                .temporary());
+            }
+        };
+        match outcome {
+            LeaseOutcome::Done if lost_before => {
+                self.mark_released();
+                Err(Error::new(
+                    ErrorKind::NotHeld,
+                    "the grant had been lost before the release (its lost() had fired); the store's copy is deleted now",
+                )
+                .with_backend(scheme)
+                .with_operation("release"))
+            }
+            LeaseOutcome::Done => {
+                self.mark_released();
+                Ok(())
+            }
+            LeaseOutcome::NotHeld => {
+                self.mark_lost("released after the grant was already gone");
+                Err(Error::new(
+                    ErrorKind::NotHeld,
+                    "the grant was already gone when released: it expired or was taken over",
+                )
+                .with_backend(scheme)
+                .with_operation("release"))
+            }
+        }
+    }
+
+    /// Hands the grant to the store for `ttl` more and forgets it here: the watchdog stops,
+    /// one last renewal makes the store keep the grant until `ttl` from now (measured by
+    /// the store), and nothing releases it after: the store frees it when that lease ends,
+    /// whether this process lives or not. For a grant with a lease of its own and one hold.
+    /// A failed last renewal leaves the grant to the lease it had: it lapses sooner, and the
+    /// error says so.
+    pub(crate) async fn leave_in_store(&self, ttl: Duration) -> Result<()> {
+        let scheme = self.scheme();
+        if self.health() == Health::Lost {
+            return Err(self.lost_error("release", "the lease was already lost"));
+        }
+        // No watchdog renewal may come after the last one and lengthen it again.
+        self.stop();
+        let give_up = self.status().safe_until;
+        let renew = self
+            .client
+            .backend
+            .renew_many(std::slice::from_ref(&self.handle), ttl);
+        let outcome = tokio::time::timeout_at(give_up, renew).await;
+        self.holds.store(0, Ordering::Release);
+        match outcome {
+            Ok(Ok(outcomes)) if outcomes.first() == Some(&LeaseOutcome::Done) => {
+                telemetry::renewal(scheme, "ok");
+                self.mark_released();
+                Ok(())
+            }
+            Ok(Ok(_)) => {
+                telemetry::renewal(scheme, "not_held");
+                self.mark_lost("the backend no longer had the grant at its last renewal");
+                Err(Error::new(
+                    ErrorKind::NotHeld,
+                    "the grant was gone before its last renewal: it expired or was taken over",
+                )
+                .with_backend(scheme)
+                .with_operation("release"))
+            }
+            Ok(Err(err)) => {
+                telemetry::renewal(scheme, "error");
+                self.mark_lost("its last renewal failed; the grant ends with the lease it had");
+                Err(err)
+            }
+            Err(_) => {
+                telemetry::renewal(scheme, "error");
+                self.mark_lost(
+                    "its last renewal got no answer; the grant ends with the lease it had",
+                );
+                Err(Error::new(
+                    ErrorKind::Unavailable,
+                    "the last renewal got no answer before the lease's safe deadline; the grant ends with the lease it had",
+                )
+                .with_backend(scheme)
+                .with_operation("release")
+                .temporary())
+            }
+        }
+    }
+
+    /// Gives up one hold from `Drop`: the release, if due, runs in the background.
+    pub(crate) fn release_hold_in_background(self: &Arc<Self>) {
+        if self.drop_hold() != Some(true) {
+            return;
+        }
+        self.stop();
+        self.release_in_background();
+    }
+
+    /// Releases the grant on a task of its own (bounded by the operation timeout).
+    pub(crate) fn release_in_background(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!(lock = %self.handle.name, "no runtime to release on; the lease will expire");
+            return;
+        };
+        let core = Arc::clone(self);
+        let cleanup = core
+            .client
+            .cleanups
+            .start_background_release(core.handle.clone(), core.grant.session.is_some());
+        runtime.spawn(async move {
+            let _cleanup = cleanup;
+            let release = core.client.backend.release(&core.handle);
+            match tokio::time::timeout(core.plan.op_timeout, release).await {
+                Ok(Ok(_)) => core.mark_released(),
+                Ok(Err(err)) => {
+                    tracing::warn!(lock = %core.handle.name, error = %err, "background release failed; the lease will expire")
+                }
+                Err(_) => {
+                    tracing::warn!(lock = %core.handle.name, "background release got no answer; the lease will expire")
+                }
+            }
+        });
+    }
+}
