@@ -20,6 +20,8 @@ pub enum Kind {
     Write,
     /// `#[permits(n = …)]`: permits of a semaphore of `n`.
     Permits,
+    /// `#[job]`: a job on a mutex, run by one replica at a time.
+    Job,
 }
 
 impl Kind {
@@ -30,6 +32,7 @@ impl Kind {
             Kind::Read => "read_locked",
             Kind::Write => "write_locked",
             Kind::Permits => "permits",
+            Kind::Job => "job",
         }
     }
 }
@@ -62,6 +65,8 @@ pub struct Args {
     pub names: Names,
     /// `LockOptions` builder calls: `.ttl(…)`, `.fair(…)`, ….
     pub options: Vec<TokenStream>,
+    /// For `job`: `Job` builder calls: `.at_least(…)`, `.at_most(…)`, `.wait(…)`.
+    pub job: Vec<TokenStream>,
     pub on_busy: OnBusy,
     pub held: Option<Ident>,
     /// For `permits`: the semaphore's size, and how many permits the call takes.
@@ -71,6 +76,9 @@ pub struct Args {
 
 /// The `LockOptions` fields that take a duration.
 const DURATIONS: [&str; 5] = ["wait", "ttl", "max_hold", "renew_every", "op_timeout"];
+
+/// The `Job` settings that take a duration.
+const JOB_DURATIONS: [&str; 3] = ["at_least", "at_most", "wait"];
 
 /// The `LockOptions` fields that take a `bool`.
 const SWITCHES: [&str; 2] = ["fair", "auto_renew"];
@@ -86,6 +94,7 @@ impl Args {
         let mut client = None;
         let mut names: Option<Names> = None;
         let mut options = Vec::new();
+        let mut job = Vec::new();
         let mut on_busy = OnBusy::Wait;
         let mut held = None;
         let mut size = None;
@@ -145,7 +154,7 @@ impl Args {
                         ));
                     }
                 },
-                "on_busy" => {
+                "on_busy" if kind != Kind::Job => {
                     on_busy = match string(&value, "on_busy")?.value().as_str() {
                         "wait" => OnBusy::Wait,
                         "skip" => OnBusy::Skip,
@@ -173,7 +182,12 @@ impl Args {
                     };
                     options.push(quote!(.on_lost(#on_lost)));
                 }
-                "reentrant" => options.push(quote!(.reentrant(#value))),
+                "reentrant" if kind != Kind::Job => options.push(quote!(.reentrant(#value))),
+                field if kind == Kind::Job && JOB_DURATIONS.contains(&field) => {
+                    let (secs, nanos) = duration(&value, field)?;
+                    let method = Ident::new(field, pair.path.span());
+                    job.push(quote!(.#method(::std::time::Duration::new(#secs, #nanos))));
+                }
                 "n" if kind == Kind::Permits => size = Some(value),
                 "take" if kind == Kind::Permits => take = Some(value),
                 field if DURATIONS.contains(&field) => {
@@ -202,8 +216,18 @@ impl Args {
                     if kind == Kind::Permits {
                         known.extend(["n", "take"]);
                     }
-                    known.extend(["held", "on_busy", "on_lost", "reentrant"]);
-                    known.extend(DURATIONS);
+                    match kind {
+                        Kind::Job => {
+                            known.extend(["held", "on_lost"]);
+                            known.extend(JOB_DURATIONS);
+                        }
+                        _ => known.extend(["held", "on_busy", "on_lost", "reentrant"]),
+                    }
+                    let options: Vec<&str> = DURATIONS
+                        .into_iter()
+                        .filter(|d| !known.contains(d))
+                        .collect();
+                    known.extend(options);
                     known.extend(SWITCHES);
                     return Err(Error::new(
                         pair.path.span(),
@@ -247,6 +271,7 @@ impl Args {
             client,
             names,
             options,
+            job,
             on_busy,
             held,
             size,

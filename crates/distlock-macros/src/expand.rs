@@ -46,9 +46,10 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
              return type must be named (name the type, or box it)",
         ));
     }
-    let body_returns = match args.on_busy {
-        OnBusy::Skip => without_option(returned)?,
-        OnBusy::Wait | OnBusy::Error => {
+    let body_returns = match (args.kind, args.on_busy) {
+        (Kind::Job, _) => without_wrapper(returned, "JobOutcome", JOB_RETURNS)?,
+        (_, OnBusy::Skip) => without_wrapper(returned, "Option", SKIP_RETURNS)?,
+        (_, OnBusy::Wait | OnBusy::Error) => {
             result_args(returned)?;
             (**returned).clone()
         }
@@ -84,6 +85,7 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
     };
     let client = &args.client;
     let options = &args.options;
+    let job = &args.job;
     let primitive = match (args.kind, many) {
         (Kind::Mutex, true) => quote!(multi_lock(#name_var.clone())),
         (Kind::Mutex, false) => quote!(mutex(#name_var.clone())),
@@ -92,6 +94,7 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
             let size = &args.size;
             quote!(semaphore(#name_var.clone(), #size))
         }
+        (Kind::Job, _) => quote!(job(#name_var.clone())),
     };
     let take = match (args.kind, &args.take) {
         (Kind::Permits, Some(take)) => quote!(#take,),
@@ -104,6 +107,7 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
         (Kind::Read, _) => ("with_read", "try_with_read"),
         (Kind::Write, _) => ("with_write", "try_with_write"),
         (Kind::Permits, _) => ("with_permits", "try_with_permits"),
+        (Kind::Job, _) => ("run", "run"),
     };
     let body = &function.block;
     let closure = quote!(async |#held: #held_type| -> #body_returns #body);
@@ -141,6 +145,7 @@ pub fn expand(kind: Kind, attr: TokenStream, item: TokenStream) -> syn::Result<T
             #client_var
                 .#primitive
                 .with_options(::distlock::LockOptions::new() #(#options)*)
+                #(#job)*
         };
         #run
     }};
@@ -174,16 +179,19 @@ fn result_args(returned: &Type) -> syn::Result<&PathArguments> {
     }
 }
 
-/// `Result<T, E>` for `returned`, a `Result<Option<T>, E>` (`on_busy = "skip"` returns
-/// `Ok(None)` when the lock is busy).
-fn without_option(returned: &Type) -> syn::Result<Type> {
-    let refuse = || {
-        Error::new_spanned(
-            returned,
-            "with on_busy = \"skip\" the function returns `Result<Option<T>, E>`: `Ok(None)` \
-             when the lock is busy",
-        )
-    };
+/// What a function with `on_busy = "skip"` returns.
+const SKIP_RETURNS: &str = "with on_busy = \"skip\" the function returns `Result<Option<T>, E>`: \
+                            `Ok(None)` when the lock is busy";
+
+/// What a `#[job]` function returns.
+const JOB_RETURNS: &str = "a #[job] function returns `Result<distlock::JobOutcome<T>, E>`: its body \
+                           gives `Result<T, E>`, and the job says whether it ran";
+
+/// `Result<T, E>` for `returned`, a `Result<Wrapper<T>, E>` whose wrapper is named
+/// `wrapper` (`Option` for `on_busy = "skip"`, `JobOutcome` for a job); `refusal` is the
+/// error for any other type.
+fn without_wrapper(returned: &Type, wrapper: &str, refusal: &str) -> syn::Result<Type> {
+    let refuse = || Error::new_spanned(returned, refusal);
     result_args(returned)?;
     let mut body_returns = returned.clone();
     let Type::Path(TypePath { path, .. }) = &mut body_returns else {
@@ -197,8 +205,8 @@ fn without_option(returned: &Type) -> syn::Result<Type> {
     let Some(GenericArgument::Type(Type::Path(first))) = arguments.args.first_mut() else {
         return Err(refuse());
     };
-    let option = first.path.segments.last().filter(|s| s.ident == "Option");
-    let Some(PathArguments::AngleBracketed(inner)) = option.map(|s| &s.arguments) else {
+    let wrapped = first.path.segments.last().filter(|s| s.ident == wrapper);
+    let Some(PathArguments::AngleBracketed(inner)) = wrapped.map(|s| &s.arguments) else {
         return Err(refuse());
     };
     let Some(GenericArgument::Type(value)) = inner.args.first().cloned() else {

@@ -94,3 +94,33 @@ pub fn write_locked(attr: TokenStream, item: TokenStream) -> TokenStream {
 pub fn permits(attr: TokenStream, item: TokenStream) -> TokenStream {
     attribute(Kind::Permits, attr, item)
 }
+
+/// Runs an `async fn` as a job (see `distlock::Job`): on one replica at a time, under the
+/// mutex the arguments name, kept for `at_least` after its grant and cut off at `at_most`.
+/// The function returns `Result<distlock::JobOutcome<T>, E>`; its body gives
+/// `Result<T, E>`. It takes the arguments of `#[locked]` but `on_busy`, `names` and
+/// `reentrant` (a busy job says so in its outcome, and is never reentrant), plus
+/// `at_least` and `at_most` as durations; `wait` is how long it waits for a run elsewhere
+/// to end (by default it does not wait).
+///
+/// # Examples
+///
+/// ```
+/// use distlock::JobOutcome;
+///
+/// #[distlock::job(client = locks, name = "jobs/invoices/{region}", at_least = "14m", at_most = "1h", held = h)]
+/// async fn send_invoices(locks: &distlock::Client, region: &str) -> distlock::Result<JobOutcome<u64>> {
+///     // Runs on one replica; the token fences what it writes.
+///     Ok(h.fencing_token())
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock::Result<()> {
+/// let locks = distlock::Client::connect("memory://").await?;
+/// assert!(matches!(send_invoices(&locks, "eu").await?, JobOutcome::Ran(token) if token > 0));
+/// // Fourteen minutes have not passed: the next replica's run is busy.
+/// assert_eq!(send_invoices(&locks, "eu").await?.as_str(), "busy");
+/// # Ok(()) }
+/// ```
+#[proc_macro_attribute]
+pub fn job(attr: TokenStream, item: TokenStream) -> TokenStream {
+    attribute(Kind::Job, attr, item)
+}

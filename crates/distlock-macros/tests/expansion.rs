@@ -217,3 +217,34 @@ async fn a_rendered_name_the_store_refuses_is_bad_input() {
     let err = run_job(&locks, &long).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
 }
+
+#[distlock::job(client = locks, name = "jobs/{region}", at_least = "800ms", at_most = "1s", held = h)]
+async fn invoices(
+    locks: &Client,
+    region: &str,
+    work: Duration,
+) -> Result<distlock::JobOutcome<u64>, ShipError> {
+    if work.is_zero() {
+        return Err(ShipError::Empty);
+    }
+    tokio::time::sleep(work).await;
+    Ok(h.fencing_token())
+}
+
+#[tokio::test]
+async fn a_job_runs_once_within_at_least_and_is_cut_off_at_at_most() {
+    let locks = Client::connect("memory://").await.unwrap();
+    let ran = invoices(&locks, "eu", Duration::from_millis(1)).await.unwrap();
+    assert!(matches!(ran, distlock::JobOutcome::Ran(token) if token > 0));
+    let again = invoices(&locks, "eu", Duration::from_millis(1)).await.unwrap();
+    assert_eq!(again.as_str(), "busy", "at_least keeps the name");
+    assert_eq!(
+        invoices(&locks, "us", Duration::ZERO).await,
+        Err(ShipError::Empty),
+        "the body's error comes back"
+    );
+    let started = Instant::now();
+    let cut = invoices(&locks, "asia", Duration::from_secs(30)).await;
+    assert_eq!(cut, Err(ShipError::Lock(ErrorKind::Timeout)));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

@@ -13,7 +13,7 @@ pub use distlock_core::{
 };
 pub use distlock_core::{backend, memory};
 
-pub use distlock_macros::{locked, permits, read_locked, write_locked};
+pub use distlock_macros::{job, locked, permits, read_locked, write_locked};
 
 /// The etcd backend (`etcd://`).
 #[cfg(feature = "etcd")]
