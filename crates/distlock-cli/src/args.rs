@@ -147,6 +147,13 @@ pub struct RunArgs {
     /// 76); the lock is released once it has ended.
     #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
     pub max_hold: Option<Duration>,
+    /// Keep the lock until D after it was granted, however soon the command ends, so that
+    /// a run started a little later elsewhere (another replica's cron) finds it busy. The
+    /// store keeps it where grants outlive their clients (Redis, SQLite, PostgreSQL and
+    /// MySQL in lease mode) and distlock exits with the command; elsewhere distlock holds
+    /// it until then.
+    #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+    pub at_least: Option<Duration>,
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,

@@ -96,6 +96,7 @@ fn run_status_demo_and_bench_work_on_redis() {
     let state = tempfile::tempdir().unwrap();
 
     guarded::runs_guard_commands(&url, state.path());
+    guarded::at_least_keeps_the_lock_after_the_command(&url, state.path(), true);
     guarded::demo_never_oversells(&url, state.path());
 
     let out = distlock(

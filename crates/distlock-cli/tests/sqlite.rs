@@ -14,6 +14,13 @@ fn runs_guard_commands_and_status_shows_the_holder() {
     guarded::runs_guard_commands(&url(state.path()), state.path());
 }
 
+/// `run --at-least` leaves its lock in the database after it exits.
+#[test]
+fn at_least_keeps_the_lock_after_the_command() {
+    let state = tempfile::tempdir().unwrap();
+    guarded::at_least_keeps_the_lock_after_the_command(&url(state.path()), state.path(), true);
+}
+
 #[test]
 fn the_demo_never_oversells_under_the_lock() {
     let state = tempfile::tempdir().unwrap();

@@ -20,6 +20,7 @@ fn run_status_demo_and_bench_work_on_zookeeper() {
     let state = tempfile::tempdir().unwrap();
 
     let held = guarded::runs_guard_commands(&url, state.path());
+    guarded::at_least_keeps_the_lock_after_the_command(&url, state.path(), false);
     assert_eq!(
         held["remaining_ms"],
         Value::Null,

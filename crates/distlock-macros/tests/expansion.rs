@@ -234,9 +234,13 @@ async fn invoices(
 #[tokio::test]
 async fn a_job_runs_once_within_at_least_and_is_cut_off_at_at_most() {
     let locks = Client::connect("memory://").await.unwrap();
-    let ran = invoices(&locks, "eu", Duration::from_millis(1)).await.unwrap();
+    let ran = invoices(&locks, "eu", Duration::from_millis(1))
+        .await
+        .unwrap();
     assert!(matches!(ran, distlock::JobOutcome::Ran(token) if token > 0));
-    let again = invoices(&locks, "eu", Duration::from_millis(1)).await.unwrap();
+    let again = invoices(&locks, "eu", Duration::from_millis(1))
+        .await
+        .unwrap();
     assert_eq!(again.as_str(), "busy", "at_least keeps the name");
     assert_eq!(
         invoices(&locks, "us", Duration::ZERO).await,

@@ -40,6 +40,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
             "--max-hold must be longer than zero",
         ));
     }
+    check_at_least(&args)?;
     options = options.fair(args.fair);
     options.validate()?;
     let what = Lock::of(&args)?;
@@ -94,7 +95,12 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         }
         Err(err) => return Err(err),
     };
+    let granted = Instant::now();
     let code = supervise::supervise(&args, &url, &client, &guard, &mut caught).await;
+    if let Some(at_least) = args.at_least {
+        keep(guard, granted + at_least, &mut caught).await;
+        return Ok(code);
+    }
     match guard.release().await {
         Ok(()) => {}
         Err(err) if err.kind() == ErrorKind::NotHeld => {
@@ -105,6 +111,48 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         Err(err) => errln!("distlock: warning: release failed (the lease will expire): {err}"),
     }
     Ok(code)
+}
+
+/// Keeps `guard`'s grant until `until`: in the store where it can be, else held here until
+/// then (a signal that would end distlock ends the hold, and the lock goes with it).
+async fn keep(guard: Guard, until: Instant, caught: &mut Caught) {
+    match guard.release_at(until).await {
+        Ok(kept) => {
+            if until_signalled(kept.wait(), None, caught).await.is_err() {
+                errln!(
+                    "distlock: the lock is released before --at-least ran out: distlock was stopped"
+                );
+            }
+        }
+        Err(err) if err.kind() == ErrorKind::LockLost => {}
+        Err(err) => errln!(
+            "distlock: warning: the lock could not be kept for --at-least (it ends with its lease): {err}"
+        ),
+    }
+}
+
+/// Refuses an `--at-least` outside a job's bounds or above `--max-hold`.
+fn check_at_least(args: &RunArgs) -> Result<()> {
+    let Some(at_least) = args.at_least else {
+        return Ok(());
+    };
+    let shown = |d| humantime::format_duration(d).to_string();
+    if !(distlock::MIN_JOB_SPAN..=distlock::MAX_JOB_SPAN).contains(&at_least) {
+        return Err(distlock::Error::invalid(format!(
+            "--at-least {} is not from {} to {}",
+            shown(at_least),
+            shown(distlock::MIN_JOB_SPAN),
+            shown(distlock::MAX_JOB_SPAN)
+        )));
+    }
+    match args.max_hold {
+        Some(max_hold) if at_least > max_hold => Err(distlock::Error::invalid(format!(
+            "--at-least {} is above --max-hold {}: the lock would outlast the cap on the command",
+            shown(at_least),
+            shown(max_hold)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The lock a run takes on its name.

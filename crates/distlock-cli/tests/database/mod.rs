@@ -248,6 +248,8 @@ pub fn runs_take_every_kind_of_lock_in_both_modes(url: &str) {
         crate::guarded::runs_guard_commands(&url, state.path());
         crate::guarded::demo_never_oversells(&url, state.path());
         crate::guarded::runs_take_every_kind_of_lock(&url, state.path());
+        let in_store = mode.contains("lease");
+        crate::guarded::at_least_keeps_the_lock_after_the_command(&url, state.path(), in_store);
     }
 }
 

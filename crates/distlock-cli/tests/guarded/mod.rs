@@ -3,10 +3,11 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{distlock, json_lines, ok};
+use crate::common::{command, distlock, json_lines, ok};
 use crate::waits::read_when_written;
 
 /// The exit code of a run that did not wait for a held lock.
@@ -229,4 +230,116 @@ pub fn demo_never_oversells(url: &str, state: &Path) {
     }
     let segmented = rows.iter().find(|r| r["strategy"] == "segmented").unwrap();
     assert!(segmented["vs_lock"].as_f64().unwrap() > 0.0, "{segmented}");
+}
+
+/// `run --at-least 2s` keeps its lock until 2 s after the grant although its command ends
+/// at once: a run in between is busy, one after takes it. Where the store keeps the grant
+/// (`in_store`) distlock exits with its command; elsewhere it holds the lock until then.
+pub fn at_least_keeps_the_lock_after_the_command(url: &str, state: &Path, in_store: bool) {
+    let at_least = Duration::from_secs(2);
+    let marker = state.join("at-least-ran");
+    let spawned = Instant::now();
+    let mut first = command(url, state, &["run", "--name", "jobs/at-least", "--no-wait"])
+        .args(["--at-least", "2s", "--", "sh", "-c"])
+        .arg(format!("echo ran > {}", marker.display()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(read_when_written(&marker), "ran", "the command ran");
+    let ran_at = spawned.elapsed();
+    let second = distlock(
+        url,
+        state,
+        &["run", "--name", "jobs/at-least", "--no-wait", "--", "true"],
+    );
+    assert_eq!(second.status.code(), Some(BUSY), "busy within --at-least");
+    let status = first.wait().unwrap();
+    let exited = spawned.elapsed();
+    assert!(status.success(), "{status:?}");
+    match in_store {
+        true => {
+            if exited < ran_at + Duration::from_millis(1_500) {
+                let third = distlock(
+                    url,
+                    state,
+                    &["run", "--name", "jobs/at-least", "--no-wait", "--", "true"],
+                );
+                assert_eq!(
+                    third.status.code(),
+                    Some(BUSY),
+                    "the store keeps it after distlock exited"
+                );
+            }
+        }
+        false => assert!(
+            exited >= at_least,
+            "distlock holds it for --at-least: exited after {exited:?}"
+        ),
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = distlock(
+            url,
+            state,
+            &["run", "--name", "jobs/at-least", "--no-wait", "--", "true"],
+        );
+        if out.status.success() {
+            break;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(BUSY),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the lock is free again once --at-least has passed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        spawned.elapsed() >= at_least,
+        "free after {:?}",
+        spawned.elapsed()
+    );
+    let refused = distlock(
+        url,
+        state,
+        &[
+            "run",
+            "--name",
+            "jobs/at-least",
+            "--at-least",
+            "2m",
+            "--max-hold",
+            "1m",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(
+        refused.status.code(),
+        Some(64),
+        "--at-least above --max-hold is bad input"
+    );
+    let refused = distlock(
+        url,
+        state,
+        &[
+            "run",
+            "--name",
+            "jobs/at-least",
+            "--at-least",
+            "0s",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(
+        refused.status.code(),
+        Some(64),
+        "--at-least 0s is bad input"
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not from 1ms to 10years"));
 }
