@@ -143,7 +143,7 @@ impl Guard {
             self.release().await?;
             return Ok(kept(false, None));
         }
-        self.forget().leave_in_store(left).await?;
+        self.forget().leave_in_store(deadline).await?;
         Ok(kept(true, None))
     }
 }
@@ -171,7 +171,7 @@ async fn hold_until(guard: Guard, deadline: Instant) {
     let left = deadline.saturating_duration_since(Instant::now());
     let ended = match stored {
         true if left >= MIN_TTL && lease.health().is_valid() => {
-            guard.forget().leave_in_store(left.min(MAX_TTL)).await
+            guard.forget().leave_in_store(deadline).await
         }
         _ => guard.release().await,
     };

@@ -4,13 +4,22 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use tracing::Instrument;
 
 use super::LeaseCore;
 use crate::backend::LeaseOutcome;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Health;
+use crate::options::MIN_TTL;
 use crate::telemetry;
+
+/// The first pause before a failed last renewal is tried again; it doubles up to
+/// [`RETRY_MOST`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest pause between tries of a last renewal.
+const RETRY_MOST: Duration = Duration::from_secs(1);
 
 impl LeaseCore {
     /// How many holds the grant has (more than one only for a reentrant grant).
@@ -100,61 +109,67 @@ impl LeaseCore {
         }
     }
 
-    /// Hands the grant to the store for `ttl` more and forgets it here: the watchdog stops,
-    /// one last renewal makes the store keep the grant until `ttl` from now (measured by
-    /// the store), and nothing releases it after: the store frees it when that lease ends,
-    /// whether this process lives or not. For a grant with a lease of its own and one hold.
-    /// A failed last renewal leaves the grant to the lease it had: it lapses sooner, and the
-    /// error says so.
-    pub(crate) async fn leave_in_store(&self, ttl: Duration) -> Result<()> {
+    /// Hands the grant to the store until `until` and forgets it here: the watchdog stops,
+    /// one last renewal makes the store keep the grant until then (measured by the store,
+    /// from when the renewal is sent), and nothing releases it after: the store frees it
+    /// when that lease ends, whether this process lives or not. For a grant with a lease of
+    /// its own and one hold. A renewal that fails or gets no answer is tried again until
+    /// the lease it has runs out; then the grant is lost, ending with that lease.
+    pub(crate) async fn leave_in_store(&self, until: Instant) -> Result<()> {
         let scheme = self.scheme();
         if self.health() == Health::Lost {
             return Err(self.lost_error("release", "the lease was already lost"));
         }
-        // No watchdog renewal may come after the last one and lengthen it again.
+        // No watchdog renewal may come after the last one and shorten it again.
         self.stop();
-        let give_up = self.status().safe_until;
-        let renew = self
-            .client
-            .backend
-            .renew_many(std::slice::from_ref(&self.handle), ttl);
-        let outcome = tokio::time::timeout_at(give_up, renew).await;
         self.holds.store(0, Ordering::Release);
-        match outcome {
-            Ok(Ok(outcomes)) if outcomes.first() == Some(&LeaseOutcome::Done) => {
-                telemetry::renewal(scheme, "ok");
-                self.mark_released();
-                Ok(())
+        let safe_until = self.status().safe_until;
+        let mut pause = RETRY_FIRST;
+        let failed = loop {
+            let sent = Instant::now();
+            let ttl = until.saturating_duration_since(sent).max(MIN_TTL);
+            let give_up = (sent + self.plan.op_timeout).min(safe_until);
+            let renew = self
+                .client
+                .backend
+                .renew_many(std::slice::from_ref(&self.handle), ttl);
+            let failed = match tokio::time::timeout_at(give_up, renew).await {
+                Ok(Ok(outcomes)) if outcomes.first() == Some(&LeaseOutcome::Done) => {
+                    telemetry::renewal(scheme, "ok");
+                    self.mark_released();
+                    return Ok(());
+                }
+                Ok(Ok(_)) => {
+                    telemetry::renewal(scheme, "not_held");
+                    self.mark_lost("the backend no longer had the grant at its last renewal");
+                    return Err(Error::new(
+                        ErrorKind::NotHeld,
+                        "the grant was gone before its last renewal: it expired or was taken over",
+                    )
+                    .with_backend(scheme)
+                    .with_operation("release"));
+                }
+                Ok(Err(err)) => err,
+                Err(_) => Error::new(ErrorKind::Unavailable, "the last renewal got no answer")
+                    .with_backend(scheme)
+                    .with_operation("release")
+                    .temporary(),
+            };
+            telemetry::renewal(scheme, "error");
+            if Instant::now() + pause >= safe_until {
+                break failed;
             }
-            Ok(Ok(_)) => {
-                telemetry::renewal(scheme, "not_held");
-                self.mark_lost("the backend no longer had the grant at its last renewal");
-                Err(Error::new(
-                    ErrorKind::NotHeld,
-                    "the grant was gone before its last renewal: it expired or was taken over",
-                )
-                .with_backend(scheme)
-                .with_operation("release"))
-            }
-            Ok(Err(err)) => {
-                telemetry::renewal(scheme, "error");
-                self.mark_lost("its last renewal failed; the grant ends with the lease it had");
-                Err(err)
-            }
-            Err(_) => {
-                telemetry::renewal(scheme, "error");
-                self.mark_lost(
-                    "its last renewal got no answer; the grant ends with the lease it had",
-                );
-                Err(Error::new(
-                    ErrorKind::Unavailable,
-                    "the last renewal got no answer before the lease's safe deadline; the grant ends with the lease it had",
-                )
-                .with_backend(scheme)
-                .with_operation("release")
-                .temporary())
-            }
-        }
+            tracing::debug!(lock = %self.handle.name, error = %failed, "the last renewal failed; trying again");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_MOST);
+        };
+        self.mark_lost("its last renewal failed until its lease ran out");
+        Err(Error::new(
+            failed.kind(),
+            format!("the last renewal failed until the lease ran out ({failed}); the grant ended with it"),
+        )
+        .with_backend(scheme)
+        .with_operation("release"))
     }
 
     /// Gives up one hold from `Drop`: the release, if due, runs in the background.
