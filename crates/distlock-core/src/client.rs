@@ -269,6 +269,20 @@ impl Client {
         Job::new(self.clone(), name.into())
     }
 
+    /// The run record of job `name`, as the store keeps it (`None` before its first run):
+    /// its last run's state, start and end, its last success, holder and fencing token,
+    /// and what is left of its `once_per` window. `Unsupported` where the backend keeps no
+    /// run records.
+    ///
+    /// # Examples
+    ///
+    /// See [`JobStatus`](crate::JobStatus).
+    pub async fn job_status(&self, name: &str) -> Result<Option<crate::JobStatus>> {
+        crate::validate_name(name)?;
+        self.inner.backend.check_name(name)?;
+        crate::job::job_status(self.inner.backend.as_ref(), name).await
+    }
+
     /// A mutex named `name`. The name is checked when the lock is first acquired.
     ///
     /// # Examples

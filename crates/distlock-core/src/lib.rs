@@ -25,7 +25,7 @@ pub use backend::{Capabilities, HolderInfo, LockKind, LockState, WaiterInfo};
 pub use client::{CLOSE_WITHIN, Client};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
-pub use job::{HeldUntil, Job, JobOutcome, MAX_JOB_SPAN, MIN_JOB_SPAN};
+pub use job::{HeldUntil, Job, JobOutcome, JobStatus, MAX_JOB_SPAN, MIN_JOB_SPAN, RunState};
 pub use lease::Health;
 pub use lock_url::{parse_lock_url, redact_url};
 pub use memory::MemoryBackend;

@@ -8,7 +8,8 @@
 //! * `distlock_leases_lost_total` (counter)
 //! * `distlock_renewal_batches_total` (counter) and `distlock_renewal_batch_size` (histogram)
 //! * `distlock_acquire_retries_total` (counter): temporary errors an acquire retried
-//! * `distlock_job_runs_total` (counter, `outcome` = ran | busy | failed | panicked | lost)
+//! * `distlock_job_runs_total` (counter, `outcome` = ran | busy | too_soon | failed | panicked |
+//!   lost)
 //!   and `distlock_job_duration_seconds` (histogram, runs whose body started)
 
 use std::sync::Mutex;

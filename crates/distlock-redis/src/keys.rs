@@ -30,6 +30,9 @@ pub(crate) enum Key {
     RedlockWaiting,
     /// RedLock waiters (status only): token -> record.
     RedlockWaitingInfo,
+    /// The lock's note (a job's run record): hash of value, fencing token, the server's
+    /// time of the write and the end of its quiet window.
+    Note,
 }
 
 impl Key {
@@ -42,6 +45,18 @@ impl Key {
         Key::Waiters,
         Key::Seq,
         Key::LeaseInfo,
+    ];
+
+    /// The keys the note's write takes: every lock script's, then the note's.
+    pub(crate) const NOTE_WRITE: [Key; 8] = [
+        Key::Lock,
+        Key::Fence,
+        Key::Queue,
+        Key::Leases,
+        Key::Waiters,
+        Key::Seq,
+        Key::LeaseInfo,
+        Key::Note,
     ];
 
     /// The keys the fast-path scripts take: the first four of [`ALL`](Self::ALL).
@@ -59,6 +74,7 @@ impl Key {
             Key::LeaseInfo => "lease-info",
             Key::RedlockWaiting => "redlock-waiting",
             Key::RedlockWaitingInfo => "redlock-waiting-info",
+            Key::Note => "note",
         })
     }
 }

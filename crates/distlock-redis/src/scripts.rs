@@ -42,6 +42,10 @@ pub(crate) struct Scripts {
     pub(crate) forget: Script,
     /// Breaks grants whoever holds them (`Client::force_release`).
     pub(crate) force_release: Script,
+    /// Writes a lock's note under a live grant (`Backend::write_note`).
+    pub(crate) note_write: Script,
+    /// Reads a lock's note (`Backend::read_note`).
+    pub(crate) note_read: Script,
     /// The minimal lock's release, measured against by `distlock bench`: delete the key if
     /// it still holds the token.
     pub(crate) compare_and_delete: Script,
@@ -69,6 +73,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
     forget: Script::new(include_str!("scripts/forget.lua")),
     force_release: compose("", "", include_str!("scripts/force_release.lua")),
+    note_write: compose("", "", include_str!("scripts/note_write.lua")),
+    note_read: Script::new(include_str!("scripts/note_read.lua")),
     compare_and_delete: Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
     ),

@@ -5,11 +5,11 @@ use std::sync::Once;
 
 pub use distlock_core::{
     Capabilities, DEFAULT_TTL, Error, ErrorKind, Guard, Health, Held, HeldUntil, HolderInfo,
-    HolderMeta, Job, JobOutcome, LockKind, LockOptions, LockState, MAX_JOB_SPAN, MAX_NAME_LEN,
-    MAX_OWNER_LEN, MAX_TTL, MIN_JOB_SPAN, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL, MemoryBackend,
-    MultiGuard, MultiLock, Mutex, MutexGuard, OnLost, Owner, Permit, ReadGuard, Result, RwLock,
-    Semaphore, Url, WaiterInfo, WriteGuard, WritesPaused, assert_held, current_token,
-    parse_lock_url, random_id, redact_url, validate_name,
+    HolderMeta, Job, JobOutcome, JobStatus, LockKind, LockOptions, LockState, MAX_JOB_SPAN,
+    MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL, MIN_JOB_SPAN, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL,
+    MemoryBackend, MultiGuard, MultiLock, Mutex, MutexGuard, OnLost, Owner, Permit, ReadGuard,
+    Result, RunState, RwLock, Semaphore, Url, WaiterInfo, WriteGuard, WritesPaused, assert_held,
+    current_token, parse_lock_url, random_id, redact_url, validate_name,
 };
 pub use distlock_core::{backend, memory};
 

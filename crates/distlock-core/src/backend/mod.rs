@@ -75,6 +75,7 @@ mod fence_ttl;
 mod floor;
 mod info;
 mod keeping;
+mod note;
 mod record;
 mod request;
 mod runtime;
@@ -101,6 +102,7 @@ pub use fence_ttl::{
 pub use floor::Floor;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use keeping::{EntryWatch, until_done, watch_entry};
+pub use note::{MAX_NOTE_LEN, Note, check_note};
 pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;
@@ -272,6 +274,51 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         Ok(0)
     }
 
+    /// Writes lock `grant.name`'s note (at most [`MAX_NOTE_LEN`] bytes), replacing the one
+    /// before, if `grant` is still a live grant of it: compared in the store in the same
+    /// step as the write, so a holder whose grant expired or was broken writes nothing and
+    /// gets an `ErrorKind::NotHeld` error. The store stamps it with its own clock and, given `quiet_for`,
+    /// keeps a quiet window that long from the write, measured on its clock. Answers the
+    /// write's time on the store's clock (`None` where the store has none). A job keeps
+    /// its run record here. The default keeps no notes: `Unsupported`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::sync::Arc;
+    /// use distlock_core::{Client, MemoryBackend};
+    /// use distlock_core::backend::{Backend, grant_of};
+    ///
+    /// let backend = Arc::new(MemoryBackend::new());
+    /// let client = Client::with_backend(backend.clone());
+    /// let guard = client.mutex("jobs/a").lock().await?;
+    /// backend.write_note(grant_of(&guard), guard.fencing_token(), "ran", None).await?;
+    /// assert_eq!(backend.read_note("jobs/a").await?.unwrap().value, "ran");
+    /// # Ok(()) }
+    /// ```
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        let _ = (grant, fencing_token, value, quiet_for);
+        Err(notes_unsupported(self.scheme()))
+    }
+
+    /// Lock `name`'s note, if one was written, with what is left of its quiet window
+    /// measured by the store now. The default keeps no notes: `Unsupported`.
+    ///
+    /// # Examples
+    ///
+    /// See [`write_note`](Backend::write_note).
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        let _ = name;
+        Err(notes_unsupported(self.scheme()))
+    }
+
     /// Breaks grants of lock `name` whoever holds them, for an operator freeing a stuck
     /// lock (`distlock break`): the grant whose fencing token is `fencing_token`, or every
     /// current grant when it is `None`. Where the store keeps a fencing counter, it is
@@ -383,4 +430,15 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     fn floor(&self) -> Option<&dyn Floor> {
         None
     }
+}
+
+/// The refusal of a backend that keeps no notes.
+fn notes_unsupported(scheme: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "the {scheme} backend keeps no notes beside its locks: a job's run record \
+             (once_per, job_status) needs a store that keeps one, with a clock of its own"
+        ),
+    )
 }

@@ -2,19 +2,24 @@
 //! (`at_least`) and a cap on how long it runs (`at_most`).
 
 mod held_until;
+mod record;
 
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use crate::backend::HolderInfo;
+use crate::backend::grant_of;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::guard::Guard;
 use crate::options::LockOptions;
 use crate::telemetry;
 use crate::template::{Held, conclude, release_after, run_body};
 
 pub use held_until::HeldUntil;
+use record::{Before, Write};
+pub use record::{JobStatus, RunState};
 
 /// The shortest `at_least` or `at_most` a job takes.
 pub const MIN_JOB_SPAN: Duration = Duration::from_millis(1);
@@ -58,6 +63,14 @@ pub enum JobOutcome<T> {
         /// is left of it (`None` for a grant that lives by its holder's session).
         until: Option<SystemTime>,
     },
+    /// The last successful run started less than `once_per` ago: the body did not run.
+    TooSoon {
+        /// When it started, on the store's clock (`None` where the store has none).
+        last_success: Option<SystemTime>,
+        /// When the job may run again, on this process's clock, from what the store
+        /// measured is left of the window.
+        next_at: SystemTime,
+    },
 }
 
 impl<T> JobOutcome<T> {
@@ -76,7 +89,7 @@ impl<T> JobOutcome<T> {
         }
     }
 
-    /// The outcome's label in metrics and logs: `ran` or `busy`.
+    /// The outcome's label in metrics and logs: `ran`, `busy` or `too_soon`.
     ///
     /// # Examples
     ///
@@ -88,6 +101,7 @@ impl<T> JobOutcome<T> {
         match self {
             JobOutcome::Ran(_) => "ran",
             JobOutcome::Busy { .. } => "busy",
+            JobOutcome::TooSoon { .. } => "too_soon",
         }
     }
 }
@@ -104,6 +118,9 @@ impl<T> JobOutcome<T> {
 /// * [`at_most`](Job::at_most): a hard cap: the body is cancelled (at its next await) once
 ///   it has run this long and the lock is released after, never before. The lease is
 ///   renewed while the body runs, however long that is.
+/// * [`once_per`](Job::once_per): skips the body ([`JobOutcome::TooSoon`]) when the last
+///   successful run started less than this long ago, by the run record the store keeps
+///   with its own clock ([`Client::job_status`] reads it).
 ///
 /// # Examples
 ///
@@ -130,6 +147,7 @@ pub struct Job {
     options: LockOptions,
     at_least: Option<Duration>,
     at_most: Option<Duration>,
+    once_per: Option<Duration>,
     wait: Option<Duration>,
 }
 
@@ -142,6 +160,7 @@ impl Job {
             options,
             at_least: None,
             at_most: None,
+            once_per: None,
             wait: None,
         }
     }
@@ -179,6 +198,31 @@ impl Job {
     /// ```
     pub fn at_most(mut self, span: Duration) -> Self {
         self.at_most = Some(span);
+        self
+    }
+
+    /// Skips the body ([`JobOutcome::TooSoon`]) when the last run that succeeded started
+    /// less than `span` ago (1 ms to ten years), by the run record the store keeps beside
+    /// the lock, measured on the store's clock: a replica whose clock is off, or that
+    /// restarted, does not run the job twice in the window. Needs a backend that keeps
+    /// run records (every one of distlock's; a backend that keeps none is refused with
+    /// `Unsupported`). A run that failed leaves the window as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use distlock_core::JobOutcome;
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let hourly = client.job("jobs/hourly").once_per(Duration::from_secs(3600));
+    /// assert_eq!(hourly.run(async |_| Ok::<_, distlock_core::Error>(())).await?.as_str(), "ran");
+    /// let again = hourly.run(async |_| Ok::<_, distlock_core::Error>(())).await?;
+    /// assert!(matches!(again, JobOutcome::TooSoon { last_success: Some(_), .. }));
+    /// # Ok(()) }
+    /// ```
+    pub fn once_per(mut self, span: Duration) -> Self {
+        self.once_per = Some(span);
         self
     }
 
@@ -236,10 +280,12 @@ impl Job {
     }
 
     /// Runs `f` if no other run holds the job: [`JobOutcome::Ran`] with its output, or
-    /// [`JobOutcome::Busy`] without running it. The lease is renewed while `f` runs; `f` is
-    /// cancelled if the grant is lost (`LockLost`) or `at_most` passes (`Timeout`), and the
-    /// grant is released once `f` has ended, never before, and no sooner than `at_least`
-    /// after it was granted.
+    /// [`JobOutcome::Busy`] (or [`TooSoon`](JobOutcome::TooSoon)) without running it. The
+    /// lease is renewed while `f` runs; `f` is cancelled if the grant is lost (`LockLost`)
+    /// or `at_most` passes (`Timeout`), and the grant is released once `f` has ended, never
+    /// before, and no sooner than `at_least` after it was granted. Where the backend keeps
+    /// run records, the run's is written under its grant as it starts and as it ends
+    /// ([`Client::job_status`]).
     ///
     /// # Cancel safety
     ///
@@ -256,23 +302,56 @@ impl Job {
     {
         self.check()?;
         let scheme = self.client.scheme();
-        let mutex = self
-            .client
-            .mutex(self.name.clone())
-            .with_options(self.options.clone());
-        let granted = match self.wait {
-            None => mutex.try_lock().await?,
-            Some(wait) => match mutex.lock_with(&self.options.clone().wait(wait)).await {
-                Ok(guard) => Some(guard),
-                Err(err) if err.kind() == ErrorKind::Timeout => None,
-                Err(err) => return Err(err.into()),
-            },
-        };
-        let Some(guard) = granted else {
+        let Some(guard) = self.take().await? else {
             telemetry::job_run(scheme, "busy", None);
             return Ok(self.busy().await?);
         };
         let granted_at = Instant::now();
+        let backend = self.client.inner().backend.as_ref();
+        let before = match self.before(backend).await {
+            Ok(before) => before,
+            Err(err) => {
+                release_after(guard).await;
+                return Err(err.into());
+            }
+        };
+        if let Some(quiet_for) = before.as_ref().and_then(|b| b.quiet_for)
+            && self.once_per.is_some()
+        {
+            release_after(guard).await;
+            telemetry::job_run(scheme, "too_soon", None);
+            let at = |ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+            return Ok(JobOutcome::TooSoon {
+                last_success: before.and_then(|b| b.last_success_ms).map(at),
+                next_at: SystemTime::now() + quiet_for,
+            });
+        }
+        let owner = guard.owner().as_str().to_owned();
+        let record = Write {
+            backend,
+            grant: grant_of(&guard),
+            fencing_token: guard.fencing_token(),
+            owner: &owner,
+        };
+        let last_success = before.as_ref().and_then(|b| b.last_success_ms);
+        let window_left =
+            |quiet: Option<Duration>| quiet.and_then(|q| q.checked_sub(granted_at.elapsed()));
+        let started_ms = match &before {
+            None => None,
+            Some(before) => {
+                let quiet = window_left(before.quiet_for);
+                match record
+                    .write(RunState::Running, None, last_success, quiet)
+                    .await
+                {
+                    Ok(at) => at,
+                    Err(err) => {
+                        release_after(guard).await;
+                        return Err(err.into());
+                    }
+                }
+            }
+        };
         let held = Held::of(&guard);
         let body = async {
             match self.at_most {
@@ -297,6 +376,26 @@ impl Job {
         )
         .await;
         let ran = granted_at.elapsed();
+        let succeeded = matches!(finished, Some(Ok(Ok(_))));
+        if let Some(before) = &before {
+            let (state, last, quiet) = match (succeeded, self.once_per) {
+                (true, Some(once_per)) => {
+                    (RunState::Succeeded, started_ms, window_left(Some(once_per)))
+                }
+                (true, None) => (RunState::Succeeded, started_ms, None),
+                (false, _) => (
+                    RunState::Failed,
+                    last_success,
+                    window_left(before.quiet_for),
+                ),
+            };
+            let written = record.write(state, started_ms, last, quiet).await;
+            if let Err(err) = written
+                && held.health().is_valid()
+            {
+                tracing::warn!(job = %self.name, error = %err, "the run's record was not written; the store keeps the one from its start");
+            }
+        }
         match self.at_least {
             Some(span) => self.keep(guard, granted_at + span).await,
             None => release_after(guard).await,
@@ -311,9 +410,41 @@ impl Job {
         conclude(finished, std::slice::from_ref(&held)).map(JobOutcome::Ran)
     }
 
+    /// Takes the job's lock: at once, or within [`wait`](Self::wait); `None` when busy.
+    async fn take(&self) -> Result<Option<Guard>> {
+        let mutex = self
+            .client
+            .mutex(self.name.clone())
+            .with_options(self.options.clone());
+        match self.wait {
+            None => mutex.try_lock().await,
+            Some(wait) => match mutex.lock_with(&self.options.clone().wait(wait)).await {
+                Ok(guard) => Ok(Some(guard)),
+                Err(err) if err.kind() == ErrorKind::Timeout => Ok(None),
+                Err(err) => Err(err),
+            },
+        }
+    }
+
+    /// The run record before this run: `None` where the backend keeps none, which a job
+    /// with `once_per` refuses.
+    async fn before(&self, backend: &dyn crate::backend::Backend) -> Result<Option<Before>> {
+        let before = Before::read(backend, &self.name).await?;
+        if before.is_none() && self.once_per.is_some() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "once_per needs a run record kept by the store with its own clock, and the {} backend keeps none",
+                    self.client.scheme()
+                ),
+            ));
+        }
+        Ok(before)
+    }
+
     /// Keeps `guard`'s grant until `at` and lets it go; a failure is logged (the grant
     /// ends with its lease or session).
-    async fn keep(&self, guard: crate::guard::Guard, at: Instant) {
+    async fn keep(&self, guard: Guard, at: Instant) {
         match guard.release_at(at.into_std()).await {
             Ok(_kept) => {}
             Err(err) if matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) => {}
@@ -340,7 +471,12 @@ impl Job {
     /// Refuses spans outside their bounds, `at_least` above `at_most`, and a reentrant
     /// owner.
     fn check(&self) -> Result<()> {
-        for (what, span) in [("at_least", self.at_least), ("at_most", self.at_most)] {
+        let spans = [
+            ("at_least", self.at_least),
+            ("at_most", self.at_most),
+            ("once_per", self.once_per),
+        ];
+        for (what, span) in spans {
             if let Some(span) = span
                 && !(MIN_JOB_SPAN..=MAX_JOB_SPAN).contains(&span)
             {
@@ -367,6 +503,17 @@ impl Job {
             ));
         }
         self.options.validate()
+    }
+}
+
+/// The run record of job `name` in `backend`.
+pub(crate) async fn job_status(
+    backend: &dyn crate::backend::Backend,
+    name: &str,
+) -> Result<Option<JobStatus>> {
+    match backend.read_note(name).await? {
+        Some(note) => record::status(name, note).map(Some),
+        None => Ok(None),
     }
 }
 

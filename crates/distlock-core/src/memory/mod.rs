@@ -28,7 +28,7 @@ use url::Url;
 
 use crate::backend::{
     Backend, Capabilities, Connector, Floor, Grant, HolderInfo, LeaseOutcome, Liveness, LockState,
-    PollOutcome, Session, Ticket, UrlParams,
+    Note, PollOutcome, Session, Ticket, UrlParams,
 };
 use crate::error::{Error, Result};
 pub use session::MemorySession;
@@ -216,6 +216,22 @@ impl Backend for MemoryBackend {
         fencing_token: Option<u64>,
     ) -> Result<Vec<HolderInfo>> {
         Ok(self.space.force_release(name, fencing_token))
+    }
+
+    /// The space's clock is the process's, which every client of the space shares.
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        self.space
+            .write_note(grant, fencing_token, value, quiet_for)
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        Ok(self.space.read_note(name))
     }
 
     /// A grant gone from the space while its holder's client held on to it was broken

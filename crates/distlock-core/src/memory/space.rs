@@ -9,10 +9,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::{
-    Claim, Grant, HolderInfo, LeaseOutcome, LocalWakers, LockRequest, LockState, PollOutcome,
+    Claim, Grant, HolderInfo, LeaseOutcome, LocalWakers, LockRequest, LockState, Note, PollOutcome,
     Queued, STARVATION, Session, Ticket, WaiterInfo, admit,
 };
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::owner::unix_ms;
 
 /// How long a queue entry of a lease-mode waiter lives without being polled (its waiter
@@ -170,6 +170,16 @@ impl NameState {
 struct Names {
     states: HashMap<String, NameState>,
     fencing: Fencing,
+    /// The names' notes, kept while the space lives.
+    notes: HashMap<String, StoredNote>,
+}
+
+/// A note, as the space keeps it: its quiet window ends at an instant of the space's
+/// clock, which every client of the space shares.
+#[derive(Debug)]
+struct StoredNote {
+    note: Note,
+    quiet_until: Option<Instant>,
 }
 
 /// One counter for the whole space, so that a name forgotten when it fell idle still gets
@@ -200,7 +210,9 @@ impl Space {
     /// and forgets the name again if it is left with no holders and no waiters.
     fn with_name<T>(&self, name: &str, f: impl FnOnce(&mut Fencing, &mut NameState) -> T) -> T {
         let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
-        let Names { states, fencing } = &mut *names;
+        let Names {
+            states, fencing, ..
+        } = &mut *names;
         match states.get_mut(name) {
             Some(state) => {
                 if state.purge(Instant::now()) {
@@ -410,6 +422,55 @@ impl Space {
             }
         }
         broken
+    }
+
+    /// Writes `grant.name`'s note if `grant` is a live grant of it: `NotHeld` otherwise.
+    pub(super) fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        check_note(value)?;
+        let now = Instant::now();
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let live = names.states.get(&grant.name).is_some_and(|state| {
+            state
+                .holders
+                .iter()
+                .any(|e| e.request.token == grant.token && e.live(now))
+        });
+        if !live {
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                format!(
+                    "no live grant of lock `{}` is this one: the note is not written",
+                    grant.name
+                ),
+            ));
+        }
+        let written = unix_ms(SystemTime::now());
+        let mut note = Note::new(value, fencing_token);
+        note.written_unix_ms = Some(written);
+        let quiet_until = quiet_for.and_then(|quiet| now.checked_add(quiet));
+        names
+            .notes
+            .insert(grant.name.clone(), StoredNote { note, quiet_until });
+        Ok(Some(written))
+    }
+
+    /// `name`'s note, with what is left of its quiet window.
+    pub(super) fn read_note(&self, name: &str) -> Option<Note> {
+        let now = Instant::now();
+        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let stored = names.notes.get(name)?;
+        let mut note = stored.note.clone();
+        note.quiet_for = stored
+            .quiet_until
+            .map(|until| until.saturating_duration_since(now))
+            .filter(|left| !left.is_zero());
+        Some(note)
     }
 
     /// Whether the grant is still among its name's holders (expired or not).

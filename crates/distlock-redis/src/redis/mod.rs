@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, MIN_FENCE_TTL, PollOutcome,
-    STARVATION, Ticket, async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, MIN_FENCE_TTL, Note,
+    PollOutcome, STARVATION, Ticket, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result, Url, random_id, redact_url};
 use tokio::task::AbortHandle;
@@ -26,6 +26,7 @@ mod force_release;
 mod forget;
 mod inspect;
 pub(crate) mod keyspace;
+mod notes;
 mod redlock_calls;
 mod refused;
 mod wakeups;
@@ -475,6 +476,21 @@ impl Backend for RedisBackend {
 
     fn check_name(&self, name: &str) -> Result<()> {
         self.keys(name).map(drop)
+    }
+
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        self.write_note_of(grant, fencing_token, value, quiet_for)
+            .await
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        self.read_note_of(name).await
     }
 
     async fn force_release(

@@ -11,6 +11,7 @@ mod job;
 mod lacks;
 mod lease;
 mod multi;
+mod notes;
 mod process;
 mod queue;
 mod rwlock;
@@ -32,6 +33,7 @@ pub use job::*;
 pub use lacks::*;
 pub use lease::*;
 pub use multi::*;
+pub use notes::*;
 pub use process::*;
 pub use queue::*;
 pub use rwlock::*;
@@ -322,6 +324,8 @@ macro_rules! conformance_suite {
             job_runs_once_and_reports_who_is_busy,
             job_at_least_keeps_the_name_after_a_quick_run,
             job_at_most_cancels_the_body_before_the_release,
+            notes_are_fenced_and_stamped_by_the_store,
+            job_once_per_skips_until_the_window_passes,
         );
         $crate::conformance_suite!(@unless rwlock [$($($lack),*)?] $target;
             rwlock_readers_share_and_writers_exclude,
