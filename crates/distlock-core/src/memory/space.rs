@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::backend::{
     Claim, Grant, HolderInfo, LeaseOutcome, LocalWakers, LockRequest, LockState, Note, PollOutcome,
-    Queued, STARVATION, Session, Ticket, WaiterInfo, admit,
+    Queued, STARVATION, Session, Ticket, WaiterInfo, admit, check_note,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::unix_ms;
