@@ -12,6 +12,8 @@ pub mod lease_table;
 mod mode;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod notes;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]

@@ -209,3 +209,13 @@ pub(crate) fn sweep_table_refused(backend: &'static str, err: &sqlx::Error) {
         SWEEP_TABLE.join("; ")
     );
 }
+
+/// Logs that the note table could not be made by `statement`, on the server dialects,
+/// which make it apart from their other tables: job run records fail until it exists.
+pub(crate) fn note_table_refused(backend: &'static str, statement: &str, err: &sqlx::Error) {
+    tracing::warn!(
+        backend,
+        error = %err,
+        "cannot make the distlock_note table, so jobs keep no run records (once_per and job_status fail); someone allowed to can run: {statement}"
+    );
+}

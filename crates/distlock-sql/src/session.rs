@@ -15,7 +15,7 @@ use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, PollOutcome, Tick
 use distlock_core::{Error, ErrorKind, Result};
 
 use crate::sentinel::Sentinel;
-pub(crate) use crate::session_dialect::{SessionDialect, Tried, WaitEnd};
+pub(crate) use crate::session_dialect::{NoteWrite, SessionDialect, Tried, WaitEnd};
 use crate::tasks::{SqlTicket, detached, outcomes};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -391,6 +391,31 @@ impl<D: SessionDialect> Sessions<D> {
                 Ok(false)
             }
         }
+    }
+
+    /// Writes lock `name`'s note on a held lock's own connection, if it still holds it:
+    /// the server's time of the write, `None` if the lock is no longer held.
+    pub(crate) async fn write_note(
+        &self,
+        cell: &SlotCell<D>,
+        name: &str,
+        note: &NoteWrite<'_>,
+    ) -> Result<Option<i64>> {
+        let held = match locked(cell).as_ref() {
+            Some(Slot::Held(held)) => held.clone(),
+            _ => return Ok(None),
+        };
+        let mut session = held.session.lock().await;
+        if held.generation != self.sentinel.current() {
+            return Ok(None);
+        }
+        let Some(current) = session.as_mut() else {
+            return Ok(None);
+        };
+        self.dialect
+            .write_note(&mut current.conn, &held.key, name, note)
+            .await
+            .map_err(|err| D::error("write_note", err))
     }
 
     /// Releases a held lock; `false` if its session was already gone.

@@ -19,6 +19,14 @@ pub(crate) struct Tried {
     pub(crate) clash: Option<&'static str>,
 }
 
+/// A note to write: its value, the fencing token of the grant it is written under, and
+/// its quiet window in milliseconds (`None`: none).
+pub(crate) struct NoteWrite<'a> {
+    pub(crate) value: &'a str,
+    pub(crate) fence: i64,
+    pub(crate) quiet_ms: Option<i64>,
+}
+
 /// How a wait in the server's queue ended once the lock was granted: the fencing token, or
 /// what else the name turned out to be in use as (the lock is then not held).
 pub(crate) type WaitEnd = std::result::Result<i64, &'static str>;
@@ -80,6 +88,16 @@ pub(crate) trait SessionDialect: Send + Sync + 'static {
         key: &Self::Key,
         ttl: Duration,
     ) -> sqlx::Result<bool>;
+
+    /// Writes lock `name`'s note on the connection that holds `key`, if it still holds it,
+    /// in one statement: the server's time of the write, `None` if it does not hold it.
+    async fn write_note(
+        &self,
+        conn: &mut Self::Conn,
+        key: &Self::Key,
+        name: &str,
+        note: &NoteWrite<'_>,
+    ) -> sqlx::Result<Option<i64>>;
 
     /// Releases `key`; whether the session still held it.
     async fn unlock(&self, conn: &mut Self::Conn, key: &Self::Key) -> sqlx::Result<bool>;

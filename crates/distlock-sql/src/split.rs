@@ -10,7 +10,8 @@ use distlock_core::backend::Ticket;
 use distlock_core::backend::{Grant, LeaseOutcome, LocalWakers, LockRequest, PollOutcome};
 use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result};
 
-use crate::session::{SessionDialect, Sessions, slot_in, ticket_slot};
+use crate::session::{NoteWrite, SessionDialect, Sessions, slot_in, ticket_slot};
+
 use crate::tasks::{detached, outcome, poll_detached, settled};
 
 /// Session locks for the kinds `D` holds in sessions (in session mode), leases for the rest,
@@ -117,6 +118,38 @@ impl<D: SessionDialect> Split<D> {
         let slot = slot_in::<D>(lease.state())?;
         let released = detached(D::BACKEND, async move { sessions.release(&slot).await }).await;
         Some(released.map(outcome))
+    }
+
+    /// Writes `grant.name`'s note (the server's time of the write; `NotHeld` if the grant
+    /// is gone): a session-held grant's on its own connection, a lease's through `lease`.
+    pub(crate) async fn write_note<F, Fut>(
+        &self,
+        grant: &Grant,
+        (fencing_token, value): (u64, &str),
+        quiet_for: Option<Duration>,
+        lease: F,
+    ) -> Result<Option<u64>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<u64>>>,
+    {
+        distlock_core::backend::check_note(value)?;
+        let session = self
+            .sessions
+            .as_ref()
+            .and_then(|sessions| Some((sessions, slot_in::<D>(grant.state())?)));
+        let Some((sessions, slot)) = session else {
+            return lease().await;
+        };
+        let note = NoteWrite {
+            value,
+            fence: i64::try_from(fencing_token).unwrap_or(i64::MAX),
+            quiet_ms: crate::notes::quiet_ms(quiet_for),
+        };
+        match sessions.write_note(&slot, &grant.name, &note).await? {
+            Some(at) => Ok(u64::try_from(at).ok()),
+            None => Err(crate::notes::not_live(&grant.name)),
+        }
     }
 
     /// Breaks lock `name`'s grants with `fencing_token` (every grant: `None`): those of the

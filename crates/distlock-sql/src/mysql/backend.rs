@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, Note, PollOutcome, Ticket,
     WritesPaused, async_trait,
 };
 use distlock_core::{HolderInfo, LockKind, LockState, Result, random_id};
@@ -13,11 +13,11 @@ use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{Executor, MySqlPool};
 
 use super::config::{Mode, MysqlConfig};
-use super::db_error;
 use super::schema;
 use super::session::MysqlSessions;
 use super::store::{self, Wake};
 use super::upkeep::MysqlUpkeep;
+use super::{db_error, notes};
 use crate::fences::{self, Sweeper};
 use crate::session::renew_split;
 use crate::split::Split;
@@ -243,6 +243,33 @@ impl Backend for MysqlBackend {
         let (was_held, next) = detached("mysql", self.writes.pass(release)).await?;
         wake(next);
         Ok(outcome(was_held))
+    }
+
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        let (pool, writes) = (&self.pool, &self.writes);
+        let (name, token) = (&grant.name, &grant.token);
+        let lease = || {
+            writes.pass(notes::write(
+                pool,
+                name,
+                token,
+                fencing_token,
+                value,
+                quiet_for,
+            ))
+        };
+        let note = (fencing_token, value);
+        self.split.write_note(grant, note, quiet_for, lease).await
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        notes::read(&self.pool, name).await
     }
 
     /// Grants in the lease table are broken; a session-mode `GET_LOCK` lock is refused

@@ -46,6 +46,7 @@
 
 mod backend;
 mod config;
+mod notes;
 mod schema;
 mod session;
 mod store;

@@ -30,19 +30,20 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
     // The tables of [`SCHEMA`] present, and whether the sweep table is, in one round trip.
     let count = format!(
         "SELECT CAST(SUM(TABLE_NAME IN ({marks})) AS SIGNED),
-                CAST(SUM(TABLE_NAME = 'distlock_sweep') AS SIGNED)
+                CAST(SUM(TABLE_NAME = 'distlock_sweep') AS SIGNED),
+                CAST(SUM(TABLE_NAME = 'distlock_note') AS SIGNED)
          FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
     );
-    let (present, swept): (Option<i64>, Option<i64>) = SCHEMA_TABLES
+    let (present, swept, noted): (Option<i64>, Option<i64>, Option<i64>) = SCHEMA_TABLES
         .iter()
         .fold(sqlx::query_as(&count), |query, table| query.bind(table))
         .fetch_one(&mut *conn)
         .await
         .map_err(&err)?;
-    let (present, swept) = (present.unwrap_or(0), swept.unwrap_or(0));
+    let (present, swept, noted) = (present.unwrap_or(0), swept.unwrap_or(0), noted.unwrap_or(0));
     let outdated = text_keyed_tables(&mut conn).await.map_err(&err)?;
     let make_tables = present < SCHEMA_TABLES.len() as i64 || !outdated.is_empty();
-    if make_tables || swept == 0 {
+    if make_tables || swept == 0 || noted == 0 {
         sqlx::query("SELECT GET_LOCK('distlock:schema', 60)")
             .execute(&mut *conn)
             .await
@@ -51,13 +52,19 @@ pub(super) async fn prepare(pool: &MySqlPool) -> Result<()> {
             true => create_tables(&mut conn).await,
             false => Ok(()),
         };
-        // The one table a database made by an older distlock lacks: a user who may not
-        // create it still connects (each client then sweeps by itself).
+        // The tables a database made by an older distlock lacks: a user who may not create
+        // them still connects (each client then sweeps by itself, and jobs keep no run
+        // records).
         for statement in fences::SWEEP_TABLE.iter().filter(|_| created.is_ok()) {
             if let Err(refused) = pool.execute(*statement).await {
                 crate::mode::sweep_table_refused("mysql", &refused);
                 break;
             }
+        }
+        if created.is_ok()
+            && let Err(refused) = pool.execute(super::notes::NOTE_TABLE).await
+        {
+            crate::mode::note_table_refused("mysql", super::notes::NOTE_TABLE, &refused);
         }
         let _ = sqlx::query("SELECT RELEASE_LOCK('distlock:schema')")
             .execute(&mut *conn)

@@ -13,7 +13,7 @@ use sqlx::{ConnectOptions, Connection, Executor, MySqlPool, Row};
 use super::{CLOCK_MS, CLOCK_US, db_error, lock_key};
 use crate::lease_table::{HolderRow, LiveRows, WaiterRow, millis};
 use crate::rows::LeaseRow;
-use crate::session::{SessionDialect, Tried, WaitEnd};
+use crate::session::{NoteWrite, SessionDialect, Tried, WaitEnd};
 
 /// How long a blocking `GET_LOCK` waits at most (a year: it is stopped by `KILL QUERY`).
 const WAIT_SECONDS: u64 = 31_536_000;
@@ -271,6 +271,16 @@ impl SessionDialect for MysqlSessions {
                 .fetch_one(&mut conn.conn)
                 .await?;
         Ok(mine == Some(1))
+    }
+
+    async fn write_note(
+        &self,
+        conn: &mut MyConn,
+        key: &String,
+        name: &str,
+        note: &NoteWrite<'_>,
+    ) -> sqlx::Result<Option<i64>> {
+        super::notes::write_held(&mut conn.conn, key, name, note).await
     }
 
     async fn unlock(&self, conn: &mut MyConn, key: &String) -> sqlx::Result<bool> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, Note, PollOutcome, Ticket,
     WritesPaused, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result, random_id};
@@ -15,7 +15,7 @@ use tokio::task::AbortHandle;
 use super::config::{Mode, PostgresConfig};
 use super::session::PgSessions;
 use super::upkeep::PgUpkeep;
-use super::{db_error, store};
+use super::{db_error, notes, store};
 use crate::fences::{self, Sweeper};
 use crate::session::renew_split;
 use crate::split::Split;
@@ -270,6 +270,33 @@ impl Backend for PostgresBackend {
         let release = async move { store::release(&pool, &name, &token).await };
         let was_held = detached("postgres", self.writes.pass(release)).await?;
         Ok(outcome(was_held))
+    }
+
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        let (pool, writes) = (&self.pool, &self.writes);
+        let (name, token) = (&grant.name, &grant.token);
+        let lease = || {
+            writes.pass(notes::write(
+                pool,
+                name,
+                token,
+                fencing_token,
+                value,
+                quiet_for,
+            ))
+        };
+        let note = (fencing_token, value);
+        self.split.write_note(grant, note, quiet_for, lease).await
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        notes::read(&self.pool, name).await
     }
 
     /// Grants in the lease table are broken; a session-mode advisory lock is refused with

@@ -45,6 +45,7 @@
 mod advisory;
 mod backend;
 mod config;
+mod notes;
 mod session;
 mod store;
 mod upkeep;

@@ -53,3 +53,4 @@ CREATE UNLOGGED TABLE IF NOT EXISTS distlock_session (
     ttl_ms      BIGINT NOT NULL
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200);
 CREATE INDEX IF NOT EXISTS distlock_session_by_key ON distlock_session (key)
+

@@ -11,7 +11,7 @@ use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
 use super::advisory::{self, Share, advisory_key};
 use super::db_error;
-use crate::session::{SessionDialect, Tried, WaitEnd};
+use crate::session::{NoteWrite, SessionDialect, Tried, WaitEnd};
 
 /// PostgreSQL advisory locks on connections of their own.
 pub(super) struct PgSessions {
@@ -107,6 +107,16 @@ impl SessionDialect for PgSessions {
     ) -> sqlx::Result<bool> {
         advisory::renew(conn, &advisory::idle_limit(ttl)).await?;
         Ok(true)
+    }
+
+    async fn write_note(
+        &self,
+        conn: &mut PgConnection,
+        key: &(i64, Share),
+        name: &str,
+        note: &NoteWrite<'_>,
+    ) -> sqlx::Result<Option<i64>> {
+        super::notes::write_held(conn, key.0, name, note).await
     }
 
     async fn unlock(&self, conn: &mut PgConnection, key: &(i64, Share)) -> sqlx::Result<bool> {

@@ -10,6 +10,7 @@ use distlock_core::backend::{LockRequest, PollOutcome};
 use distlock_core::{Error, HolderInfo, LockKind, LockState, Result};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 
+use super::notes;
 use super::{CLOCK_MS, FIRST_FENCE, NEXT_FENCE, advisory, db_error};
 use crate::fences;
 use crate::lease_engine::{self, LeaseDialect, Locked, Wake};
@@ -27,9 +28,10 @@ const SCHEMA: &str = include_str!("schema.sql");
 const LOCK_CLASS: i32 = 0x646c_6b00;
 
 /// The tables and indexes [`SCHEMA`] creates.
-const SCHEMA_OBJECTS: [&str; 8] = [
+const SCHEMA_OBJECTS: [&str; 9] = [
     "distlock_fence",
     "distlock_sweep",
+    "distlock_note",
     "distlock_lease",
     "distlock_lease_by_name",
     "distlock_waiter",
@@ -44,7 +46,7 @@ const SCHEMA_OBJECTS: [&str; 8] = [
 pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     let err = db_error("connect");
     let (missing, others): (i64, i64) = sqlx::query_as(
-        "SELECT COUNT(*), COUNT(*) FILTER (WHERE o <> 'distlock_sweep')
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE o NOT IN ('distlock_sweep', 'distlock_note'))
          FROM unnest($1::TEXT[]) AS o WHERE to_regclass(o) IS NULL",
     )
     .bind(SCHEMA_OBJECTS)
@@ -64,7 +66,8 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
         .await
         .map_err(&err)?;
     let statements = SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty());
-    for statement in statements.chain(fences::SWEEP_TABLE) {
+    let later = fences::SWEEP_TABLE.into_iter().chain([notes::NOTE_TABLE]);
+    for statement in statements.chain(later) {
         sqlx::query(statement)
             .execute(&mut *tx)
             .await
@@ -73,8 +76,9 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     tx.commit().await.map_err(&err)
 }
 
-/// Makes the sweep table, the one object a database made by an older distlock lacks, under
-/// the schema lock; a failure (a user who may not create tables) is logged, not returned.
+/// Makes the sweep and note tables, the objects a database made by an older distlock
+/// lacks, under the schema lock; a failure (a user who may not create tables) is logged,
+/// not returned.
 async fn make_sweep_table(pool: &PgPool) {
     let made = async {
         let mut tx = pool.begin().await?;
@@ -89,6 +93,9 @@ async fn make_sweep_table(pool: &PgPool) {
     };
     if let Err(err) = made.await {
         crate::mode::sweep_table_refused("postgres", &err);
+    }
+    if let Err(err) = sqlx::query(notes::NOTE_TABLE).execute(pool).await {
+        crate::mode::note_table_refused("postgres", notes::NOTE_TABLE, &err);
     }
 }
 

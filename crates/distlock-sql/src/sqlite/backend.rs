@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, PollOutcome, Ticket,
-    WritesPaused, async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, Note, PollOutcome, Ticket,
+    WritesPaused, async_trait, check_note,
 };
 use distlock_core::{Error, HolderInfo, LockState, Result};
 use sqlx::SqlitePool;
@@ -15,7 +15,7 @@ use super::clock::LeaseClock;
 use super::config::SqliteConfig;
 use super::upkeep::SqliteUpkeep;
 use super::wake::{Wake, WakeSocket};
-use super::{SQLITE_CANTOPEN, db_error, primary_code, store};
+use super::{SQLITE_CANTOPEN, db_error, notes, primary_code, store};
 use crate::fences::{self, Sweeper};
 use crate::lease_table::WAITER_LEASE;
 use crate::tasks::{SqlTicket, WriteGate, detached, outcome, outcomes, poll_detached, settled};
@@ -277,6 +277,24 @@ impl Backend for SqliteBackend {
         .await?;
         self.wake(released.wake);
         Ok(outcome(released.was_held))
+    }
+
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        check_note(value)?;
+        let (pool, clock) = (&self.pool, self.clock);
+        let grant = (grant.name.as_str(), grant.token.as_str());
+        let write = notes::write(pool, clock, grant, fencing_token, value, quiet_for);
+        self.writes.pass(write).await
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        notes::read(&self.pool, self.clock, name).await
     }
 
     async fn force_release(

@@ -23,7 +23,7 @@ mod backend;
 mod busy;
 mod clock;
 mod config;
-
+mod notes;
 mod store;
 mod upkeep;
 mod wake;

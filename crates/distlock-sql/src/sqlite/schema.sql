@@ -46,3 +46,13 @@ CREATE TABLE IF NOT EXISTS distlock_clock (
     boot      TEXT NOT NULL,
     anchor_ms INTEGER NOT NULL
 );
+
+-- Each lock's note (a job's run record), written under a live grant, its times on the
+-- lease clock.
+CREATE TABLE IF NOT EXISTS distlock_note (
+    name           TEXT PRIMARY KEY,
+    value          TEXT NOT NULL,
+    fence          INTEGER NOT NULL,
+    written_at_ms  INTEGER NOT NULL,
+    quiet_until_ms INTEGER
+) WITHOUT ROWID;

@@ -29,8 +29,9 @@ const SCHEMA: &str = include_str!("schema.sql");
 const SCHEMA_VERSION: i64 = 3;
 
 /// The tables and indexes a prepared database has.
-const OBJECTS: [&str; 8] = [
+const OBJECTS: [&str; 9] = [
     "distlock_fence",
+    "distlock_note",
     "distlock_lease",
     "distlock_waiter",
     "distlock_floor",

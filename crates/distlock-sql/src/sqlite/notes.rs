@@ -1,0 +1,73 @@
+//! Each lock's note (a job's run record) in `distlock_note`, written in one statement
+//! under a live lease and stamped with the lease clock.
+
+use std::time::Duration;
+
+use distlock_core::Result;
+use distlock_core::backend::Note;
+use sqlx::{Row, SqlitePool};
+
+use super::clock::LeaseClock;
+use super::db_error;
+use crate::notes::{from_row, not_live, quiet_ms};
+
+/// Writes `name`'s note if the lease under `token` is live: the lease clock's time of the
+/// write.
+pub(super) async fn write(
+    pool: &SqlitePool,
+    clock: LeaseClock,
+    (name, token): (&str, &str),
+    fencing_token: u64,
+    value: &str,
+    quiet_for: Option<Duration>,
+) -> Result<Option<u64>> {
+    let now = clock.now_ms();
+    let written = sqlx::query(
+        "INSERT INTO distlock_note (name, value, fence, written_at_ms, quiet_until_ms)
+         SELECT ?1, ?2, ?3, ?4, ?4 + ?5
+         WHERE EXISTS (SELECT 1 FROM distlock_lease
+                       WHERE token = ?6 AND name = ?1 AND expires_at_ms > ?4)
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value, fence = excluded.fence,
+             written_at_ms = excluded.written_at_ms, quiet_until_ms = excluded.quiet_until_ms",
+    )
+    .bind(name)
+    .bind(value)
+    .bind(i64::try_from(fencing_token).unwrap_or(i64::MAX))
+    .bind(now)
+    .bind(quiet_ms(quiet_for))
+    .bind(token)
+    .execute(pool)
+    .await
+    .map_err(db_error("write_note"))?;
+    match written.rows_affected() {
+        0 => Err(not_live(name)),
+        _ => Ok(u64::try_from(now).ok()),
+    }
+}
+
+/// `name`'s note, its quiet window measured by the lease clock now.
+pub(super) async fn read(pool: &SqlitePool, clock: LeaseClock, name: &str) -> Result<Option<Note>> {
+    let err = db_error("read_note");
+    let row = sqlx::query(
+        "SELECT value, fence, written_at_ms, COALESCE(quiet_until_ms - ?2, 0)
+         FROM distlock_note WHERE name = ?1",
+    )
+    .bind(name)
+    .bind(clock.now_ms())
+    .fetch_optional(pool)
+    .await
+    .map_err(&err)?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let columns = (|| {
+        Ok::<_, sqlx::Error>((
+            row.try_get(0)?,
+            row.try_get(1)?,
+            row.try_get(2)?,
+            row.try_get(3)?,
+        ))
+    })();
+    let (value, fence, written, left) = columns.map_err(&err)?;
+    from_row(name, value, fence, written, left).map(Some)
+}
