@@ -6,20 +6,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session,
-    Ticket, async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, Liveness, LockState, Note, PollOutcome,
+    Session, Ticket, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, Result};
 use tokio::sync::watch;
 
 use crate::config::EtcdConfig;
 use crate::error::etcd_error;
-use crate::inspect;
 use crate::queue::{self, Turn};
 use crate::request::{Key, Request, request_mut};
 use crate::session::{Doomed, Live, Sessions};
 use crate::txns::{self, Enqueued, Listing};
 use crate::watch::{Deletion, Stood, deleted};
+use crate::{inspect, notes};
 
 /// What a poll's transaction found of its request's key.
 enum Listed {
@@ -420,6 +420,25 @@ impl Backend for EtcdBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         inspect::locks(self.sessions.client(), &self.config().prefix, name).await
+    }
+
+    /// etcd has no clock to stamp a note with; its quiet windows are leases, counted in
+    /// whole seconds.
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        let live = self.sessions.current().await?;
+        let prefix = &self.config().prefix;
+        notes::write(&live, prefix, grant, fencing_token, value, quiet_for).await
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        let live = self.sessions.current().await?;
+        notes::read(&live, &self.config().prefix, name).await
     }
 
     async fn force_release(

@@ -39,7 +39,8 @@ pub(crate) fn not_live(name: &str) -> Error {
     )
 }
 
-/// The quiet window in milliseconds, as a bound parameter (`NULL`: none; at least 1).
+/// The quiet window in milliseconds, as a bound parameter (`NULL`: the note's window goes
+/// on; at least 1).
 pub(crate) fn quiet_ms(quiet_for: Option<Duration>) -> Option<i64> {
     quiet_for.map(|q| i64::try_from(q.as_millis()).unwrap_or(i64::MAX).max(1))
 }

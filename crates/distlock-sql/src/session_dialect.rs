@@ -20,7 +20,7 @@ pub(crate) struct Tried {
 }
 
 /// A note to write: its value, the fencing token of the grant it is written under, and
-/// its quiet window in milliseconds (`None`: none).
+/// its quiet window in milliseconds (`None`: the note's window goes on).
 pub(crate) struct NoteWrite<'a> {
     pub(crate) value: &'a str,
     pub(crate) fence: i64,

@@ -277,9 +277,10 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// Writes lock `grant.name`'s note (at most [`MAX_NOTE_LEN`] bytes), replacing the one
     /// before, if `grant` is still a live grant of it: compared in the store in the same
     /// step as the write, so a holder whose grant expired or was broken writes nothing and
-    /// gets an `ErrorKind::NotHeld` error. The store stamps it with its own clock and, given `quiet_for`,
-    /// keeps a quiet window that long from the write, measured on its clock. Answers the
-    /// write's time on the store's clock (`None` where the store has none). A job keeps
+    /// gets an `ErrorKind::NotHeld` error. The store stamps it with its own clock. Given
+    /// `quiet_for`, it keeps a quiet window that long from the write, measured on its
+    /// clock; without, the window the note had goes on as it was. Answers the write's time
+    /// on the store's clock (`None` where the store has none). A job keeps
     /// its run record here. The default keeps no notes: `Unsupported`.
     ///
     /// # Examples

@@ -334,23 +334,18 @@ impl Job {
             owner: &owner,
         };
         let last_success = before.as_ref().and_then(|b| b.last_success_ms);
-        let window_left =
-            |quiet: Option<Duration>| quiet.and_then(|q| q.checked_sub(granted_at.elapsed()));
         let started_ms = match &before {
             None => None,
-            Some(before) => {
-                let quiet = window_left(before.quiet_for);
-                match record
-                    .write(RunState::Running, None, last_success, quiet)
-                    .await
-                {
-                    Ok(at) => at,
-                    Err(err) => {
-                        release_after(guard).await;
-                        return Err(err.into());
-                    }
+            Some(_) => match record
+                .write(RunState::Running, None, last_success, None)
+                .await
+            {
+                Ok(at) => at,
+                Err(err) => {
+                    release_after(guard).await;
+                    return Err(err.into());
                 }
-            }
+            },
         };
         let held = Held::of(&guard);
         let body = async {
@@ -377,17 +372,16 @@ impl Job {
         .await;
         let ran = granted_at.elapsed();
         let succeeded = matches!(finished, Some(Ok(Ok(_))));
-        if let Some(before) = &before {
+        if before.is_some() {
             let (state, last, quiet) = match (succeeded, self.once_per) {
-                (true, Some(once_per)) => {
-                    (RunState::Succeeded, started_ms, window_left(Some(once_per)))
-                }
-                (true, None) => (RunState::Succeeded, started_ms, None),
-                (false, _) => (
-                    RunState::Failed,
-                    last_success,
-                    window_left(before.quiet_for),
+                (true, once_per) => (
+                    RunState::Succeeded,
+                    started_ms,
+                    once_per
+                        .map(|span| span.saturating_sub(granted_at.elapsed()))
+                        .filter(|window| !window.is_zero()),
                 ),
+                (false, _) => (RunState::Failed, last_success, None),
             };
             let written = record.write(state, started_ms, last, quiet).await;
             if let Err(err) = written

@@ -453,7 +453,11 @@ impl Space {
         let written = unix_ms(SystemTime::now());
         let mut note = Note::new(value, fencing_token);
         note.written_unix_ms = Some(written);
-        let quiet_until = quiet_for.and_then(|quiet| now.checked_add(quiet));
+        let kept = names.notes.get(&grant.name).and_then(|old| old.quiet_until);
+        let quiet_until = match quiet_for {
+            Some(quiet) => now.checked_add(quiet),
+            None => kept,
+        };
         names
             .notes
             .insert(grant.name.clone(), StoredNote { note, quiet_until });

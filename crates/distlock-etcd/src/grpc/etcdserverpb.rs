@@ -464,6 +464,26 @@ pub struct LeaseKeepAliveResponse {
 }
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LeaseTimeToLiveRequest {
+    #[prost(int64, tag = "1")]
+    pub id: i64,
+    #[prost(bool, tag = "2")]
+    pub keys: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LeaseTimeToLiveResponse {
+    #[prost(message, optional, tag = "1")]
+    pub header: ::core::option::Option<ResponseHeader>,
+    #[prost(int64, tag = "2")]
+    pub id: i64,
+    #[prost(int64, tag = "3")]
+    pub ttl: i64,
+    #[prost(int64, tag = "4")]
+    pub granted_ttl: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct StatusRequest {}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -883,6 +903,30 @@ pub mod lease_client {
             req.extensions_mut()
                 .insert(GrpcMethod::new("etcdserverpb.Lease", "LeaseKeepAlive"));
             self.inner.streaming(req, path, codec).await
+        }
+        pub async fn lease_time_to_live(
+            &mut self,
+            request: impl tonic::IntoRequest<super::LeaseTimeToLiveRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::LeaseTimeToLiveResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/etcdserverpb.Lease/LeaseTimeToLive",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("etcdserverpb.Lease", "LeaseTimeToLive"));
+            self.inner.unary(req, path, codec).await
         }
     }
 }

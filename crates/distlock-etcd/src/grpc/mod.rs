@@ -274,6 +274,18 @@ impl Client {
         .await
     }
 
+    /// What is left of lease `id`, in seconds (-1 once it has expired).
+    pub(crate) async fn lease_time_to_live(&self, id: i64) -> Answer<pb::LeaseTimeToLiveResponse> {
+        self.call(|stub| async move {
+            let request = pb::LeaseTimeToLiveRequest { id, keys: false };
+            Ok(LeaseClient::new(stub)
+                .lease_time_to_live(request)
+                .await?
+                .into_inner())
+        })
+        .await
+    }
+
     /// Revokes lease `id`, deleting the keys on it.
     pub(crate) async fn lease_revoke(&self, id: i64) -> Answer<()> {
         self.call(|stub| async move {

@@ -1,5 +1,6 @@
 -- Write the lock's note if ARGV[1] is a live grant of it.  KEYS[8] the note; ARGV[2] the
--- value, ARGV[3] the grant's fencing token, ARGV[4] the quiet window in ms ('' for none).
+-- value, ARGV[3] the grant's fencing token, ARGV[4] the quiet window in ms ('': the
+-- window the note had goes on).
 -- Returns the server's time of the write (ms), or -1 if the grant is not live.
 local NOTE = KEYS[8]
 local live = token_of(redis.call('GET', LOCK)) == ARGV[1]
@@ -10,9 +11,8 @@ end
 if not live then
   return -1
 end
-local quiet_until = ''
+redis.call('HSET', NOTE, 'v', ARGV[2], 't', ARGV[3], 'w', text(now()))
 if ARGV[4] ~= '' then
-  quiet_until = text(now() + tonumber(ARGV[4]))
+  redis.call('HSET', NOTE, 'q', text(now() + tonumber(ARGV[4])))
 end
-redis.call('HSET', NOTE, 'v', ARGV[2], 't', ARGV[3], 'w', text(now()), 'q', quiet_until)
 return now()

@@ -30,7 +30,8 @@ const UPSERT: &str = "INSERT INTO distlock_note
          (lock_key, name, value, fence, written_at_ms, quiet_until_ms)
      VALUES (?, ?, ?, ?, ?, ? + ?)
      ON DUPLICATE KEY UPDATE name = VALUES(name), value = VALUES(value), fence = VALUES(fence),
-         written_at_ms = VALUES(written_at_ms), quiet_until_ms = VALUES(quiet_until_ms)";
+         written_at_ms = VALUES(written_at_ms),
+         quiet_until_ms = COALESCE(VALUES(quiet_until_ms), quiet_until_ms)";
 
 /// Writes `name`'s note if the lease under `token` is live: the server's time of the
 /// write.

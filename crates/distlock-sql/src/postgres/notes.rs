@@ -40,7 +40,8 @@ pub(super) async fn write(
          INSERT INTO distlock_note (name, value, fence, written_at_ms, quiet_until_ms)
          SELECT $1, $3, $4, now.ms, now.ms + $5::BIGINT FROM now WHERE EXISTS (SELECT 1 FROM live)
          ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, fence = EXCLUDED.fence,
-             written_at_ms = EXCLUDED.written_at_ms, quiet_until_ms = EXCLUDED.quiet_until_ms
+             written_at_ms = EXCLUDED.written_at_ms,
+             quiet_until_ms = COALESCE(EXCLUDED.quiet_until_ms, distlock_note.quiet_until_ms)
          RETURNING written_at_ms"
     ))
     .bind(name)
@@ -101,7 +102,8 @@ pub(super) async fn write_held(
                AND l.granted AND ((l.classid::BIGINT << 32) | l.objid::BIGINT) = $5
          )
          ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, fence = EXCLUDED.fence,
-             written_at_ms = EXCLUDED.written_at_ms, quiet_until_ms = EXCLUDED.quiet_until_ms
+             written_at_ms = EXCLUDED.written_at_ms,
+             quiet_until_ms = COALESCE(EXCLUDED.quiet_until_ms, distlock_note.quiet_until_ms)
          RETURNING written_at_ms"
     ))
     .bind(name)

@@ -28,7 +28,8 @@ pub(super) async fn write(
          WHERE EXISTS (SELECT 1 FROM distlock_lease
                        WHERE token = ?6 AND name = ?1 AND expires_at_ms > ?4)
          ON CONFLICT (name) DO UPDATE SET value = excluded.value, fence = excluded.fence,
-             written_at_ms = excluded.written_at_ms, quiet_until_ms = excluded.quiet_until_ms",
+             written_at_ms = excluded.written_at_ms,
+             quiet_until_ms = COALESCE(excluded.quiet_until_ms, quiet_until_ms)",
     )
     .bind(name)
     .bind(value)
