@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, Liveness, LockState, PollOutcome, Session,
-    Ticket, async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, Liveness, LockState, Note, PollOutcome,
+    Session, Ticket, async_trait,
 };
 use distlock_core::{HolderInfo, LockKind, Result};
 use tokio::sync::watch;
@@ -15,6 +15,7 @@ use crate::config::ZkConfig;
 use crate::inspect;
 use crate::names;
 use crate::nodes;
+use crate::notes;
 use crate::queue::wait_for;
 use crate::request::Request;
 use crate::semaphore;
@@ -215,6 +216,23 @@ impl Backend for ZkBackend {
     /// on with each deletion, so every later
     /// grant's token is above the broken one's: there is no counter to bump. The broken
     /// holder's client sees its node deleted, as after an operator's `delete`.
+    /// A note's time and quiet window are the leader's clock (its nodes' `mtime`).
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        let live = self.sessions.slot.current()?;
+        notes::write(&live, self.base(), grant, fencing_token, value, quiet_for).await
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        let live = self.sessions.slot.current()?;
+        notes::read(&live, self.base(), name).await
+    }
+
     async fn force_release(
         &self,
         name: &str,

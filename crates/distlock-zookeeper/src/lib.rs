@@ -6,6 +6,7 @@ mod error;
 mod inspect;
 mod names;
 mod nodes;
+mod notes;
 mod queue;
 mod record;
 mod request;
