@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, LockRequest, PollOutcome, Ticket,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LockRequest, Note, PollOutcome, Ticket,
     async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result};
@@ -188,6 +188,11 @@ impl RedlockBackend {
             });
         }
         answers
+    }
+
+    /// How many masters there are.
+    pub(super) fn masters(&self) -> usize {
+        self.masters.len()
     }
 
     /// An error unless a majority of masters answered.
@@ -499,6 +504,21 @@ impl Backend for RedlockBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         self.states(name).await
+    }
+
+    async fn write_note(
+        &self,
+        grant: &Grant,
+        fencing_token: u64,
+        value: &str,
+        quiet_for: Option<Duration>,
+    ) -> Result<Option<u64>> {
+        self.write_note_on_masters(grant, fencing_token, value, quiet_for)
+            .await
+    }
+
+    async fn read_note(&self, name: &str) -> Result<Option<Note>> {
+        self.read_note_on_masters(name).await
     }
 
     /// Breaks the grant on every master that answers (each bumps its own counter first,

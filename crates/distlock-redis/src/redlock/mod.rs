@@ -51,6 +51,7 @@ mod backend;
 mod config;
 mod connect;
 mod inspect;
+mod notes;
 
 pub use backend::RedlockBackend;
 pub use config::RedlockConfig;
