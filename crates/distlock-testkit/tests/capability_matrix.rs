@@ -43,12 +43,23 @@ struct Row {
 fn rows_of(place: &str, text: &str) -> Vec<Row> {
     let mut rows: Vec<Row> = Vec::new();
     let mut module: Option<(usize, String)> = None;
-    for line in text.lines() {
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
         let indent = line.len() - line.trim_start().len();
         if module.as_ref().is_some_and(|(depth, _)| indent <= *depth) && !line.trim().is_empty() {
             module = None;
         }
-        let code = line.trim();
+        let mut code = line.trim().to_owned();
+        // A declaration rustfmt spread over lines, read as one.
+        if code.ends_with('(') {
+            for rest in lines.by_ref() {
+                code.push_str(rest.trim());
+                if rest.contains(')') {
+                    break;
+                }
+            }
+        }
+        let code = code.as_str();
         if let Some(name) = code
             .strip_prefix("mod ")
             .and_then(|rest| rest.strip_suffix(" {"))
@@ -98,12 +109,12 @@ fn matrix(root: &Path) -> String {
          against the declarations by `crates/distlock-testkit/tests/capability_matrix.rs`\n\
          (`DISTLOCK_REGENERATE=1` rewrites it). Every backend runs the common suite (mutual\n\
          exclusion, expiry, fencing, cancellation, reentrancy, status, bad input, multi-locks,\n\
-         templates); \"refused\" means the backend lacks the capability and the suite checks\n\
+         templates, jobs); \"refused\" means the backend lacks the capability and the suite checks\n\
          that it refuses it as `Unsupported`. PostgreSQL's and MySQL's session modes hold each\n\
          lock on a database connection of its own, yet declare lease liveness: the core renews\n\
          their grants as leases, each renewal asking whether the connection still holds it.\n\n\
-         | tests | grants live by | read/write locks | semaphores | fair queue | breaking | processes |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+         | tests | grants live by | read/write locks | semaphores | fair queue | breaking | notes (once_per, job_status) | processes |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for file in test_files(root) {
         let text = std::fs::read_to_string(&file).expect("a readable test file");
@@ -118,13 +129,14 @@ fn matrix(root: &Path) -> String {
                 false => "yes",
             };
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 row.place,
                 row.liveness.to_lowercase(),
                 cell("rwlock"),
                 cell("semaphore"),
                 cell("fair"),
                 cell("force_release"),
+                cell("notes"),
                 if row.processes { "yes" } else { "no" },
             ));
         }

@@ -8,7 +8,11 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::Target::new(url).keep(dir)
 }
 
-distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [rwlock, semaphore, fair]);
+distlock_testkit::conformance_suite!(
+    target,
+    liveness = Lease,
+    lacks = [rwlock, semaphore, fair, notes]
+);
 
 mod processes {
     use super::target;

@@ -45,6 +45,11 @@ pub struct Capabilities {
     /// ([`Backend::force_release`](super::Backend::force_release)); where not, breaking
     /// the grants it cannot is refused with `Unsupported`.
     pub force_release: bool,
+    /// Each lock's note, written under a live grant with the store's clock
+    /// ([`Backend::write_note`](super::Backend::write_note)): a job's run record, for
+    /// `once_per` and `job_status`. Where not, writing and reading notes are refused with
+    /// `Unsupported`.
+    pub notes: bool,
     /// How grants stay alive: a lease per grant, or the client's session.
     pub liveness: Liveness,
     /// A grant can stay in the store after its client lets go of it, until its lease
@@ -63,7 +68,7 @@ pub struct Capabilities {
 impl Capabilities {
     /// A backend whose grants live by a lease each ([`Liveness::Lease`]), with nothing but
     /// mutexes across processes, waiters polled: no read/write locks, semaphores, fair
-    /// queue, fencing, push wake-ups or breaking, waiter entries refreshed every
+    /// queue, fencing, push wake-ups, breaking or notes, waiter entries refreshed every
     /// [`WAITER_REFRESH`]. The backend sets the fields of what it has.
     ///
     /// # Examples
@@ -79,6 +84,7 @@ impl Capabilities {
             cross_process: true,
             push_wakeups: false,
             force_release: false,
+            notes: false,
             liveness: Liveness::Lease,
             detachable: true,
             waiter_refresh: Some(WAITER_REFRESH),
@@ -101,7 +107,7 @@ impl Capabilities {
         }
     }
 
-    /// Every primitive supported, grants breakable, grants by lease, waiter entries refreshed every
+    /// Every primitive supported, grants breakable, notes kept, grants by lease, waiter entries refreshed every
     /// [`WAITER_REFRESH`]; `push_wakeups` as given.
     ///
     /// # Examples
@@ -117,6 +123,7 @@ impl Capabilities {
             cross_process: true,
             push_wakeups,
             force_release: true,
+            notes: true,
             liveness: Liveness::Lease,
             detachable: true,
             waiter_refresh: Some(WAITER_REFRESH),

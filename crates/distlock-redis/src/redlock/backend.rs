@@ -291,6 +291,7 @@ impl Backend for RedlockBackend {
         caps.fencing = true;
         caps.durable_fencing = true;
         caps.force_release = true;
+        caps.notes = true;
         caps.waiter_refresh = None;
         caps
     }

@@ -29,15 +29,18 @@ pub enum Lack {
     fair,
     /// Breaking another holder's grant.
     force_release,
+    /// Each lock's note (a job's run record: `once_per`, `job_status`).
+    notes,
 }
 
 impl Lack {
     /// Every capability a backend may declare it lacks.
-    pub const ALL: [Lack; 4] = [
+    pub const ALL: [Lack; 5] = [
         Lack::rwlock,
         Lack::semaphore,
         Lack::fair,
         Lack::force_release,
+        Lack::notes,
     ];
 
     /// Whether `capabilities` has this capability.
@@ -55,6 +58,7 @@ impl Lack {
             Lack::semaphore => capabilities.semaphore,
             Lack::fair => capabilities.fair,
             Lack::force_release => capabilities.force_release,
+            Lack::notes => capabilities.notes,
         }
     }
 }
@@ -167,8 +171,48 @@ pub async fn refuses_what_it_lacks(target: &Target, lack: Lack) {
             assert!(guard.health().is_valid(), "the grant stays held");
             guard.release().await.unwrap();
         }
+        Lack::notes => refuses_notes(&client, &name).await,
     }
     // Nothing was left behind: the name is free.
     let free = client.mutex(&name).try_lock().await.unwrap();
     assert!(free.is_some(), "a refused request left the name taken");
+}
+
+/// A backend that keeps no notes refuses them, and with them a job's `once_per` and
+/// `job_status`, as `Unsupported` saying why; a job without `once_per` still runs.
+async fn refuses_notes(client: &distlock::Client, name: &str) {
+    let guard = client.mutex(name).lock().await.unwrap();
+    let backend = backend_of(client);
+    let write = backend
+        .write_note(
+            distlock::backend::grant_of(&guard),
+            guard.fencing_token(),
+            "n",
+            None,
+        )
+        .await;
+    expect_kind(write, ErrorKind::Unsupported, "a note");
+    expect_kind(
+        backend.read_note(name).await,
+        ErrorKind::Unsupported,
+        "reading a note",
+    );
+    guard.release().await.unwrap();
+    let once_per = client
+        .job(name)
+        .once_per(Duration::from_secs(60))
+        .run(async |_| Ok::<_, distlock::Error>(()))
+        .await;
+    let err = expect_kind(once_per, ErrorKind::Unsupported, "once_per");
+    assert!(err.to_string().contains("once_per"), "{err}");
+    let ran = client
+        .job(name)
+        .run(async |_| Ok::<_, distlock::Error>(7))
+        .await;
+    assert_eq!(ran.unwrap().ran(), Some(7), "a job without once_per runs");
+    expect_kind(
+        client.job_status(name).await,
+        ErrorKind::Unsupported,
+        "job_status",
+    );
 }

@@ -281,7 +281,7 @@ pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
 /// leases — renewal, loss to a taker, permits of a crashed holder; `liveness = Session`: its
 /// client's session — guards outliving their TTL, a suspended or expired session, release
 /// at the hold limit, waiters across sessions) and what it lacks among `rwlock`,
-/// `semaphore`, `fair` and `force_release` ([`Lack`]). The properties of a capability it
+/// `semaphore`, `fair`, `force_release` and `notes` ([`Lack`]). The properties of a capability it
 /// lacks are not generated; in their place `lacks::<capability>` checks the backend refuses
 /// it as `Unsupported`. `declared_capabilities_match` checks the declaration against the
 /// backend's own [`Capabilities`](distlock::backend::Capabilities), so a backend that gains
@@ -324,6 +324,8 @@ macro_rules! conformance_suite {
             job_runs_once_and_reports_who_is_busy,
             job_at_least_keeps_the_name_after_a_quick_run,
             job_at_most_cancels_the_body_before_the_release,
+        );
+        $crate::conformance_suite!(@unless notes [$($($lack),*)?] $target;
             notes_are_fenced_and_stamped_by_the_store,
             job_once_per_skips_until_the_window_passes,
         );
@@ -402,6 +404,7 @@ macro_rules! conformance_suite {
     (@unless semaphore [semaphore $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
     (@unless fair [fair $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
     (@unless force_release [force_release $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless notes [notes $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
     (@unless $cap:ident [$head:ident $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {
         $crate::conformance_suite!(@unless $cap [$($rest),*] $target; $($name),+);
     };
