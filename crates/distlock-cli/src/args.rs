@@ -152,8 +152,13 @@ pub struct RunArgs {
     /// store keeps it where grants outlive their clients (Redis, SQLite, PostgreSQL and
     /// MySQL in lease mode) and distlock exits with the command; elsewhere distlock holds
     /// it until then.
-    #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = humantime::parse_duration, conflicts_with_all = ["shared", "permits", "of"])]
     pub at_least: Option<Duration>,
+    /// Run the command only if its last successful run (exit 0) started D ago or more, by
+    /// the run record the lock store keeps with its own clock; else exit 0 at once, saying
+    /// when it may run next. Makes "once an hour" hold across replicas whose clocks differ.
+    #[arg(long, value_name = "D", value_parser = humantime::parse_duration, conflicts_with_all = ["shared", "permits", "of"])]
+    pub once_per: Option<Duration>,
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,

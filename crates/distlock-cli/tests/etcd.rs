@@ -19,6 +19,7 @@ fn run_status_demo_and_bench_work_on_etcd() {
 
     let held = guarded::runs_guard_commands(&url, state.path());
     guarded::at_least_keeps_the_lock_after_the_command(&url, state.path(), false);
+    guarded::once_per_skips_a_run_too_soon(&url, state.path());
     assert_eq!(
         held["remaining_ms"],
         Value::Null,

@@ -97,6 +97,7 @@ fn run_status_demo_and_bench_work_on_redis() {
 
     guarded::runs_guard_commands(&url, state.path());
     guarded::at_least_keeps_the_lock_after_the_command(&url, state.path(), true);
+    guarded::once_per_skips_a_run_too_soon(&url, state.path());
     guarded::demo_never_oversells(&url, state.path());
 
     let out = distlock(

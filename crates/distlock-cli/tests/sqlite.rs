@@ -19,6 +19,7 @@ fn runs_guard_commands_and_status_shows_the_holder() {
 fn at_least_keeps_the_lock_after_the_command() {
     let state = tempfile::tempdir().unwrap();
     guarded::at_least_keeps_the_lock_after_the_command(&url(state.path()), state.path(), true);
+    guarded::once_per_skips_a_run_too_soon(&url(state.path()), state.path());
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Each lock's note (a job's run record) beside the locks' prefix: `<prefix>%note/<name>`
 //! holds the fencing token it was written under, a newline and the value, written in one transaction
 //! on condition that the writer's contender key stands; `<prefix>%quiet/<name>`, on a lease
-//! of its own, stands for the quiet window, which etcd counts down in whole seconds. etcd
+//! of its own, stands for the quiet window, which etcd counts down in whole seconds and
+//! ends by deleting the key. etcd
 //! has no clock of its own to stamp a note with: its times are `None`.
 
 use std::time::Duration;
@@ -105,10 +106,14 @@ pub(crate) async fn read(live: &Live, prefix: &str, name: &str) -> Result<Option
             .lease_time_to_live(window.lease)
             .await
             .map_err(etcd_error("read_note"))?;
-        read.quiet_for = u64::try_from(left.ttl)
-            .ok()
-            .filter(|seconds| *seconds > 0)
-            .map(Duration::from_secs);
+        // etcd says whole seconds, rounded: while the key stands (etcd deletes it once its
+        // lease has run out), at least one.
+        read.quiet_for = match left.ttl {
+            -1 => None,
+            seconds => Some(Duration::from_secs(
+                u64::try_from(seconds).unwrap_or(0).max(1),
+            )),
+        };
     }
     Ok(Some(read))
 }

@@ -5,7 +5,7 @@ mod terminal;
 
 use std::time::{Duration, Instant};
 
-use distlock::{ErrorKind, Guard, LockOptions, Result};
+use distlock::{ErrorKind, Guard, JobOutcome, LockOptions, OnLost, Result};
 
 use crate::args::RunArgs;
 use crate::deadline::{retry_until, unanswered, within};
@@ -40,7 +40,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
             "--max-hold must be longer than zero",
         ));
     }
-    check_at_least(&args)?;
+    check_job_spans(&args)?;
     options = options.fair(args.fair);
     options.validate()?;
     let what = Lock::of(&args)?;
@@ -95,12 +95,17 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         }
         Err(err) => return Err(err),
     };
-    let granted = Instant::now();
-    let code = supervise::supervise(&args, &url, &client, &guard, &mut caught).await;
-    if let Some(at_least) = args.at_least {
-        keep(guard, granted + at_least, &mut caught).await;
-        return Ok(code);
+    if args.at_least.is_some() || args.once_per.is_some() {
+        return run_as_job(&args, (&url, &client), guard, options, &mut caught).await;
     }
+    let code = supervise::supervise(
+        &args,
+        (&url, &client),
+        guard.fencing_token(),
+        guard.lost(),
+        &mut caught,
+    )
+    .await;
     match guard.release().await {
         Ok(()) => {}
         Err(err) if err.kind() == ErrorKind::NotHeld => {
@@ -113,44 +118,110 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     Ok(code)
 }
 
-/// Keeps `guard`'s grant until `until`: in the store where it can be, else held here until
-/// then (a signal that would end distlock ends the hold, and the lock goes with it).
-async fn keep(guard: Guard, until: Instant, caught: &mut Caught) {
-    match guard.release_at(until).await {
-        Ok(kept) => {
-            if until_signalled(kept.wait(), None, caught).await.is_err() {
-                errln!(
-                    "distlock: the lock is released before --at-least ran out: distlock was stopped"
-                );
-            }
+/// Runs the command as a job under `guard`: skipped (exit 0, with a message) when it
+/// succeeded less than `--once-per` ago, by the run record the store keeps; its lock kept
+/// for `--at-least` after the grant (by distlock, until then, where the store cannot keep
+/// it once distlock exits).
+async fn run_as_job(
+    args: &RunArgs,
+    (url, client): (&str, &distlock::Client),
+    guard: Guard,
+    options: LockOptions,
+    caught: &mut Caught,
+) -> Result<u8> {
+    let granted = Instant::now();
+    // A lost grant is the command's supervisor's to act on: it stops the command.
+    let mut job = client
+        .job(&args.name)
+        .with_options(options.on_lost(OnLost::Signal));
+    if let Some(at_least) = args.at_least {
+        job = job.at_least(at_least);
+    }
+    if let Some(once_per) = args.once_per {
+        job = job.once_per(once_per);
+    }
+    let supervised = async |held: &distlock::Held| {
+        let lost = held.lost();
+        let code =
+            supervise::supervise(args, (url, client), held.fencing_token(), lost, caught).await;
+        match code {
+            0 => Ok(code),
+            _ => Err(NotDone::Failed(code)),
         }
-        Err(err) if err.kind() == ErrorKind::LockLost => {}
-        Err(err) => errln!(
-            "distlock: warning: the lock could not be kept for --at-least (it ends with its lease): {err}"
-        ),
+    };
+    let outcome = job.run_holding(guard, supervised).await;
+    let code = match outcome {
+        Ok(JobOutcome::Ran(code)) => code,
+        Ok(JobOutcome::TooSoon {
+            last_success,
+            next_at,
+        }) => {
+            let shown =
+                |at: std::time::SystemTime| humantime::format_rfc3339_seconds(at).to_string();
+            let last = last_success.map_or_else(String::new, |at| format!(" (at {})", shown(at)));
+            errln!(
+                "distlock: job `{}` succeeded less than --once-per {} ago{last}; it runs again from {}",
+                args.name,
+                humantime::format_duration(args.once_per.unwrap_or_default()),
+                shown(next_at)
+            );
+            return Ok(0);
+        }
+        Ok(_) => exit::BUSY,
+        Err(NotDone::Failed(code)) => code,
+        Err(NotDone::Lock(err)) => return Err(err),
+    };
+    if let Some(at_least) = args.at_least
+        && !client.capabilities().detachable
+    {
+        // The grant is held by a task of this client: distlock stays until it ends.
+        let until = tokio::time::sleep_until((granted + at_least).into());
+        if until_signalled(until, None, caught).await.is_err() {
+            errln!(
+                "distlock: the lock is released before --at-least ran out: distlock was stopped"
+            );
+        }
+    }
+    Ok(code)
+}
+
+/// Why a job's run was not a success: its command exited with a code other than 0 (the
+/// run's record says it failed, and the code goes on), or the lock store failed it.
+enum NotDone {
+    Failed(u8),
+    Lock(distlock::Error),
+}
+
+impl From<distlock::Error> for NotDone {
+    fn from(err: distlock::Error) -> Self {
+        NotDone::Lock(err)
     }
 }
 
-/// Refuses an `--at-least` outside a job's bounds or above `--max-hold`.
-fn check_at_least(args: &RunArgs) -> Result<()> {
-    let Some(at_least) = args.at_least else {
-        return Ok(());
-    };
+/// Refuses an `--at-least` or `--once-per` outside a job's bounds, and an `--at-least`
+/// above `--max-hold`.
+fn check_job_spans(args: &RunArgs) -> Result<()> {
     let shown = |d| humantime::format_duration(d).to_string();
-    if !(distlock::MIN_JOB_SPAN..=distlock::MAX_JOB_SPAN).contains(&at_least) {
-        return Err(distlock::Error::invalid(format!(
-            "--at-least {} is not from {} to {}",
-            shown(at_least),
-            shown(distlock::MIN_JOB_SPAN),
-            shown(distlock::MAX_JOB_SPAN)
-        )));
+    for (flag, span) in [("--at-least", args.at_least), ("--once-per", args.once_per)] {
+        if let Some(span) = span
+            && !(distlock::MIN_JOB_SPAN..=distlock::MAX_JOB_SPAN).contains(&span)
+        {
+            return Err(distlock::Error::invalid(format!(
+                "{flag} {} is not from {} to {}",
+                shown(span),
+                shown(distlock::MIN_JOB_SPAN),
+                shown(distlock::MAX_JOB_SPAN)
+            )));
+        }
     }
-    match args.max_hold {
-        Some(max_hold) if at_least > max_hold => Err(distlock::Error::invalid(format!(
-            "--at-least {} is above --max-hold {}: the lock would outlast the cap on the command",
-            shown(at_least),
-            shown(max_hold)
-        ))),
+    match (args.at_least, args.max_hold) {
+        (Some(at_least), Some(max_hold)) if at_least > max_hold => {
+            Err(distlock::Error::invalid(format!(
+                "--at-least {} is above --max-hold {}: the lock would outlast the cap on the command",
+                shown(at_least),
+                shown(max_hold)
+            )))
+        }
         _ => Ok(()),
     }
 }

@@ -6,7 +6,6 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use distlock::Guard;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
@@ -19,13 +18,14 @@ use crate::signals::{self, Caught};
 /// How often the command is looked at even without a SIGCHLD (which the kernel may merge).
 const REAP_BACKSTOP: Duration = Duration::from_millis(500);
 
-/// Runs the command and waits for it. `caught` holds the signals caught since before the
+/// Runs the command under the grant of fencing token `token`, and waits for it; `lost`
+/// resolves when the grant is lost. `caught` holds the signals caught since before the
 /// grant: each is forwarded once the command runs. Returns distlock's exit code.
 pub async fn supervise(
     args: &RunArgs,
-    url: &str,
-    client: &distlock::Client,
-    guard: &Guard,
+    (url, client): (&str, &distlock::Client),
+    token: u64,
+    lost: impl Future<Output = ()>,
     caught: &mut Caught,
 ) -> u8 {
     let terminal = Terminal::of_this_job();
@@ -37,7 +37,7 @@ pub async fn supervise(
             return exit::SOFTWARE;
         }
     };
-    let group = match spawn(args, url, guard, terminal) {
+    let group = match spawn(args, url, token, terminal) {
         Ok(pid) => pid,
         Err(err) => {
             if let Some(terminal) = terminal {
@@ -60,7 +60,6 @@ pub async fn supervise(
     if let Some(terminal) = terminal {
         terminal.give_to(group);
     }
-    let lost = guard.lost();
     tokio::pin!(lost);
     let mut lost_at: Option<Instant> = None;
     // The command is stopped at --max-hold, before the lease it no longer renews runs out.
@@ -145,14 +144,14 @@ fn stop(group: libc::pid_t) -> Instant {
 fn spawn(
     args: &RunArgs,
     url: &str,
-    guard: &Guard,
+    token: u64,
     terminal: Option<Terminal>,
 ) -> std::io::Result<libc::pid_t> {
     let mut command = Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
         .env("DISTLOCK_NAME", &args.name)
-        .env("DISTLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
+        .env("DISTLOCK_FENCING_TOKEN", token.to_string())
         .process_group(0);
     // The store in use, for a nested distlock, one way only (it refuses both): the file the
     // URL came from, if it came from one; else the URL, unless it holds a password, which

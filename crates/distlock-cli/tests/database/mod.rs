@@ -250,6 +250,7 @@ pub fn runs_take_every_kind_of_lock_in_both_modes(url: &str) {
         crate::guarded::runs_take_every_kind_of_lock(&url, state.path());
         let in_store = mode.contains("lease");
         crate::guarded::at_least_keeps_the_lock_after_the_command(&url, state.path(), in_store);
+        crate::guarded::once_per_skips_a_run_too_soon(&url, state.path());
     }
 }
 

@@ -343,3 +343,98 @@ pub fn at_least_keeps_the_lock_after_the_command(url: &str, state: &Path, in_sto
     );
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is not from 1ms to 10years"));
 }
+
+/// `run --once-per 3s`: a run right after a success is skipped (exit 0, saying when it
+/// may run next) without starting its command; a failed command (its code kept) opens no
+/// window; once the window has passed the command runs again.
+pub fn once_per_skips_a_run_too_soon(url: &str, state: &Path) {
+    let count = state.join("once-per-runs");
+    let run = |name: &str, script: &str| {
+        let script = format!("echo x >> {}; {script}", count.display());
+        distlock(
+            url,
+            state,
+            &[
+                "run",
+                "--name",
+                name,
+                "--once-per",
+                "3s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        )
+    };
+    let runs = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let started = Instant::now();
+    assert!(run("jobs/hourly", "true").status.success());
+    assert_eq!(runs(), 1);
+    let skipped = run("jobs/hourly", "true");
+    let said = String::from_utf8_lossy(&skipped.stderr);
+    assert_eq!(skipped.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("succeeded less than --once-per 3s ago"),
+        "{said}"
+    );
+    assert!(said.contains("runs again from"), "{said}");
+    assert_eq!(runs(), 1, "a skipped run starts no command");
+
+    assert_eq!(
+        run("jobs/flaky", "exit 3").status.code(),
+        Some(3),
+        "the command's code goes on"
+    );
+    assert_eq!(
+        run("jobs/flaky", "true").status.code(),
+        Some(0),
+        "a failure opens no window"
+    );
+    assert_eq!(runs(), 3);
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while runs() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the job runs again once --once-per has passed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(run("jobs/hourly", "true").status.success());
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "ran again after {:?}",
+        started.elapsed()
+    );
+    let refused = distlock(
+        url,
+        state,
+        &["run", "--name", "x", "--once-per", "0s", "--", "true"],
+    );
+    assert_eq!(refused.status.code(), Some(64));
+    let refused = distlock(
+        url,
+        state,
+        &[
+            "run",
+            "--name",
+            "x",
+            "--once-per",
+            "1m",
+            "--shared",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "a shared run is no job (clap's usage error)"
+    );
+}

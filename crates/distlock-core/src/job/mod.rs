@@ -301,12 +301,49 @@ impl Job {
         E: From<Error>,
     {
         self.check()?;
-        let scheme = self.client.scheme();
         let Some(guard) = self.take().await? else {
-            telemetry::job_run(scheme, "busy", None);
+            telemetry::job_run(self.client.scheme(), "busy", None);
             return Ok(self.busy().await?);
         };
+        self.run_holding(guard, f).await
+    }
+
+    /// Runs `f` as [`run`](Self::run) does, under `guard`, the grant of this job's mutex
+    /// that the caller took itself (with its own wait, or its own handling of signals
+    /// while it waited, as `distlock run` does): the run record, `once_per`, `at_most` and
+    /// `at_least` as for `run`, and the grant released (or kept) at the end. A guard of
+    /// another name, or a shared one, is refused with `InvalidInput` (and released).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`run`](Self::run).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let guard = client.mutex("jobs/a").lock().await?;
+    /// let job = client.job("jobs/a");
+    /// let ran = job.run_holding(guard, async |held| Ok::<_, distlock_core::Error>(held.fencing_token())).await?;
+    /// assert!(ran.ran().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_holding<T, E, F>(
+        &self,
+        guard: Guard,
+        f: F,
+    ) -> std::result::Result<JobOutcome<T>, E>
+    where
+        F: AsyncFnOnce(&Held) -> std::result::Result<T, E>,
+        E: From<Error>,
+    {
         let granted_at = Instant::now();
+        if let Err(err) = self.check().and_then(|()| self.check_guard(&guard)) {
+            release_after(guard).await;
+            return Err(err.into());
+        }
+        let scheme = self.client.scheme();
         let backend = self.client.inner().backend.as_ref();
         let before = match self.before(backend).await {
             Ok(before) => before,
@@ -460,6 +497,19 @@ impl Job {
             .and_then(|h| h.remaining_ms)
             .map(|ms| SystemTime::now() + Duration::from_millis(ms));
         Ok(JobOutcome::Busy { holder, until })
+    }
+
+    /// Refuses a guard of another name, or a shared one.
+    fn check_guard(&self, guard: &Guard) -> Result<()> {
+        if guard.name() != self.name || !guard.kind().is_exclusive() {
+            return Err(Error::invalid(format!(
+                "job `{}` runs under the exclusive grant of its own name, not a {} grant of `{}`",
+                self.name,
+                guard.kind().as_str(),
+                guard.name()
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses spans outside their bounds, `at_least` above `at_most`, and a reentrant
