@@ -65,7 +65,8 @@ pub struct Args {
     pub names: Names,
     /// `LockOptions` builder calls: `.ttl(…)`, `.fair(…)`, ….
     pub options: Vec<TokenStream>,
-    /// For `job`: `Job` builder calls: `.at_least(…)`, `.at_most(…)`, `.wait(…)`.
+    /// For `job`: `Job` builder calls: `.at_least(…)`, `.at_most(…)`, `.once_per(…)`,
+    /// `.wait(…)`.
     pub job: Vec<TokenStream>,
     pub on_busy: OnBusy,
     pub held: Option<Ident>,
@@ -78,7 +79,7 @@ pub struct Args {
 const DURATIONS: [&str; 5] = ["wait", "ttl", "max_hold", "renew_every", "op_timeout"];
 
 /// The `Job` settings that take a duration.
-const JOB_DURATIONS: [&str; 3] = ["at_least", "at_most", "wait"];
+const JOB_DURATIONS: [&str; 4] = ["at_least", "at_most", "once_per", "wait"];
 
 /// The `LockOptions` fields that take a `bool`.
 const SWITCHES: [&str; 2] = ["fair", "auto_renew"];

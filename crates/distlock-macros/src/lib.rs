@@ -100,8 +100,8 @@ pub fn permits(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// The function returns `Result<distlock::JobOutcome<T>, E>`; its body gives
 /// `Result<T, E>`. It takes the arguments of `#[locked]` but `on_busy`, `names` and
 /// `reentrant` (a busy job says so in its outcome, and is never reentrant), plus
-/// `at_least` and `at_most` as durations; `wait` is how long it waits for a run elsewhere
-/// to end (by default it does not wait).
+/// `at_least`, `at_most` and `once_per` as durations; `wait` is how long it waits for a
+/// run elsewhere to end (by default it does not wait).
 ///
 /// # Examples
 ///

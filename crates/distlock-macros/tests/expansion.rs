@@ -252,3 +252,15 @@ async fn a_job_runs_once_within_at_least_and_is_cut_off_at_at_most() {
     assert_eq!(cut, Err(ShipError::Lock(ErrorKind::Timeout)));
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[distlock::job(client = locks, name = "jobs/hourly", once_per = "1h")]
+async fn hourly(locks: &Client) -> Result<distlock::JobOutcome<()>, ShipError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_job_with_once_per_is_too_soon_after_a_success() {
+    let locks = Client::connect("memory://").await.unwrap();
+    assert_eq!(hourly(&locks).await.unwrap().as_str(), "ran");
+    assert_eq!(hourly(&locks).await.unwrap().as_str(), "too_soon");
+}
