@@ -371,6 +371,7 @@ impl Job {
             owner: &owner,
         };
         let last_success = before.as_ref().and_then(|b| b.last_success_ms);
+        let mut before = before;
         let started_ms = match &before {
             None => None,
             Some(_) => match record
@@ -378,6 +379,11 @@ impl Job {
                 .await
             {
                 Ok(at) => at,
+                Err(err) if self.once_per.is_none() && err.kind() != ErrorKind::NotHeld => {
+                    tracing::warn!(job = %self.name, error = %err, "cannot write the job's run record; it runs without one");
+                    before = None;
+                    None
+                }
                 Err(err) => {
                     release_after(guard).await;
                     return Err(err.into());
@@ -460,7 +466,15 @@ impl Job {
     /// The run record before this run: `None` where the backend keeps none, which a job
     /// with `once_per` refuses.
     async fn before(&self, backend: &dyn crate::backend::Backend) -> Result<Option<Before>> {
-        let before = Before::read(backend, &self.name).await?;
+        let before = match Before::read(backend, &self.name).await {
+            Ok(before) => before,
+            // Without once_per the record only informs: the job runs without it.
+            Err(err) if self.once_per.is_none() && err.kind() != ErrorKind::NotHeld => {
+                tracing::warn!(job = %self.name, error = %err, "cannot read the job's run record; it runs without one");
+                return Ok(None);
+            }
+            Err(err) => return Err(err),
+        };
         if before.is_none() && self.once_per.is_some() {
             return Err(Error::new(
                 ErrorKind::Unsupported,
