@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::{Grant, Note, check_note};
+use distlock_core::backend::{Grant, Note, check_note, note_refused};
 use distlock_core::{Error, ErrorKind, Result};
 
 use crate::error::etcd_error;
@@ -37,7 +37,7 @@ pub(crate) async fn write(
         .state::<Request>()
         .and_then(|request| request.key.as_ref())
         .filter(|key| key.created > 0)
-        .ok_or_else(|| not_live(&grant.name))?;
+        .ok_or_else(|| note_refused(&grant.name))?;
     let (note_key, quiet_key) = keys(prefix, &grant.name);
     let stored = format!("{fencing_token}\n{value}");
     let window = match quiet_for {
@@ -57,16 +57,19 @@ pub(crate) async fn write(
         then,
         Vec::new(),
     );
-    let answer = live.client.txn(txn).await.map_err(etcd_error("write_note"));
-    let written = answer.as_ref().is_ok_and(|answer| answer.succeeded);
-    if !written && let Some(lease) = window {
+    // A write whose answer was lost may have been made: its window's lease stays.
+    let answer = live
+        .client
+        .txn(txn)
+        .await
+        .map_err(etcd_error("write_note"))?;
+    if answer.succeeded {
+        return Ok(None);
+    }
+    if let Some(lease) = window {
         let _ = live.client.lease_revoke(lease).await;
     }
-    match (answer, written) {
-        (Err(err), _) => Err(err),
-        (Ok(_), false) => Err(not_live(&grant.name)),
-        (Ok(_), true) => Ok(None),
-    }
+    Err(note_refused(&grant.name))
 }
 
 /// Lock `name`'s note, with what etcd says is left of its quiet window's lease.
@@ -116,12 +119,4 @@ pub(crate) async fn read(live: &Live, prefix: &str, name: &str) -> Result<Option
         };
     }
     Ok(Some(read))
-}
-
-/// The refusal of a note written under a grant whose key is gone.
-fn not_live(name: &str) -> Error {
-    Error::new(
-        ErrorKind::NotHeld,
-        format!("the grant of lock `{name}` is gone: the note is not written"),
-    )
 }

@@ -31,14 +31,6 @@ pub(crate) fn from_row(
     Ok(note)
 }
 
-/// The refusal of a note written under a grant that is no longer live.
-pub(crate) fn not_live(name: &str) -> Error {
-    Error::new(
-        ErrorKind::NotHeld,
-        format!("the grant of lock `{name}` is gone: the note is not written"),
-    )
-}
-
 /// The quiet window in milliseconds, as a bound parameter (`NULL`: the note's window goes
 /// on; at least 1).
 pub(crate) fn quiet_ms(quiet_for: Option<Duration>) -> Option<i64> {

@@ -148,7 +148,7 @@ impl<D: SessionDialect> Split<D> {
         };
         match sessions.write_note(&slot, &grant.name, &note).await? {
             Some(at) => Ok(u64::try_from(at).ok()),
-            None => Err(crate::notes::not_live(&grant.name)),
+            None => Err(distlock_core::backend::note_refused(&grant.name)),
         }
     }
 

@@ -210,12 +210,6 @@ impl Backend for ZkBackend {
         inspect::locks(&live.client, &self.sessions.unrecorded, self.base(), name).await
     }
 
-    /// Deletes the nodes of the matching holders (a semaphore holder's lease nodes, all of
-    /// them), each only if it was not written since it was read (a waiter's node stamped
-    /// with its token as it was granted is another grant). ZooKeeper's transaction id moves
-    /// on with each deletion, so every later
-    /// grant's token is above the broken one's: there is no counter to bump. The broken
-    /// holder's client sees its node deleted, as after an operator's `delete`.
     /// A note's time and quiet window are the leader's clock (its nodes' `mtime`).
     async fn write_note(
         &self,
@@ -233,6 +227,12 @@ impl Backend for ZkBackend {
         notes::read(&live, self.base(), name).await
     }
 
+    /// Deletes the nodes of the matching holders (a semaphore holder's lease nodes, all of
+    /// them), each only if it was not written since it was read (a waiter's node stamped
+    /// with its token as it was granted is another grant). ZooKeeper's transaction id moves
+    /// on with each deletion, so every later
+    /// grant's token is above the broken one's: there is no counter to bump. The broken
+    /// holder's client sees its node deleted, as after an operator's `delete`.
     async fn force_release(
         &self,
         name: &str,

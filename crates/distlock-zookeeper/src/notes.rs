@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::{Grant, Note, check_note};
+use distlock_core::backend::{Grant, Note, check_note, note_refused};
 use distlock_core::{Error, ErrorKind, Result};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use zookeeper_client as zk;
@@ -102,7 +102,7 @@ pub(crate) async fn write(
     let contender = request
         .and_then(|r| r.node.as_ref().or(r.leases.first()))
         .map(|node| node.path.clone())
-        .ok_or_else(|| not_live(&grant.name))?;
+        .ok_or_else(|| note_refused(&grant.name))?;
     let path = note_path(base, &grant.name);
     let err = zk_error("write_note");
     let before = match live.client.get_data(&path).await {
@@ -142,7 +142,7 @@ pub(crate) async fn write(
                 return Ok(mtime.and_then(|ms| u64::try_from(ms).ok()));
             }
             Err(zk::MultiWriteError::OperationFailed { index: 0, .. }) => {
-                return Err(not_live(&grant.name));
+                return Err(note_refused(&grant.name));
             }
             Err(zk::MultiWriteError::OperationFailed {
                 index: 1,
@@ -190,12 +190,4 @@ pub(crate) async fn read(live: &Live, base: &str, name: &str) -> Result<Option<N
             .map(Duration::from_millis);
     }
     Ok(Some(note))
-}
-
-/// The refusal of a note written under a grant whose node is gone.
-fn not_live(name: &str) -> Error {
-    Error::new(
-        ErrorKind::NotHeld,
-        format!("the grant of lock `{name}` is gone: the note is not written"),
-    )
 }

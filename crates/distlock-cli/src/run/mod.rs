@@ -167,14 +167,17 @@ async fn run_as_job(
             );
             return Ok(0);
         }
+        // A job run under the grant it holds is never busy; an outcome a later distlock
+        // adds counts as not run.
         Ok(_) => exit::BUSY,
         Err(NotDone::Failed(code)) => code,
         Err(NotDone::Lock(err)) => return Err(err),
     };
     if let Some(at_least) = args.at_least
-        && !client.capabilities().detachable
+        && (!client.capabilities().detachable || at_least > distlock::MAX_TTL)
     {
-        // The grant is held by a task of this client: distlock stays until it ends.
+        // The grant is held by a task of this client (longer than a lease can be, it is
+        // handed to the store only at the end): distlock stays until it ends.
         let until = tokio::time::sleep_until((granted + at_least).into());
         if until_signalled(until, None, caught).await.is_err() {
             errln!(

@@ -102,7 +102,7 @@ pub use fence_ttl::{
 pub use floor::Floor;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use keeping::{EntryWatch, until_done, watch_entry};
-pub use note::{MAX_NOTE_LEN, Note, check_note};
+pub use note::{MAX_NOTE_LEN, Note, check_note, note_refused};
 pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;

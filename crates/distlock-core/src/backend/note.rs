@@ -52,7 +52,30 @@ impl Note {
 }
 
 /// The longest note a backend must keep: a job's run record is a fraction of it.
+///
+/// # Examples
+///
+/// ```
+/// assert!(distlock_core::backend::MAX_NOTE_LEN >= 1024);
+/// ```
 pub const MAX_NOTE_LEN: usize = 4096;
+
+/// The refusal of a note written under a grant that is no longer live (`NotHeld`), for a
+/// backend's [`write_note`](super::Backend::write_note).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::ErrorKind;
+/// use distlock_core::backend::note_refused;
+/// assert_eq!(note_refused("jobs/a").kind(), ErrorKind::NotHeld);
+/// ```
+pub fn note_refused(name: &str) -> Error {
+    Error::new(
+        crate::error::ErrorKind::NotHeld,
+        format!("the grant of lock `{name}` is gone: the note is not written"),
+    )
+}
 
 /// Refuses a note longer than [`MAX_NOTE_LEN`], for a backend's
 /// [`write_note`](super::Backend::write_note).

@@ -21,10 +21,26 @@ pub use held_until::HeldUntil;
 use record::{Before, Write};
 pub use record::{JobStatus, RunState};
 
-/// The shortest `at_least` or `at_most` a job takes.
+/// The shortest `at_least`, `at_most` or `once_per` a job takes.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(distlock_core::MIN_JOB_SPAN, std::time::Duration::from_millis(1));
+/// ```
 pub const MIN_JOB_SPAN: Duration = Duration::from_millis(1);
-/// The longest `at_least` or `at_most` a job takes: ten years.
+/// The longest `at_least`, `at_most` or `once_per` a job takes: ten years.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(distlock_core::MAX_JOB_SPAN.as_secs() / (365 * 86_400), 10);
+/// ```
 pub const MAX_JOB_SPAN: Duration = Duration::from_secs(315_576_000);
+
+/// How many times the end of a run's record is written before the run gives up on it (each
+/// try while the grant stands).
+const RECORD_TRIES: usize = 4;
 
 /// What one [`Job::run`] did.
 ///
@@ -114,7 +130,8 @@ impl<T> JobOutcome<T> {
 ///   right after a quick run. Where grants outlive their clients (Redis, RedLock, SQLite,
 ///   PostgreSQL and MySQL in lease mode), the store keeps it (one last renewal, measured
 ///   by the store) and the process may end; where they live by a session or connection,
-///   the client holds it (see [`Guard::release_at`](crate::Guard::release_at)).
+///   and for an `at_least` past [`MAX_TTL`](crate::MAX_TTL), a task of the client holds it,
+///   and the process must live until it ends (see [`Guard::release_at`](crate::Guard::release_at)).
 /// * [`at_most`](Job::at_most): a hard cap: the body is cancelled (at its next await) once
 ///   it has run this long and the lock is released after, never before. The lease is
 ///   renewed while the body runs, however long that is.
@@ -206,7 +223,8 @@ impl Job {
     /// the lock, measured on the store's clock: a replica whose clock is off, or that
     /// restarted, does not run the job twice in the window. Needs a backend that keeps
     /// run records (every one of distlock's; a backend that keeps none is refused with
-    /// `Unsupported`). A run that failed leaves the window as it was.
+    /// `Unsupported`). The window is the one the last success set with its own `once_per`
+    /// (a success without `once_per` sets none); a run that failed leaves it as it was.
     ///
     /// # Examples
     ///
@@ -372,13 +390,19 @@ impl Job {
         };
         let last_success = before.as_ref().and_then(|b| b.last_success_ms);
         let mut before = before;
+        let mut started_at = granted_at;
         let started_ms = match &before {
             None => None,
             Some(_) => match record
                 .write(RunState::Running, None, last_success, None)
                 .await
             {
-                Ok(at) => at,
+                Ok(at) => {
+                    // The store stamped the start before its answer came: a window counted
+                    // from here ends no sooner than the stamp plus its span.
+                    started_at = Instant::now();
+                    at
+                }
                 Err(err) if self.once_per.is_none() && err.kind() != ErrorKind::NotHeld => {
                     tracing::warn!(job = %self.name, error = %err, "cannot write the job's run record; it runs without one");
                     before = None;
@@ -421,16 +445,22 @@ impl Job {
                     RunState::Succeeded,
                     started_ms,
                     once_per
-                        .map(|span| span.saturating_sub(granted_at.elapsed()))
+                        .map(|span| span.saturating_sub(started_at.elapsed()))
                         .filter(|window| !window.is_zero()),
                 ),
                 (false, _) => (RunState::Failed, last_success, None),
             };
-            let written = record.write(state, started_ms, last, quiet).await;
-            if let Err(err) = written
-                && held.health().is_valid()
-            {
-                tracing::warn!(job = %self.name, error = %err, "the run's record was not written; the store keeps the one from its start");
+            let mut pause = Duration::from_millis(50);
+            for tries_left in (0..RECORD_TRIES).rev() {
+                let written = record.write(state, started_ms, last, quiet).await;
+                let Err(err) = written else { break };
+                if tries_left == 0 || err.kind() == ErrorKind::NotHeld || !held.health().is_valid()
+                {
+                    tracing::warn!(job = %self.name, error = %err, "the run's record was not written; the store keeps the one from its start, and no once_per window");
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+                pause *= 2;
             }
         }
         match self.at_least {
@@ -553,6 +583,15 @@ impl Job {
                 "at_least {} is above at_most {}: the lock would outlast the cap on the run",
                 shown(least),
                 shown(most)
+            )));
+        }
+        if let (Some(least), Some(max_hold)) = (self.at_least, self.options.max_hold)
+            && least > max_hold
+        {
+            return Err(Error::invalid(format!(
+                "at_least {} is above the options' max_hold {}: the grant would end first",
+                shown(least),
+                shown(max_hold)
             )));
         }
         if self.options.reentrant.is_some() {

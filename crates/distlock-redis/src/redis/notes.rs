@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::{Grant, Note, check_note};
+use distlock_core::backend::{Grant, Note, check_note, note_refused};
 use distlock_core::{Error, ErrorKind, Result};
 
 use super::RedisBackend;
@@ -38,7 +38,7 @@ impl RedisBackend {
         let written: i64 = self.invoke(&grant.name, "write_note", &write).await?;
         match u64::try_from(written) {
             Ok(at) => Ok(Some(at)),
-            Err(_) => Err(not_live(&grant.name)),
+            Err(_) => Err(note_refused(&grant.name)),
         }
     }
 
@@ -62,12 +62,4 @@ impl RedisBackend {
         note.quiet_for = Some(Duration::from_millis(number(&quiet_ms)?)).filter(|q| !q.is_zero());
         Ok(Some(note))
     }
-}
-
-/// The refusal of a note written under a grant that is no longer live.
-pub(crate) fn not_live(name: &str) -> Error {
-    Error::new(
-        ErrorKind::NotHeld,
-        format!("the grant of lock `{name}` is gone: the note is not written"),
-    )
 }

@@ -11,7 +11,7 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{MySqlPool, Row};
 
 use super::{CLOCK_MS, db_error, lock_key};
-use crate::notes::{from_row, not_live, quiet_ms};
+use crate::notes::{from_row, quiet_ms};
 use crate::session::NoteWrite;
 
 /// The note table, made apart from the other tables (a database made by an older
@@ -56,7 +56,7 @@ pub(super) async fn write(
     .map_err(&err)?;
     let now = match live {
         Some((expires, now)) if expires > now => now,
-        _ => return Err(not_live(name)),
+        _ => return Err(distlock_core::backend::note_refused(name)),
     };
     let note = NoteWrite {
         value,

@@ -9,7 +9,7 @@ use distlock_core::backend::Note;
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::{CLOCK_MS, db_error};
-use crate::notes::{from_row, not_live, quiet_ms};
+use crate::notes::{from_row, quiet_ms};
 use crate::session::NoteWrite;
 
 /// The note table, made apart from the other tables (a database made by an older
@@ -54,7 +54,7 @@ pub(super) async fn write(
     .map_err(db_error("write_note"))?;
     match written {
         Some(at) => Ok(u64::try_from(at).ok()),
-        None => Err(not_live(name)),
+        None => Err(distlock_core::backend::note_refused(name)),
     }
 }
 

@@ -55,7 +55,7 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
     .map_err(&err)?;
     if others == 0 {
         if missing > 0 {
-            make_sweep_table(pool).await;
+            make_later_tables(pool).await;
         }
         return purge_dead_sessions(pool).await;
     }
@@ -77,26 +77,28 @@ pub(super) async fn prepare(pool: &PgPool) -> Result<()> {
 }
 
 /// Makes the sweep and note tables, the objects a database made by an older distlock
-/// lacks, under the schema lock; a failure (a user who may not create tables) is logged,
-/// not returned.
-async fn make_sweep_table(pool: &PgPool) {
-    let made = async {
-        let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
-            .bind(LOCK_CLASS)
-            .execute(&mut *tx)
-            .await?;
-        for statement in fences::SWEEP_TABLE {
-            sqlx::query(statement).execute(&mut *tx).await?;
-        }
-        tx.commit().await
-    };
-    if let Err(err) = made.await {
+/// lacks, each under the schema lock; a failure (a user who may not create tables) is
+/// logged, not returned.
+async fn make_later_tables(pool: &PgPool) {
+    if let Err(err) = under_schema_lock(pool, &fences::SWEEP_TABLE).await {
         crate::mode::sweep_table_refused("postgres", &err);
     }
-    if let Err(err) = sqlx::query(notes::NOTE_TABLE).execute(pool).await {
+    if let Err(err) = under_schema_lock(pool, &[notes::NOTE_TABLE]).await {
         crate::mode::note_table_refused("postgres", notes::NOTE_TABLE, &err);
     }
+}
+
+/// Runs `statements` in one transaction under the schema lock.
+async fn under_schema_lock(pool: &PgPool, statements: &[&str]) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+        .bind(LOCK_CLASS)
+        .execute(&mut *tx)
+        .await?;
+    for statement in statements {
+        sqlx::query(statement).execute(&mut *tx).await?;
+    }
+    tx.commit().await
 }
 
 /// Deletes the session-mode rows of sessions that ended (each session keeps one row, so

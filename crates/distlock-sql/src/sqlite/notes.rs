@@ -9,7 +9,7 @@ use sqlx::{Row, SqlitePool};
 
 use super::clock::LeaseClock;
 use super::db_error;
-use crate::notes::{from_row, not_live, quiet_ms};
+use crate::notes::{from_row, quiet_ms};
 
 /// Writes `name`'s note if the lease under `token` is live: the lease clock's time of the
 /// write.
@@ -41,7 +41,7 @@ pub(super) async fn write(
     .await
     .map_err(db_error("write_note"))?;
     match written.rows_affected() {
-        0 => Err(not_live(name)),
+        0 => Err(distlock_core::backend::note_refused(name)),
         _ => Ok(u64::try_from(now).ok()),
     }
 }
