@@ -269,6 +269,23 @@ impl Client {
         Job::new(self.clone(), name.into())
     }
 
+    /// An election named `name`: candidates campaign for its mutex, and the holder leads
+    /// with a term above every earlier leader's. The name is checked at the first
+    /// campaign or read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let leadership = client.election("services/billing").campaign().await?;
+    /// assert!(leadership.term() >= 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn election(&self, name: impl Into<String>) -> crate::Election {
+        crate::Election::new(self.clone(), name.into())
+    }
+
     /// The run record of job `name`, as the store keeps it (`None` before its first run):
     /// its last run's state, start and end, its last success, holder and fencing token,
     /// and what is left of its `once_per` window. `Unsupported` where the backend keeps no

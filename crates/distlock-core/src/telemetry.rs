@@ -11,6 +11,7 @@
 //! * `distlock_job_runs_total` (counter, `outcome` = ran | busy | too_soon | failed | panicked |
 //!   lost)
 //!   and `distlock_job_duration_seconds` (histogram, runs whose body started)
+//! * `distlock_leaderships_total` (counter, `outcome` = won | lost)
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -69,4 +70,9 @@ pub(crate) fn retry(backend: &'static str, error: &crate::error::Error) {
             tracing::warn!(%error, retried_quietly = quiet, "acquire retrying after a temporary error");
         }
     }
+}
+
+pub(crate) fn leadership(backend: &'static str, outcome: &'static str) {
+    metrics::counter!("distlock_leaderships_total", "backend" => backend, "outcome" => outcome)
+        .increment(1);
 }

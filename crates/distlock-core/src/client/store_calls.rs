@@ -98,7 +98,7 @@ impl Client {
 
     /// Runs a call to the backend for at most the operation timeout of the client's
     /// defaults: a store that hangs fails the call (`Unavailable`), never holds it.
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         operation: &'static str,
         call: impl std::future::Future<Output = Result<T>>,

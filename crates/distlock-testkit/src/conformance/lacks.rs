@@ -178,8 +178,9 @@ pub async fn refuses_what_it_lacks(target: &Target, lack: Lack) {
     assert!(free.is_some(), "a refused request left the name taken");
 }
 
-/// A backend that keeps no notes refuses them, and with them a job's `once_per` and
-/// `job_status`, as `Unsupported` saying why; a job without `once_per` still runs.
+/// A backend that keeps no notes refuses them, and with them a job's `once_per`,
+/// `job_status` and elections (whose leader's identity is a note), as `Unsupported` saying
+/// why, leaving the name free; a job without `once_per` still runs.
 async fn refuses_notes(client: &distlock::Client, name: &str) {
     let guard = client.mutex(name).lock().await.unwrap();
     let backend = backend_of(client);
@@ -215,4 +216,7 @@ async fn refuses_notes(client: &distlock::Client, name: &str) {
         ErrorKind::Unsupported,
         "job_status",
     );
+    let campaign = client.election(name).campaign().await;
+    let err = expect_kind(campaign, ErrorKind::Unsupported, "a campaign");
+    assert!(err.to_string().contains("election"), "{err}");
 }

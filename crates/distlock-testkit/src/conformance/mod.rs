@@ -5,6 +5,7 @@
 //! without the feature must refuse it with `Unsupported`, never silently misbehave.
 
 mod breaking;
+mod election;
 mod exclusion;
 mod input;
 mod job;
@@ -27,6 +28,7 @@ pub use distlock::backend::Liveness;
 use distlock::{Client, Error, ErrorKind, Result};
 
 pub use breaking::*;
+pub use election::*;
 pub use exclusion::*;
 pub use input::*;
 pub use job::*;
@@ -328,6 +330,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@unless notes [$($($lack),*)?] $target;
             notes_are_fenced_and_stamped_by_the_store,
             job_once_per_skips_until_the_window_passes,
+            election_terms_increase_and_observers_follow,
+            election_run_stops_at_the_loss_and_requeues,
         );
         $crate::conformance_suite!(@unless rwlock [$($($lack),*)?] $target;
             rwlock_readers_share_and_writers_exclude,

@@ -1,0 +1,183 @@
+//! Leader elections: one leader at a time, terms that strictly increase, observers that
+//! follow each change, and a leader's work stopped at its loss.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use distlock::{Error, ErrorKind, LeaderInfo, LockOptions};
+
+use super::{Target, expect_kind, unique};
+
+/// How soon an observer sees a change of leader.
+const OBSERVED_WITHIN: Duration = Duration::from_secs(1);
+
+/// The first leader leads until it resigns, with its identity, proclaimed value and term
+/// shown to every client; a waiting candidate then wins with a greater term; an observer
+/// sees each change within a second; bad identities are `InvalidInput` and a campaign
+/// past its wait is `Timeout`.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::election_terms_increase_and_observers_follow(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn election_terms_increase_and_observers_follow(target: &Target) {
+    let name = unique("election");
+    let (a, b, watcher) = (
+        target.client().await,
+        target.client().await,
+        target.client().await,
+    );
+    let observed = watcher
+        .election(&name)
+        .observe_every(Duration::from_millis(100));
+    let mut seen = observed.observe().await.unwrap();
+    assert!(seen.borrow().is_none(), "nobody leads yet");
+
+    let first = a.election(&name).identity("a").campaign().await.unwrap();
+    let shown = next_leader(&mut seen, "the first leader").await;
+    assert_eq!((shown.identity.as_str(), shown.term), ("a", first.term()));
+    assert_eq!(shown.value, None);
+
+    let second = {
+        let election = b.election(&name).identity("b");
+        tokio::spawn(async move { election.campaign().await })
+    };
+    first.proclaim("10.0.0.7:8080").await.unwrap();
+    let shown = next_leader(&mut seen, "the proclaimed value").await;
+    assert_eq!(shown.value.as_deref(), Some("10.0.0.7:8080"));
+    assert_eq!(shown.term, first.term());
+    let read = b.election(&name).leader().await.unwrap().expect("a leader");
+    assert_eq!((read.identity.as_str(), read.term), ("a", first.term()));
+    assert!(
+        !second.is_finished(),
+        "a second candidate waits while one leads"
+    );
+
+    let first_term = first.term();
+    first.resign().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the waiting candidate wins after the resignation")
+        .unwrap()
+        .unwrap();
+    assert!(second.term() > first_term, "terms strictly increase");
+    let shown = next_leader(&mut seen, "the second leader").await;
+    assert_eq!((shown.identity.as_str(), shown.term), ("b", second.term()));
+    assert_eq!(shown.value, None, "a new leader starts without a value");
+    let late = second.proclaim("x".repeat(distlock::backend::MAX_NOTE_LEN));
+    expect_kind(
+        late.await,
+        ErrorKind::InvalidInput,
+        "a value too long to keep",
+    );
+
+    for identity in ["", "a\nb", &"i".repeat(distlock::MAX_IDENTITY_LEN + 1)] {
+        let refused = a.election(&name).identity(identity).campaign().await;
+        expect_kind(refused, ErrorKind::InvalidInput, "a bad identity");
+    }
+    let impatient = a
+        .election(&name)
+        .with_options(LockOptions::new().wait(Duration::from_millis(200)))
+        .campaign()
+        .await;
+    expect_kind(impatient, ErrorKind::Timeout, "a campaign past its wait");
+    let reentrant = a
+        .election(&name)
+        .with_options(LockOptions::new().reentrant(a.new_owner()))
+        .campaign()
+        .await;
+    expect_kind(reentrant, ErrorKind::InvalidInput, "a reentrant election");
+
+    second.resign().await.unwrap();
+    let gone = tokio::time::timeout(OBSERVED_WITHIN * 2, seen.wait_for(Option::is_none)).await;
+    assert!(gone.is_ok(), "the observer sees that nobody leads");
+    assert_eq!(a.election(&name).leader().await.unwrap(), None);
+}
+
+/// `run` stops the leader's work when its leadership is lost (here at its `max_hold`),
+/// campaigns again with `requeue` and runs the work anew under a greater term; it resigns
+/// once the work returns.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::election_run_stops_at_the_loss_and_requeues(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn election_run_stops_at_the_loss_and_requeues(target: &Target) {
+    let name = unique("election-run");
+    let client = target.client().await;
+    let options = LockOptions::new()
+        .ttl(Duration::from_millis(300))
+        .max_hold(Duration::from_millis(600));
+    let runs = AtomicU32::new(0);
+    let terms = std::sync::Mutex::new(Vec::new());
+    let started = Instant::now();
+    let ran = tokio::time::timeout(
+        Duration::from_secs(20),
+        client
+            .election(&name)
+            .identity("worker")
+            .with_options(options)
+            .requeue(true)
+            .run(async |leading| {
+                terms.lock().unwrap().push(leading.term());
+                if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                    // The first term works until it is stopped at the loss.
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Ok::<_, Error>(leading.term())
+            }),
+    )
+    .await
+    .expect("run ends once the second term's work returns")
+    .unwrap();
+    let terms = terms.into_inner().unwrap();
+    assert_eq!(terms.len(), 2, "the work ran once per term: {terms:?}");
+    assert!(terms[1] > terms[0], "the second term is greater: {terms:?}");
+    assert_eq!(ran, terms[1]);
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "stopped at the loss, not before"
+    );
+    assert_eq!(
+        client.election(&name).leader().await.unwrap(),
+        None,
+        "run resigned after the work returned"
+    );
+
+    let election = client.election(&name).with_options(
+        LockOptions::new()
+            .ttl(Duration::from_millis(300))
+            .max_hold(Duration::from_millis(600)),
+    );
+    let once = election.run(async |_| {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, Error>(())
+    });
+    let lost = tokio::time::timeout(Duration::from_secs(20), once)
+        .await
+        .expect("without requeue, run ends at the loss");
+    expect_kind(
+        lost,
+        ErrorKind::LockLost,
+        "a lost leadership without requeue",
+    );
+}
+
+/// The next leader `seen` shows (a change within [`OBSERVED_WITHIN`] plus a margin).
+async fn next_leader(
+    seen: &mut tokio::sync::watch::Receiver<Option<LeaderInfo>>,
+    what: &str,
+) -> LeaderInfo {
+    tokio::time::timeout(OBSERVED_WITHIN, seen.changed())
+        .await
+        .unwrap_or_else(|_| panic!("{what} is observed within {OBSERVED_WITHIN:?}"))
+        .expect("the observer runs");
+    let shown = seen.borrow_and_update().clone();
+    shown.unwrap_or_else(|| panic!("{what}: the observer shows a leader"))
+}
