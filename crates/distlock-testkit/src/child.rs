@@ -90,6 +90,19 @@ pub enum ChildTask {
         /// The file whose existence says someone holds the key.
         inside: PathBuf,
     },
+    /// Campaign in election `name` as `identity` with a `ttl_ms` lease (waiting at most
+    /// 30 s), report `acquired` with the term, and lead (for at most two minutes) until the
+    /// leadership is lost: report `lost` when `run` stops the leader's work for it.
+    Lead {
+        /// The lock URL.
+        url: String,
+        /// The election's name.
+        name: String,
+        /// The candidate's identity.
+        identity: String,
+        /// Lease length in milliseconds.
+        ttl_ms: u64,
+    },
     /// Report `waiting`, then wait for `name` (in fair mode where the backend has it; for at
     /// most a minute); report `acquired` if it ever gets it.
     Wait {
@@ -433,6 +446,33 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
             emit(&ChildEvent::Acquired {
                 fencing_token: guard.fencing_token(),
             });
+        }
+        ChildTask::Lead {
+            url,
+            name,
+            identity,
+            ttl_ms,
+        } => {
+            let client = Client::connect(&url).await?;
+            let options = LockOptions::new()
+                .ttl(Duration::from_millis(ttl_ms))
+                .wait(Duration::from_secs(30));
+            let led = client
+                .election(name)
+                .identity(identity)
+                .with_options(options)
+                .run(async |leading| {
+                    emit(&ChildEvent::Acquired {
+                        fencing_token: leading.term(),
+                    });
+                    tokio::time::sleep(Duration::from_secs(120)).await;
+                    Ok::<_, distlock::Error>(())
+                })
+                .await;
+            match led {
+                Err(e) if e.kind() == ErrorKind::LockLost => emit(&ChildEvent::Lost),
+                other => other?,
+            }
         }
         ChildTask::EndHolding { .. } => unreachable!("run_child runs it on a runtime of its own"),
         ChildTask::Hold { url, name, ttl_ms } => {

@@ -17,7 +17,11 @@ distlock_testkit::conformance_suite!(
 mod processes {
     use super::target;
 
-    distlock_testkit::process_suite!(target, install = distlock_flock_example::install);
+    distlock_testkit::process_suite!(
+        target,
+        install = distlock_flock_example::install,
+        lacks = [notes]
+    );
 }
 
 /// A URL the backend cannot use is refused with the reason, naming no secret.

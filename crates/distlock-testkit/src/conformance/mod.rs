@@ -6,6 +6,7 @@
 
 mod breaking;
 mod election;
+mod election_faults;
 mod exclusion;
 mod input;
 mod job;
@@ -29,6 +30,7 @@ use distlock::{Client, Error, ErrorKind, Result};
 
 pub use breaking::*;
 pub use election::*;
+pub use election_faults::*;
 pub use exclusion::*;
 pub use input::*;
 pub use job::*;
@@ -428,23 +430,29 @@ macro_rules! conformance_suite {
 /// Generates the cross-process and process-fault tests, plus the ignored child test the
 /// helper processes run. Call it in a module of its own or beside [`conformance_suite!`].
 /// A backend registered by a call of its own (one outside distlock's crates) names that
-/// call as `install`, which the helper processes make before they connect.
+/// call as `install`, which the helper processes make before they connect. A backend that
+/// keeps no notes says `lacks = [notes]`: the leader elections' process faults are not
+/// generated (its conformance suite checks that it refuses elections).
 ///
 /// # Examples
 ///
 /// ```ignore
 /// distlock_testkit::process_suite!(target);
-/// distlock_testkit::process_suite!(target, install = my_backend::install);
+/// distlock_testkit::process_suite!(target, install = my_backend::install, lacks = [notes]);
 /// ```
 #[macro_export]
 macro_rules! process_suite {
-    ($target:path $(, install = $install:path)? $(,)?) => {
+    ($target:path $(, install = $install:path)? $(, lacks = [$($lack:ident),* $(,)?])? $(,)?) => {
         $crate::process_suite!(@tests $target;
             mutual_exclusion_across_processes,
             killed_holder_frees_the_lock_within_ttl,
             paused_holder_loses_its_lease,
             killed_waiter_does_not_stall_the_queue,
             a_program_ending_with_its_lock_leaves_it_free,
+        );
+        $crate::process_suite!(@unless notes [$($($lack),*)?] $target;
+            killed_leader_is_succeeded_with_a_greater_term,
+            paused_leader_is_stopped_when_it_wakes,
         );
 
         #[test]
@@ -453,6 +461,14 @@ macro_rules! process_suite {
             $($install();)?
             $crate::run_child();
         }
+    };
+    // The tests of capability `$cap`, unless the list of lacks names it.
+    (@unless $cap:ident [] $target:path; $($name:ident),+ $(,)?) => {
+        $crate::process_suite!(@tests $target; $($name),+);
+    };
+    (@unless notes [notes $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless $cap:ident [$head:ident $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {
+        $crate::process_suite!(@unless $cap [$($rest),*] $target; $($name),+);
     };
     (@tests $target:path; $($name:ident),+ $(,)?) => {
         $(

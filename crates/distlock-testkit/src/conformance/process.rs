@@ -8,9 +8,9 @@ use super::{Target, unique};
 use crate::child::{ChildEvent, ChildProcess, ChildTask};
 use distlock_servers::Signal;
 
-const EVENT_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const EVENT_WAIT: Duration = Duration::from_secs(30);
 
-fn spawn(target: &Target, task: &ChildTask) -> ChildProcess {
+pub(crate) fn spawn(target: &Target, task: &ChildTask) -> ChildProcess {
     assert!(
         !target.child_test().is_empty(),
         "process tests need the child test: generate them with process_suite!"
@@ -33,7 +33,7 @@ fn spawn_holder(target: &Target, name: &str, ttl: Duration) -> (ChildProcess, u6
     (child, token)
 }
 
-fn acquired(child: &ChildProcess) -> u64 {
+pub(crate) fn acquired(child: &ChildProcess) -> u64 {
     match child.next_event(EVENT_WAIT) {
         Some(ChildEvent::Acquired { fencing_token }) => fencing_token,
         other => panic!("the helper did not acquire the lock: {other:?}"),
