@@ -64,6 +64,27 @@ pub enum Command {
     /// if the command cannot be run; 64 bad input (a bad value, or a URL the store refuses);
     /// 2 a command-line syntax error; 69 backend unavailable; 70 other errors.
     Run(RunArgs),
+    /// Campaign in a leader election, and run a command while leading.
+    ///
+    /// Waits until this candidate leads election --name, then runs the command as `run`
+    /// does (its own process group, signals forwarded, SIGTERM if distlock dies), with
+    /// DISTLOCK_TERM (the leadership's term: its fencing token, above every earlier
+    /// leader's) and DISTLOCK_IDENTITY in its environment. When the leadership is lost the
+    /// command is stopped (SIGTERM, then SIGKILL after --kill-grace) before another
+    /// candidate can win; with --requeue distlock then campaigns again and runs it anew.
+    /// When the command ends, distlock resigns.
+    ///
+    /// Exit codes: the command's own (128+N if it died of signal N); 75 if --wait ran out
+    /// before this candidate led; 76 if the leadership was lost (without --requeue); 128+N
+    /// if signal N came while it campaigned; 126/127 if the command cannot be run; 64 bad
+    /// input; 69 backend unavailable; 70 other errors.
+    Elect(ElectArgs),
+    /// Show who leads an election: identity, term, proclaimed value, since when.
+    ///
+    /// Exit codes: 0 if someone leads, 1 if nobody does; with --watch, a line per change
+    /// until a signal ends it (128+N); 64 bad input; 69 backend unavailable; 70 other
+    /// errors.
+    Leader(LeaderArgs),
     /// Show holders, fencing tokens, remaining TTLs and waiters.
     Status(StatusArgs),
     /// Free a stuck lock: show its grants, ask, then delete them whoever holds them.
@@ -162,6 +183,50 @@ pub struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
+}
+
+/// `distlock elect`.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The election's name.
+    #[arg(long)]
+    pub name: String,
+    /// This candidate's identity, as `distlock leader` shows it (default: host:pid).
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// A value to proclaim once leading (an address, a version), as `distlock leader`
+    /// shows it.
+    #[arg(long, value_name = "VALUE")]
+    pub proclaim: Option<String>,
+    /// Campaign again after the leadership is lost, and run the command anew.
+    #[arg(long)]
+    pub requeue: bool,
+    /// Lease length (at least 1s, 3s on SQLite); renewed every third of it while leading.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+    /// How long to campaign before giving up (default: forever).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub wait: Option<Duration>,
+    /// How long the command gets to exit after SIGTERM when the leadership is lost.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub kill_grace: Duration,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// `distlock leader`.
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// The election's name.
+    pub name: String,
+    /// Keep watching: print a line for each change of leader (or of its value) until
+    /// stopped.
+    #[arg(long)]
+    pub watch: bool,
+    /// Print JSON (one object per line with --watch).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `distlock status`.

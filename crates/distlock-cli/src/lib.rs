@@ -6,6 +6,7 @@ mod breaking;
 mod deadline;
 mod demo;
 mod exit;
+mod leader;
 mod location;
 mod output;
 mod progress;
@@ -96,6 +97,8 @@ pub fn main_with(install: impl FnOnce()) -> ExitCode {
         let outcome = match (url, cli.command) {
             (Err(err), _) => Err(err),
             (Ok(url), Command::Run(args)) => run::run(&url, args).await,
+            (Ok(url), Command::Elect(args)) => run::elect(&url, args).await,
+            (Ok(url), Command::Leader(args)) => leader::leader(&url, args).await,
             (Ok(url), Command::Status(args)) => status::status(&url, args).await,
             (Ok(url), Command::Break(args)) => breaking::break_lock(&url, args).await,
             (Ok(url), Command::Demo(args)) => demo::demo(&url, args).await,

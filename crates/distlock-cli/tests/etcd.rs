@@ -4,6 +4,7 @@ use serde_json::Value;
 
 mod common;
 mod deadlines;
+mod elected;
 mod frozen;
 mod guarded;
 mod min_ttl;
@@ -151,4 +152,13 @@ fn status_and_a_busy_run_name_the_locks_keys() {
     assert_eq!(busy.status.code(), Some(75), "{stderr}");
     assert!(stderr.contains("etcd keys /locks/x/"), "{stderr}");
     distlock_testkit::send(holder.0.id(), distlock_testkit::Signal::Terminate);
+}
+
+/// `elect` and `leader` on a store whose grants live by their session.
+#[test]
+fn elect_runs_the_leader_and_leader_shows_it() {
+    let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("etcd://{}/cli-elect?session_ttl=2s", server.addr());
+    let state = tempfile::tempdir().unwrap();
+    elected::elect_leads_and_leader_shows_it(&url, state.path());
 }

@@ -3,6 +3,7 @@
 mod common;
 mod database;
 mod deadlines;
+mod elected;
 mod guarded;
 mod min_ttl;
 mod waits;
@@ -85,4 +86,21 @@ fn a_wait_bounds_connecting_and_every_call() {
         &pg,
         &format!("postgres://distlock@{}/distlock", holes.addrs()),
     );
+}
+
+/// `elect` and `leader` in both lock modes; a frozen `elect --requeue` leads again.
+#[test]
+fn elect_runs_the_leader_and_leader_shows_it() {
+    let server = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    let base = distlock_testkit::postgres_url(&server);
+    for mode in ["", "?mode=lease"] {
+        let state = tempfile::tempdir().unwrap();
+        let url = format!("{base}{mode}");
+        elected::elect_leads_and_leader_shows_it(&url, state.path());
+        elected::requeued_leader_runs_again_after_a_loss(
+            &url,
+            state.path(),
+            std::time::Duration::from_secs(1),
+        );
+    }
 }

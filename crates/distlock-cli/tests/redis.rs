@@ -6,6 +6,7 @@ use serde_json::Value;
 
 mod common;
 mod deadlines;
+mod elected;
 mod frozen;
 mod guarded;
 mod min_ttl;
@@ -642,4 +643,18 @@ fn a_wait_bounds_connecting_and_every_call() {
         "redlock://{}",
         holes.addrs()
     ));
+}
+
+/// `elect` and `leader` on Redis; a frozen `elect --requeue` leads again.
+#[test]
+fn elect_runs_the_leader_and_leader_shows_it() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    elected::elect_leads_and_leader_shows_it(&url, state.path());
+    elected::requeued_leader_runs_again_after_a_loss(
+        &url,
+        state.path(),
+        std::time::Duration::from_secs(1),
+    );
 }

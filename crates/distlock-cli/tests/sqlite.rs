@@ -1,6 +1,7 @@
 //! The `distlock` command on SQLite, the default, checked as on every other backend.
 
 mod common;
+mod elected;
 mod guarded;
 mod waits;
 
@@ -41,4 +42,17 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
 fn runs_take_every_kind_of_lock() {
     let state = tempfile::tempdir().unwrap();
     guarded::runs_take_every_kind_of_lock(&url(state.path()), state.path());
+}
+
+/// `elect` and `leader` on the default store; a frozen `elect --requeue` leads again.
+#[test]
+fn elect_runs_the_leader_and_leader_shows_it() {
+    let state = tempfile::tempdir().unwrap();
+    let url = url(state.path());
+    elected::elect_leads_and_leader_shows_it(&url, state.path());
+    elected::requeued_leader_runs_again_after_a_loss(
+        &url,
+        state.path(),
+        std::time::Duration::from_secs(3),
+    );
 }

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 mod common;
 mod deadlines;
+mod elected;
 mod frozen;
 mod guarded;
 mod min_ttl;
@@ -128,4 +129,13 @@ fn a_wait_bounds_connecting_and_every_call() {
         &zk,
         &format!("zk://{}/cli", holes.addrs()),
     );
+}
+
+/// `elect` and `leader` on a store whose grants live by their session.
+#[test]
+fn elect_runs_the_leader_and_leader_shows_it() {
+    let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("zk://{}/cli-elect?session_timeout=2s", server.addr());
+    let state = tempfile::tempdir().unwrap();
+    elected::elect_leads_and_leader_shows_it(&url, state.path());
 }

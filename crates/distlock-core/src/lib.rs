@@ -24,7 +24,10 @@ mod watchdog;
 pub use backend::WritesPaused;
 pub use backend::{Capabilities, HolderInfo, LockKind, LockState, WaiterInfo};
 pub use client::{CLOSE_WITHIN, Client};
-pub use election::{DEFAULT_OBSERVE_EVERY, Election, LeaderInfo, Leadership, MAX_IDENTITY_LEN};
+pub use election::{
+    DEFAULT_OBSERVE_EVERY, Election, LeaderInfo, Leadership, MAX_IDENTITY_LEN, MAX_PROCLAIM_LEN,
+    validate_identity, validate_proclamation,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
 pub use job::{HeldUntil, Job, JobOutcome, JobStatus, MAX_JOB_SPAN, MIN_JOB_SPAN, RunState};

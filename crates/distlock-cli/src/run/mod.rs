@@ -1,5 +1,6 @@
 //! `distlock run`: hold a lock while a command runs.
 
+mod elect;
 mod supervise;
 mod terminal;
 
@@ -14,14 +15,14 @@ use crate::location::connect_shared;
 use crate::output::errln;
 use crate::signals::{self, Caught};
 
+pub use elect::elect;
+
 pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     let started = Instant::now();
     // What is wrong whatever the store (a name no backend takes, a TTL too short or too
     // long) is refused before a store that may be down or hanging is asked.
     distlock::validate_name(&args.name)?;
-    let scheme = url.as_deref().map_or("sqlite", |url| {
-        url.split_once("://").map_or(url, |(scheme, _)| scheme)
-    });
+    let scheme = scheme_of(url);
     check_ttl(args.ttl, scheme, shortest_ttl(scheme))?;
     check_kind(&args, scheme)?;
     // The release after the command is bounded by the operation timeout: once the command
@@ -61,16 +62,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
     let attempt = what.acquire(&client, &args.name, &options, args.no_wait);
     let acquired = match until_signalled(attempt, Some(&client), &mut caught).await {
         Ok(acquired) => acquired,
-        Err(number) => {
-            // The wait was given up: its request is withdrawn in the background, and
-            // waited for, so the next holder is not kept waiting for it to expire.
-            if !client.settle(SETTLE).await {
-                errln!(
-                    "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
-                );
-            }
-            return Ok(128u8.saturating_add(number as u8));
-        }
+        Err(number) => return Ok(withdrawn(&client, number).await),
     };
     let guard = match acquired {
         Ok(Some(guard)) => guard,
@@ -99,7 +91,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         return run_as_job(&args, (&url, &client), guard, options, &mut caught).await;
     }
     let code = supervise::supervise(
-        &args,
+        &supervise::Supervised::of_run(&args),
         (&url, &client),
         guard.fencing_token(),
         guard.lost(),
@@ -142,8 +134,9 @@ async fn run_as_job(
     }
     let supervised = async |held: &distlock::Held| {
         let lost = held.lost();
+        let command = supervise::Supervised::of_run(args);
         let code =
-            supervise::supervise(args, (url, client), held.fencing_token(), lost, caught).await;
+            supervise::supervise(&command, (url, client), held.fencing_token(), lost, caught).await;
         match code {
             0 => Ok(code),
             _ => Err(NotDone::Failed(code)),
@@ -199,6 +192,25 @@ impl From<distlock::Error> for NotDone {
     fn from(err: distlock::Error) -> Self {
         NotDone::Lock(err)
     }
+}
+
+/// The URL scheme of `url` (SQLite's, the default's, without one).
+fn scheme_of(url: &Option<String>) -> &str {
+    url.as_deref().map_or("sqlite", |url| {
+        url.split_once("://").map_or(url, |(scheme, _)| scheme)
+    })
+}
+
+/// The exit code for signal `number` that came while a request waited: the wait is given
+/// up, its request withdrawn in the background, and waited for, so the next holder is not
+/// kept waiting for it to expire.
+async fn withdrawn(client: &distlock::Client, number: libc::c_int) -> u8 {
+    if !client.settle(SETTLE).await {
+        errln!(
+            "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
+        );
+    }
+    128u8.saturating_add(number as u8)
 }
 
 /// Refuses an `--at-least` or `--once-per` outside a job's bounds, and an `--at-least`

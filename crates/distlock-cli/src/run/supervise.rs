@@ -18,11 +18,42 @@ use crate::signals::{self, Caught};
 /// How often the command is looked at even without a SIGCHLD (which the kernel may merge).
 const REAP_BACKSTOP: Duration = Duration::from_millis(500);
 
+/// A command to run under a grant, and how.
+pub struct Supervised<'a> {
+    /// The lock's or election's name (`DISTLOCK_NAME` in the command's environment).
+    pub name: &'a str,
+    /// The command and its arguments.
+    pub command: &'a [String],
+    /// How long the command gets to exit after SIGTERM.
+    pub kill_grace: Duration,
+    /// When to stop the command, counted from its start.
+    pub max_hold: Option<Duration>,
+    /// What is held, in the message that stops the command at a loss: `lock` or
+    /// `leadership of`.
+    pub held: &'static str,
+    /// More variables for the command's environment.
+    pub env: Vec<(&'static str, String)>,
+}
+
+impl<'a> Supervised<'a> {
+    /// The command of `distlock run`.
+    pub fn of_run(args: &'a RunArgs) -> Self {
+        Supervised {
+            name: &args.name,
+            command: &args.command,
+            kill_grace: args.kill_grace,
+            max_hold: args.max_hold,
+            held: "lock",
+            env: Vec::new(),
+        }
+    }
+}
+
 /// Runs the command under the grant of fencing token `token`, and waits for it; `lost`
 /// resolves when the grant is lost. `caught` holds the signals caught since before the
 /// grant: each is forwarded once the command runs. Returns distlock's exit code.
 pub async fn supervise(
-    args: &RunArgs,
+    args: &Supervised<'_>,
     (url, client): (&str, &distlock::Client),
     token: u64,
     lost: impl Future<Output = ()>,
@@ -93,7 +124,7 @@ pub async fn supervise(
             _ = child_changed.recv() => {}
             _ = tokio::time::sleep(REAP_BACKSTOP) => {}
             _ = &mut lost, if lost_at.is_none() => {
-                errln!("distlock: lock `{}` was lost; stopping the command", args.name);
+                errln!("distlock: {} `{}` was lost; stopping the command", args.held, args.name);
                 lost_at = Some(stop(group));
             }
             _ = sleep_until_opt(hold_ends), if lost_at.is_none() => {
@@ -142,7 +173,7 @@ fn stop(group: libc::pid_t) -> Instant {
 /// set-user-ID program, for which the kernel drops the request); with a terminal, its group
 /// is made the foreground group before it runs.
 fn spawn(
-    args: &RunArgs,
+    args: &Supervised<'_>,
     url: &str,
     token: u64,
     terminal: Option<Terminal>,
@@ -150,8 +181,9 @@ fn spawn(
     let mut command = Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
-        .env("DISTLOCK_NAME", &args.name)
+        .env("DISTLOCK_NAME", args.name)
         .env("DISTLOCK_FENCING_TOKEN", token.to_string())
+        .envs(args.env.iter().map(|(key, value)| (key, value)))
         .process_group(0);
     // The store in use, for a nested distlock, one way only (it refuses both): the file the
     // URL came from, if it came from one; else the URL, unless it holds a password, which

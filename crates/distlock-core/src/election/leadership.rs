@@ -168,7 +168,7 @@ impl Leadership {
     /// Publishes `value` (an address, a version: what followers need of the leader) beside
     /// the election, for [`Election::leader`](crate::Election::leader) and observers. The
     /// store writes it only while this leadership's grant stands (`NotHeld` otherwise); a
-    /// value too long to keep is `InvalidInput`.
+    /// value longer than [`MAX_PROCLAIM_LEN`](crate::MAX_PROCLAIM_LEN) is `InvalidInput`.
     ///
     /// # Examples
     ///
@@ -188,7 +188,9 @@ impl Leadership {
                 .ok()
                 .map(|d| d.as_millis() as u64)
         });
-        let text = Proclaimed::new(&self.identity, Some(value.into()), since_ms).encode()?;
+        let value = value.into();
+        super::validate_proclamation(&value)?;
+        let text = Proclaimed::new(&self.identity, Some(value), since_ms).encode()?;
         write(&self.client, &self.guard, &text).await.map(|_| ())
     }
 

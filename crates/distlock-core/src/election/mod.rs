@@ -28,6 +28,16 @@ pub use leadership::Leadership;
 /// ```
 pub const MAX_IDENTITY_LEN: usize = 256;
 
+/// The longest value a leader [proclaims](Leadership::proclaim), in bytes: with its
+/// identity and host it fits what a store keeps beside a lock.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(distlock_core::MAX_PROCLAIM_LEN, 3072);
+/// ```
+pub const MAX_PROCLAIM_LEN: usize = 3072;
+
 /// How often an observer reads who leads, by default: a change is seen within a second.
 ///
 /// # Examples
@@ -36,6 +46,48 @@ pub const MAX_IDENTITY_LEN: usize = 256;
 /// assert!(distlock_core::DEFAULT_OBSERVE_EVERY < std::time::Duration::from_secs(1));
 /// ```
 pub const DEFAULT_OBSERVE_EVERY: Duration = Duration::from_millis(250);
+
+/// Refuses an identity a candidate cannot campaign with: empty, longer than
+/// [`MAX_IDENTITY_LEN`] bytes, or holding control characters.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::validate_identity;
+/// assert!(validate_identity("billing-1").is_ok());
+/// assert!(validate_identity("").is_err());
+/// assert!(validate_identity("a\nb").is_err());
+/// ```
+pub fn validate_identity(identity: &str) -> Result<()> {
+    match identity.is_empty()
+        || identity.len() > MAX_IDENTITY_LEN
+        || identity.chars().any(char::is_control)
+    {
+        true => Err(Error::invalid(format!(
+            "identity {identity:?} is not 1 to {MAX_IDENTITY_LEN} bytes without control characters"
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// Refuses a value a leader cannot proclaim: longer than [`MAX_PROCLAIM_LEN`] bytes.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::{MAX_PROCLAIM_LEN, validate_proclamation};
+/// assert!(validate_proclamation("10.0.0.7:8080").is_ok());
+/// assert!(validate_proclamation(&"x".repeat(MAX_PROCLAIM_LEN + 1)).is_err());
+/// ```
+pub fn validate_proclamation(value: &str) -> Result<()> {
+    match value.len() > MAX_PROCLAIM_LEN {
+        true => Err(Error::invalid(format!(
+            "a proclaimed value of {} bytes is longer than the {MAX_PROCLAIM_LEN} a leader may proclaim",
+            value.len()
+        ))),
+        false => Ok(()),
+    }
+}
 
 /// The longest pause between two campaigns of a requeued candidate whose store failed.
 const RETRY_CAP: Duration = Duration::from_secs(5);
@@ -325,14 +377,7 @@ impl Election {
     /// identity.
     fn check(&self) -> Result<String> {
         let identity = &self.identity;
-        if identity.is_empty()
-            || identity.len() > MAX_IDENTITY_LEN
-            || identity.chars().any(char::is_control)
-        {
-            return Err(Error::invalid(format!(
-                "identity {identity:?} is not 1 to {MAX_IDENTITY_LEN} bytes without control characters"
-            )));
-        }
+        validate_identity(identity)?;
         if self.options.reentrant.is_some() {
             return Err(Error::invalid(
                 "an election is not reentrant: give it options without an owner",

@@ -67,7 +67,7 @@ pub async fn election_terms_increase_and_observers_follow(target: &Target) {
     let shown = next_leader(&mut seen, "the second leader").await;
     assert_eq!((shown.identity.as_str(), shown.term), ("b", second.term()));
     assert_eq!(shown.value, None, "a new leader starts without a value");
-    let late = second.proclaim("x".repeat(distlock::backend::MAX_NOTE_LEN));
+    let late = second.proclaim("x".repeat(distlock::MAX_PROCLAIM_LEN + 1));
     expect_kind(
         late.await,
         ErrorKind::InvalidInput,
@@ -95,6 +95,25 @@ pub async fn election_terms_increase_and_observers_follow(target: &Target) {
     let gone = tokio::time::timeout(OBSERVED_WITHIN * 2, seen.wait_for(Option::is_none)).await;
     assert!(gone.is_ok(), "the observer sees that nobody leads");
     assert_eq!(a.election(&name).leader().await.unwrap(), None);
+
+    let (identity, value) = (
+        "i".repeat(distlock::MAX_IDENTITY_LEN),
+        "v".repeat(distlock::MAX_PROCLAIM_LEN),
+    );
+    let longest = a
+        .election(&name)
+        .identity(&identity)
+        .campaign()
+        .await
+        .unwrap();
+    longest.proclaim(value.clone()).await.unwrap();
+    let read = b.election(&name).leader().await.unwrap().expect("a leader");
+    assert_eq!(
+        (read.identity, read.value),
+        (identity, Some(value)),
+        "kept whole"
+    );
+    longest.resign().await.unwrap();
 }
 
 /// `run` stops the leader's work when its leadership is lost (here at its `max_hold`),
