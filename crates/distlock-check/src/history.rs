@@ -56,6 +56,16 @@ pub enum What {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         fair: bool,
     },
+    /// The workers run a job (written by the coordinator after `Start`): a run whose
+    /// release says `kept` keeps the lock until its grant plus `at_least`.
+    JobRuns {
+        /// How long after each grant a kept run keeps the lock, in nanoseconds.
+        at_least: u64,
+        /// Whether the store keeps a grant once its holder's process is gone (a lease
+        /// store): a run then keeps its `at_least` though its worker is killed or paused.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        detachable: bool,
+    },
     /// The worker asks for the lock.
     Acquire,
     /// Its acquire returned the lock.

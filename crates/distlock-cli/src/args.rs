@@ -321,10 +321,13 @@ pub struct TortureArgs {
         default_value = "step-crash,step-pause,pause,kill"
     )]
     pub faults: Vec<FaultKind>,
-    /// The lock scheme the workers use: distlock, or a broken scheme as a negative control
-    /// the checker must catch.
+    /// The lock scheme the workers use: distlock, its election or job, or a broken scheme
+    /// as a negative control the checker must catch.
     #[arg(long, value_enum, default_value_t = Scheme::Distlock)]
     pub scheme: Scheme,
+    /// With --scheme job: how long each run keeps the lock after its grant.
+    #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+    pub at_least: Option<Duration>,
     /// Start the store here (from the installed server, on a free loopback port, in a
     /// temporary directory removed after), instead of using the URL, so that the server
     /// can be paused and restarted (`--faults server-pause,server-restart`).
@@ -388,6 +391,12 @@ pub enum Scheme {
     /// `… WHERE version = <read>`, try again when it changed nothing (PostgreSQL,
     /// MySQL/MariaDB).
     VersionCas,
+    /// distlock's leader election: each worker campaigns; a leader writes its term to the
+    /// fenced resource as its term begins, works, and resigns, then campaigns again.
+    Election,
+    /// distlock's job: each run keeps its lock until --at-least after its grant
+    /// (`Guard::release_at`), so no run starts sooner than that after a kept run.
+    Job,
 }
 
 impl Scheme {
@@ -402,6 +411,8 @@ impl Scheme {
             Scheme::GetThenDel => "get-then-del",
             Scheme::SelectForUpdate => "select-for-update",
             Scheme::VersionCas => "version-cas",
+            Scheme::Election => "election",
+            Scheme::Job => "job",
         }
     }
 }

@@ -154,11 +154,18 @@ fn status_and_a_busy_run_name_the_locks_keys() {
     distlock_testkit::send(holder.0.id(), distlock_testkit::Signal::Terminate);
 }
 
-/// `elect` and `leader` on a store whose grants live by their session.
+/// `elect` and `leader` on a store whose grants live by their session; a frozen `elect
+/// --requeue` leads again in a new session.
 #[test]
 fn elect_runs_the_leader_and_leader_shows_it() {
     let server = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("etcd://{}/cli-elect?session_ttl=2s", server.addr());
     let state = tempfile::tempdir().unwrap();
     elected::elect_leads_and_leader_shows_it(&url, state.path());
+    // Frozen past its 2 s session, it finds the session gone when it wakes.
+    elected::requeued_leader_runs_again_after_a_loss(
+        &url,
+        state.path(),
+        std::time::Duration::from_secs(2),
+    );
 }

@@ -131,11 +131,18 @@ fn a_wait_bounds_connecting_and_every_call() {
     );
 }
 
-/// `elect` and `leader` on a store whose grants live by their session.
+/// `elect` and `leader` on a store whose grants live by their session; a frozen `elect
+/// --requeue` leads again in a new session.
 #[test]
 fn elect_runs_the_leader_and_leader_shows_it() {
     let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
     let url = format!("zk://{}/cli-elect?session_timeout=2s", server.addr());
     let state = tempfile::tempdir().unwrap();
     elected::elect_leads_and_leader_shows_it(&url, state.path());
+    // Frozen past its 2 s session, it finds the session gone when it wakes.
+    elected::requeued_leader_runs_again_after_a_loss(
+        &url,
+        state.path(),
+        std::time::Duration::from_secs(2),
+    );
 }

@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::history::{Event, What};
 use timeline::{Hold, Timeline};
 
+mod job;
 mod liveness;
 #[cfg(test)]
 mod tests;
@@ -81,6 +82,10 @@ pub fn check(events: &[Event], limits: &Limits) -> Verdict {
     liveness::check_free_waits(&timeline, limits, &mut verdict);
     liveness::check_fifo(&timeline, &mut verdict);
     liveness::count_starved(&timeline, limits, &mut verdict);
+    job::check_too_soon(&timeline, &mut verdict);
+    if scheme_of(events) == Some("election") {
+        as_election(&mut verdict);
+    }
     verdict
         .violations
         .sort_by(|a, b| (a.kind, &a.events).cmp(&(b.kind, &b.events)));
@@ -214,7 +219,8 @@ pub enum Kind {
     /// A valid holder's counter write overwrote another valid holder's write made after
     /// its read: an update was lost.
     LostUpdate,
-    /// The fenced resource accepted a write whose token was not above one it had accepted.
+    /// The fenced resource accepted a write whose token was below one it had accepted (or
+    /// equal to another worker's).
     StaleWriteAccepted,
     /// A grant's fencing token was not above the tokens granted before it.
     TokenOrder,
@@ -226,6 +232,18 @@ pub enum Kind {
     /// A fair lock granted a worker before another that had asked earlier and still
     /// waited.
     Fifo,
+    /// Two leaderships of an election were valid at once (an overlap, in an election's
+    /// history).
+    TwoLeaders,
+    /// A term was not above the terms before it (a token out of order, in an election's
+    /// history).
+    TermOrder,
+    /// The resource accepted a leader's write after a later term had made itself known
+    /// to it, or with a term not above one it had accepted (a stale or late write, in an
+    /// election's history: each leader writes its term as its term begins).
+    StaleLeaderWrite,
+    /// A job ran again sooner than its `at_least` after a run that kept its lock for it.
+    JobTooSoon,
 }
 
 /// What happened in a history, counted and measured.
@@ -271,6 +289,31 @@ pub struct Stats {
     pub grants_per_worker: BTreeMap<u32, u64>,
     /// `Fault` events.
     pub faults: u64,
+}
+
+/// The lock scheme the history's `Start` names.
+fn scheme_of(events: &[Event]) -> Option<&str> {
+    events.iter().find_map(|event| match &event.what {
+        What::Start { scheme, .. } => Some(scheme.as_str()),
+        _ => None,
+    })
+}
+
+/// Says an election's violations as an election's: two leaders, terms out of order, a
+/// leader's write accepted after a later term began.
+fn as_election(verdict: &mut Verdict) {
+    for violation in &mut verdict.violations {
+        let (kind, said) = match violation.kind {
+            Kind::Overlap => (Kind::TwoLeaders, "two leaders"),
+            Kind::TokenOrder => (Kind::TermOrder, "terms out of order"),
+            Kind::StaleWriteAccepted | Kind::LateLoss => {
+                (Kind::StaleLeaderWrite, "a stale leader's write")
+            }
+            _ => continue,
+        };
+        violation.kind = kind;
+        violation.message = format!("{said}: {}", violation.message);
+    }
 }
 
 /// A duration in ms.
@@ -410,13 +453,15 @@ fn lost_update(
     })
 }
 
-/// (c) The fenced resource's verdicts: a write accepted with a token not above the
-/// highest accepted before is a stale write accepted. A write without a token (0, from a
+/// (c) The fenced resource's verdicts: a write accepted with a token below the highest
+/// accepted before, or equal to another worker's, is a stale write accepted. A write without a token (0, from a
 /// scheme that has none) is no evidence either way: (e) judges it by its grant.
 fn check_resource(timeline: &Timeline, verdict: &mut Verdict) {
     let events = timeline.events;
     let stats = &mut verdict.stats;
     let mut highest_accepted: Option<(usize, u64)> = None;
+    // A grant may write many times with its token (a leader, in its term); another
+    // worker's write with the same token is no grant's.
     for (index, event) in events.iter().enumerate() {
         let What::Write { token, accepted } = event.what else {
             continue;
@@ -430,7 +475,10 @@ fn check_resource(timeline: &Timeline, verdict: &mut Verdict) {
             continue;
         }
         match highest_accepted {
-            Some((highest, highest_token)) if token <= highest_token => {
+            Some((highest, highest_token))
+                if token < highest_token
+                    || (token == highest_token && events[highest].worker != event.worker) =>
+            {
                 verdict.violations.push(Violation {
                     kind: Kind::StaleWriteAccepted,
                     message: format!(

@@ -95,6 +95,8 @@ struct Plot<'a> {
     to: u64,
     /// Each worker's row, from the top.
     rows: BTreeMap<u32, usize>,
+    /// Whether the holds are an election's terms.
+    terms: bool,
 }
 
 impl<'a> Plot<'a> {
@@ -124,6 +126,9 @@ impl<'a> Plot<'a> {
             .filter(|(n, held)| *n < MOST_HOLDS || blamed.contains(&held.grant))
             .map(|(_, held)| held)
             .collect();
+        let terms = events
+            .iter()
+            .any(|e| matches!(&e.what, What::Start { scheme, .. } if scheme == "election"));
         Plot {
             events,
             verdict,
@@ -132,6 +137,7 @@ impl<'a> Plot<'a> {
             from,
             to,
             rows,
+            terms,
         }
     }
 
@@ -324,9 +330,13 @@ impl<'a> Plot<'a> {
         );
     }
 
-    /// Each hold a bar, labelled with its token when there is room; a bar whose grant a
-    /// violation names is outlined in red.
+    /// Each hold a bar (an election's: each term), labelled with its token when there is
+    /// room; a bar whose grant a violation names is outlined in red.
     fn holds(&self, html: &mut String) {
+        let held_as = match self.terms {
+            true => "led term",
+            false => "held with token",
+        };
         for held in &self.drawn {
             let Some(y) = self.y(held.worker) else {
                 continue;
@@ -339,7 +349,7 @@ impl<'a> Plot<'a> {
             };
             let _ = write!(
                 html,
-                "<rect id=\"e{}\" class=\"{class}\" x=\"{x1:.1}\" y=\"{}\" width=\"{width:.1}\" height=\"{}\"><title>worker {} token {} held from {} to {}</title></rect>",
+                "<rect id=\"e{}\" class=\"{class}\" x=\"{x1:.1}\" y=\"{}\" width=\"{width:.1}\" height=\"{}\"><title>worker {} {held_as} {} from {} to {}</title></rect>",
                 held.grant,
                 y + 6.0,
                 ROW - 12.0,

@@ -90,7 +90,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     };
     // Refuse a bad URL, an unreachable backend or files that cannot be written before
     // anything is made in the store.
-    let (url, backend, link) = tokio::select! {
+    let (url, (backend, detachable), link) = tokio::select! {
         checked = check_store(&given, &args) => checked?,
         signal = interruption.next() => return Ok(128 + signal as u8),
     };
@@ -103,6 +103,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
         url: &url,
         name: &name,
         backend,
+        detachable,
         link,
         server: own,
     };
@@ -118,9 +119,10 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     let text = std::fs::read_to_string(&files.history)
         .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot read the history: {e}")))?;
     let events = parse(&text).map_err(|e| Error::new(ErrorKind::Backend, e))?;
+    // A job's run keeps the lock for --at-least after its grant: not free meanwhile.
     let liveness = args
         .liveness
-        .unwrap_or(args.ttl * 2 + Duration::from_secs(2));
+        .unwrap_or(args.ttl * 2 + Duration::from_secs(2) + args.at_least.unwrap_or_default());
     let verdict = check(
         &events,
         &Limits {
@@ -161,18 +163,21 @@ struct Store<'a> {
     name: &'a str,
     /// The backend's URL scheme.
     backend: &'static str,
+    /// Whether the store keeps a grant once its holder's process is gone.
+    detachable: bool,
     /// The server the workers reach through proxies, for link faults.
     link: Option<link::Link>,
     /// The server the run started itself, for server faults.
     server: Option<server::OwnServer>,
 }
 
-/// Connects to the store once: the URL, the backend's scheme, and the link for link
-/// faults; an error if the run cannot be made there.
+/// Connects to the store once: the URL, the backend's scheme and whether its grants
+/// outlive their holders, and the link for link faults; an error if the run cannot be
+/// made there.
 async fn check_store(
     given: &Option<String>,
     args: &TortureArgs,
-) -> Result<(String, &'static str, Option<link::Link>)> {
+) -> Result<(String, (&'static str, bool), Option<link::Link>)> {
     let (url, client) =
         connect_shared(given, "torture runs its workers as separate processes").await?;
     let capabilities = client.capabilities();
@@ -195,7 +200,7 @@ async fn check_store(
         true => Some(link::Link::of(&url)?),
         false => None,
     };
-    Ok((url, backend, link))
+    Ok((url, (backend, capabilities.detachable), link))
 }
 
 /// Starts the workers and the fenced resource, injects the faults until the run's end
@@ -218,11 +223,20 @@ async fn run(
             fair: args.fair,
         },
     );
+    if let Some(at_least) = args.at_least {
+        recorder.record(
+            0,
+            What::JobRuns {
+                at_least: at_least.as_nanos() as u64,
+                detachable: store.detachable,
+            },
+        );
+    }
     // A resource fenced by the schemes' tokens (those without take 0, and a resource that
     // knows nothing of tokens).
     let fenced = matches!(
         args.scheme,
-        Scheme::Distlock | Scheme::NoRenewal | Scheme::VersionCas
+        Scheme::Distlock | Scheme::NoRenewal | Scheme::VersionCas | Scheme::Election | Scheme::Job
     );
     let resource = resource::start(recorder.clone(), fenced).await?;
     let seed = args.seed.unwrap_or_else(rand::random);
@@ -237,6 +251,7 @@ async fn run(
         worker: 0,
         ttl: args.ttl,
         hold: args.hold,
+        at_least: args.at_least,
         start: started,
         until,
         history: files.history.clone(),
@@ -333,10 +348,38 @@ fn check_args(args: &TortureArgs) -> Result<()> {
             "server faults need the run's own server: add --server redis|postgres|…",
         ));
     }
-    if args.fair && !matches!(args.scheme, Scheme::Distlock | Scheme::NoFencing) {
+    if args.fair
+        && !matches!(
+            args.scheme,
+            Scheme::Distlock | Scheme::NoFencing | Scheme::Election | Scheme::Job
+        )
+    {
         return Err(Error::invalid(
-            "--fair asks distlock for FIFO grants: it goes with --scheme distlock or no-fencing",
+            "--fair asks distlock for FIFO grants: it goes with --scheme distlock, no-fencing, election or job",
         ));
+    }
+    match (args.scheme, args.at_least) {
+        (Scheme::Job, None) => {
+            return Err(Error::invalid(
+                "--scheme job needs --at-least D: how long each run keeps the lock",
+            ));
+        }
+        (Scheme::Job, Some(at_least))
+            if !(distlock::MIN_JOB_SPAN..=MAX_DURATION).contains(&at_least) =>
+        {
+            return Err(Error::invalid(format!(
+                "--at-least {} is not from 1ms to {}",
+                humantime::format_duration(at_least),
+                humantime::format_duration(MAX_DURATION)
+            )));
+        }
+        (Scheme::Job, Some(_)) | (_, None) => {}
+        (scheme, Some(_)) => {
+            return Err(Error::invalid(format!(
+                "--at-least is a job's: it goes with --scheme job, not {}",
+                scheme.as_str()
+            )));
+        }
     }
     if args.duration < Duration::from_secs(1) {
         return Err(Error::invalid("torture needs a run of 1 s or more"));

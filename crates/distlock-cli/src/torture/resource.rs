@@ -1,6 +1,7 @@
 //! The fenced resource: a service on a loopback port that accepts a write only with a
-//! fencing token greater than the last one it accepted, and records each verdict in the
-//! history. Its protocol is one line per write, `<worker> <token>`, answered `accepted` or
+//! fencing token not below the highest it accepted (a grant may write many times, as a
+//! leader does in its term; a later grant's first write shuts out every earlier grant),
+//! and records each verdict in the history. Its protocol is one line per write, `<worker> <token>`, answered `accepted` or
 //! `refused`. For a negative control it can ignore tokens, accepting every write, as a
 //! resource that knows nothing of fencing does.
 
@@ -49,7 +50,7 @@ async fn serve(stream: TcpStream, fenced: bool, last: Arc<Mutex<u64>>, recorder:
         };
         let accepted = {
             let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
-            let accepted = !fenced || token > *last;
+            let accepted = !fenced || token >= *last;
             if accepted {
                 *last = token.max(*last);
             }

@@ -6,9 +6,9 @@
 //! start plus the TTL it set, so the checker blames them only for what their store
 //! calls did, not for a holder that outlived its lease (that is `no-renewal`'s fault).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use distlock::{Error, ErrorKind, Guard, LockOptions, Mutex, Result};
+use distlock::{Election, Error, ErrorKind, Guard, Leadership, LockOptions, Mutex, Result};
 use distlock_check::history::{instant_ns, monotonic_ns};
 use redis::aio::MultiplexedConnection;
 
@@ -32,8 +32,10 @@ pub struct Hold {
     /// Until when its holder may act, on the shared clock; `u64::MAX` for a holder that
     /// never looks.
     pub safe_until: u64,
-    /// distlock's guard (none for a broken Redis scheme).
-    pub guard: Option<Guard>,
+    /// distlock's guard (none for a broken Redis scheme, nor an election's).
+    guard: Option<Guard>,
+    /// An election's leadership.
+    leadership: Option<Leadership>,
     /// Whether the holder looks at its guard: renewed, and checked before each unfenced
     /// write.
     pub looks: bool,
@@ -44,6 +46,15 @@ pub struct Hold {
     value: String,
 }
 
+impl Hold {
+    /// distlock's guard of the grant, a mutex's or a leadership's.
+    pub fn guard(&self) -> Option<&Guard> {
+        self.guard
+            .as_ref()
+            .or(self.leadership.as_ref().map(Leadership::guard))
+    }
+}
+
 /// One worker's lock.
 pub enum Lock {
     /// One of the documents' database schemes.
@@ -52,6 +63,14 @@ pub enum Lock {
     Distlock {
         mutex: Mutex,
         renewed: bool,
+        fair: bool,
+    },
+    /// distlock's election, in which the worker campaigns.
+    Election { election: Election, fair: bool },
+    /// distlock's mutex under a job whose runs keep it `at_least` after their grant.
+    Job {
+        mutex: Mutex,
+        at_least: Duration,
         fair: bool,
     },
     /// A broken scheme's Redis key.
@@ -99,10 +118,26 @@ pub async fn remove(url: &str, name: &str) {
 }
 
 impl Lock {
-    /// Connects the lock `name` of `scheme` at `url`, `fair` for FIFO grants.
-    pub async fn open(url: &str, name: &str, scheme: Scheme, fair: bool) -> Result<Lock> {
+    /// Connects the lock of `task`, whose worker campaigns (in an election) as
+    /// `identity`.
+    pub async fn open(task: &super::worker::Task, identity: String) -> Result<Lock> {
+        let (url, name, scheme, fair) = (&task.url, &task.name, task.scheme, task.fair);
         if on_database(scheme) {
             return Ok(Lock::Sql(SqlLock::open(url, name, scheme).await?));
+        }
+        if scheme == Scheme::Election {
+            let client = open_client(url).await?;
+            let election = client.election(name.as_str()).identity(identity);
+            return Ok(Lock::Election { election, fair });
+        }
+        if let (Scheme::Job, Some(at_least)) = (scheme, task.at_least) {
+            let client = open_client(url).await?;
+            let mutex = client.mutex(name.as_str());
+            return Ok(Lock::Job {
+                mutex,
+                at_least,
+                fair,
+            });
         }
         if !on_plain_redis(scheme) {
             let client = open_client(url).await?;
@@ -116,7 +151,7 @@ impl Lock {
         Ok(Lock::Redis {
             scheme,
             connection,
-            key: name.to_owned(),
+            key: name.clone(),
         })
     }
 
@@ -137,8 +172,36 @@ impl Lock {
                     token: grant.token,
                     safe_until: u64::MAX,
                     guard: None,
+                    leadership: None,
                     looks: false,
                     counted: grant.counted,
+                    value: String::new(),
+                });
+            }
+            Lock::Election { election, fair } => {
+                let options = waiting_until(until).ttl(ttl).fair(*fair);
+                let candidate = election.clone().with_options(options);
+                let leadership = candidate.campaign().await?;
+                return Ok(Hold {
+                    token: leadership.term(),
+                    safe_until: instant_ns(leadership.safe_until()),
+                    guard: None,
+                    leadership: Some(leadership),
+                    looks: true,
+                    counted: None,
+                    value: String::new(),
+                });
+            }
+            Lock::Job { mutex, fair, .. } => {
+                let options = waiting_until(until).ttl(ttl).fair(*fair);
+                let guard = mutex.lock_with(&options).await?;
+                return Ok(Hold {
+                    token: guard.fencing_token(),
+                    safe_until: instant_ns(guard.safe_until()),
+                    guard: Some(guard),
+                    leadership: None,
+                    looks: true,
+                    counted: None,
                     value: String::new(),
                 });
             }
@@ -147,10 +210,8 @@ impl Lock {
                 renewed,
                 fair,
             } => {
-                let left = Duration::from_nanos(until.saturating_sub(monotonic_ns()));
-                let options = LockOptions::new()
+                let options = waiting_until(until)
                     .ttl(ttl)
-                    .wait(left)
                     .auto_renew(*renewed)
                     .fair(*fair);
                 let guard = mutex.lock_with(&options).await?;
@@ -162,6 +223,7 @@ impl Lock {
                     token: guard.fencing_token(),
                     safe_until,
                     guard: Some(guard),
+                    leadership: None,
                     looks: *renewed,
                     counted: None,
                     value: String::new(),
@@ -180,6 +242,7 @@ impl Lock {
                 token: 0,
                 safe_until: started + ttl.as_nanos() as u64,
                 guard: None,
+                leadership: None,
                 looks: false,
                 counted: None,
                 value,
@@ -256,7 +319,9 @@ impl Lock {
                 | Scheme::NoRenewal
                 | Scheme::NoFencing
                 | Scheme::SelectForUpdate
-                | Scheme::VersionCas => unreachable!("the other schemes are served above"),
+                | Scheme::VersionCas
+                | Scheme::Election
+                | Scheme::Job => unreachable!("the other schemes are served above"),
             }
             if monotonic_ns() + RETRY.as_nanos() as u64 >= until {
                 return Err(Error::new(ErrorKind::Timeout, "the run ended first"));
@@ -265,11 +330,14 @@ impl Lock {
         }
     }
 
-    /// Releases `hold`: `ok`, `fail` (the lock was not held any more, as far as the scheme
-    /// can tell) or `unknown`.
+    /// Releases `hold`, granted at `granted_at` on the shared clock: `ok`, `kept` (a job's
+    /// run whose lock the store, or the client, keeps until `at_least` after the grant),
+    /// `fail` (the lock was not held any more, as far as the scheme can tell) or
+    /// `unknown`.
     pub async fn release(
         &mut self,
         hold: Hold,
+        granted_at: u64,
         orders: &Orders,
         recorder: &Recorder,
         me: u32,
@@ -280,6 +348,26 @@ impl Lock {
                 Some(guard) => guard.release().await.map(|()| true),
                 None => Ok(true),
             },
+            Lock::Election { .. } => match hold.leadership {
+                Some(leadership) => leadership.resign().await.map(|()| true),
+                None => Ok(true),
+            },
+            Lock::Job { at_least, .. } => {
+                let Some(guard) = hold.guard else {
+                    return "fail";
+                };
+                let since = Duration::from_nanos(monotonic_ns().saturating_sub(granted_at));
+                let granted = Instant::now()
+                    .checked_sub(since)
+                    .unwrap_or_else(Instant::now);
+                return match guard.release_at(granted + *at_least).await {
+                    Ok(_) => "kept",
+                    Err(err) if matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) => {
+                        "fail"
+                    }
+                    Err(_) => "unknown",
+                };
+            }
             Lock::Redis {
                 scheme,
                 connection,
@@ -328,8 +416,15 @@ async fn release_redis(
         | Scheme::NoRenewal
         | Scheme::NoFencing
         | Scheme::SelectForUpdate
-        | Scheme::VersionCas => unreachable!("the other schemes release above"),
+        | Scheme::VersionCas
+        | Scheme::Election
+        | Scheme::Job => unreachable!("the other schemes release above"),
     }
+}
+
+/// Lock options that wait until `until`, on the shared clock.
+fn waiting_until(until: u64) -> LockOptions {
+    LockOptions::new().wait(Duration::from_nanos(until.saturating_sub(monotonic_ns())))
 }
 
 /// `DEL key`: whether it deleted the key.

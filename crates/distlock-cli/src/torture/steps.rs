@@ -34,9 +34,12 @@ pub const BETWEEN_READ_AND_CAS: &str = "between-read-and-cas";
 /// the scheme's own store calls first, then the steps every scheme has.
 pub fn of(scheme: Scheme) -> &'static [&'static str] {
     match scheme {
-        Scheme::Distlock | Scheme::NoRenewal | Scheme::NoFencing | Scheme::SelectForUpdate => {
-            &[BEFORE_FENCED_WRITE, AFTER_GRANT, BEFORE_RELEASE]
-        }
+        Scheme::Distlock
+        | Scheme::NoRenewal
+        | Scheme::NoFencing
+        | Scheme::SelectForUpdate
+        | Scheme::Election
+        | Scheme::Job => &[BEFORE_FENCED_WRITE, AFTER_GRANT, BEFORE_RELEASE],
         Scheme::VersionCas => &[BETWEEN_READ_AND_CAS, BEFORE_FENCED_WRITE],
         Scheme::SetnxExpire => &[BETWEEN_SETNX_AND_EXPIRE, BEFORE_FENCED_WRITE],
         Scheme::GetThenDel => &[BETWEEN_GET_AND_DEL, BEFORE_FENCED_WRITE],

@@ -29,6 +29,8 @@ pub struct Task {
     pub worker: u32,
     pub ttl: Duration,
     pub hold: Duration,
+    /// How long a job's run keeps the lock after its grant (`--scheme job`).
+    pub at_least: Option<Duration>,
     /// When to start asking for the lock, and when to stop, on the shared clock.
     pub start: u64,
     pub until: u64,
@@ -42,7 +44,7 @@ pub async fn worker() -> Result<u8> {
     let task: Task = worker_task::receive()?;
     let orders = Orders::listen();
     let recorder = Arc::new(Recorder::open(&task.history)?);
-    let mut lock = Lock::open(&task.url, &task.name, task.scheme, task.fair).await?;
+    let mut lock = Lock::open(&task, me_of(&task)).await?;
     let mut resource = Writer::connect(task.resource).await?;
     let me = task.worker;
     tokio::time::sleep(Duration::from_nanos(
@@ -99,7 +101,7 @@ pub async fn worker() -> Result<u8> {
             orders: &orders,
             recorder: &recorder,
         };
-        match hold.guard.as_ref().filter(|_| hold.looks) {
+        match hold.guard().filter(|_| hold.looks) {
             Some(guard) => tokio::select! {
                 done = section.run(Some(guard), &hold, &mut resource) => done?,
                 never = watch(guard, &recorder, me) => match never {},
@@ -108,7 +110,7 @@ pub async fn worker() -> Result<u8> {
         }
         recorder.record(me, What::Release);
         orders.at(steps::BEFORE_RELEASE, &recorder, me);
-        let outcome = lock.release(hold, &orders, &recorder, me).await;
+        let outcome = lock.release(hold, granted_at, &orders, &recorder, me).await;
         recorder.record(
             me,
             What::Released {
@@ -117,6 +119,11 @@ pub async fn worker() -> Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// The identity a worker campaigns with.
+fn me_of(task: &Task) -> String {
+    format!("worker-{}", task.worker)
 }
 
 /// Whether the guard may still be acted under: not lost, and within its validity. A
@@ -140,6 +147,11 @@ impl Section<'_> {
     async fn run(&self, guard: Option<&Guard>, hold: &Hold, resource: &mut Writer) -> Result<()> {
         let (recorder, me) = (self.recorder, self.task.worker);
         recorder.record(me, What::Enter);
+        if self.task.scheme == Scheme::Election {
+            // A leader makes its term known to the resource as its term begins: from then
+            // on an earlier leader's late write is refused.
+            resource.write(me, hold.token).await?;
+        }
         if hold.counted.is_none() && !self.count(guard).await? {
             recorder.record(me, What::Abandon);
             return Ok(());

@@ -2,6 +2,8 @@
 
 use super::*;
 
+mod schemes;
+
 const MS: u64 = 1_000_000;
 /// The clock's reading when each test history starts.
 const T0: u64 = 7_000 * MS;

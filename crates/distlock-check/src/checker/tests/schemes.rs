@@ -1,0 +1,96 @@
+//! The checker on hand-made histories of elections and jobs.
+
+use super::*;
+
+/// Sets the history's scheme, and for a job (`job`: its `at_least` in ms, and whether its
+/// store keeps a grant past its holder) says so after the `Start`.
+fn start_as(history: &mut History, named: &str, job: Option<(u64, bool)>) {
+    if let What::Start { scheme, .. } = &mut history.events[0].what {
+        *scheme = named.into();
+    }
+    history
+        .events
+        .retain(|event| !matches!(event.what, What::JobRuns { .. }));
+    if let Some((ms, detachable)) = job {
+        let at = history.events[0].at;
+        let what = What::JobRuns {
+            at_least: ms * MS,
+            detachable,
+        };
+        history.events.insert(
+            1,
+            Event {
+                at,
+                worker: 0,
+                what,
+            },
+        );
+    }
+}
+
+#[test]
+fn an_elections_overlaps_and_late_writes_are_two_leaders_and_stale_leader_writes() {
+    let mut history = History::new();
+    start_as(&mut history, "election", None);
+    history.granted(10, 1, 5, 200);
+    history.granted(20, 2, 6, 200);
+    history.write(30, 2, 6, true);
+    history.write(40, 1, 5, true);
+    let verdict = history.check();
+    let found = kinds(&verdict);
+    assert!(found.contains(&Kind::TwoLeaders), "{found:?}");
+    assert!(found.contains(&Kind::StaleLeaderWrite), "{found:?}");
+    assert!(
+        !found.contains(&Kind::Overlap),
+        "said as an election's: {found:?}"
+    );
+    assert!(verdict.violations[0].message.starts_with("two leaders: "));
+
+    let mut terms = History::new();
+    start_as(&mut terms, "election", None);
+    terms.turn(10, 1, 5, 1);
+    terms.turn(20, 2, 4, 2);
+    assert!(kinds(&terms.check()).contains(&Kind::TermOrder));
+}
+
+#[test]
+fn a_job_run_sooner_than_at_least_after_a_kept_run_is_too_soon() {
+    let mut history = History::new();
+    start_as(&mut history, "job", Some((50, true)));
+    history.granted(10, 1, 1, 110);
+    history.add(12, 1, What::Release);
+    history.released(13, 1, "kept");
+    history.granted(40, 2, 2, 140);
+    history.add(42, 2, What::Release);
+    history.released(43, 2, "kept");
+    history.granted(95, 3, 3, 195);
+    let verdict = history.check();
+    assert_eq!(
+        kinds(&verdict),
+        [Kind::JobTooSoon],
+        "{:#?}",
+        verdict.violations
+    );
+    assert_eq!(verdict.violations[0].events, [2, 5]);
+}
+
+#[test]
+fn a_job_run_after_a_run_that_was_not_kept_or_whose_keeper_died_is_no_violation() {
+    // The first run's release failed: nothing was kept.
+    let mut history = History::new();
+    start_as(&mut history, "job", Some((50, false)));
+    history.granted(10, 1, 1, 110);
+    history.add(12, 1, What::Release);
+    history.released(13, 1, "fail");
+    history.granted(20, 2, 2, 120);
+    history.add(22, 2, What::Release);
+    history.released(23, 2, "kept");
+    // The second was kept by its process, which was killed: a session store lets go.
+    history.fault(30, 2, "kill");
+    history.granted(40, 3, 3, 140);
+    assert_eq!(kinds(&history.check()), []);
+
+    // On a store that keeps grants past their holders, the kill changes nothing.
+    start_as(&mut history, "job", Some((50, true)));
+    assert_eq!(kinds(&history.check()), [Kind::JobTooSoon]);
+}

@@ -1,0 +1,102 @@
+//! `distlock torture --scheme election` and `--scheme job` on real backends, under the
+//! default faults and a jumping wall clock: the checker finds no two leaders, no term out
+//! of order, no stale leader's write accepted, and no job run sooner than its
+//! `--at-least` after a run that kept its lock.
+
+mod common;
+
+use common::{distlock, json_lines, ok};
+
+/// The faults: the defaults, and a waiter's wall clock jumping ahead.
+const FAULTS: &str = "step-crash,step-pause,pause,kill,clock-jump";
+
+/// Runs `scheme` (with `extra` arguments) against `url` for 6 s with three workers: the
+/// verdict, once it is clean with faults injected; and the history.
+fn clean(url: &str, scheme: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let state = tempfile::tempdir().unwrap();
+    let history = state.path().join("history.jsonl");
+    let history = history.to_str().unwrap();
+    let mut args = vec!["torture", "--json", "--seed", "11", "--history", history];
+    args.extend_from_slice(&["--workers", "3", "--duration", "6s", "--faults", FAULTS]);
+    args.extend_from_slice(&["--scheme", scheme]);
+    args.extend_from_slice(extra);
+    let out = distlock(url, state.path(), &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Some(verdict) = json_lines(&stdout).pop() else {
+        panic!("no verdict: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    assert_eq!(verdict["clean"], true, "{scheme} on {url}: {verdict:#}");
+    ok(&out);
+    assert!(
+        verdict["stats"]["faults"].as_u64().unwrap() >= 3,
+        "{verdict}"
+    );
+    (verdict, std::fs::read_to_string(history).unwrap())
+}
+
+/// Elections on `url`: leaders change hands, each term's first write accepted; and a job
+/// whose runs keep the lock for 500 ms: runs kept it, and others came after.
+fn elections_and_jobs_are_clean(url: &str) {
+    let (verdict, history) = clean(url, "election", &[]);
+    let stats = &verdict["stats"];
+    assert!(stats["transfers"].as_u64().unwrap() >= 5, "{stats}");
+    assert!(stats["writes_accepted"].as_u64().unwrap() >= 10, "{stats}");
+    assert!(history.contains("\"scheme\":\"election\""));
+
+    let (verdict, history) = clean(url, "job", &["--at-least", "500ms"]);
+    let kept = history.matches("\"outcome\":\"kept\"").count();
+    assert!(kept >= 3, "runs kept their lock: {kept}, {verdict}");
+    assert!(
+        verdict["stats"]["acquisitions"].as_u64().unwrap() >= 4,
+        "{verdict}"
+    );
+}
+
+#[test]
+fn elections_and_jobs_on_sqlite_are_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("locks.db").display());
+    elections_and_jobs_are_clean(&url);
+}
+
+#[test]
+fn elections_and_jobs_on_redis_are_clean() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    elections_and_jobs_are_clean(&format!("redis://{}/0", redis.addr()));
+}
+
+#[test]
+fn elections_and_jobs_on_postgres_are_clean() {
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    elections_and_jobs_are_clean(&distlock_testkit::postgres_url(&pg));
+}
+
+#[test]
+fn elections_and_jobs_on_etcd_are_clean() {
+    let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
+    elections_and_jobs_are_clean(&format!("etcd://{}/torture?session_ttl=2s", etcd.addr()));
+}
+
+#[test]
+fn elections_and_jobs_on_zookeeper_are_clean() {
+    let zk = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+    elections_and_jobs_are_clean(&format!("zk://{}/torture?session_timeout=2s", zk.addr()));
+}
+
+/// A job without --at-least (or with one out of range), and an election with one, are
+/// refused as bad input.
+#[test]
+fn torture_refuses_a_job_without_at_least() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("locks.db").display());
+    for args in [
+        &["--scheme", "job"][..],
+        &["--scheme", "job", "--at-least", "0s"],
+        &["--scheme", "election", "--at-least", "1s"],
+    ] {
+        let mut all = vec!["torture", "--duration", "1s"];
+        all.extend_from_slice(args);
+        let out = distlock(&url, dir.path(), &all);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
+    }
+}
