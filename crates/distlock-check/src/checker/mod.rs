@@ -1,7 +1,10 @@
 //! The checker: judges a torture run's [history](crate::history). It finds two workers
 //! holding the lock at once, counter updates lost between valid holders, stale writes the
 //! fenced resource accepted, fencing tokens out of grant order, writes that went through
-//! after their writer had lost the lock, and a lock left free while workers waited.
+//! after their writer had lost the lock, and a lock left free while workers waited. An
+//! election's history (scheme `election`) has its violations named as an election's (two
+//! leaders, terms out of order, a stale leader's write); a job's (a `JobRuns` event) is
+//! checked for runs sooner than `at_least` after a run that kept its lock.
 //!
 //! ```
 //! use distlock_check::checker::{Kind, Limits, check};
