@@ -30,7 +30,9 @@ pub use election::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
-pub use job::{HeldUntil, Job, JobOutcome, JobStatus, MAX_JOB_SPAN, MIN_JOB_SPAN, RunState};
+pub use job::{
+    HeldUntil, Job, JobOutcome, JobStatus, MAX_JOB_SPAN, MIN_JOB_SPAN, RunState, validate_job_span,
+};
 pub use lease::Health;
 pub use lock_url::{parse_lock_url, redact_url};
 pub use memory::MemoryBackend;

@@ -7,15 +7,15 @@ use std::time::Duration;
 use distlock_core::backend::Note;
 use distlock_core::{Error, ErrorKind, Result};
 
-/// The note a `distlock_note` row holds: its value, fencing token, time of the write and
-/// the quiet milliseconds left (0 or less: none), on the database's clock.
-pub(crate) fn from_row(
-    name: &str,
-    value: String,
-    fence: i64,
-    written_ms: i64,
-    quiet_left_ms: i64,
-) -> Result<Note> {
+/// A `distlock_note` row as every dialect reads it back: its value, fencing token, time
+/// of the write and the quiet milliseconds left (0 or less: none), on the database's clock.
+pub(crate) type NoteRow = (String, i64, i64, i64);
+
+/// The note of lock `name` that `row` holds, if one does.
+pub(crate) fn from_row(name: &str, row: Option<NoteRow>) -> Result<Option<Note>> {
+    let Some((value, fence, written_ms, quiet_left_ms)) = row else {
+        return Ok(None);
+    };
     let fence = u64::try_from(fence).map_err(|_| {
         Error::new(
             ErrorKind::Backend,
@@ -28,7 +28,7 @@ pub(crate) fn from_row(
         .ok()
         .filter(|left| *left > 0)
         .map(Duration::from_millis);
-    Ok(note)
+    Ok(Some(note))
 }
 
 /// The quiet window in milliseconds, as a bound parameter (`NULL`: the note's window goes

@@ -10,8 +10,8 @@ pub use distlock_core::{
     MAX_PROCLAIM_LEN, MAX_TTL, MIN_JOB_SPAN, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL,
     MemoryBackend, MultiGuard, MultiLock, Mutex, MutexGuard, OnLost, Owner, Permit, ReadGuard,
     Result, RunState, RwLock, Semaphore, Url, WaiterInfo, WriteGuard, WritesPaused, assert_held,
-    current_token, parse_lock_url, random_id, redact_url, validate_identity, validate_name,
-    validate_proclamation,
+    current_token, parse_lock_url, random_id, redact_url, validate_identity, validate_job_span,
+    validate_name, validate_proclamation,
 };
 pub use distlock_core::{backend, memory};
 

@@ -218,15 +218,8 @@ async fn withdrawn(client: &distlock::Client, number: libc::c_int) -> u8 {
 fn check_job_spans(args: &RunArgs) -> Result<()> {
     let shown = |d| humantime::format_duration(d).to_string();
     for (flag, span) in [("--at-least", args.at_least), ("--once-per", args.once_per)] {
-        if let Some(span) = span
-            && !(distlock::MIN_JOB_SPAN..=distlock::MAX_JOB_SPAN).contains(&span)
-        {
-            return Err(distlock::Error::invalid(format!(
-                "{flag} {} is not from {} to {}",
-                shown(span),
-                shown(distlock::MIN_JOB_SPAN),
-                shown(distlock::MAX_JOB_SPAN)
-            )));
+        if let Some(span) = span {
+            distlock::validate_job_span(flag, span)?;
         }
     }
     match (args.at_least, args.max_hold) {

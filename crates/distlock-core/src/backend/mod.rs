@@ -103,6 +103,7 @@ pub use floor::Floor;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use keeping::{EntryWatch, until_done, watch_entry};
 pub use note::{MAX_NOTE_LEN, Note, check_note, note_refused};
+pub(crate) use note::{at_unix_ms, unix_ms};
 pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::at_unix_ms;
 use crate::backend::{Note, check_note};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
@@ -130,12 +131,11 @@ fn info(name: &str, note: Note, until: Option<SystemTime>) -> Result<LeaderInfo>
             ),
         )
     })?;
-    let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
     Ok(LeaderInfo {
         identity: stored.e,
         term: note.fencing_token,
         value: stored.v,
-        since: stored.s.or(note.written_unix_ms).map(at),
+        since: stored.s.or(note.written_unix_ms).map(at_unix_ms),
         until,
         host: stored.h,
         pid: stored.p,

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::time::{Instant, SystemTime};
 
 use crate::backend::grant_of;
+use crate::backend::unix_ms;
 use crate::client::Client;
 use crate::error::Result;
 use crate::guard::Guard;
@@ -183,11 +184,7 @@ impl Leadership {
     /// # Ok(()) }
     /// ```
     pub async fn proclaim(&self, value: impl Into<String>) -> Result<()> {
-        let since_ms = self.since.and_then(|at| {
-            at.duration_since(SystemTime::UNIX_EPOCH)
-                .ok()
-                .map(|d| d.as_millis() as u64)
-        });
+        let since_ms = self.since.map(unix_ms);
         let value = value.into();
         super::validate_proclamation(&value)?;
         let text = Proclaimed::new(&self.identity, Some(value), since_ms).encode()?;

@@ -6,8 +6,9 @@ mod leadership;
 mod observe;
 
 use std::slice;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use crate::backend::at_unix_ms;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::options::{LockOptions, OnLost};
@@ -244,9 +245,7 @@ impl Election {
             .await?;
         let written = leadership::write(&self.client, &guard, &text).await;
         let since = match written {
-            Ok(at) if guard.health().is_valid() => {
-                at.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
-            }
+            Ok(at) if guard.health().is_valid() => at.map(at_unix_ms),
             Ok(_) => {
                 release_after(guard).await;
                 return Err(Error::new(

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::backend::HolderInfo;
+use crate::backend::at_unix_ms;
 use crate::backend::grant_of;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
@@ -375,9 +376,8 @@ impl Job {
         {
             release_after(guard).await;
             telemetry::job_run(scheme, "too_soon", None);
-            let at = |ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
             return Ok(JobOutcome::TooSoon {
-                last_success: before.and_then(|b| b.last_success_ms).map(at),
+                last_success: before.and_then(|b| b.last_success_ms).map(at_unix_ms),
                 next_at: SystemTime::now() + quiet_for,
             });
         }
@@ -565,15 +565,8 @@ impl Job {
             ("once_per", self.once_per),
         ];
         for (what, span) in spans {
-            if let Some(span) = span
-                && !(MIN_JOB_SPAN..=MAX_JOB_SPAN).contains(&span)
-            {
-                return Err(Error::invalid(format!(
-                    "{what} {} is not from {} to {}",
-                    shown(span),
-                    shown(MIN_JOB_SPAN),
-                    shown(MAX_JOB_SPAN)
-                )));
+            if let Some(span) = span {
+                validate_job_span(what, span)?;
             }
         }
         if let (Some(least), Some(most)) = (self.at_least, self.at_most)
@@ -600,6 +593,30 @@ impl Job {
             ));
         }
         self.options.validate()
+    }
+}
+
+/// Refuses a job's span (`at_least`, `at_most`, `once_per`, called `what` in the error)
+/// outside [`MIN_JOB_SPAN`]..=[`MAX_JOB_SPAN`], naming the bounds.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock_core::validate_job_span;
+/// assert!(validate_job_span("--at-least", Duration::from_secs(60)).is_ok());
+/// let err = validate_job_span("--at-least", Duration::ZERO).unwrap_err();
+/// assert!(err.to_string().contains("--at-least 0s is not from 1ms to 10years"));
+/// ```
+pub fn validate_job_span(what: &str, span: Duration) -> Result<()> {
+    match (MIN_JOB_SPAN..=MAX_JOB_SPAN).contains(&span) {
+        true => Ok(()),
+        false => Err(Error::invalid(format!(
+            "{what} {} is not from {} to {}",
+            shown(span),
+            shown(MIN_JOB_SPAN),
+            shown(MAX_JOB_SPAN)
+        ))),
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::at_unix_ms;
 use crate::backend::{Backend, Grant, Note};
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::HolderMeta;
@@ -170,7 +171,7 @@ impl Write<'_> {
 /// The status a note of job `name` says.
 pub(super) fn status(name: &str, note: Note) -> Result<JobStatus> {
     let stored = decode(name, &note.value)?;
-    let at = |ms: Option<u64>| ms.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+    let at = |ms: Option<u64>| ms.map(at_unix_ms);
     let (started, finished) = match stored.o {
         RunState::Running => (note.written_unix_ms.or(stored.s), None),
         _ => (stored.s, note.written_unix_ms),

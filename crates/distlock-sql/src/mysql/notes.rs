@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use distlock_core::Result;
 use distlock_core::backend::Note;
+use sqlx::MySqlPool;
 use sqlx::mysql::MySqlConnection;
-use sqlx::{MySqlPool, Row};
 
 use super::{CLOCK_MS, db_error, lock_key};
-use crate::notes::{from_row, quiet_ms};
+use crate::notes::{NoteRow, from_row, quiet_ms};
 use crate::session::NoteWrite;
 
 /// The note table, made apart from the other tables (a database made by an older
@@ -111,8 +111,7 @@ async fn upsert(
 
 /// `name`'s note, its quiet window measured by the server now.
 pub(super) async fn read(pool: &MySqlPool, name: &str) -> Result<Option<Note>> {
-    let err = db_error("read_note");
-    let row = sqlx::query(&format!(
+    let row: Option<NoteRow> = sqlx::query_as(&format!(
         "SELECT CAST(value AS CHAR CHARACTER SET utf8mb4), fence, written_at_ms,
                 COALESCE(quiet_until_ms - {CLOCK_MS}, 0)
          FROM distlock_note WHERE lock_key = ?"
@@ -120,18 +119,6 @@ pub(super) async fn read(pool: &MySqlPool, name: &str) -> Result<Option<Note>> {
     .bind(lock_key(name))
     .fetch_optional(pool)
     .await
-    .map_err(&err)?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let columns = (|| {
-        Ok::<_, sqlx::Error>((
-            row.try_get(0)?,
-            row.try_get(1)?,
-            row.try_get(2)?,
-            row.try_get(3)?,
-        ))
-    })();
-    let (value, fence, written, left) = columns.map_err(&err)?;
-    from_row(name, value, fence, written, left).map(Some)
+    .map_err(db_error("read_note"))?;
+    from_row(name, row)
 }

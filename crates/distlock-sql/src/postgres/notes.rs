@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use distlock_core::Result;
 use distlock_core::backend::Note;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 use super::{CLOCK_MS, db_error};
-use crate::notes::{from_row, quiet_ms};
+use crate::notes::{NoteRow, from_row, quiet_ms};
 use crate::session::NoteWrite;
 
 /// The note table, made apart from the other tables (a database made by an older
@@ -60,28 +60,15 @@ pub(super) async fn write(
 
 /// `name`'s note, its quiet window measured by the server now.
 pub(super) async fn read(pool: &PgPool, name: &str) -> Result<Option<Note>> {
-    let err = db_error("read_note");
-    let row = sqlx::query(&format!(
+    let row: Option<NoteRow> = sqlx::query_as(&format!(
         "SELECT value, fence, written_at_ms, COALESCE(quiet_until_ms - {CLOCK_MS}, 0)
          FROM distlock_note WHERE name = $1"
     ))
     .bind(name)
     .fetch_optional(pool)
     .await
-    .map_err(&err)?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let columns = (|| {
-        Ok::<_, sqlx::Error>((
-            row.try_get(0)?,
-            row.try_get(1)?,
-            row.try_get(2)?,
-            row.try_get(3)?,
-        ))
-    })();
-    let (value, fence, written, left) = columns.map_err(&err)?;
-    from_row(name, value, fence, written, left).map(Some)
+    .map_err(db_error("read_note"))?;
+    from_row(name, row)
 }
 
 /// Writes `name`'s note on `conn`, the connection holding session-mode advisory lock

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use distlock_core::Result;
 use distlock_core::backend::Note;
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 use super::clock::LeaseClock;
 use super::db_error;
-use crate::notes::{from_row, quiet_ms};
+use crate::notes::{NoteRow, from_row, quiet_ms};
 
 /// Writes `name`'s note if the lease under `token` is live: the lease clock's time of the
 /// write.
@@ -48,8 +48,7 @@ pub(super) async fn write(
 
 /// `name`'s note, its quiet window measured by the lease clock now.
 pub(super) async fn read(pool: &SqlitePool, clock: LeaseClock, name: &str) -> Result<Option<Note>> {
-    let err = db_error("read_note");
-    let row = sqlx::query(
+    let row: Option<NoteRow> = sqlx::query_as(
         "SELECT value, fence, written_at_ms, COALESCE(quiet_until_ms - ?2, 0)
          FROM distlock_note WHERE name = ?1",
     )
@@ -57,18 +56,6 @@ pub(super) async fn read(pool: &SqlitePool, clock: LeaseClock, name: &str) -> Re
     .bind(clock.now_ms())
     .fetch_optional(pool)
     .await
-    .map_err(&err)?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let columns = (|| {
-        Ok::<_, sqlx::Error>((
-            row.try_get(0)?,
-            row.try_get(1)?,
-            row.try_get(2)?,
-            row.try_get(3)?,
-        ))
-    })();
-    let (value, fence, written, left) = columns.map_err(&err)?;
-    from_row(name, value, fence, written, left).map(Some)
+    .map_err(db_error("read_note"))?;
+    from_row(name, row)
 }
