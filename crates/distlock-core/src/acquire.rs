@@ -150,7 +150,7 @@ async fn acquire_inner(
         };
         match wait_for_grant(backend, &client.inner().cleanups, request, &plan, options).await? {
             Granted::Yes(granted) => {
-                return Ok(Some(grant(client, granted, &plan, options)));
+                return Ok(Some(grant(client, granted, plan.session.clone(), options)));
             }
             Granted::No => {
                 return match attempt {
@@ -173,11 +173,11 @@ enum Granted {
 
 /// A ticket the backend granted: its fencing token, when the poll that granted it was sent,
 /// and the session it lives in (for session backends).
-struct GrantedTicket {
-    ticket: Ticket,
-    fencing_token: u64,
-    sent: Instant,
-    session: Option<u64>,
+pub(crate) struct GrantedTicket {
+    pub(crate) ticket: Ticket,
+    pub(crate) fencing_token: u64,
+    pub(crate) sent: Instant,
+    pub(crate) session: Option<u64>,
 }
 
 /// Enqueues `request` and polls it until it is granted, refused (a single attempt), or the
@@ -310,7 +310,12 @@ async fn bounded<T>(until: Option<Instant>, call: impl Future<Output = T>) -> Op
     }
 }
 
-fn grant(client: &Client, granted: GrantedTicket, plan: &Plan, options: &LockOptions) -> Guard {
+pub(crate) fn grant(
+    client: &Client,
+    granted: GrantedTicket,
+    channel: Option<watch::Receiver<Session>>,
+    options: &LockOptions,
+) -> Guard {
     let GrantedTicket {
         ticket,
         fencing_token,
@@ -340,9 +345,7 @@ fn grant(client: &Client, granted: GrantedTicket, plan: &Plan, options: &LockOpt
                 max_hold: options.max_hold,
                 op_timeout: options.op_timeout_value(),
             },
-            session: plan
-                .session
-                .clone()
+            session: channel
                 .zip(session)
                 .map(|(channel, id)| SessionLink { channel, id }),
         },

@@ -7,6 +7,7 @@ mod client;
 mod election;
 mod error;
 mod guard;
+mod hand_off;
 mod job;
 mod lease;
 mod lock_url;
@@ -30,6 +31,7 @@ pub use election::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use guard::{Guard, MutexGuard, Permit, ReadGuard, WriteGuard};
+pub use hand_off::HandOff;
 pub use job::{
     HeldUntil, Job, JobOutcome, JobStatus, MAX_JOB_SPAN, MIN_JOB_SPAN, RunState, validate_job_span,
 };

@@ -190,6 +190,11 @@ impl HolderMeta {
     }
 }
 
+/// The moment `ms` milliseconds after the Unix epoch (a time a store stamped).
+pub(crate) fn at_unix_ms(ms: u64) -> SystemTime {
+    UNIX_EPOCH + std::time::Duration::from_millis(ms)
+}
+
 /// Milliseconds since the Unix epoch; zero for times before it.
 pub(crate) fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)

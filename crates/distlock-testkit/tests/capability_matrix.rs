@@ -113,8 +113,8 @@ fn matrix(root: &Path) -> String {
          that it refuses it as `Unsupported`. PostgreSQL's and MySQL's session modes hold each\n\
          lock on a database connection of its own, yet declare lease liveness: the core renews\n\
          their grants as leases, each renewal asking whether the connection still holds it.\n\n\
-         | tests | grants live by | read/write locks | semaphores | fair queue | breaking | notes (once_per, job_status) | processes |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+         | tests | grants live by | read/write locks | semaphores | fair queue | breaking | notes (once_per, job_status, elections) | hand-offs | processes |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for file in test_files(root) {
         let text = std::fs::read_to_string(&file).expect("a readable test file");
@@ -129,7 +129,7 @@ fn matrix(root: &Path) -> String {
                 false => "yes",
             };
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 row.place,
                 row.liveness.to_lowercase(),
                 cell("rwlock"),
@@ -137,6 +137,7 @@ fn matrix(root: &Path) -> String {
                 cell("fair"),
                 cell("force_release"),
                 cell("notes"),
+                cell("adopt"),
                 if row.processes { "yes" } else { "no" },
             ));
         }

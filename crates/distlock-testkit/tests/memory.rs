@@ -13,5 +13,5 @@ mod session {
         distlock_testkit::memory_session_target()
     }
 
-    distlock_testkit::conformance_suite!(target, liveness = Session);
+    distlock_testkit::conformance_suite!(target, liveness = Session, lacks = [adopt]);
 }

@@ -14,7 +14,7 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::Target::new(distlock_testkit::postgres_url(&pg)).keep(pg)
 }
 
-distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [force_release]);
+distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [force_release, adopt]);
 distlock_testkit::process_suite!(target);
 
 #[test]

@@ -5,7 +5,7 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::zookeeper_target().await
 }
 
-distlock_testkit::conformance_suite!(target, liveness = Session);
+distlock_testkit::conformance_suite!(target, liveness = Session, lacks = [adopt]);
 distlock_testkit::process_suite!(target);
 
 use std::time::Duration;

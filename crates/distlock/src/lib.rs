@@ -4,14 +4,14 @@ use std::ops::Deref;
 use std::sync::Once;
 
 pub use distlock_core::{
-    Capabilities, DEFAULT_OBSERVE_EVERY, DEFAULT_TTL, Election, Error, ErrorKind, Guard, Health,
-    Held, HeldUntil, HolderInfo, HolderMeta, Job, JobOutcome, JobStatus, LeaderInfo, Leadership,
-    LockKind, LockOptions, LockState, MAX_IDENTITY_LEN, MAX_JOB_SPAN, MAX_NAME_LEN, MAX_OWNER_LEN,
-    MAX_PROCLAIM_LEN, MAX_TTL, MIN_JOB_SPAN, MIN_OP_TIMEOUT, MIN_RENEW_EVERY, MIN_TTL,
-    MemoryBackend, MultiGuard, MultiLock, Mutex, MutexGuard, OnLost, Owner, Permit, ReadGuard,
-    Result, RunState, RwLock, Semaphore, Url, WaiterInfo, WriteGuard, WritesPaused, assert_held,
-    current_token, parse_lock_url, random_id, redact_url, validate_identity, validate_job_span,
-    validate_name, validate_proclamation,
+    Capabilities, DEFAULT_OBSERVE_EVERY, DEFAULT_TTL, Election, Error, ErrorKind, Guard, HandOff,
+    Health, Held, HeldUntil, HolderInfo, HolderMeta, Job, JobOutcome, JobStatus, LeaderInfo,
+    Leadership, LockKind, LockOptions, LockState, MAX_IDENTITY_LEN, MAX_JOB_SPAN, MAX_NAME_LEN,
+    MAX_OWNER_LEN, MAX_PROCLAIM_LEN, MAX_TTL, MIN_JOB_SPAN, MIN_OP_TIMEOUT, MIN_RENEW_EVERY,
+    MIN_TTL, MemoryBackend, MultiGuard, MultiLock, Mutex, MutexGuard, OnLost, Owner, Permit,
+    ReadGuard, Result, RunState, RwLock, Semaphore, Url, WaiterInfo, WriteGuard, WritesPaused,
+    assert_held, current_token, parse_lock_url, random_id, redact_url, validate_identity,
+    validate_job_span, validate_name, validate_proclamation,
 };
 pub use distlock_core::{backend, memory};
 

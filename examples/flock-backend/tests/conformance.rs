@@ -11,7 +11,7 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(
     target,
     liveness = Lease,
-    lacks = [rwlock, semaphore, fair, notes]
+    lacks = [rwlock, semaphore, fair, notes, adopt]
 );
 
 mod processes {

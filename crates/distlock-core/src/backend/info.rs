@@ -50,6 +50,11 @@ pub struct Capabilities {
     /// `once_per` and `job_status`. Where not, writing and reading notes are refused with
     /// `Unsupported`.
     pub notes: bool,
+    /// A holder can hand its exclusive grant to another process, which adopts it with a
+    /// new fencing token ([`Backend::adopt`](super::Backend::adopt),
+    /// [`Guard::hand_off`](crate::Guard::hand_off)). Where not, both are refused with
+    /// `Unsupported`.
+    pub adopt: bool,
     /// How grants stay alive: a lease per grant, or the client's session.
     pub liveness: Liveness,
     /// A grant can stay in the store after its client lets go of it, until its lease
@@ -85,6 +90,7 @@ impl Capabilities {
             push_wakeups: false,
             force_release: false,
             notes: false,
+            adopt: false,
             liveness: Liveness::Lease,
             detachable: true,
             waiter_refresh: Some(WAITER_REFRESH),
@@ -124,6 +130,7 @@ impl Capabilities {
             push_wakeups,
             force_release: true,
             notes: true,
+            adopt: false,
             liveness: Liveness::Lease,
             detachable: true,
             waiter_refresh: Some(WAITER_REFRESH),

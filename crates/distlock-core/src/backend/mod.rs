@@ -103,7 +103,6 @@ pub use floor::Floor;
 pub use info::{Capabilities, HolderInfo, LockState, WAITER_REFRESH, WaiterInfo};
 pub use keeping::{EntryWatch, until_done, watch_entry};
 pub use note::{MAX_NOTE_LEN, Note, check_note, note_refused};
-pub(crate) use note::{at_unix_ms, unix_ms};
 pub use record::HolderRecord;
 pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;
@@ -321,6 +320,31 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         Err(notes_unsupported(self.scheme()))
     }
 
+    /// Takes over `handed`, an exclusive grant with `fencing_token` that its holder handed
+    /// off ([`Guard::hand_off`](crate::Guard::hand_off)), for `ticket`'s request: if the
+    /// store still holds it (under the same request token and fencing token, its lease
+    /// live), it becomes the ticket's grant in one atomic step, with a fencing token above
+    /// every earlier one and a lease of the request's TTL; the new token. The backend keeps
+    /// in the ticket what its grant needs, as when it grants a poll. `NotHeld` when the
+    /// store does not hold it so (adopted already, released, expired, broken). The
+    /// default: `Unsupported`, saying why ([`Capabilities::adopt`] is false).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let guard = client.mutex("migrations").lock().await?;
+    /// let handed = guard.hand_off(std::time::Duration::from_secs(30))?;
+    /// let adopted = client.adopt(&handed).await?;
+    /// assert!(adopted.fencing_token() > guard.fencing_token());
+    /// # Ok(()) }
+    /// ```
+    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+        let _ = (handed, fencing_token, ticket);
+        Err(adopt_unsupported(self.scheme(), self.capabilities()))
+    }
+
     /// Breaks grants of lock `name` whoever holds them, for an operator freeing a stuck
     /// lock (`distlock break`): the grant whose fencing token is `fencing_token`, or every
     /// current grant when it is `None`. Where the store keeps a fencing counter, it is
@@ -432,6 +456,23 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     fn floor(&self) -> Option<&dyn Floor> {
         None
     }
+}
+
+/// The refusal of a hand-off on the backend of `scheme`, which cannot adopt grants: why,
+/// by how its grants live.
+pub(crate) fn adopt_unsupported(scheme: &str, caps: Capabilities) -> Error {
+    let why = match (caps.liveness, caps.detachable) {
+        (Liveness::Session, _) => format!(
+            "a {scheme} grant lives by its holder's session, which another process cannot take over"
+        ),
+        (Liveness::Lease, false) => format!(
+            "a {scheme} grant in this mode lives by its holder's own database connection; lease mode (?mode=lease) hands grants over"
+        ),
+        (Liveness::Lease, true) => {
+            format!("the {scheme} backend cannot hand a grant to another process")
+        }
+    };
+    Error::new(ErrorKind::Unsupported, why)
 }
 
 /// The refusal of a backend that keeps no notes.

@@ -2,7 +2,7 @@
 //! a live grant of that name (a job's run record), stamped with the store's clock, with an
 //! optional quiet window the store measures.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -95,15 +95,4 @@ pub fn check_note(value: &str) -> Result<()> {
         ))),
         false => Ok(()),
     }
-}
-
-/// The moment `ms` milliseconds after the Unix epoch: a time a store stamped.
-pub(crate) fn at_unix_ms(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
-/// `at` in milliseconds after the Unix epoch (0 before it).
-pub(crate) fn unix_ms(at: SystemTime) -> u64 {
-    at.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as u64)
 }

@@ -5,11 +5,11 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::at_unix_ms;
 use crate::backend::{Note, check_note};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::HolderMeta;
+use crate::owner::at_unix_ms;
 
 /// The leader of an election, as [`Election::leader`](crate::Election::leader) reads it and
 /// [`Election::observe`](crate::Election::observe) sends it.

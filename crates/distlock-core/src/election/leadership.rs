@@ -5,11 +5,11 @@ use std::future::Future;
 use std::time::{Instant, SystemTime};
 
 use crate::backend::grant_of;
-use crate::backend::unix_ms;
 use crate::client::Client;
 use crate::error::Result;
 use crate::guard::Guard;
 use crate::lease::Health;
+use crate::owner::unix_ms;
 
 use super::leader::{Proclaimed, unsupported_note};
 

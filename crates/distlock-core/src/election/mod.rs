@@ -8,11 +8,11 @@ mod observe;
 use std::slice;
 use std::time::Duration;
 
-use crate::backend::at_unix_ms;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::options::{LockOptions, OnLost};
 use crate::owner::HolderMeta;
+use crate::owner::at_unix_ms;
 use crate::telemetry;
 use crate::template::{Held, conclude, release_after, run_body};
 

@@ -9,12 +9,12 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::backend::HolderInfo;
-use crate::backend::at_unix_ms;
 use crate::backend::grant_of;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
 use crate::options::LockOptions;
+use crate::owner::at_unix_ms;
 use crate::telemetry;
 use crate::template::{Held, conclude, release_after, run_body};
 

@@ -5,10 +5,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::at_unix_ms;
 use crate::backend::{Backend, Grant, Note};
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::HolderMeta;
+use crate::owner::at_unix_ms;
 
 /// How a job's last run stands.
 ///

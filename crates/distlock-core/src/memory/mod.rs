@@ -163,6 +163,7 @@ impl Backend for MemoryBackend {
         let full = Capabilities {
             durable_fencing: false,
             cross_process: false,
+            adopt: true,
             ..Capabilities::full(true)
         };
         match self.session {
@@ -170,6 +171,7 @@ impl Backend for MemoryBackend {
             Some(_) => Capabilities {
                 liveness: Liveness::Session,
                 detachable: false,
+                adopt: false,
                 waiter_refresh: None,
                 ..full
             },
@@ -208,6 +210,16 @@ impl Backend for MemoryBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         Ok(self.space.inspect(name))
+    }
+
+    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+        match self.session {
+            None => self.space.adopt(handed, fencing_token, ticket),
+            Some(_) => Err(crate::backend::adopt_unsupported(
+                self.scheme(),
+                self.capabilities(),
+            )),
+        }
     }
 
     async fn force_release(

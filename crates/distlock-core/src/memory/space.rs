@@ -356,6 +356,37 @@ impl Space {
         outcome
     }
 
+    /// Gives `ticket`'s request the live exclusive grant `handed` of `fencing_token`, with
+    /// a new fencing token and its own lease: the new token.
+    pub(super) fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &Ticket) -> Result<u64> {
+        let request = &ticket.request;
+        self.with_name(&request.name, |fencing, state| {
+            let now = Instant::now();
+            let Some(entry) = state.holders.iter_mut().find(|e| {
+                e.request.token == handed.token
+                    && e.fencing_token == fencing_token
+                    && e.request.kind == handed.kind
+                    && e.live(now)
+            }) else {
+                return Err(Error::new(
+                    ErrorKind::NotHeld,
+                    format!(
+                        "lock `{}` is not held under that hand-off any more: adopted already, released, expired or broken",
+                        request.name
+                    ),
+                ));
+            };
+            state.fencing = fencing.mint();
+            let mut held = request.clone();
+            held.meta.acquired_at_unix_ms = unix_ms(SystemTime::now());
+            entry.request = held;
+            entry.since = now;
+            entry.fencing_token = state.fencing;
+            entry.extend(now, request.ttl);
+            Ok(state.fencing)
+        })
+    }
+
     pub(super) fn cancel(&self, ticket: &Ticket) {
         let token = &ticket.request.token;
         self.wakers.forget(token);

@@ -31,16 +31,19 @@ pub enum Lack {
     force_release,
     /// Each lock's note (a job's run record: `once_per`, `job_status`).
     notes,
+    /// Handing an exclusive grant to another process (`Guard::hand_off`, `Client::adopt`).
+    adopt,
 }
 
 impl Lack {
     /// Every capability a backend may declare it lacks.
-    pub const ALL: [Lack; 5] = [
+    pub const ALL: [Lack; 6] = [
         Lack::rwlock,
         Lack::semaphore,
         Lack::fair,
         Lack::force_release,
         Lack::notes,
+        Lack::adopt,
     ];
 
     /// Whether `capabilities` has this capability.
@@ -59,6 +62,7 @@ impl Lack {
             Lack::fair => capabilities.fair,
             Lack::force_release => capabilities.force_release,
             Lack::notes => capabilities.notes,
+            Lack::adopt => capabilities.adopt,
         }
     }
 }
@@ -172,6 +176,17 @@ pub async fn refuses_what_it_lacks(target: &Target, lack: Lack) {
             guard.release().await.unwrap();
         }
         Lack::notes => refuses_notes(&client, &name).await,
+        Lack::adopt => {
+            let guard = client.mutex(&name).lock_with(&quick).await.unwrap();
+            let refused = guard.hand_off(Duration::from_secs(5));
+            let err = expect_kind(refused, ErrorKind::Unsupported, "a hand-off");
+            assert!(err.to_string().contains(client.scheme()), "{err}");
+            assert!(
+                guard.health().is_valid(),
+                "a refused hand-off keeps the grant"
+            );
+            guard.release().await.unwrap();
+        }
     }
     // Nothing was left behind: the name is free.
     let free = client.mutex(&name).try_lock().await.unwrap();

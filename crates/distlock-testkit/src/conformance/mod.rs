@@ -8,6 +8,7 @@ mod breaking;
 mod election;
 mod election_faults;
 mod exclusion;
+mod hand_off;
 mod input;
 mod job;
 mod lacks;
@@ -32,6 +33,7 @@ pub use breaking::*;
 pub use election::*;
 pub use election_faults::*;
 pub use exclusion::*;
+pub use hand_off::*;
 pub use input::*;
 pub use job::*;
 pub use lacks::*;
@@ -285,7 +287,7 @@ pub(crate) async fn wait_for_waiter_of(client: &Client, name: &str, pid: u32) {
 /// leases — renewal, loss to a taker, permits of a crashed holder; `liveness = Session`: its
 /// client's session — guards outliving their TTL, a suspended or expired session, release
 /// at the hold limit, waiters across sessions) and what it lacks among `rwlock`,
-/// `semaphore`, `fair`, `force_release` and `notes` ([`Lack`]). The properties of a capability it
+/// `semaphore`, `fair`, `force_release`, `notes` and `adopt` ([`Lack`]). The properties of a capability it
 /// lacks are not generated; in their place `lacks::<capability>` checks the backend refuses
 /// it as `Unsupported`. `declared_capabilities_match` checks the declaration against the
 /// backend's own [`Capabilities`](distlock::backend::Capabilities), so a backend that gains
@@ -334,6 +336,9 @@ macro_rules! conformance_suite {
             job_once_per_skips_until_the_window_passes,
             election_terms_increase_and_observers_follow,
             election_run_stops_at_the_loss_and_requeues,
+        );
+        $crate::conformance_suite!(@unless adopt [$($($lack),*)?] $target;
+            hand_off_is_adopted_once_with_a_greater_token,
         );
         $crate::conformance_suite!(@unless rwlock [$($($lack),*)?] $target;
             rwlock_readers_share_and_writers_exclude,
@@ -411,6 +416,7 @@ macro_rules! conformance_suite {
     (@unless fair [fair $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
     (@unless force_release [force_release $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
     (@unless notes [notes $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless adopt [adopt $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
     (@unless $cap:ident [$head:ident $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {
         $crate::conformance_suite!(@unless $cap [$($rest),*] $target; $($name),+);
     };
