@@ -46,6 +46,8 @@ pub(crate) struct Scripts {
     pub(crate) note_write: Script,
     /// Reads a lock's note (`Backend::read_note`).
     pub(crate) note_read: Script,
+    /// Takes over a grant another client handed off (`Backend::adopt`).
+    pub(crate) adopt: Script,
     /// The minimal lock's release, measured against by `distlock bench`: delete the key if
     /// it still holds the token.
     pub(crate) compare_and_delete: Script,
@@ -75,6 +77,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     force_release: compose("", "", include_str!("scripts/force_release.lua")),
     note_write: compose("", "", include_str!("scripts/note_write.lua")),
     note_read: Script::new(include_str!("scripts/note_read.lua")),
+    adopt: compose("", "", include_str!("scripts/adopt.lua")),
     compare_and_delete: Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
     ),

@@ -10,7 +10,7 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::Target::new(cluster.url()).keep(cluster)
 }
 
-distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [adopt]);
+distlock_testkit::conformance_suite!(target, liveness = Lease);
 distlock_testkit::process_suite!(target);
 
 /// A primary holding a lock is killed and its replica promoted. The guard goes at risk

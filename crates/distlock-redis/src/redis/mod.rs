@@ -20,6 +20,7 @@ use keyspace::Keyspace;
 use refused::RedisTicket;
 pub(crate) use refused::refused_for_foreign;
 
+mod adopt;
 pub(crate) mod config;
 mod connection;
 mod force_release;
@@ -353,7 +354,9 @@ impl Backend for RedisBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(true)
+        let mut capabilities = Capabilities::full(true);
+        capabilities.adopt = true;
+        capabilities
     }
 
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
@@ -414,6 +417,10 @@ impl Backend for RedisBackend {
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
         self.wakers.wait(ticket, backstop).await;
         Ok(())
+    }
+
+    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+        self.adopt_grant(handed, fencing_token, ticket).await
     }
 
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
