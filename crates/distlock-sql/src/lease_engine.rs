@@ -286,6 +286,43 @@ pub(crate) async fn force_release<D: LeaseDialect>(
     })
 }
 
+/// Takes over `name`'s live exclusive grant under request token `handed` with
+/// `fencing_token` for `request`, in one transaction: the handed grant deleted and
+/// `request` granted in its place (the fencing counter bumped). The new fencing token, or
+/// `None` when the store does not hold that grant.
+pub(crate) async fn adopt<D: LeaseDialect>(
+    dialect: &D,
+    pool: &Pool<D::DB>,
+    handed: &str,
+    fencing_token: u64,
+    request: &LockRequest,
+) -> Result<Option<u64>> {
+    let err = |e| D::error("adopt", e);
+    let name = request.name.as_str();
+    let mut conn = pool.acquire().await.map_err(err)?;
+    let mut tx = conn.begin_with(D::BEGIN).await.map_err(err)?;
+    let Locked { now, .. } = dialect.lock(&mut tx, name, true).await.map_err(err)?;
+    let (holders, _) = dialect.live_rows(&mut tx, name).await.map_err(err)?;
+    let held = holders.iter().any(|h| {
+        h.token == handed
+            && i64::try_from(fencing_token) == Ok(h.fence)
+            && h.expires_at_ms > now
+            && matches!(h.kind.as_str(), "mutex" | "write")
+    });
+    if !held {
+        tx.commit().await.map_err(err)?;
+        return Ok(None);
+    }
+    let gated = dialect.take_gate(&mut tx, name).await?;
+    dialect.delete_grant(&mut tx, handed).await.map_err(err)?;
+    let fence = dialect.grant(&mut tx, request, now).await.map_err(err)?;
+    tx.commit().await.map_err(err)?;
+    if gated {
+        dialect.let_go_gate(&mut conn, name).await.map_err(err)?;
+    }
+    Ok(u64::try_from(fence).ok())
+}
+
 /// Deletes the grant under `token`: whether it was there and still valid, and the waiter
 /// to wake.
 pub(crate) async fn release<D: LeaseDialect>(

@@ -11,7 +11,7 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::Target::new(url).keep(db)
 }
 
-distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [adopt]);
+distlock_testkit::conformance_suite!(target, liveness = Lease);
 distlock_testkit::process_suite!(target);
 
 fn lease_url(addr: std::net::SocketAddr) -> String {

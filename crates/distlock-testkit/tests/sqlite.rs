@@ -12,7 +12,7 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::Target::new(url).keep(dir)
 }
 
-distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [adopt]);
+distlock_testkit::conformance_suite!(target, liveness = Lease);
 distlock_testkit::process_suite!(target);
 
 #[test]

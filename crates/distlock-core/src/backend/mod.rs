@@ -459,8 +459,18 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
 }
 
 /// The refusal of a hand-off on the backend of `scheme`, which cannot adopt grants: why,
-/// by how its grants live.
-pub(crate) fn adopt_unsupported(scheme: &str, caps: Capabilities) -> Error {
+/// by how its grants live (the default of [`Backend::adopt`]).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::ErrorKind;
+/// use distlock_core::backend::{Capabilities, adopt_unsupported};
+/// let err = adopt_unsupported("zk", Capabilities::session());
+/// assert_eq!(err.kind(), ErrorKind::Unsupported);
+/// assert!(err.to_string().contains("session"));
+/// ```
+pub fn adopt_unsupported(scheme: &str, caps: Capabilities) -> Error {
     let why = match (caps.liveness, caps.detachable) {
         (Liveness::Session, _) => format!(
             "a {scheme} grant lives by its holder's session, which another process cannot take over"
@@ -473,6 +483,24 @@ pub(crate) fn adopt_unsupported(scheme: &str, caps: Capabilities) -> Error {
         }
     };
     Error::new(ErrorKind::Unsupported, why)
+}
+
+/// The refusal of an adoption whose grant the store no longer holds (`NotHeld`), for a
+/// backend's [`adopt`](Backend::adopt).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_core::ErrorKind;
+/// assert_eq!(distlock_core::backend::adopt_refused("migrations").kind(), ErrorKind::NotHeld);
+/// ```
+pub fn adopt_refused(name: &str) -> Error {
+    Error::new(
+        ErrorKind::NotHeld,
+        format!(
+            "lock `{name}` is not held under that hand-off any more: adopted already, released, expired or broken"
+        ),
+    )
 }
 
 /// The refusal of a backend that keeps no notes.

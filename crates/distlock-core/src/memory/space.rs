@@ -368,13 +368,7 @@ impl Space {
                     && e.request.kind == handed.kind
                     && e.live(now)
             }) else {
-                return Err(Error::new(
-                    ErrorKind::NotHeld,
-                    format!(
-                        "lock `{}` is not held under that hand-off any more: adopted already, released, expired or broken",
-                        request.name
-                    ),
-                ));
+                return Err(crate::backend::adopt_refused(&request.name));
             };
             state.fencing = fencing.mint();
             let mut held = request.clone();

@@ -1,8 +1,8 @@
 //! Adopting a grant another client handed off: its holder record replaced by the
 //! adopter's, with a new fencing token, in one script.
 
-use distlock_core::backend::{Grant, Ticket};
-use distlock_core::{Error, ErrorKind, Result};
+use distlock_core::Result;
+use distlock_core::backend::{Grant, Ticket, adopt_refused};
 
 use super::RedisBackend;
 use crate::keys::Key;
@@ -29,13 +29,7 @@ impl RedisBackend {
             .arg(self.fence_ttl_ms);
         let fence: i64 = self.invoke(&request.name, "adopt", &adopt).await?;
         let Ok(fence) = u64::try_from(fence) else {
-            return Err(Error::new(
-                ErrorKind::NotHeld,
-                format!(
-                    "lock `{}` is not held under that hand-off any more: adopted already, released, expired or broken",
-                    request.name
-                ),
-            ));
+            return Err(adopt_refused(&request.name));
         };
         // Acknowledged by the replicas asked for, as a grant is.
         self.granted(ticket, fence).await?;

@@ -471,6 +471,18 @@ pub(super) async fn force_release(
     Ok((broken.holders, broken.wake))
 }
 
+/// Takes over the grant `handed` with `fencing_token` for `request` (see
+/// [`lease_engine::adopt`]).
+pub(super) async fn adopt(
+    pool: &MySqlPool,
+    handed: &str,
+    fencing_token: u64,
+    request: &LockRequest,
+) -> Result<Option<u64>> {
+    let leases = MySqlLeases { sessions: false };
+    lease_engine::adopt(&leases, pool, handed, fencing_token, request).await
+}
+
 /// The connection holding `name`'s session-mode `GET_LOCK` lock, if any.
 pub(super) async fn session_holder(pool: &MySqlPool, name: &str) -> Result<Option<i64>> {
     sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use distlock_core::backend::{
     Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, Note, PollOutcome, Ticket,
-    WritesPaused, async_trait,
+    WritesPaused, adopt_refused, adopt_unsupported, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result, random_id};
 use sqlx::PgPool;
@@ -196,8 +196,9 @@ impl Backend for PostgresBackend {
         let mut caps = Capabilities::full(true);
         // A session lock is held by its connection: no other connection can break it.
         caps.force_release = self.split.sessions().is_none();
-        // Nor does it outlive its connection.
+        // Nor does it outlive its connection, nor pass to another.
         caps.detachable = self.split.sessions().is_none();
+        caps.adopt = self.split.sessions().is_none();
         caps
     }
 
@@ -270,6 +271,20 @@ impl Backend for PostgresBackend {
         let release = async move { store::release(&pool, &name, &token).await };
         let was_held = detached("postgres", self.writes.pass(release)).await?;
         Ok(outcome(was_held))
+    }
+
+    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+        if self.split.sessions().is_some() {
+            return Err(adopt_unsupported(self.scheme(), self.capabilities()));
+        }
+        let (pool, token, request) = (
+            self.pool.clone(),
+            handed.token.clone(),
+            ticket.request.clone(),
+        );
+        let adopt = async move { store::adopt(&pool, &token, fencing_token, &request).await };
+        let adopted = detached("postgres", self.writes.pass(adopt)).await?;
+        adopted.ok_or_else(|| adopt_refused(&handed.name))
     }
 
     async fn write_note(

@@ -396,6 +396,17 @@ pub(super) async fn force_release(
     )
 }
 
+/// Takes over the grant `handed` with `fencing_token` for `request` (see
+/// [`lease_engine::adopt`]).
+pub(super) async fn adopt(
+    pool: &PgPool,
+    handed: &str,
+    fencing_token: u64,
+    request: &LockRequest,
+) -> Result<Option<u64>> {
+    lease_engine::adopt(&PgLeases, pool, handed, fencing_token, request).await
+}
+
 /// The server processes of this database holding `name`'s session-mode advisory lock (a
 /// 64-bit key shows in `pg_locks` as its high and low halves, `objsubid` 1); with
 /// `fencing_token`, only the one whose grant has that token.

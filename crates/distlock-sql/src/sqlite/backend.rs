@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use distlock_core::backend::{
     Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, Note, PollOutcome, Ticket,
-    WritesPaused, async_trait, check_note,
+    WritesPaused, adopt_refused, async_trait, check_note,
 };
 use distlock_core::{Error, HolderInfo, LockState, Result};
 use sqlx::SqlitePool;
@@ -195,7 +195,9 @@ impl Backend for SqliteBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::full(!self.socket.name().is_empty())
+        let mut caps = Capabilities::full(!self.socket.name().is_empty());
+        caps.adopt = true;
+        caps
     }
 
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {
@@ -295,6 +297,15 @@ impl Backend for SqliteBackend {
 
     async fn read_note(&self, name: &str) -> Result<Option<Note>> {
         notes::read(&self.pool, self.clock, name).await
+    }
+
+    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+        let (pool, clock) = (self.pool.clone(), self.clock);
+        let (token, request) = (handed.token.clone(), ticket.request.clone());
+        let adopt =
+            async move { store::adopt(&pool, clock, &token, fencing_token, &request).await };
+        let adopted = detached("sqlite", self.writes.pass(adopt)).await?;
+        adopted.ok_or_else(|| adopt_refused(&handed.name))
     }
 
     async fn force_release(

@@ -437,6 +437,18 @@ pub(super) async fn force_release(
     lease_engine::force_release(&SqliteLeases(clock), pool, name, fencing_token).await
 }
 
+/// Takes over the grant `handed` with `fencing_token` for `request` (see
+/// [`lease_engine::adopt`]).
+pub(super) async fn adopt(
+    pool: &SqlitePool,
+    clock: LeaseClock,
+    handed: &str,
+    fencing_token: u64,
+    request: &LockRequest,
+) -> Result<Option<u64>> {
+    lease_engine::adopt(&SqliteLeases(clock), pool, handed, fencing_token, request).await
+}
+
 /// The live holders and waiters of one name, or of every name with any.
 pub(super) async fn inspect(
     pool: &SqlitePool,
