@@ -103,6 +103,17 @@ pub enum ChildTask {
         /// Lease length in milliseconds.
         ttl_ms: u64,
     },
+    /// Lock `name` with a `ttl_ms` lease, report `acquired`, hand the grant off (for 30 s)
+    /// and report `handed-off` with the hand-off's text; once another process adopted it,
+    /// report `released` with outcome `handed` and end.
+    HandOff {
+        /// The lock URL.
+        url: String,
+        /// The lock name.
+        name: String,
+        /// Lease length in milliseconds.
+        ttl_ms: u64,
+    },
     /// Report `waiting`, then wait for `name` (in fair mode where the backend has it; for at
     /// most a minute); report `acquired` if it ever gets it.
     Wait {
@@ -136,6 +147,11 @@ pub enum ChildEvent {
     },
     /// The task is about to wait for the lock.
     Waiting,
+    /// The grant was handed off: the [`HandOff`](distlock::HandOff)'s text.
+    HandedOff {
+        /// The hand-off, as text.
+        hand_off: String,
+    },
     /// The task finished its iterations.
     Done {
         /// Critical sections completed.
@@ -473,6 +489,24 @@ async fn run_task(task: ChildTask) -> distlock::Result<()> {
                 Err(e) if e.kind() == ErrorKind::LockLost => emit(&ChildEvent::Lost),
                 other => other?,
             }
+        }
+        ChildTask::HandOff { url, name, ttl_ms } => {
+            let client = Client::connect(&url).await?;
+            let options = LockOptions::new()
+                .ttl(Duration::from_millis(ttl_ms))
+                .wait(Duration::from_secs(30));
+            let guard = client.mutex(name).lock_with(&options).await?;
+            emit(&ChildEvent::Acquired {
+                fencing_token: guard.fencing_token(),
+            });
+            let handed = guard.hand_off(Duration::from_secs(30))?;
+            emit(&ChildEvent::HandedOff {
+                hand_off: handed.to_string(),
+            });
+            guard.handed_over(&handed).await?;
+            emit(&ChildEvent::Released {
+                outcome: "handed".into(),
+            });
         }
         ChildTask::EndHolding { .. } => unreachable!("run_child runs it on a runtime of its own"),
         ChildTask::Hold { url, name, ttl_ms } => {

@@ -6,7 +6,7 @@ async fn target() -> distlock_testkit::Target {
 }
 
 distlock_testkit::conformance_suite!(target, liveness = Session, lacks = [adopt]);
-distlock_testkit::process_suite!(target);
+distlock_testkit::process_suite!(target, lacks = [adopt]);
 
 use std::time::{Duration, Instant};
 

@@ -15,7 +15,7 @@ async fn target() -> distlock_testkit::Target {
 }
 
 distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [force_release, adopt]);
-distlock_testkit::process_suite!(target);
+distlock_testkit::process_suite!(target, lacks = [adopt]);
 
 #[test]
 fn killed_holder_frees_the_lock_at_once() {

@@ -26,7 +26,7 @@ distlock_testkit::conformance_suite!(
     liveness = Lease,
     lacks = [rwlock, semaphore, fair, adopt]
 );
-distlock_testkit::process_suite!(target);
+distlock_testkit::process_suite!(target, lacks = [adopt]);
 
 #[test]
 fn semaphores_and_fair_mode_are_refused_as_unsupported() {

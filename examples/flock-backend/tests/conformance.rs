@@ -20,7 +20,7 @@ mod processes {
     distlock_testkit::process_suite!(
         target,
         install = distlock_flock_example::install,
-        lacks = [notes]
+        lacks = [notes, adopt]
     );
 }
 

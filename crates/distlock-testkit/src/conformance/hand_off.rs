@@ -118,3 +118,59 @@ pub async fn hand_off_is_adopted_once_with_a_greater_token(target: &Target) {
         adopted.release().await.unwrap();
     }
 }
+
+/// A process hands its grant off over a pipe (its standard output) and ends once it is
+/// adopted; this process adopts it with a greater token, renews it past several TTLs while
+/// nobody else gets the lock, and releases it.
+///
+/// # Examples
+///
+/// ```ignore
+/// distlock_testkit::process_suite!(target); // generates this test
+/// ```
+pub async fn a_process_hands_its_grant_to_another(target: &Target) {
+    let name = unique("handed-across");
+    let ttl = Duration::from_millis(500);
+    let mut child = super::process::spawn(
+        target,
+        &crate::child::ChildTask::HandOff {
+            url: target.url().to_owned(),
+            name: name.clone(),
+            ttl_ms: ttl.as_millis() as u64,
+        },
+    );
+    let sender_token = super::process::acquired(&child);
+    let handed = match child.next_event(super::process::EVENT_WAIT) {
+        Some(crate::child::ChildEvent::HandedOff { hand_off }) => hand_off,
+        other => panic!("the helper did not hand its grant off: {other:?}"),
+    };
+    let (adopter, other) = (target.client().await, target.client().await);
+    assert!(other.mutex(&name).try_lock().await.unwrap().is_none());
+    let handed: HandOff = handed.parse().unwrap();
+    let adopted = adopter.adopt(&handed).await.unwrap();
+    assert!(
+        adopted.fencing_token() > sender_token,
+        "the sender's late writes are refused"
+    );
+    assert_eq!(
+        child.next_event(super::process::EVENT_WAIT),
+        Some(crate::child::ChildEvent::Released {
+            outcome: "handed".into()
+        }),
+        "the sender sees the adoption"
+    );
+    assert!(
+        child.wait(super::process::EVENT_WAIT),
+        "the sender ends cleanly"
+    );
+    for _ in 0..3 {
+        tokio::time::sleep(ttl).await;
+        assert!(
+            other.mutex(&name).try_lock().await.unwrap().is_none(),
+            "nobody else"
+        );
+    }
+    assert!(adopted.health().is_valid(), "renewed past several TTLs");
+    adopted.release().await.unwrap();
+    assert!(other.mutex(&name).try_lock().await.unwrap().is_some());
+}

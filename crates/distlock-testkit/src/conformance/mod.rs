@@ -438,13 +438,14 @@ macro_rules! conformance_suite {
 /// A backend registered by a call of its own (one outside distlock's crates) names that
 /// call as `install`, which the helper processes make before they connect. A backend that
 /// keeps no notes says `lacks = [notes]`: the leader elections' process faults are not
-/// generated (its conformance suite checks that it refuses elections).
+/// generated (its conformance suite checks that it refuses elections); one that cannot
+/// hand grants over says `adopt`, and the hand-off across processes is not generated.
 ///
 /// # Examples
 ///
 /// ```ignore
 /// distlock_testkit::process_suite!(target);
-/// distlock_testkit::process_suite!(target, install = my_backend::install, lacks = [notes]);
+/// distlock_testkit::process_suite!(target, install = my_backend::install, lacks = [notes, adopt]);
 /// ```
 #[macro_export]
 macro_rules! process_suite {
@@ -460,6 +461,9 @@ macro_rules! process_suite {
             killed_leader_is_succeeded_with_a_greater_term,
             paused_leader_is_stopped_when_it_wakes,
         );
+        $crate::process_suite!(@unless adopt [$($($lack),*)?] $target;
+            a_process_hands_its_grant_to_another,
+        );
 
         #[test]
         #[ignore = "runs only as a helper process of the process suite"]
@@ -473,6 +477,7 @@ macro_rules! process_suite {
         $crate::process_suite!(@tests $target; $($name),+);
     };
     (@unless notes [notes $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
+    (@unless adopt [adopt $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {};
     (@unless $cap:ident [$head:ident $(, $rest:ident)*] $target:path; $($name:ident),+ $(,)?) => {
         $crate::process_suite!(@unless $cap [$($rest),*] $target; $($name),+);
     };
