@@ -24,9 +24,9 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(
     target,
     liveness = Lease,
-    lacks = [rwlock, semaphore, fair, adopt]
+    lacks = [rwlock, semaphore, fair]
 );
-distlock_testkit::process_suite!(target, lacks = [adopt]);
+distlock_testkit::process_suite!(target);
 
 #[test]
 fn semaphores_and_fair_mode_are_refused_as_unsupported() {

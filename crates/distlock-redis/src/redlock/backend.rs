@@ -110,7 +110,7 @@ impl RedlockBackend {
     }
 
     /// The bound on one master's answer for a lock of `ttl`.
-    fn node_timeout(&self, ttl: Duration) -> Duration {
+    pub(super) fn node_timeout(&self, ttl: Duration) -> Duration {
         self.node_timeout
             .unwrap_or_else(|| (ttl / 20).clamp(NODE_TIMEOUT_RANGE.0, NODE_TIMEOUT_RANGE.1))
     }
@@ -127,7 +127,7 @@ impl RedlockBackend {
 
     /// Runs `op` on the masters at positions `these` at once, each bounded by `timeout`;
     /// the answers are in the order of `these`.
-    async fn on_these<'a, T, F, Fut>(
+    pub(super) async fn on_these<'a, T, F, Fut>(
         &'a self,
         these: &[usize],
         timeout: Duration,
@@ -239,7 +239,11 @@ impl RedlockBackend {
     }
 
     /// Releases `lease` on every master, whatever each holds.
-    async fn release_everywhere(&self, lease: &Grant, timeout: Duration) -> Answers<bool> {
+    pub(super) async fn release_everywhere(
+        &self,
+        lease: &Grant,
+        timeout: Duration,
+    ) -> Answers<bool> {
         self.on_all(timeout, |master| async move {
             Ok(master.release(lease).await? == LeaseOutcome::Done)
         })
@@ -264,7 +268,7 @@ async fn bounded<T>(timeout: Duration, call: impl Future<Output = Result<T>>) ->
 }
 
 /// The grant `request` would have on the masters (to give back what some of them granted).
-fn grant_of(request: &LockRequest) -> Grant {
+pub(super) fn grant_of(request: &LockRequest) -> Grant {
     Grant::new(&request.name, &request.token, request.kind)
 }
 
@@ -292,6 +296,7 @@ impl Backend for RedlockBackend {
         caps.durable_fencing = true;
         caps.force_release = true;
         caps.notes = true;
+        caps.adopt = true;
         caps.waiter_refresh = None;
         caps
     }
@@ -516,6 +521,10 @@ impl Backend for RedlockBackend {
     ) -> Result<Option<u64>> {
         self.write_note_on_masters(grant, fencing_token, value, quiet_for)
             .await
+    }
+
+    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+        self.adopt_on_masters(handed, fencing_token, ticket).await
     }
 
     async fn read_note(&self, name: &str) -> Result<Option<Note>> {

@@ -47,6 +47,7 @@
 //! and `Lost` report what the client can know; fencing tokens checked by the resource are the
 //! remedy for what it cannot.
 
+mod adopt;
 mod backend;
 mod config;
 mod connect;

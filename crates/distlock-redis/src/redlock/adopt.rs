@@ -1,0 +1,75 @@
+//! Adopting a RedLock grant another client handed off: taken over on every master that
+//! still has it, kept when a majority did, within the lease's validity, each master of the
+//! majority stamped with the highest new fencing token among them.
+
+use std::time::Instant;
+
+use distlock_core::backend::{Grant, Ticket, adopt_refused};
+use distlock_core::{Error, ErrorKind, Result};
+
+use super::backend::{RedlockBackend, grant_of};
+
+impl RedlockBackend {
+    /// Gives `ticket`'s request the grant `handed` of `fencing_token` on a majority of
+    /// masters: the new fencing token. Where fewer took it over, those that did let it go.
+    pub(super) async fn adopt_on_masters(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<u64> {
+        let request = ticket.request.clone();
+        let started = Instant::now();
+        let timeout = self.node_timeout(request.ttl);
+        let answers = self
+            .on_all(timeout, |master| {
+                let mut own = Ticket::new(request.clone());
+                async move { Ok(master.adopt_grant(handed, fencing_token, &mut own).await) }
+            })
+            .await;
+        let fences: Vec<(usize, u64)> = answers
+            .iter()
+            .enumerate()
+            .filter_map(|(at, a)| match a {
+                Some(Ok(fence)) => Some((at, *fence)),
+                _ => None,
+            })
+            .collect();
+        let refused = answers
+            .iter()
+            .flatten()
+            .filter(|a| a.as_ref().is_err_and(|e| e.kind() == ErrorKind::NotHeld))
+            .count();
+        let valid = request.ttl.mul_f64(0.99).saturating_sub(started.elapsed());
+        if fences.len() >= self.quorum && !valid.is_zero() {
+            let token = fences.iter().map(|(_, fence)| *fence).max().unwrap_or(0);
+            let behind: Vec<usize> = fences
+                .iter()
+                .filter(|(_, fence)| *fence < token)
+                .map(|(at, _)| *at)
+                .collect();
+            let raised = self
+                .on_these(&behind, timeout, |master| {
+                    master.restamp(&request.name, &request.token, token)
+                })
+                .await;
+            let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
+            if at_token >= self.quorum {
+                return Ok(token);
+            }
+        }
+        if !fences.is_empty() {
+            self.release_everywhere(&grant_of(&request), timeout).await;
+        }
+        if refused > self.masters() - self.quorum {
+            return Err(adopt_refused(&request.name));
+        }
+        Err(Error::new(
+            ErrorKind::QuorumNotReached,
+            format!(
+                "no majority of RedLock masters handed lock `{}` over in time",
+                request.name
+            ),
+        ))
+    }
+}
