@@ -15,7 +15,7 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
 use crate::name::check_name_for;
-use crate::options::MAX_TTL;
+use crate::options::{LockOptions, MAX_TTL};
 use crate::owner::{HolderMeta, at_unix_ms, random_token, unix_ms};
 
 /// How often a sender whose grant is offered asks the store whether it still holds it.
@@ -253,6 +253,33 @@ impl Client {
     ///
     /// See [`HandOff`].
     pub async fn adopt(&self, handed: &HandOff) -> Result<Guard> {
+        let defaults = self.inner().defaults.clone();
+        self.adopt_with(handed, &defaults).await
+    }
+
+    /// Adopts the grant `handed` offers as [`adopt`](Self::adopt) does, its lease taken
+    /// and renewed by `options` (their TTL, renewal and hold limit; an owner given for
+    /// reentrancy is left out: the grant gets an owner of its own).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`adopt`](Self::adopt).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use distlock_core::LockOptions;
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let guard = client.mutex("migrations").lock().await?;
+    /// let handed = guard.hand_off(Duration::from_secs(30))?;
+    /// let options = LockOptions::new().ttl(Duration::from_secs(5));
+    /// let adopted = client.adopt_with(&handed, &options).await?;
+    /// assert_eq!(adopted.ttl(), Duration::from_secs(5));
+    /// # Ok(()) }
+    /// ```
+    pub async fn adopt_with(&self, handed: &HandOff, options: &LockOptions) -> Result<Guard> {
         let backend = self.inner().backend.clone();
         if handed.backend != backend.scheme() {
             return Err(Error::invalid(format!(
@@ -279,7 +306,10 @@ impl Client {
         if !caps.adopt {
             return Err(adopt_unsupported(backend.scheme(), caps));
         }
-        let options = self.inner().defaults.clone();
+        let options = LockOptions {
+            reentrant: None,
+            ..options.clone()
+        };
         options.validate()?;
         let mut ticket = Ticket::new(LockRequest {
             name: handed.name.clone(),
@@ -301,10 +331,6 @@ impl Client {
             fencing_token,
             sent,
             session: None,
-        };
-        let options = crate::options::LockOptions {
-            reentrant: None,
-            ..options
         };
         Ok(grant(self, granted, None, &options))
     }

@@ -21,11 +21,7 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::Target::new(url).keep(servers)
 }
 
-distlock_testkit::conformance_suite!(
-    target,
-    liveness = Lease,
-    lacks = [rwlock, semaphore, fair]
-);
+distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [rwlock, semaphore, fair]);
 distlock_testkit::process_suite!(target);
 
 #[test]

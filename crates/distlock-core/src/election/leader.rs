@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{Note, check_note};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::hand_off::HandOff;
 use crate::owner::HolderMeta;
 use crate::owner::at_unix_ms;
 
@@ -59,6 +60,9 @@ pub(super) struct Proclaimed {
     /// When the leadership began, on the store's clock (ms since the Unix epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) s: Option<u64>,
+    /// The candidate the leader hands over to, and the hand-off it offers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) to: Option<(String, String)>,
     h: String,
     p: u32,
 }
@@ -71,6 +75,7 @@ impl Proclaimed {
             e: identity.to_owned(),
             v: value,
             s: since_ms,
+            to: None,
             h: meta.host,
             p: meta.pid,
         }
@@ -119,6 +124,31 @@ pub(super) async fn read(client: &Client, name: &str) -> Result<Option<LeaderInf
         .remaining_ms
         .map(|ms| SystemTime::now() + Duration::from_millis(ms));
     Ok(Some(info(name, note, until)?))
+}
+
+/// The hand-off the leader of election `name` offers the candidate `identity`, if it offers
+/// one now: in the note the current grant wrote.
+pub(super) async fn offer_to(
+    client: &Client,
+    name: &str,
+    identity: &str,
+) -> Result<Option<HandOff>> {
+    let backend = client.inner().backend.as_ref();
+    let note = client
+        .bounded("read_note", backend.read_note(name))
+        .await
+        .map_err(unsupported_note)?;
+    let Some(note) = note else {
+        return Ok(None);
+    };
+    let Ok(stored) = serde_json::from_str::<Proclaimed>(&note.value) else {
+        return Ok(None);
+    };
+    let Some((_, offer)) = stored.to.filter(|(to, _)| to == identity) else {
+        return Ok(None);
+    };
+    let offer: HandOff = offer.parse()?;
+    Ok((offer.fencing_token == note.fencing_token).then_some(offer))
 }
 
 /// The leader a note of election `name` names.

@@ -2,7 +2,7 @@
 //! proclaims under it.
 
 use std::future::Future;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::backend::grant_of;
 use crate::client::Client;
@@ -189,6 +189,41 @@ impl Leadership {
         super::validate_proclamation(&value)?;
         let text = Proclaimed::new(&self.identity, Some(value), since_ms).encode()?;
         write(&self.client, &self.guard, &text).await.map(|_| ())
+    }
+
+    /// Hands the leadership to the candidate campaigning as `identity` with
+    /// [`accepts_hand_overs`](crate::Election::accepts_hand_overs), ahead of every other:
+    /// the grant is offered ([`Guard::hand_off`]) for `within` in the election's note, the
+    /// candidate adopts it within its next read of the note, and leads with a greater
+    /// term. `Ok` once it did; at `within` the offer lapses, the leadership is resigned and
+    /// the hand-over fails with `Timeout`. `Unsupported` where the backend cannot hand
+    /// grants over (the leadership goes on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> distlock_core::Result<()> {
+    /// use std::time::Duration;
+    /// # let client = distlock_core::Client::connect("memory://").await?;
+    /// let leader = client.election("services/billing").identity("old").campaign().await?;
+    /// let term = leader.term();
+    /// let successor = client
+    ///     .election("services/billing")
+    ///     .identity("new")
+    ///     .accepts_hand_overs(true);
+    /// let campaign = tokio::spawn(async move { successor.campaign().await });
+    /// leader.hand_over_to("new", Duration::from_secs(10)).await?;
+    /// let new = campaign.await.expect("the campaign ran")?;
+    /// assert!(new.term() > term);
+    /// # Ok(()) }
+    /// ```
+    pub async fn hand_over_to(self, identity: &str, within: Duration) -> Result<()> {
+        super::validate_identity(identity)?;
+        let offer = self.guard.hand_off(within)?;
+        let mut proclaimed = Proclaimed::new(&self.identity, None, self.since.map(unix_ms));
+        proclaimed.to = Some((identity.to_owned(), offer.to_string()));
+        write(&self.client, &self.guard, &proclaimed.encode()?).await?;
+        self.guard.handed_over(&offer).await
     }
 
     /// Steps down now: the grant is released, and another candidate may win. `NotHeld` if

@@ -123,6 +123,7 @@ pub struct Election {
     identity: String,
     options: LockOptions,
     requeue: bool,
+    accepts_hand_overs: bool,
     observe_every: Duration,
 }
 
@@ -136,6 +137,7 @@ impl Election {
             identity: format!("{}:{}", meta.host, meta.pid),
             options,
             requeue: false,
+            accepts_hand_overs: false,
             observe_every: DEFAULT_OBSERVE_EVERY,
         }
     }
@@ -166,6 +168,19 @@ impl Election {
     /// ```
     pub fn requeue(mut self, on: bool) -> Self {
         self.requeue = on;
+        self
+    }
+
+    /// Whether a campaign also takes the leadership when the leader hands it over to this
+    /// candidate's identity ([`Leadership::hand_over_to`]), ahead of the candidates
+    /// waiting before it. The campaign then reads the election's note every
+    /// [`observe_every`](Self::observe_every) while it waits. Off by default.
+    ///
+    /// # Examples
+    ///
+    /// See [`Leadership::hand_over_to`].
+    pub fn accepts_hand_overs(mut self, on: bool) -> Self {
+        self.accepts_hand_overs = on;
         self
     }
 
@@ -237,12 +252,17 @@ impl Election {
     /// See [`Election`].
     pub async fn campaign(&self) -> Result<Leadership> {
         let text = self.check()?;
-        let guard = self
+        let mutex = self
             .client
             .mutex(self.name.clone())
-            .with_options(self.options.clone())
-            .lock()
-            .await?;
+            .with_options(self.options.clone());
+        let guard = match self.accepts_hand_overs {
+            false => mutex.lock().await?,
+            true => tokio::select! {
+                locked = mutex.lock() => locked?,
+                handed = self.handed_over_to_me() => handed?,
+            },
+        };
         let written = leadership::write(&self.client, &guard, &text).await;
         let since = match written {
             Ok(at) if guard.health().is_valid() => at.map(at_unix_ms),
@@ -370,6 +390,29 @@ impl Election {
             self.observe_every,
             first,
         ))
+    }
+
+    /// The leadership the leader hands over to this candidate, adopted: the note read
+    /// every `observe_every` until it offers one (a failed read or adoption is tried again
+    /// at the next).
+    async fn handed_over_to_me(&self) -> Result<crate::Guard> {
+        loop {
+            tokio::time::sleep(self.observe_every).await;
+            let offer = match leader::offer_to(&self.client, &self.name, &self.identity).await {
+                Ok(Some(offer)) => offer,
+                Ok(None) => continue,
+                Err(err) => {
+                    tracing::debug!(election = %self.name, error = %err, "cannot read the election's note");
+                    continue;
+                }
+            };
+            match self.client.adopt_with(&offer, &self.options).await {
+                Ok(guard) => return Ok(guard),
+                Err(err) => {
+                    tracing::debug!(election = %self.name, error = %err, "the hand-over was not adopted")
+                }
+            }
+        }
     }
 
     /// Refuses a bad identity, a reentrant owner and bad options; the proclamation of the

@@ -200,3 +200,67 @@ async fn next_leader(
     let shown = seen.borrow_and_update().clone();
     shown.unwrap_or_else(|| panic!("{what}: the observer shows a leader"))
 }
+
+/// A leader hands over to a chosen candidate ahead of one that waited longer: the chosen
+/// one leads with a greater term, the other still waits; a hand-over nobody takes lapses,
+/// the leadership is resigned and the waiting candidate wins.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::election_hands_over_to_a_chosen_candidate(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn election_hands_over_to_a_chosen_candidate(target: &Target) {
+    let name = unique("hand-over");
+    let (a, b, c) = (
+        target.client().await,
+        target.client().await,
+        target.client().await,
+    );
+    let first = a.election(&name).identity("a").campaign().await.unwrap();
+    let waiting = {
+        let election = c.election(&name).identity("c");
+        tokio::spawn(async move { election.campaign().await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let chosen = {
+        let election = b
+            .election(&name)
+            .identity("b")
+            .accepts_hand_overs(true)
+            .observe_every(Duration::from_millis(50));
+        tokio::spawn(async move { election.campaign().await })
+    };
+    let first_term = first.term();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        first.hand_over_to("b", Duration::from_secs(5)),
+    )
+    .await
+    .expect("the chosen candidate takes it within the window")
+    .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), chosen)
+        .await
+        .expect("the chosen candidate leads")
+        .unwrap()
+        .unwrap();
+    assert!(second.term() > first_term, "terms strictly increase");
+    assert_eq!(second.identity(), "b");
+    let shown = c.election(&name).leader().await.unwrap().expect("a leader");
+    assert_eq!((shown.identity.as_str(), shown.term), ("b", second.term()));
+    assert!(!waiting.is_finished(), "the other candidate still waits");
+
+    let lapsed = second
+        .hand_over_to("nobody", Duration::from_millis(300))
+        .await;
+    expect_kind(lapsed, ErrorKind::Timeout, "a hand-over nobody takes");
+    let third = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting candidate wins once the leadership is resigned")
+        .unwrap()
+        .unwrap();
+    assert_eq!(third.identity(), "c");
+    third.resign().await.unwrap();
+}

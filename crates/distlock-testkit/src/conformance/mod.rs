@@ -339,6 +339,7 @@ macro_rules! conformance_suite {
         );
         $crate::conformance_suite!(@unless adopt [$($($lack),*)?] $target;
             hand_off_is_adopted_once_with_a_greater_token,
+            election_hands_over_to_a_chosen_candidate,
         );
         $crate::conformance_suite!(@unless rwlock [$($($lack),*)?] $target;
             rwlock_readers_share_and_writers_exclude,
