@@ -117,9 +117,17 @@ pub enum What {
     },
     /// The worker releases the lock: it acts under it no more.
     Release,
+    /// After its `Release`, the worker offered its grant to another (a hand-off) until
+    /// `deadline`; its `Released` then says `handed` (it is no longer its) or `released`
+    /// (nobody took it by the deadline).
+    Offered {
+        /// Until when the offer stands, on the shared clock.
+        deadline: u64,
+    },
     /// The release's outcome.
     Released {
-        /// `ok`, `fail` (the lock was not held any more) or `unknown`.
+        /// `ok`, `fail` (the lock was not held any more) or `unknown`; a job's `kept`; a
+        /// hand-off's `handed` or `released`.
         outcome: String,
     },
     /// The coordinator did this to the worker, or had the worker do it to itself at a step

@@ -397,6 +397,10 @@ pub enum Scheme {
     /// distlock's job: each run keeps its lock until --at-least after its grant
     /// (`Guard::release_at`), so no run starts sooner than that after a kept run.
     Job,
+    /// distlock's hand-off: a holder offers its grant to the next worker (for a TTL) in a
+    /// shared mailbox instead of releasing it; a waiting worker adopts it with a greater
+    /// token, or takes the lock as usual.
+    HandOff,
 }
 
 impl Scheme {
@@ -413,6 +417,7 @@ impl Scheme {
             Scheme::VersionCas => "version-cas",
             Scheme::Election => "election",
             Scheme::Job => "job",
+            Scheme::HandOff => "hand-off",
         }
     }
 }

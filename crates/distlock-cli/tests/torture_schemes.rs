@@ -1,7 +1,8 @@
-//! `distlock torture --scheme election` and `--scheme job` on real backends, under the
-//! default faults and a jumping wall clock: the checker finds no two leaders, no term out
-//! of order, no stale leader's write accepted, and no job run sooner than its
-//! `--at-least` after a run that kept its lock.
+//! `distlock torture --scheme election`, `--scheme job` and `--scheme hand-off` on real
+//! backends, under the default faults and a jumping wall clock: the checker finds no two
+//! leaders, no term out of order, no stale leader's write accepted, no job run sooner than
+//! its `--at-least` after a run that kept its lock, and no hand-off whose sender wrote
+//! after the adoption or whose lock sat untaken past its deadline.
 
 mod common;
 
@@ -50,6 +51,42 @@ fn elections_and_jobs_are_clean(url: &str) {
         verdict["stats"]["acquisitions"].as_u64().unwrap() >= 4,
         "{verdict}"
     );
+}
+
+/// Hand-offs on `url`: most grants pass by adoption.
+fn hand_offs_are_clean(url: &str) {
+    let (verdict, history) = clean(url, "hand-off", &[]);
+    let handed = history.matches("\"outcome\":\"handed\"").count();
+    assert!(handed >= 10, "grants were handed on: {handed}, {verdict}");
+    assert!(
+        verdict["stats"]["transfers"].as_u64().unwrap() >= 10,
+        "{verdict}"
+    );
+}
+
+#[test]
+fn hand_offs_on_redis_sqlite_and_redlock_are_clean() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    hand_offs_are_clean(&format!("redis://{}/0", redis.addr()));
+    let dir = tempfile::tempdir().unwrap();
+    hand_offs_are_clean(&format!(
+        "sqlite://{}",
+        dir.path().join("locks.db").display()
+    ));
+    let masters: Vec<_> = (0..3)
+        .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let hosts: Vec<String> = masters.iter().map(|m| m.addr().to_string()).collect();
+    hand_offs_are_clean(&format!("redlock://{}/0", hosts.join(",")));
+}
+
+#[test]
+fn hand_offs_on_postgres_in_lease_mode_are_clean() {
+    let pg = distlock_testkit::postgres_server().unwrap_or_else(|e| panic!("{e}"));
+    hand_offs_are_clean(&format!(
+        "{}?mode=lease",
+        distlock_testkit::postgres_url(&pg)
+    ));
 }
 
 #[test]

@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::history::{Event, What};
 use timeline::{Hold, Timeline};
 
+mod hand_off;
 mod job;
 mod liveness;
 #[cfg(test)]
@@ -86,6 +87,7 @@ pub fn check(events: &[Event], limits: &Limits) -> Verdict {
     liveness::check_fifo(&timeline, &mut verdict);
     liveness::count_starved(&timeline, limits, &mut verdict);
     job::check_too_soon(&timeline, &mut verdict);
+    hand_off::check_hand_offs(&timeline, limits, &mut verdict);
     if scheme_of(events) == Some("election") {
         as_election(&mut verdict);
     }
@@ -247,6 +249,10 @@ pub enum Kind {
     StaleLeaderWrite,
     /// A job ran again sooner than its `at_least` after a run that kept its lock for it.
     JobTooSoon,
+    /// A hand-off went wrong: the resource accepted a write of the sender after another
+    /// worker took its grant over, or nobody was granted the lock within the offer's
+    /// deadline (and the liveness limit after it) while a worker waited.
+    Adopt,
 }
 
 /// What happened in a history, counted and measured.

@@ -3,6 +3,7 @@
 
 mod clock;
 mod faults;
+mod hand_off;
 mod link;
 mod process;
 mod record;
@@ -236,7 +237,12 @@ async fn run(
     // knows nothing of tokens).
     let fenced = matches!(
         args.scheme,
-        Scheme::Distlock | Scheme::NoRenewal | Scheme::VersionCas | Scheme::Election | Scheme::Job
+        Scheme::Distlock
+            | Scheme::NoRenewal
+            | Scheme::VersionCas
+            | Scheme::Election
+            | Scheme::Job
+            | Scheme::HandOff
     );
     let resource = resource::start(recorder.clone(), fenced).await?;
     let seed = args.seed.unwrap_or_else(rand::random);
@@ -351,7 +357,7 @@ fn check_args(args: &TortureArgs) -> Result<()> {
     if args.fair
         && !matches!(
             args.scheme,
-            Scheme::Distlock | Scheme::NoFencing | Scheme::Election | Scheme::Job
+            Scheme::Distlock | Scheme::NoFencing | Scheme::Election | Scheme::Job | Scheme::HandOff
         )
     {
         return Err(Error::invalid(

@@ -8,10 +8,11 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use distlock::{Election, Error, ErrorKind, Guard, Leadership, LockOptions, Mutex, Result};
+use distlock::{Client, Election, Error, ErrorKind, Guard, Leadership, LockOptions, Mutex, Result};
 use distlock_check::history::{instant_ns, monotonic_ns};
 use redis::aio::MultiplexedConnection;
 
+use super::hand_off::{hand_on, take_or_adopt};
 use super::record::Recorder;
 use super::sql_scheme::{SqlLock, on_database};
 use super::steps::{BETWEEN_GET_AND_DEL, BETWEEN_GET_AND_GETSET, BETWEEN_SETNX_AND_EXPIRE, Orders};
@@ -73,6 +74,16 @@ pub enum Lock {
         at_least: Duration,
         fair: bool,
     },
+    /// distlock's mutex, whose holders hand it on through `mailbox` (a file every worker
+    /// reads) for `window`.
+    HandOff {
+        client: Client,
+        mutex: Mutex,
+        mailbox: std::path::PathBuf,
+        window: Duration,
+        fair: bool,
+        me: u32,
+    },
     /// A broken scheme's Redis key.
     Redis {
         scheme: Scheme,
@@ -129,6 +140,18 @@ impl Lock {
             let client = open_client(url).await?;
             let election = client.election(name.as_str()).identity(identity);
             return Ok(Lock::Election { election, fair });
+        }
+        if scheme == Scheme::HandOff {
+            let client = open_client(url).await?;
+            let mutex = client.mutex(name.as_str());
+            return Ok(Lock::HandOff {
+                client,
+                mutex,
+                mailbox: task.counter.with_file_name("offer"),
+                window: task.ttl,
+                fair,
+                me: task.worker,
+            });
         }
         if let (Scheme::Job, Some(at_least)) = (scheme, task.at_least) {
             let client = open_client(url).await?;
@@ -187,6 +210,26 @@ impl Lock {
                     safe_until: instant_ns(leadership.safe_until()),
                     guard: None,
                     leadership: Some(leadership),
+                    looks: true,
+                    counted: None,
+                    value: String::new(),
+                });
+            }
+            Lock::HandOff {
+                client,
+                mutex,
+                mailbox,
+                fair,
+                me,
+                ..
+            } => {
+                let options = LockOptions::new().ttl(ttl).fair(*fair);
+                let guard = take_or_adopt(client, mutex, (mailbox, *me), &options, until).await?;
+                return Ok(Hold {
+                    token: guard.fencing_token(),
+                    safe_until: instant_ns(guard.safe_until()),
+                    guard: Some(guard),
+                    leadership: None,
                     looks: true,
                     counted: None,
                     value: String::new(),
@@ -321,7 +364,8 @@ impl Lock {
                 | Scheme::SelectForUpdate
                 | Scheme::VersionCas
                 | Scheme::Election
-                | Scheme::Job => unreachable!("the other schemes are served above"),
+                | Scheme::Job
+                | Scheme::HandOff => unreachable!("the other schemes are served above"),
             }
             if monotonic_ns() + RETRY.as_nanos() as u64 >= until {
                 return Err(Error::new(ErrorKind::Timeout, "the run ended first"));
@@ -352,6 +396,14 @@ impl Lock {
                 Some(leadership) => leadership.resign().await.map(|()| true),
                 None => Ok(true),
             },
+            Lock::HandOff {
+                mailbox, window, ..
+            } => {
+                let Some(guard) = hold.guard else {
+                    return "fail";
+                };
+                return hand_on(guard, mailbox, *window, recorder, me).await;
+            }
             Lock::Job { at_least, .. } => {
                 let Some(guard) = hold.guard else {
                     return "fail";
@@ -418,7 +470,8 @@ async fn release_redis(
         | Scheme::SelectForUpdate
         | Scheme::VersionCas
         | Scheme::Election
-        | Scheme::Job => unreachable!("the other schemes release above"),
+        | Scheme::Job
+        | Scheme::HandOff => unreachable!("the other schemes release above"),
     }
 }
 

@@ -39,7 +39,8 @@ pub fn of(scheme: Scheme) -> &'static [&'static str] {
         | Scheme::NoFencing
         | Scheme::SelectForUpdate
         | Scheme::Election
-        | Scheme::Job => &[BEFORE_FENCED_WRITE, AFTER_GRANT, BEFORE_RELEASE],
+        | Scheme::Job
+        | Scheme::HandOff => &[BEFORE_FENCED_WRITE, AFTER_GRANT, BEFORE_RELEASE],
         Scheme::VersionCas => &[BETWEEN_READ_AND_CAS, BEFORE_FENCED_WRITE],
         Scheme::SetnxExpire => &[BETWEEN_SETNX_AND_EXPIRE, BEFORE_FENCED_WRITE],
         Scheme::GetThenDel => &[BETWEEN_GET_AND_DEL, BEFORE_FENCED_WRITE],

@@ -94,3 +94,42 @@ fn a_job_run_after_a_run_that_was_not_kept_or_whose_keeper_died_is_no_violation(
     start_as(&mut history, "job", Some((50, true)));
     assert_eq!(kinds(&history.check()), [Kind::JobTooSoon]);
 }
+
+#[test]
+fn a_senders_write_after_the_adoption_and_an_offer_nobody_took_are_adopt_violations() {
+    let mut history = History::new();
+    history.granted(10, 1, 1, 200);
+    history.add(12, 1, What::Release);
+    let deadline = T0 + 60 * MS;
+    history.add(13, 1, What::Offered { deadline });
+    history.add(14, 2, What::Acquire);
+    history.granted(20, 2, 2, 300);
+    history.write(25, 1, 1, true);
+    history.released(30, 1, "handed");
+    let verdict = history.check();
+    assert!(
+        kinds(&verdict).contains(&Kind::Adopt),
+        "{:#?}",
+        verdict.violations
+    );
+
+    let mut lapsed = History::new();
+    lapsed.granted(10, 1, 1, 200);
+    lapsed.add(12, 1, What::Release);
+    lapsed.add(13, 1, What::Offered { deadline });
+    lapsed.add(14, 2, What::Acquire);
+    lapsed.released(70, 1, "released");
+    lapsed.granted(400, 2, 2, 500);
+    let found = kinds(&lapsed.check());
+    assert!(found.contains(&Kind::Adopt), "{found:?}");
+
+    let mut clean = History::new();
+    clean.granted(10, 1, 1, 200);
+    clean.add(12, 1, What::Release);
+    clean.add(13, 1, What::Offered { deadline });
+    clean.add(14, 2, What::Acquire);
+    clean.granted(20, 2, 2, 300);
+    clean.write(25, 2, 2, true);
+    clean.released(30, 1, "handed");
+    assert_eq!(kinds(&clean.check()), []);
+}
