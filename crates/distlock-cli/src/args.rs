@@ -70,9 +70,10 @@ pub enum Command {
     /// does (its own process group, signals forwarded, SIGTERM if distlock dies), with
     /// DISTLOCK_TERM (the leadership's term: its fencing token, above every earlier
     /// leader's) and DISTLOCK_IDENTITY in its environment. When the leadership is lost the
-    /// command is stopped (SIGTERM, then SIGKILL after --kill-grace) before another
-    /// candidate can win; with --requeue distlock then campaigns again and runs it anew.
-    /// When the command ends, distlock resigns.
+    /// command gets SIGTERM, before another candidate can win (and SIGKILL after
+    /// --kill-grace, by when another may lead: pass DISTLOCK_TERM to what it writes); with
+    /// --requeue distlock then campaigns again (and after a campaign the store failed, with
+    /// a growing pause) and runs it anew. When the command ends, distlock resigns.
     ///
     /// Exit codes: the command's own (128+N if it died of signal N); 75 if --wait ran out
     /// before this candidate led; 76 if the leadership was lost (without --requeue); 128+N

@@ -33,6 +33,26 @@ pub(crate) struct ClientInner {
 }
 
 impl ClientInner {
+    /// Runs a call to the backend for at most the operation timeout of the client's
+    /// defaults: a store that hangs fails the call (`Unavailable`), never holds it.
+    pub(crate) async fn bounded<T>(
+        &self,
+        operation: &'static str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let limit = self.defaults.op_timeout_value();
+        match tokio::time::timeout(limit, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("the backend did not answer within the operation timeout {limit:?}"),
+            )
+            .with_backend(self.backend.scheme())
+            .with_operation(operation)
+            .temporary()),
+        }
+    }
+
     /// The grant `owner` holds of `name` through this client, with one more hold on it;
     /// a `LockLost` error if that grant is held but no longer valid; `None` if there is none.
     pub(crate) fn find_reentrant(

@@ -20,12 +20,21 @@ pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError)
     }
 }
 
-/// Whether an error is the link's (the server out of reach, slow, or gone), not an answer.
+/// Whether an error is the link's (the server out of reach, slow, or gone), or a server's
+/// that is not ready yet (loading its data after a restart, a cluster healing), not an
+/// answer.
 pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
+    use redis::{ErrorKind as Kind, ServerErrorKind as Server};
     err.is_io_error()
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
+        || matches!(
+            err.kind(),
+            Kind::Server(
+                Server::BusyLoading | Server::TryAgain | Server::ClusterDown | Server::MasterDown
+            )
+        )
 }
 
 /// A failed connect. A server that refuses what the URL asks (a wrong or missing password,
@@ -79,4 +88,22 @@ pub(crate) fn refusal(err: &redis::RedisError) -> Option<String> {
             .trim()
             .to_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_still_loading_or_healing_is_temporary_a_refusal_is_not() {
+        use redis::{ErrorKind as Kind, ServerErrorKind as Server};
+        let answer = |kind| redis::RedisError::from((kind, "answer"));
+        for kind in [Server::BusyLoading, Server::TryAgain, Server::ClusterDown] {
+            let err = redis_error("acquire")(answer(Kind::Server(kind)));
+            assert!(err.is_temporary(), "{kind:?}: {err}");
+            assert_eq!(err.kind(), ErrorKind::Unavailable);
+        }
+        let refused = redis_error("acquire")(answer(Kind::Server(Server::NoPerm)));
+        assert!(!refused.is_temporary());
+    }
 }

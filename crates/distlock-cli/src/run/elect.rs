@@ -1,6 +1,6 @@
 //! `distlock elect`: campaign in a leader election and run a command while leading.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use distlock::{ErrorKind, LockOptions, Result};
 
@@ -17,6 +17,12 @@ use crate::signals::{self, Caught};
 
 /// What `elect` is for, in the error that refuses a store no other process sees.
 const PURPOSE: &str = "`elect` campaigns against other processes";
+
+/// The pause before campaigning again after a campaign the store failed (`--requeue`),
+/// doubling up to [`RETRY_CAP`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest such pause.
+const RETRY_CAP: Duration = Duration::from_secs(5);
 
 pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
     let started = Instant::now();
@@ -43,14 +49,17 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
     if let Some(identity) = &args.identity {
         election = election.identity(identity);
     }
+    let (mut first, mut pause) = (true, RETRY_FIRST);
     loop {
         // Each campaign waits --wait; the first, what connecting left of it.
-        let options = match args.wait {
-            Some(wait) => options
+        let options = match (args.wait, first) {
+            (Some(wait), true) => options
                 .clone()
                 .wait(wait.saturating_sub(started.elapsed()).max(LEAST_WAIT)),
-            None => options.clone(),
+            (Some(wait), false) => options.clone().wait(wait),
+            (None, _) => options.clone(),
         };
+        first = false;
         let candidate = election.clone().with_options(options);
         let campaign = candidate.campaign();
         let leadership = match until_signalled(campaign, Some(&client), &mut caught).await {
@@ -64,9 +73,27 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
                 client.settle(WITHDRAW_AFTER_TIMEOUT).await;
                 return Ok(exit::BUSY);
             }
+            Ok(Err(err))
+                if args.requeue
+                    && (err.is_temporary()
+                        || matches!(err.kind(), ErrorKind::LockLost | ErrorKind::NotHeld)) =>
+            {
+                errln!(
+                    "distlock: the campaign for `{}` failed ({err}); campaigning again in {}",
+                    args.name,
+                    humantime::format_duration(pause)
+                );
+                let pausing = tokio::time::sleep(pause);
+                if let Err(number) = until_signalled(pausing, Some(&client), &mut caught).await {
+                    return Ok(128u8.saturating_add(number as u8));
+                }
+                pause = (pause * 2).min(RETRY_CAP);
+                continue;
+            }
             Ok(Err(err)) => return Err(err),
             Err(number) => return Ok(withdrawn(&client, number).await),
         };
+        pause = RETRY_FIRST;
         let proclaimed = match &args.proclaim {
             Some(value) => leadership.proclaim(value.clone()).await,
             None => Ok(()),
@@ -91,7 +118,7 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
             Err(err) if err.kind() == ErrorKind::NotHeld => exit::LOST,
             Err(err) => return Err(err),
         };
-        let lost = !leadership.health().is_valid();
+        let lost = code == exit::LOST || !leadership.health().is_valid();
         match leadership.resign().await {
             Ok(()) => {}
             Err(err) if err.kind() == ErrorKind::NotHeld => {}

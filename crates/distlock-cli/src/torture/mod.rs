@@ -370,16 +370,8 @@ fn check_args(args: &TortureArgs) -> Result<()> {
                 "--scheme job needs --at-least D: how long each run keeps the lock",
             ));
         }
-        (Scheme::Job, Some(at_least))
-            if !(distlock::MIN_JOB_SPAN..=MAX_DURATION).contains(&at_least) =>
-        {
-            return Err(Error::invalid(format!(
-                "--at-least {} is not from 1ms to {}",
-                humantime::format_duration(at_least),
-                humantime::format_duration(MAX_DURATION)
-            )));
-        }
-        (Scheme::Job, Some(_)) | (_, None) => {}
+        (Scheme::Job, Some(at_least)) => distlock::validate_job_span("--at-least", at_least)?,
+        (_, None) => {}
         (scheme, Some(_)) => {
             return Err(Error::invalid(format!(
                 "--at-least is a job's: it goes with --scheme job, not {}",
@@ -397,6 +389,7 @@ fn check_args(args: &TortureArgs) -> Result<()> {
         args.ttl,
         args.fault_every,
         liveness,
+        args.at_least.unwrap_or_default(),
     ]
     .iter()
     .any(|d| *d > MAX_DURATION)

@@ -48,6 +48,19 @@ pub struct Hold {
 }
 
 impl Hold {
+    /// The hold of distlock's `guard`, renewed and looked at.
+    fn looked_at(guard: Guard) -> Hold {
+        Hold {
+            token: guard.fencing_token(),
+            safe_until: instant_ns(guard.safe_until()),
+            guard: Some(guard),
+            leadership: None,
+            looks: true,
+            counted: None,
+            value: String::new(),
+        }
+    }
+
     /// distlock's guard of the grant, a mutex's or a leadership's.
     pub fn guard(&self) -> Option<&Guard> {
         self.guard
@@ -225,28 +238,11 @@ impl Lock {
             } => {
                 let options = LockOptions::new().ttl(ttl).fair(*fair);
                 let guard = take_or_adopt(client, mutex, (mailbox, *me), &options, until).await?;
-                return Ok(Hold {
-                    token: guard.fencing_token(),
-                    safe_until: instant_ns(guard.safe_until()),
-                    guard: Some(guard),
-                    leadership: None,
-                    looks: true,
-                    counted: None,
-                    value: String::new(),
-                });
+                return Ok(Hold::looked_at(guard));
             }
             Lock::Job { mutex, fair, .. } => {
                 let options = waiting_until(until).ttl(ttl).fair(*fair);
-                let guard = mutex.lock_with(&options).await?;
-                return Ok(Hold {
-                    token: guard.fencing_token(),
-                    safe_until: instant_ns(guard.safe_until()),
-                    guard: Some(guard),
-                    leadership: None,
-                    looks: true,
-                    counted: None,
-                    value: String::new(),
-                });
+                return Ok(Hold::looked_at(mutex.lock_with(&options).await?));
             }
             Lock::Distlock {
                 mutex,

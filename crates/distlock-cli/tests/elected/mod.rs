@@ -51,6 +51,8 @@ pub fn elect_leads_and_leader_shows_it(url: &str, state: &Path) {
         .stdout(std::fs::File::create(&watch_out).unwrap())
         .spawn()
         .unwrap();
+    let seen = lines_until(&watch_out, |line| line["leader"]["identity"] == "one");
+    assert_eq!(seen.len(), 1, "the watch starts with the leader: {seen:?}");
     let second_marker = state.join("elected-second");
     let second = candidate(
         url,
@@ -77,12 +79,8 @@ pub fn elect_leads_and_leader_shows_it(url: &str, state: &Path) {
         second_term > first_term,
         "terms increase: {second_term} after {first_term}"
     );
+    lines_until(&watch_out, |line| line["leader"]["identity"] == "two");
     assert_eq!(ended(second), Some(0), "the command's own code");
-    let seen = lines_until(&watch_out, |line| line["leader"]["identity"] == "two");
-    assert_eq!(
-        seen[0]["leader"]["identity"], "one",
-        "the watch starts with the leader"
-    );
     send(watch.id(), Signal::Interrupt);
     assert_eq!(watch.wait().unwrap().code(), Some(128 + 2));
 

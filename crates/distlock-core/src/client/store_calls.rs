@@ -3,7 +3,7 @@
 //! operation timeout of the client's defaults.
 
 use crate::backend::{HolderInfo, LockState};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::name::check_name_for;
 use crate::template::Held;
 
@@ -103,17 +103,7 @@ impl Client {
         operation: &'static str,
         call: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
-        let limit = self.inner.defaults.op_timeout_value();
-        match tokio::time::timeout(limit, call).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Error::new(
-                ErrorKind::Unavailable,
-                format!("the backend did not answer within the operation timeout {limit:?}"),
-            )
-            .with_backend(self.inner.backend.scheme())
-            .with_operation(operation)
-            .temporary()),
-        }
+        self.inner.bounded(operation, call).await
     }
 
     /// Lets the store drop the fencing counters of `names`, locks this program is done

@@ -6,9 +6,10 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Note, check_note};
-use crate::client::Client;
+use crate::client::ClientInner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::hand_off::HandOff;
+use crate::name::check_name_for;
 use crate::owner::HolderMeta;
 use crate::owner::at_unix_ms;
 
@@ -103,8 +104,11 @@ impl Proclaimed {
 /// The leader of election `name` as the store shows it now: the holder of its mutex, when
 /// the note beside it was written under that holder's grant. A holder that has not yet
 /// proclaimed (it won a moment ago), or that is not a candidate, is no leader yet.
-pub(super) async fn read(client: &Client, name: &str) -> Result<Option<LeaderInfo>> {
-    let states = client.status(Some(name)).await?;
+pub(super) async fn read(client: &ClientInner, name: &str) -> Result<Option<LeaderInfo>> {
+    check_name_for(client.backend.as_ref(), name)?;
+    let states = client
+        .bounded("status", client.backend.inspect(Some(name)))
+        .await?;
     let Some(holder) = states
         .into_iter()
         .find(|state| state.name == name)
@@ -112,11 +116,7 @@ pub(super) async fn read(client: &Client, name: &str) -> Result<Option<LeaderInf
     else {
         return Ok(None);
     };
-    let backend = client.inner().backend.as_ref();
-    let note = client
-        .bounded("read_note", backend.read_note(name))
-        .await
-        .map_err(unsupported_note)?;
+    let note = read_note(client, name).await?;
     let Some(note) = note.filter(|note| note.fencing_token == holder.fencing_token) else {
         return Ok(None);
     };
@@ -129,16 +129,11 @@ pub(super) async fn read(client: &Client, name: &str) -> Result<Option<LeaderInf
 /// The hand-off the leader of election `name` offers the candidate `identity`, if it offers
 /// one now: in the note the current grant wrote.
 pub(super) async fn offer_to(
-    client: &Client,
+    client: &ClientInner,
     name: &str,
     identity: &str,
 ) -> Result<Option<HandOff>> {
-    let backend = client.inner().backend.as_ref();
-    let note = client
-        .bounded("read_note", backend.read_note(name))
-        .await
-        .map_err(unsupported_note)?;
-    let Some(note) = note else {
+    let Some(note) = read_note(client, name).await? else {
         return Ok(None);
     };
     let Ok(stored) = serde_json::from_str::<Proclaimed>(&note.value) else {
@@ -149,6 +144,14 @@ pub(super) async fn offer_to(
     };
     let offer: HandOff = offer.parse()?;
     Ok((offer.fencing_token == note.fencing_token).then_some(offer))
+}
+
+/// Election `name`'s note, read within the client's operation timeout.
+async fn read_note(client: &ClientInner, name: &str) -> Result<Option<Note>> {
+    client
+        .bounded("read_note", client.backend.read_note(name))
+        .await
+        .map_err(unsupported_note)
 }
 
 /// The leader a note of election `name` names.

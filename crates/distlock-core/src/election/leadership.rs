@@ -42,6 +42,8 @@ pub struct Leadership {
     client: Client,
     identity: String,
     since: Option<SystemTime>,
+    /// The value last proclaimed, which a hand-over proclaims again.
+    value: std::sync::Mutex<Option<String>>,
 }
 
 impl Leadership {
@@ -56,6 +58,7 @@ impl Leadership {
             client,
             identity,
             since,
+            value: std::sync::Mutex::new(None),
         }
     }
 
@@ -187,8 +190,10 @@ impl Leadership {
         let since_ms = self.since.map(unix_ms);
         let value = value.into();
         super::validate_proclamation(&value)?;
-        let text = Proclaimed::new(&self.identity, Some(value), since_ms).encode()?;
-        write(&self.client, &self.guard, &text).await.map(|_| ())
+        let text = Proclaimed::new(&self.identity, Some(value.clone()), since_ms).encode()?;
+        write(&self.client, &self.guard, &text).await?;
+        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        Ok(())
     }
 
     /// Hands the leadership to the candidate campaigning as `identity` with
@@ -220,7 +225,8 @@ impl Leadership {
     pub async fn hand_over_to(self, identity: &str, within: Duration) -> Result<()> {
         super::validate_identity(identity)?;
         let offer = self.guard.hand_off(within)?;
-        let mut proclaimed = Proclaimed::new(&self.identity, None, self.since.map(unix_ms));
+        let value = self.value.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut proclaimed = Proclaimed::new(&self.identity, value, self.since.map(unix_ms));
         proclaimed.to = Some((identity.to_owned(), offer.to_string()));
         write(&self.client, &self.guard, &proclaimed.encode()?).await?;
         self.guard.handed_over(&offer).await

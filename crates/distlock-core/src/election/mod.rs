@@ -71,7 +71,9 @@ pub fn validate_identity(identity: &str) -> Result<()> {
     }
 }
 
-/// Refuses a value a leader cannot proclaim: longer than [`MAX_PROCLAIM_LEN`] bytes.
+/// Refuses a value a leader cannot proclaim: longer than [`MAX_PROCLAIM_LEN`] bytes as it
+/// is stored (a JSON string: quotes, backslashes and control characters take more than
+/// one byte).
 ///
 /// # Examples
 ///
@@ -79,15 +81,27 @@ pub fn validate_identity(identity: &str) -> Result<()> {
 /// use distlock_core::{MAX_PROCLAIM_LEN, validate_proclamation};
 /// assert!(validate_proclamation("10.0.0.7:8080").is_ok());
 /// assert!(validate_proclamation(&"x".repeat(MAX_PROCLAIM_LEN + 1)).is_err());
+/// assert!(validate_proclamation(&"\"".repeat(MAX_PROCLAIM_LEN / 2 + 1)).is_err());
 /// ```
 pub fn validate_proclamation(value: &str) -> Result<()> {
-    match value.len() > MAX_PROCLAIM_LEN {
+    let stored = serde_json::to_string(value).map_or(usize::MAX, |text| text.len() - 2);
+    match stored > MAX_PROCLAIM_LEN {
         true => Err(Error::invalid(format!(
-            "a proclaimed value of {} bytes is longer than the {MAX_PROCLAIM_LEN} a leader may proclaim",
-            value.len()
+            "a proclaimed value of {} bytes as stored is longer than the {MAX_PROCLAIM_LEN} a leader may proclaim",
+            stored
         ))),
         false => Ok(()),
     }
+}
+
+/// Whether a requeued candidate campaigns again after `err` ended a campaign: a store that
+/// failed for a while, or a grant lost as it was won.
+fn campaigns_again(err: &Error) -> bool {
+    err.is_temporary()
+        || matches!(
+            err.kind(),
+            crate::ErrorKind::LockLost | crate::ErrorKind::NotHeld
+        )
 }
 
 /// The longest pause between two campaigns of a requeued candidate whose store failed.
@@ -240,12 +254,14 @@ impl Election {
     /// Campaigns until this candidate leads (or the options' wait passes: `Timeout`), and
     /// proclaims its identity under the grant. The store writes the proclamation only while
     /// the grant stands, so a campaign whose session or lease died while it waited fails
-    /// (`NotHeld`) rather than return a leadership nobody else sees.
+    /// (`NotHeld`, or `LockLost` when the loss is seen as it is won) rather than return a
+    /// leadership nobody else sees.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future withdraws the candidate; a grant it won meanwhile is released
-    /// in the background.
+    /// in the background. With [`accepts_hand_overs`](Self::accepts_hand_overs), a
+    /// hand-over adopted as the future is dropped stays in the store, unused, for a TTL.
     ///
     /// # Examples
     ///
@@ -294,7 +310,9 @@ impl Election {
     /// the leadership is lost, at the grant's safe deadline, before another candidate can
     /// win; then, with [`requeue`](Self::requeue), the candidate campaigns again and runs
     /// `f` anew, and without it `run` fails with `LockLost`. When `f` returns, its result
-    /// is `run`'s; the leadership is resigned only after `f` has ended.
+    /// is `run`'s; the leadership is resigned only after `f` has ended. To shut down,
+    /// drop `run`'s future (or have `f` return) before [`Client::close`], which releases
+    /// every grant of the client at once, the leader's among them, while `f` may still run.
     ///
     /// # Cancel safety
     ///
@@ -325,7 +343,7 @@ impl Election {
         loop {
             let leadership = match self.campaign().await {
                 Ok(leadership) => leadership,
-                Err(err) if self.requeue && err.is_temporary() => {
+                Err(err) if self.requeue && campaigns_again(&err) => {
                     tracing::warn!(election = %self.name, error = %err, retry_in = ?pause, "campaign failed; campaigning again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(RETRY_CAP);
@@ -360,7 +378,7 @@ impl Election {
     ///
     /// See [`Election`].
     pub async fn leader(&self) -> Result<Option<LeaderInfo>> {
-        leader::read(&self.client, &self.name).await
+        leader::read(self.client.inner(), &self.name).await
     }
 
     /// Who leads, as a channel that changes when the leader does: a new term, a new value
@@ -385,7 +403,7 @@ impl Election {
     pub async fn observe(&self) -> Result<tokio::sync::watch::Receiver<Option<LeaderInfo>>> {
         let first = self.leader().await?;
         Ok(observe::spawn(
-            self.client.clone(),
+            self.client.inner().clone(),
             self.name.clone(),
             self.observe_every,
             first,
@@ -398,7 +416,9 @@ impl Election {
     async fn handed_over_to_me(&self) -> Result<crate::Guard> {
         loop {
             tokio::time::sleep(self.observe_every).await;
-            let offer = match leader::offer_to(&self.client, &self.name, &self.identity).await {
+            let offer = match leader::offer_to(self.client.inner(), &self.name, &self.identity)
+                .await
+            {
                 Ok(Some(offer)) => offer,
                 Ok(None) => continue,
                 Err(err) => {

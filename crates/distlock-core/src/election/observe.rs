@@ -5,14 +5,18 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::client::Client;
+use std::sync::Arc;
+
+use crate::client::ClientInner;
 
 use super::LeaderInfo;
 use super::leader;
 
 /// Starts the task observing election `name` every `every`, from `first`; its receiver.
+/// The task holds the client's state, not a user's handle, so a program's last handle
+/// still waits for its releases in flight as it ends.
 pub(super) fn spawn(
-    client: Client,
+    client: Arc<ClientInner>,
     name: String,
     every: Duration,
     first: Option<LeaderInfo>,

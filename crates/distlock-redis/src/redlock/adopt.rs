@@ -41,22 +41,10 @@ impl RedlockBackend {
             .filter(|a| a.as_ref().is_err_and(|e| e.kind() == ErrorKind::NotHeld))
             .count();
         let valid = request.ttl.mul_f64(0.99).saturating_sub(started.elapsed());
-        if fences.len() >= self.quorum && !valid.is_zero() {
-            let token = fences.iter().map(|(_, fence)| *fence).max().unwrap_or(0);
-            let behind: Vec<usize> = fences
-                .iter()
-                .filter(|(_, fence)| *fence < token)
-                .map(|(at, _)| *at)
-                .collect();
-            let raised = self
-                .on_these(&behind, timeout, |master| {
-                    master.restamp(&request.name, &request.token, token)
-                })
-                .await;
-            let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
-            if at_token >= self.quorum {
-                return Ok(token);
-            }
+        if !valid.is_zero()
+            && let Some(token) = self.agree_on_token(&fences, &request, timeout).await
+        {
+            return Ok(token);
         }
         if !fences.is_empty() {
             self.release_everywhere(&grant_of(&request), timeout).await;

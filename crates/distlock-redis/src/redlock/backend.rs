@@ -190,6 +190,34 @@ impl RedlockBackend {
         answers
     }
 
+    /// The fencing token a majority of masters show for `request`'s grant, made on the
+    /// masters of `fences` (each a position and the token it gave): the highest, every
+    /// master behind it stamped with it; `None` when fewer than a majority granted it or
+    /// show it.
+    pub(super) async fn agree_on_token(
+        &self,
+        fences: &[(usize, u64)],
+        request: &LockRequest,
+        timeout: Duration,
+    ) -> Option<u64> {
+        if fences.len() < self.quorum {
+            return None;
+        }
+        let token = fences.iter().map(|(_, fence)| *fence).max()?;
+        let behind: Vec<usize> = fences
+            .iter()
+            .filter(|(_, fence)| *fence < token)
+            .map(|(at, _)| *at)
+            .collect();
+        let raised = self
+            .on_these(&behind, timeout, |master| {
+                master.restamp(&request.name, &request.token, token)
+            })
+            .await;
+        let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
+        (at_token >= self.quorum).then_some(token)
+    }
+
     /// How many masters there are.
     pub(super) fn masters(&self) -> usize {
         self.masters.len()
@@ -384,24 +412,12 @@ impl Backend for RedlockBackend {
             .mul_f64(0.99)
             .saturating_sub(Duration::from_millis(2))
             .saturating_sub(started.elapsed());
-        if fences.len() >= self.quorum && !valid.is_zero() {
-            let token = fences.iter().map(|(_, fence)| *fence).max().unwrap_or(0);
-            let behind: Vec<usize> = fences
-                .iter()
-                .filter(|(_, fence)| *fence < token)
-                .map(|(at, _)| *at)
-                .collect();
-            let raised = self
-                .on_these(&behind, timeout, |master| {
-                    master.restamp(&request.name, &request.token, token)
-                })
-                .await;
-            let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
-            if at_token >= self.quorum {
-                let _ = decided.send(Some(token));
-                self.note_waiter(ticket, false).await;
-                return Ok(PollOutcome::granted(token));
-            }
+        if !valid.is_zero()
+            && let Some(token) = self.agree_on_token(&fences, request, timeout).await
+        {
+            let _ = decided.send(Some(token));
+            self.note_waiter(ticket, false).await;
+            return Ok(PollOutcome::granted(token));
         }
         if !fences.is_empty() {
             self.release_everywhere(&grant_of(request), timeout).await;

@@ -7,14 +7,13 @@ use distlock::{Health, LeaderInfo, LockOptions};
 use distlock_servers::Signal;
 use tokio::sync::watch;
 
+use super::election::shown;
 use super::process::{EVENT_WAIT, acquired, spawn};
 use super::{Target, unique};
 use crate::child::{ChildEvent, ChildProcess, ChildTask};
 
 /// The lease of the leaders these tests fault.
 const TTL: Duration = Duration::from_millis(1500);
-/// How soon an observer sees a change of leader.
-const OBSERVED_WITHIN: Duration = Duration::from_secs(1);
 
 /// A helper process leading election `name` as `identity`, once it reports its term.
 fn spawn_leader(target: &Target, name: &str, identity: &str) -> (ChildProcess, u64) {
@@ -31,20 +30,10 @@ fn spawn_leader(target: &Target, name: &str, identity: &str) -> (ChildProcess, u
     (child, term)
 }
 
-/// Waits (within `within`) until `seen` shows `identity` leading; its term.
-async fn shows(
-    seen: &mut watch::Receiver<Option<LeaderInfo>>,
-    identity: &str,
-    within: Duration,
-) -> u64 {
-    let shown = tokio::time::timeout(
-        within,
-        seen.wait_for(|l| l.as_ref().is_some_and(|l| l.identity == identity)),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("the observer shows `{identity}` leading within {within:?}"))
-    .expect("the observer runs");
-    shown.as_ref().map_or(0, |l| l.term)
+/// Waits until `seen` shows `identity` leading; its term.
+async fn shows(seen: &mut watch::Receiver<Option<LeaderInfo>>, identity: &str) -> u64 {
+    let what = format!("`{identity}` leading");
+    shown(seen, &what, |l| l.identity == identity).await.term
 }
 
 /// A leader process killed with SIGKILL is succeeded by a waiting candidate within its
@@ -66,7 +55,7 @@ pub async fn killed_leader_is_succeeded_with_a_greater_term(target: &Target) {
         .observe()
         .await
         .unwrap();
-    assert_eq!(shows(&mut seen, "child", OBSERVED_WITHIN).await, dead_term);
+    assert_eq!(shows(&mut seen, "child").await, dead_term);
     let successor = {
         let election = client
             .election(&name)
@@ -86,8 +75,7 @@ pub async fn killed_leader_is_succeeded_with_a_greater_term(target: &Target) {
         killed_at.elapsed()
     );
     assert!(leadership.term() > dead_term, "terms strictly increase");
-    let shown = shows(&mut seen, "successor", OBSERVED_WITHIN).await;
-    assert_eq!(shown, leadership.term());
+    assert_eq!(shows(&mut seen, "successor").await, leadership.term());
     leadership.resign().await.unwrap();
 }
 
