@@ -15,7 +15,7 @@ use super::{Target, expect_kind, unique};
 ///
 /// ```
 /// use distlock_testkit::conformance::Lack;
-/// assert_eq!(Lack::ALL.len(), 5);
+/// assert_eq!(Lack::ALL.len(), 6);
 /// assert!(Lack::ALL.contains(&Lack::force_release));
 /// ```
 #[allow(non_camel_case_types)]
