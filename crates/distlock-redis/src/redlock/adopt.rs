@@ -35,14 +35,10 @@ impl RedlockBackend {
                 _ => None,
             })
             .collect();
-        let refused = answers
-            .iter()
-            .flatten()
-            .filter(|a| a.as_ref().is_err_and(|e| e.kind() == ErrorKind::NotHeld))
-            .count();
-        let valid = request.ttl.mul_f64(0.99).saturating_sub(started.elapsed());
-        if !valid.is_zero()
-            && let Some(token) = self.agree_on_token(&fences, &request, timeout).await
+        let refused = Self::refusals(&answers);
+        if let Some(token) = self
+            .agree_on_token(&fences, &request, started, timeout)
+            .await
         {
             return Ok(token);
         }

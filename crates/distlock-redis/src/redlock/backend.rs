@@ -191,16 +191,23 @@ impl RedlockBackend {
     }
 
     /// The fencing token a majority of masters show for `request`'s grant, made on the
-    /// masters of `fences` (each a position and the token it gave): the highest, every
-    /// master behind it stamped with it; `None` when fewer than a majority granted it or
-    /// show it.
+    /// masters of `fences` (each a position and the token it gave) by calls that began at
+    /// `started`: the highest, every master behind it stamped with it; `None` when fewer
+    /// than a majority granted it or show it, or the lease's validity (less drift) is
+    /// spent.
     pub(super) async fn agree_on_token(
         &self,
         fences: &[(usize, u64)],
         request: &LockRequest,
+        started: Instant,
         timeout: Duration,
     ) -> Option<u64> {
-        if fences.len() < self.quorum {
+        let valid = request
+            .ttl
+            .mul_f64(0.99)
+            .saturating_sub(Duration::from_millis(2))
+            .saturating_sub(started.elapsed());
+        if fences.len() < self.quorum || valid.is_zero() {
             return None;
         }
         let token = fences.iter().map(|(_, fence)| *fence).max()?;
@@ -216,6 +223,15 @@ impl RedlockBackend {
             .await;
         let at_token = fences.len() - behind.len() + raised.iter().flatten().count();
         (at_token >= self.quorum).then_some(token)
+    }
+
+    /// How many masters answered that they do not hold the grant (`NotHeld`).
+    pub(super) fn refusals<T>(answers: &Answers<Result<T>>) -> usize {
+        answers
+            .iter()
+            .flatten()
+            .filter(|a| a.as_ref().is_err_and(|e| e.kind() == ErrorKind::NotHeld))
+            .count()
     }
 
     /// How many masters there are.
@@ -407,13 +423,9 @@ impl Backend for RedlockBackend {
                 _ => None,
             })
             .min();
-        let valid = request
-            .ttl
-            .mul_f64(0.99)
-            .saturating_sub(Duration::from_millis(2))
-            .saturating_sub(started.elapsed());
-        if !valid.is_zero()
-            && let Some(token) = self.agree_on_token(&fences, request, timeout).await
+        if let Some(token) = self
+            .agree_on_token(&fences, request, started, timeout)
+            .await
         {
             let _ = decided.send(Some(token));
             self.note_waiter(ticket, false).await;

@@ -36,11 +36,7 @@ impl RedlockBackend {
             .flatten()
             .filter_map(|a| a.as_ref().ok().copied())
             .collect();
-        let refused = answers
-            .iter()
-            .flatten()
-            .filter(|a| a.as_ref().is_err_and(|e| e.kind() == ErrorKind::NotHeld))
-            .count();
+        let refused = Self::refusals(&answers);
         if written.len() >= self.quorum {
             return Ok(written.into_iter().flatten().min());
         }
