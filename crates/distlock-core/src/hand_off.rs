@@ -7,10 +7,14 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::acquire::{GrantedTicket, grant};
-use crate::backend::{Grant, LockKind, LockRequest, Ticket, adopt_unsupported};
+use crate::backend::{
+    Backend, Capabilities, Grant, Liveness, LockKind, LockRequest, Session, Ticket,
+    adopt_unsupported,
+};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
@@ -153,6 +157,9 @@ impl Guard {
                 ),
             ));
         }
+        lease
+            .offered
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(HandOff {
             backend: backend.scheme().to_owned(),
             name: self.name().to_owned(),
@@ -326,12 +333,41 @@ impl Client {
         let sent = Instant::now();
         let adopt = backend.adopt(&offered, handed.fencing_token, &mut ticket);
         let fencing_token = self.bounded("adopt", adopt).await?;
+        let (channel, session) = adopted_in(backend.as_ref(), caps)?;
         let granted = GrantedTicket {
             ticket,
             fencing_token,
             sent,
-            session: None,
+            session,
         };
-        Ok(grant(self, granted, None, &options))
+        Ok(grant(self, granted, channel, &options))
     }
+}
+
+/// The session an adoption on a session backend lives in, and its channel: the one serving
+/// as the backend's call returned (which checked its grant was made in the session still
+/// valid then). Nothing for a lease backend.
+fn adopted_in(
+    backend: &dyn Backend,
+    caps: Capabilities,
+) -> Result<(Option<watch::Receiver<Session>>, Option<u64>)> {
+    if caps.liveness != Liveness::Session {
+        return Ok((None, None));
+    }
+    let channel = backend.session().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Backend,
+            "a session backend reported no session channel",
+        )
+    })?;
+    let current = *channel.borrow();
+    if !current.is_alive() {
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            "the session ended as the grant was adopted: the grant went with it",
+        )
+        .with_backend(backend.scheme())
+        .temporary());
+    }
+    Ok((Some(channel), Some(current.id)))
 }

@@ -432,7 +432,7 @@ fn check(shared: &Arc<Shared>, core: &Arc<LeaseCore>, now: Instant) {
         }
         if core.client.backend.grant_lost(&core.handle) {
             core.mark_lost(
-                "the store deleted the grant while its session lived (removed by an operator or a forced release)",
+                "the store deleted the grant, or gave it to an adopter, while its session lived (removed by an operator, a forced release, or a hand-off)",
             );
             return;
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use distlock_core::backend::{
     Backend, Capabilities, Floor, Grant, LeaseOutcome, Liveness, LockState, Note, PollOutcome,
-    Session, Ticket, async_trait,
+    Session, Ticket, adopt_refused, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, Result};
 use tokio::sync::watch;
@@ -232,7 +232,7 @@ impl EtcdBackend {
             queue::same_use(&queue[..index], &name, kind)?;
             let (target, stood) = match queue::turn(&queue, index, kind, permits) {
                 Turn::Go if written => {
-                    request.watch_grant(&self.sessions, &key, listing.revision);
+                    request.watch_grant(&self.sessions, &key, live.lease, listing.revision);
                     return Ok(PollOutcome::granted_in_session(
                         listing.revision.max(0) as u64,
                         live.id,
@@ -242,7 +242,13 @@ impl EtcdBackend {
                     stamp = true;
                     continue;
                 }
-                Turn::WaitFor { key, created } => (key, Stood::Key { created }),
+                Turn::WaitFor { key, created } => (
+                    key,
+                    Stood::Key {
+                        created,
+                        held_on: None,
+                    },
+                ),
                 Turn::WaitForAny => {
                     let count = listing
                         .kvs
@@ -297,6 +303,7 @@ impl EtcdBackend {
     async fn delete_surely(&self, live: &Live, key: &Key) -> Result<bool> {
         let doomed = Doomed {
             key: key.name.clone(),
+            created: key.created,
             linger_until: (key.created == 0)
                 .then(|| tokio::time::Instant::now() + self.config().session_ttl),
         };
@@ -331,6 +338,8 @@ impl Backend for EtcdBackend {
         caps.liveness = Liveness::Session;
         caps.detachable = false;
         caps.waiter_refresh = None;
+        // A held key moves to an adopter's lease in one transaction.
+        caps.adopt = true;
         caps
     }
 
@@ -416,6 +425,41 @@ impl Backend for EtcdBackend {
             true => LeaseOutcome::Done,
             false => LeaseOutcome::NotHeld,
         })
+    }
+
+    /// Moves the handed-off key (found by the write that granted it, its fencing token, and
+    /// the request token in its record) to this client's session lease in one transaction
+    /// that checks it was not written since: it keeps its create revision, and so its place
+    /// ahead of every waiter; the adoption's revision is the new fencing token. The
+    /// sender's watch on the key sees the move and ends its hold.
+    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+        let live = self.sessions.current().await?;
+        let mut request = Request::new(self.pfx(&handed.name), &ticket.request);
+        let fence = i64::try_from(fencing_token).map_err(|_| adopt_refused(&handed.name))?;
+        let adopted = txns::adopt(&live, &request.pfx, &handed.token, fence, &request.value)
+            .await?
+            .ok_or_else(|| adopt_refused(&handed.name))?;
+        if !self.sessions.slot.is_valid(live.id) {
+            // Its lease ends (or ended), and takes the adopted key with it.
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the etcd session ended as lock `{}` was adopted: the grant went with it",
+                    handed.name
+                ),
+            )
+            .with_backend("etcd")
+            .temporary());
+        }
+        let key = Key {
+            name: adopted.key,
+            session: live.id,
+            created: adopted.created,
+        };
+        request.watch_grant(&self.sessions, &key, live.lease, adopted.revision);
+        request.key = Some(key);
+        ticket.set_state(request);
+        Ok(adopted.revision.max(0) as u64)
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

@@ -7,9 +7,8 @@ use distlock_core::backend::{
 };
 use distlock_core::{Error, ErrorKind, Result};
 
-use crate::grpc::ops;
 use crate::session::Sessions;
-use crate::watch::{Deletion, Stood, deleted};
+use crate::watch::{Deletion, Stood, deleted, went_since_listing};
 
 /// A request's state.
 #[derive(Debug)]
@@ -44,7 +43,12 @@ impl Request {
     pub(crate) fn new(pfx: String, request: &LockRequest) -> Request {
         Request {
             pfx,
-            value: HolderRecord::encode(request),
+            // An exclusive grant can be handed off: its record holds the token an adoption
+            // compares.
+            value: match request.kind.is_exclusive() {
+                true => HolderRecord::encode_adoptable(request),
+                false => HolderRecord::encode(request),
+            },
             key: None,
             blocker: None,
             likely: false,
@@ -59,19 +63,27 @@ impl Request {
             .is_some_and(|request| request.gone.is_lost())
     }
 
-    /// Watches `key`, this grant's key, from revision `granted` on, until it is deleted (by
-    /// its holder's release, or by someone else: an operator, `etcdctl del`) or its session
-    /// ends. A deletion marks the grant gone and tells the core, which turns the guard
+    /// Watches `key`, this grant's key on lease `lease`, from revision `granted` on, until
+    /// it is deleted (by its holder's release, or by someone else: an operator, `etcdctl
+    /// del`), moved to another lease (adopted), or its session ends. A deletion or a move
+    /// marks the grant gone and tells the core, which turns the guard
     /// `Lost` unless it was released. The watch is set shortly after the grant, and only
     /// if the grant is still held then, so a short hold costs the server nothing more; a
     /// deletion in the meantime is still seen, the key's create revision being read once
     /// the watch stands.
-    pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, key: &Key, granted: i64) {
+    pub(crate) fn watch_grant(
+        &self,
+        sessions: &Arc<Sessions>,
+        key: &Key,
+        lease: i64,
+        granted: i64,
+    ) {
         let what = Deletion {
             key: key.name.clone(),
             after: granted,
             stood: Stood::Key {
                 created: key.created,
+                held_on: Some(lease),
             },
         };
         let (sessions, gone) = (Arc::downgrade(sessions), self.gone.watch());
@@ -112,9 +124,9 @@ async fn watch_once(sessions: Weak<Sessions>, session: u64, what: Deletion) -> E
     match watched {
         Ok(true) => EntryWatch::Deleted,
         // A watch that fell behind compaction: is the key still there? Watch on.
-        Ok(false) => match client.range(ops::range_key(&what.key)).await {
-            Ok(answer) if answer.kvs.is_empty() => EntryWatch::Deleted,
-            Ok(_) => EntryWatch::Again,
+        Ok(false) => match went_since_listing(&client, &what).await {
+            Ok(true) => EntryWatch::Deleted,
+            Ok(false) => EntryWatch::Again,
             Err(_) => EntryWatch::Failed,
         },
         // A watch this client may not set (no read permission): the grant goes unwatched

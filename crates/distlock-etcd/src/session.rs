@@ -71,6 +71,8 @@ pub(crate) struct Sessions {
 #[derive(Debug, Clone)]
 pub(crate) struct Doomed {
     pub(crate) key: String,
+    /// Its create revision; 0 if its create was not answered.
+    pub(crate) created: i64,
     /// Until when the delete is made again even after it was answered: a key whose create
     /// was sent without an answer may still be written by that create after a first delete
     /// (etcd may apply a request after its caller gave up on it).
@@ -206,20 +208,32 @@ impl Sessions {
         }
     }
 
-    /// Makes the deletes pending in session `live` again, in one transaction (a hundred at a
-    /// time) bounded by `within`; forgets those answered, unless they linger.
+    /// Makes the deletes pending in session `live` again, each bounded by `within`: keys
+    /// whose create was never answered a hundred to a transaction, a granted key alone and
+    /// only while it is still this session's (not adopted since); forgets those answered,
+    /// unless they linger.
     async fn retry_deletes(&self, live: &Live, within: Duration) {
-        let due = self.pending.due(live.id);
-        for batch in due.chunks(100) {
-            let deletes = batch
-                .iter()
-                .map(|(_, doomed)| ops::delete(&doomed.key))
-                .collect();
-            let answered = tokio::time::timeout(
-                within,
-                live.client.txn(ops::txn(Vec::new(), deletes, Vec::new())),
-            )
-            .await;
+        let (unanswered, granted): (Vec<_>, Vec<_>) = self
+            .pending
+            .due(live.id)
+            .into_iter()
+            .partition(|(_, doomed)| doomed.created == 0);
+        let batches = unanswered
+            .chunks(100)
+            .map(|batch| {
+                let deletes = batch.iter().map(|(_, d)| ops::delete(&d.key)).collect();
+                (batch, ops::txn(Vec::new(), deletes, Vec::new()))
+            })
+            .chain(granted.chunks(1).map(|one| {
+                let doomed = &one[0].1;
+                let when = ops::held_by(&doomed.key, doomed.created, live.lease);
+                (
+                    one,
+                    ops::txn(when, vec![ops::delete(&doomed.key)], Vec::new()),
+                )
+            }));
+        for (batch, txn) in batches {
+            let answered = tokio::time::timeout(within, live.client.txn(txn)).await;
             if !matches!(answered, Ok(Ok(_))) {
                 return;
             }

@@ -2,6 +2,7 @@
 //! its key when it may be granted), delete its key.
 
 use distlock_core::Result;
+use distlock_core::backend::HolderRecord;
 
 use crate::error::etcd_error;
 use crate::grpc::ops::{self, created_at, get, put};
@@ -134,14 +135,62 @@ pub(crate) async fn list(
     }))
 }
 
-/// Deletes `key` if it is still the one created at `created` (any, with `created` 0): true
-/// if it was there.
+/// Deletes `key` if it is still the one created at `created` on the session's lease (any,
+/// with `created` 0: a key whose create was not answered, never granted): true if it was
+/// there.
 pub(crate) async fn delete(live: &Live, key: &str, created: i64) -> Result<bool> {
     let when = match created {
         0 => Vec::new(),
-        created => vec![created_at(key, created)],
+        created => ops::held_by(key, created, live.lease),
     };
     let txn = ops::txn(when, vec![ops::delete(key)], Vec::new());
     let answer = live.client.txn(txn).await.map_err(etcd_error("delete"))?;
     Ok(answer.succeeded && ops::deleted(&answer) > 0)
+}
+
+/// The contender key under `pfx` last written at revision `fencing_token` (the write that
+/// granted it) if it holds request token `grant`, and the transaction that moves it to the
+/// session's lease with `value` if it still is: the adoption of a handed-off grant. Its
+/// create revision is kept, and with it the key's place ahead of every waiter.
+pub(crate) async fn adopt(
+    live: &Live,
+    pfx: &str,
+    grant: &str,
+    fencing_token: i64,
+    value: &[u8],
+) -> Result<Option<Adopted>> {
+    let listing = live
+        .client
+        .range(ops::range_prefix(pfx, 0))
+        .await
+        .map_err(etcd_error("adopt"))?;
+    let handed = listing.kvs.into_iter().find(|kv| {
+        kv.mod_revision == fencing_token
+            && !kv.key[pfx.len().min(kv.key.len())..].contains(&b'/')
+            && HolderRecord::token_in(&kv.value).as_deref() == Some(grant)
+    });
+    let Some(handed) = handed else {
+        return Ok(None);
+    };
+    let key = String::from_utf8_lossy(&handed.key).into_owned();
+    let txn = ops::txn(
+        vec![ops::modified_at(&key, fencing_token)],
+        vec![put(&key, value, live.lease)],
+        Vec::new(),
+    );
+    let answer = live.client.txn(txn).await.map_err(etcd_error("adopt"))?;
+    Ok(answer.succeeded.then(|| Adopted {
+        key,
+        created: handed.create_revision,
+        revision: ops::revision(answer.header.as_ref()),
+    }))
+}
+
+/// A grant adopted: its key, as created, and the revision of the adoption's write (the
+/// adopter's fencing token).
+#[derive(Debug)]
+pub(crate) struct Adopted {
+    pub(crate) key: String,
+    pub(crate) created: i64,
+    pub(crate) revision: i64,
 }

@@ -34,14 +34,16 @@ pub(crate) struct Deletion {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Stood {
     /// The key, as created at this revision (a key deleted and made again under the same
-    /// name, as etcd's mutex does for a session that locks twice, is another).
-    Key { created: i64 },
+    /// name, as etcd's mutex does for a session that locks twice, is another); for a held
+    /// key, on lease `held_on`: a write that moves it to another lease (an adoption of a
+    /// hand-off) ends the hold as a deletion does.
+    Key { created: i64, held_on: Option<i64> },
     /// `count` keys under the prefix created before revision `before`: those ahead of the
     /// waiter. None can be added, so fewer means one went.
     Ahead { before: i64, count: usize },
 }
 
-/// Waits until `what` is deleted: true then; false when etcd ends the watch first (it fell
+/// Waits until `what` is deleted (or, for a held key, moved to another lease): true then; false when etcd ends the watch first (it fell
 /// so far behind that its next revision was compacted: the caller reads the state again);
 /// an error when etcd ends it for another reason.
 pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion) -> Result<bool> {
@@ -49,10 +51,18 @@ pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion)
         Stood::Ahead { .. } => ops::prefix_end(what.key.as_bytes()),
         Stood::Key { .. } => Vec::new(),
     };
+    // Waiters hear of deletions alone; a holder of its key's writes too (they are rare: an
+    // adoption).
+    let filters = match what.stood {
+        Stood::Key {
+            held_on: Some(_), ..
+        } => Vec::new(),
+        _ => vec![FilterType::Noput.into()],
+    };
     let mut watch = watches.watch(pb::WatchCreateRequest {
         key: what.key.as_bytes().to_vec(),
         range_end,
-        filters: vec![FilterType::Noput.into()],
+        filters,
         ..Default::default()
     })?;
     loop {
@@ -71,8 +81,10 @@ pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion)
             return Ok(true);
         }
         if answer.events.iter().any(|event| {
-            event.r#type == i32::from(EventType::Delete)
-                && event.kv.as_ref().is_some_and(|kv| concerns(what, &kv.key))
+            event.kv.as_ref().is_some_and(|kv| {
+                concerns(what, &kv.key)
+                    && (event.r#type == i32::from(EventType::Delete) || moved(what, kv.lease))
+            })
         }) {
             return Ok(true);
         }
@@ -80,7 +92,7 @@ pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion)
 }
 
 /// Whether what `what`'s listing showed is gone now.
-async fn went_since_listing(client: &Client, what: &Deletion) -> Result<bool> {
+pub(crate) async fn went_since_listing(client: &Client, what: &Deletion) -> Result<bool> {
     let read = match what.stood {
         Stood::Key { .. } => ops::range_key(&what.key),
         Stood::Ahead { before, .. } => pb::RangeRequest {
@@ -94,12 +106,17 @@ async fn went_since_listing(client: &Client, what: &Deletion) -> Result<bool> {
     };
     let now = client.range(read).await.map_err(etcd_error("watch"))?;
     Ok(match what.stood {
-        Stood::Key { created } => now
+        Stood::Key { created, .. } => now
             .kvs
             .first()
-            .is_none_or(|kv| kv.create_revision != created),
+            .is_none_or(|kv| kv.create_revision != created || moved(what, kv.lease)),
         Stood::Ahead { count, .. } => now.kvs.len() < count,
     })
+}
+
+/// Whether a held key `what` now on lease `lease` was moved off its holder's lease.
+fn moved(what: &Deletion, lease: i64) -> bool {
+    matches!(what.stood, Stood::Key { held_on: Some(held), .. } if held != lease)
 }
 
 /// Whether the deletion of `key` concerns `what`: the key itself, or, for a prefix, a

@@ -5,8 +5,8 @@ async fn target() -> distlock_testkit::Target {
     distlock_testkit::etcd_target().await
 }
 
-distlock_testkit::conformance_suite!(target, liveness = Session, lacks = [adopt]);
-distlock_testkit::process_suite!(target, lacks = [adopt]);
+distlock_testkit::conformance_suite!(target, liveness = Session);
+distlock_testkit::process_suite!(target);
 
 use std::time::{Duration, Instant};
 

@@ -52,6 +52,10 @@ struct Stored {
     a: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     t: Option<u64>,
+    /// The request's token, in a record that proves a hand-off (see
+    /// [`HolderRecord::encode_adoptable`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    g: Option<String>,
 }
 
 fn one() -> u32 {
@@ -65,7 +69,36 @@ impl HolderRecord {
     ///
     /// See [`HolderRecord`].
     pub fn encode(request: &LockRequest) -> Vec<u8> {
-        Self::stored(request, None)
+        Self::stored(request, None, None)
+    }
+
+    /// The stored record of `request` with its request token, for a store where the record
+    /// is what an adoption ([`Backend::adopt`](super::Backend::adopt)) compares a hand-off's
+    /// grant with; [`HolderRecord::token_in`] reads it back. Whoever reads the record can
+    /// read the token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use distlock_core::{LockKind, Owner};
+    /// # use distlock_core::backend::{HolderRecord, LockRequest};
+    /// let request = LockRequest::new("n", LockKind::Mutex, Owner::random(), "t-42");
+    /// let stored = HolderRecord::encode_adoptable(&request);
+    /// assert_eq!(HolderRecord::token_in(&stored).as_deref(), Some("t-42"));
+    /// assert!(HolderRecord::decode(&stored).is_some());
+    /// assert_eq!(HolderRecord::token_in(&HolderRecord::encode(&request)), None);
+    /// ```
+    pub fn encode_adoptable(request: &LockRequest) -> Vec<u8> {
+        Self::stored(request, None, Some(&request.token))
+    }
+
+    /// The request token a record written by [`HolderRecord::encode_adoptable`] holds.
+    ///
+    /// # Examples
+    ///
+    /// See [`HolderRecord::encode_adoptable`].
+    pub fn token_in(stored: &[u8]) -> Option<String> {
+        serde_json::from_slice::<Stored>(stored).ok()?.g
     }
 
     /// The stored record of `request`, granted with `fencing_token`.
@@ -83,10 +116,10 @@ impl HolderRecord {
     /// assert_eq!(HolderRecord::decode(&queued).unwrap().fencing_token, None);
     /// ```
     pub fn encode_granted(request: &LockRequest, fencing_token: u64) -> Vec<u8> {
-        Self::stored(request, Some(fencing_token))
+        Self::stored(request, Some(fencing_token), None)
     }
 
-    fn stored(request: &LockRequest, fencing_token: Option<u64>) -> Vec<u8> {
+    fn stored(request: &LockRequest, fencing_token: Option<u64>, token: Option<&str>) -> Vec<u8> {
         serde_json::to_vec(&Stored {
             o: request.owner.as_str().to_owned(),
             k: request.kind.as_str().to_owned(),
@@ -96,6 +129,7 @@ impl HolderRecord {
             p: request.meta.pid,
             a: request.meta.acquired_at_unix_ms,
             t: fencing_token,
+            g: token.map(str::to_owned),
         })
         .unwrap_or_default()
     }

@@ -93,6 +93,22 @@ pub(crate) fn modified_at(key: &str, revision: i64) -> pb::Compare {
     }
 }
 
+/// The condition "`key` lives on lease `lease`".
+pub(crate) fn leased_to(key: &str, lease: i64) -> pb::Compare {
+    pb::Compare {
+        target: compare::CompareTarget::Lease.into(),
+        target_union: Some(compare::TargetUnion::Lease(lease)),
+        ..created_at(key, 0)
+    }
+}
+
+/// The conditions "`key` is the one created at revision `created`, on lease `lease`": a
+/// held contender key still this holder's (an adoption moves it to the adopter's lease,
+/// keeping its create revision and so its place).
+pub(crate) fn held_by(key: &str, created: i64, lease: i64) -> Vec<pb::Compare> {
+    vec![created_at(key, created), leased_to(key, lease)]
+}
+
 /// A transaction: `success` if every condition of `when` holds, else `failure`.
 pub(crate) fn txn(
     when: Vec<pb::Compare>,
