@@ -109,9 +109,11 @@ fn elections_and_jobs_on_postgres_are_clean() {
 }
 
 #[test]
-fn elections_and_jobs_on_etcd_are_clean() {
+fn elections_jobs_and_hand_offs_on_etcd_are_clean() {
     let etcd = distlock_testkit::etcd_server().unwrap_or_else(|e| panic!("{e}"));
-    elections_and_jobs_are_clean(&format!("etcd://{}/torture?session_ttl=2s", etcd.addr()));
+    let url = format!("etcd://{}/torture?session_ttl=2s", etcd.addr());
+    elections_and_jobs_are_clean(&url);
+    hand_offs_are_clean(&url);
 }
 
 #[test]
