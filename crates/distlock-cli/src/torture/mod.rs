@@ -4,6 +4,7 @@
 mod clock;
 mod faults;
 mod hand_off;
+mod leading;
 mod link;
 mod process;
 mod record;

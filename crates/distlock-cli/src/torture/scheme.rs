@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use distlock::{Client, Election, Error, ErrorKind, Guard, Leadership, LockOptions, Mutex, Result};
+use distlock::{Client, Error, ErrorKind, Guard, LockOptions, Mutex, Result};
 use distlock_check::history::{instant_ns, monotonic_ns};
 use redis::aio::MultiplexedConnection;
 
@@ -33,10 +33,8 @@ pub struct Hold {
     /// Until when its holder may act, on the shared clock; `u64::MAX` for a holder that
     /// never looks.
     pub safe_until: u64,
-    /// distlock's guard (none for a broken Redis scheme, nor an election's).
+    /// distlock's guard (none for a broken Redis scheme).
     guard: Option<Guard>,
-    /// An election's leadership.
-    leadership: Option<Leadership>,
     /// Whether the holder looks at its guard: renewed, and checked before each unfenced
     /// write.
     pub looks: bool,
@@ -54,18 +52,15 @@ impl Hold {
             token: guard.fencing_token(),
             safe_until: instant_ns(guard.safe_until()),
             guard: Some(guard),
-            leadership: None,
             looks: true,
             counted: None,
             value: String::new(),
         }
     }
 
-    /// distlock's guard of the grant, a mutex's or a leadership's.
+    /// distlock's guard of the grant.
     pub fn guard(&self) -> Option<&Guard> {
-        self.guard
-            .as_ref()
-            .or(self.leadership.as_ref().map(Leadership::guard))
+        self.guard.as_ref()
     }
 }
 
@@ -79,8 +74,6 @@ pub enum Lock {
         renewed: bool,
         fair: bool,
     },
-    /// distlock's election, in which the worker campaigns.
-    Election { election: Election, fair: bool },
     /// distlock's mutex under a job whose runs keep it `at_least` after their grant.
     Job {
         mutex: Mutex,
@@ -142,17 +135,11 @@ pub async fn remove(url: &str, name: &str) {
 }
 
 impl Lock {
-    /// Connects the lock of `task`, whose worker campaigns (in an election) as
-    /// `identity`.
-    pub async fn open(task: &super::worker::Task, identity: String) -> Result<Lock> {
+    /// Connects the lock of `task` (an election's worker stands in `leading` instead).
+    pub async fn open(task: &super::worker::Task) -> Result<Lock> {
         let (url, name, scheme, fair) = (&task.url, &task.name, task.scheme, task.fair);
         if on_database(scheme) {
             return Ok(Lock::Sql(SqlLock::open(url, name, scheme).await?));
-        }
-        if scheme == Scheme::Election {
-            let client = open_client(url).await?;
-            let election = client.election(name.as_str()).identity(identity);
-            return Ok(Lock::Election { election, fair });
         }
         if scheme == Scheme::HandOff {
             let client = open_client(url).await?;
@@ -208,23 +195,8 @@ impl Lock {
                     token: grant.token,
                     safe_until: u64::MAX,
                     guard: None,
-                    leadership: None,
                     looks: false,
                     counted: grant.counted,
-                    value: String::new(),
-                });
-            }
-            Lock::Election { election, fair } => {
-                let options = waiting_until(until).ttl(ttl).fair(*fair);
-                let candidate = election.clone().with_options(options);
-                let leadership = candidate.campaign().await?;
-                return Ok(Hold {
-                    token: leadership.term(),
-                    safe_until: instant_ns(leadership.safe_until()),
-                    guard: None,
-                    leadership: Some(leadership),
-                    looks: true,
-                    counted: None,
                     value: String::new(),
                 });
             }
@@ -262,7 +234,6 @@ impl Lock {
                     token: guard.fencing_token(),
                     safe_until,
                     guard: Some(guard),
-                    leadership: None,
                     looks: *renewed,
                     counted: None,
                     value: String::new(),
@@ -281,7 +252,6 @@ impl Lock {
                 token: 0,
                 safe_until: started + ttl.as_nanos() as u64,
                 guard: None,
-                leadership: None,
                 looks: false,
                 counted: None,
                 value,
@@ -361,7 +331,9 @@ impl Lock {
                 | Scheme::VersionCas
                 | Scheme::Election
                 | Scheme::Job
-                | Scheme::HandOff => unreachable!("the other schemes are served above"),
+                | Scheme::HandOff => {
+                    unreachable!("the other schemes are served above, or in `leading`")
+                }
             }
             if monotonic_ns() + RETRY.as_nanos() as u64 >= until {
                 return Err(Error::new(ErrorKind::Timeout, "the run ended first"));
@@ -386,10 +358,6 @@ impl Lock {
             Lock::Sql(lock) => lock.release().await,
             Lock::Distlock { .. } => match hold.guard {
                 Some(guard) => guard.release().await.map(|()| true),
-                None => Ok(true),
-            },
-            Lock::Election { .. } => match hold.leadership {
-                Some(leadership) => leadership.resign().await.map(|()| true),
                 None => Ok(true),
             },
             Lock::HandOff {
@@ -472,7 +440,7 @@ async fn release_redis(
 }
 
 /// Lock options that wait until `until`, on the shared clock.
-fn waiting_until(until: u64) -> LockOptions {
+pub(super) fn waiting_until(until: u64) -> LockOptions {
     LockOptions::new().wait(Duration::from_nanos(until.saturating_sub(monotonic_ns())))
 }
 

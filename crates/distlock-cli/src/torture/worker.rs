@@ -11,9 +11,10 @@ use distlock::{Error, ErrorKind, Guard, Health, Result};
 use distlock_check::history::{What, instant_ns, monotonic_ns};
 use serde::{Deserialize, Serialize};
 
+use super::leading::lead;
 use super::record::Recorder;
 use super::resource::Writer;
-use super::scheme::{Hold, Lock};
+use super::scheme::Lock;
 use super::steps::{self, Orders};
 use crate::args::Scheme;
 use crate::worker_task;
@@ -44,13 +45,15 @@ pub async fn worker() -> Result<u8> {
     let task: Task = worker_task::receive()?;
     let orders = Orders::listen();
     let recorder = Arc::new(Recorder::open(&task.history)?);
-    let mut lock = Lock::open(&task, me_of(&task)).await?;
     let mut resource = Writer::connect(task.resource).await?;
     let me = task.worker;
-    tokio::time::sleep(Duration::from_nanos(
-        task.start.saturating_sub(monotonic_ns()),
-    ))
-    .await;
+    if task.scheme == Scheme::Election {
+        wait_for_start(&task).await;
+        lead(&task, &orders, &recorder, &mut resource).await?;
+        return Ok(0);
+    }
+    let mut lock = Lock::open(&task).await?;
+    wait_for_start(&task).await;
     while monotonic_ns() < task.until && !orders.stopped() {
         recorder.record(me, What::Acquire);
         let acquire = lock.acquire((task.ttl, task.hold), task.until, &orders, &recorder, me);
@@ -103,10 +106,14 @@ pub async fn worker() -> Result<u8> {
         };
         match hold.guard().filter(|_| hold.looks) {
             Some(guard) => tokio::select! {
-                done = section.run(Some(guard), &hold, &mut resource) => done?,
+                done = section.run(Some(guard), token, hold.counted, &mut resource) => done?,
                 never = watch(guard, &recorder, me) => match never {},
             },
-            None => section.run(None, &hold, &mut resource).await?,
+            None => {
+                section
+                    .run(None, token, hold.counted, &mut resource)
+                    .await?
+            }
         }
         recorder.record(me, What::Release);
         orders.at(steps::BEFORE_RELEASE, &recorder, me);
@@ -121,8 +128,16 @@ pub async fn worker() -> Result<u8> {
     Ok(0)
 }
 
+/// Sleeps until the run's start.
+async fn wait_for_start(task: &Task) {
+    tokio::time::sleep(Duration::from_nanos(
+        task.start.saturating_sub(monotonic_ns()),
+    ))
+    .await;
+}
+
 /// The identity a worker campaigns with.
-fn me_of(task: &Task) -> String {
+pub(super) fn me_of(task: &Task) -> String {
     format!("worker-{}", task.worker)
 }
 
@@ -133,32 +148,38 @@ fn valid(guard: Option<&Guard>) -> bool {
 }
 
 /// A worker's critical section, and what it answers to.
-struct Section<'a> {
-    task: &'a Task,
-    orders: &'a Orders,
-    recorder: &'a Recorder,
+pub(super) struct Section<'a> {
+    pub(super) task: &'a Task,
+    pub(super) orders: &'a Orders,
+    pub(super) recorder: &'a Recorder,
 }
 
 impl Section<'_> {
     /// The critical section: a careful holder checks its guard before each unfenced write
     /// (a pause between the check and the write can still make it stale: that is what
-    /// fencing is for), and writes to the fenced resource with its token. A hold whose
+    /// fencing is for), and writes to the fenced resource with its `token`. A hold whose
     /// counter update the store made (`counted`) only writes to the resource.
-    async fn run(&self, guard: Option<&Guard>, hold: &Hold, resource: &mut Writer) -> Result<()> {
+    pub(super) async fn run(
+        &self,
+        guard: Option<&Guard>,
+        token: u64,
+        counted: Option<u64>,
+        resource: &mut Writer,
+    ) -> Result<()> {
         let (recorder, me) = (self.recorder, self.task.worker);
         recorder.record(me, What::Enter);
         if self.task.scheme == Scheme::Election {
             // A leader makes its term known to the resource as its term begins: from then
             // on an earlier leader's late write is refused.
-            resource.write(me, hold.token).await?;
+            resource.write(me, token).await?;
         }
-        if hold.counted.is_none() && !self.count(guard).await? {
+        if counted.is_none() && !self.count(guard).await? {
             recorder.record(me, What::Abandon);
             return Ok(());
         }
         self.orders.at(steps::BEFORE_FENCED_WRITE, recorder, me);
         // The resource records its verdict itself.
-        resource.write(me, hold.token).await?;
+        resource.write(me, token).await?;
         recorder.record(me, What::Exit);
         Ok(())
     }
@@ -185,7 +206,7 @@ impl Section<'_> {
 
 /// Records the guard's health changes and renewals, looking every 2 ms, for as long as it
 /// is polled.
-async fn watch(guard: &Guard, recorder: &Recorder, me: u32) -> std::convert::Infallible {
+pub(super) async fn watch(guard: &Guard, recorder: &Recorder, me: u32) -> std::convert::Infallible {
     let (mut health, mut safe_until) = (guard.health(), guard.safe_until());
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
