@@ -66,6 +66,14 @@ pub enum What {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         detachable: bool,
     },
+    /// The job's runs are also spaced by `once_per` (written by the coordinator after
+    /// `JobRuns`): no run's body starts sooner than that after the start of a run that
+    /// succeeded (its `Exit`, and a release that says `kept` or `ok`). A grant found too
+    /// soon is no run: its worker records an `AcquireFailed`.
+    OncePer {
+        /// The window, in nanoseconds.
+        span: u64,
+    },
     /// The worker asks for the lock.
     Acquire,
     /// Its acquire returned the lock.

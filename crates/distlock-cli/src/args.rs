@@ -329,6 +329,10 @@ pub struct TortureArgs {
     /// With --scheme job: how long each run keeps the lock after its grant.
     #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
     pub at_least: Option<Duration>,
+    /// With --scheme job: skip a run (its body) that comes sooner than this after the
+    /// start of the last run that succeeded, by the run record the store keeps.
+    #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+    pub once_per: Option<Duration>,
     /// Start the store here (from the installed server, on a free loopback port, in a
     /// temporary directory removed after), instead of using the URL, so that the server
     /// can be paused and restarted (`--faults server-pause,server-restart`).

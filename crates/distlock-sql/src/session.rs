@@ -26,6 +26,11 @@ const IDLE_KEPT: usize = 16;
 /// connection instead.
 const CANCEL_WITHIN: Duration = Duration::from_secs(2);
 
+/// How long after the statement that made a waited-for grant its poll may count the
+/// grant's validity from itself without asking the server again: within the margin every
+/// validity leaves.
+const FRESH_GRANT: Duration = Duration::from_millis(2);
+
 /// One connection, the server's id for it, and the sentinel's generation when it was made
 /// (it serves grants of that generation only).
 struct Session<C> {
@@ -187,8 +192,23 @@ impl<D: SessionDialect> Sessions<D> {
                 close::<D>(waited.session);
                 Ok(PollOutcome::pending(Some(Duration::ZERO)))
             }
-            Ok(Ok(fence)) => {
-                hold(cell, waiting.key, waited.session, waiting.generation);
+            Ok(Ok((fence, sent))) => {
+                let mut session = waited.session;
+                // The lock's validity is counted from this poll. A grant made well before
+                // it (its process paused, or slow to wake, as the answer came) may have
+                // outlived the server's limit on a silent session meanwhile: the session
+                // is asked whether it still holds it, re-arming the limit, first.
+                if sent.elapsed() > FRESH_GRANT {
+                    let held = self
+                        .dialect
+                        .renew(&mut session.conn, &waiting.key, request.ttl)
+                        .await;
+                    if !matches!(held, Ok(true)) {
+                        close::<D>(session);
+                        return Ok(PollOutcome::pending(Some(Duration::ZERO)));
+                    }
+                }
+                hold(cell, waiting.key, session, waiting.generation);
                 Ok(granted(fence))
             }
             Ok(Err(other)) => {

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use distlock_core::backend::{LockRequest, async_trait};
 use distlock_core::{Error, Result};
 
@@ -27,9 +29,11 @@ pub(crate) struct NoteWrite<'a> {
     pub(crate) quiet_ms: Option<i64>,
 }
 
-/// How a wait in the server's queue ended once the lock was granted: the fencing token, or
-/// what else the name turned out to be in use as (the lock is then not held).
-pub(crate) type WaitEnd = std::result::Result<i64, &'static str>;
+/// How a wait in the server's queue ended once the lock was granted: the fencing token and
+/// when the statement that minted it was sent (the server's limit on a silent session runs
+/// from no earlier), or what else the name turned out to be in use as (the lock is then
+/// not held).
+pub(crate) type WaitEnd = std::result::Result<(i64, Instant), &'static str>;
 
 /// One dialect's session locks: how to open a connection, and the statements run on it.
 #[async_trait]

@@ -1,5 +1,6 @@
 //! A job's runs: a run that kept its lock for `at_least` after its grant (its release
-//! said `kept`) is followed by no grant sooner than that.
+//! said `kept`) is followed by no grant sooner than that; with `once_per`, a run that
+//! succeeded is followed by no run's body sooner than that after its grant.
 
 use crate::history::{Event, What};
 
@@ -52,12 +53,61 @@ pub(super) fn check_too_soon(timeline: &Timeline, verdict: &mut Verdict) {
     }
 }
 
-/// Whether `hold`'s release said its lock was kept for `at_least`.
-fn was_kept(events: &[Event], hold: &Hold) -> bool {
+/// (j) For a history of a job's runs spaced by `once_per`: every run whose body started
+/// (its `Enter`) sooner than `once_per` after the grant of a run that succeeded. The store
+/// stamps a run's start after its grant and checks the window before the body, so a body
+/// that entered that soon was certainly let in too soon, whatever the store's clock.
+pub(super) fn check_once_per(timeline: &Timeline, verdict: &mut Verdict) {
+    let events = timeline.events;
+    let Some(once_per) = events.iter().find_map(|event| match event.what {
+        What::OncePer { span } => Some(span),
+        _ => None,
+    }) else {
+        return;
+    };
+    let succeeded = timeline.holds.iter().filter(|hold| {
+        let own = own_events(events, hold).collect::<Vec<_>>();
+        own.iter().any(|event| matches!(event.what, What::Exit))
+            && own.iter().any(|event| {
+                matches!(&event.what, What::Released { outcome } if outcome == KEPT || outcome == "ok")
+            })
+    });
+    for done in succeeded {
+        let granted = events[done.grant].at;
+        let window = granted..granted.saturating_add(once_per);
+        for next in timeline.holds.iter().filter(|next| next.grant > done.grant) {
+            let entered = own_events(events, next).find(|event| matches!(event.what, What::Enter));
+            let Some(entered) = entered.filter(|event| window.contains(&event.at)) else {
+                continue;
+            };
+            verdict.violations.push(Violation {
+                kind: Kind::JobTooSoon,
+                message: format!(
+                    "{} ran its body {} after the grant of {}, whose run succeeded, within once_per {}",
+                    timeline.describe(next),
+                    duration(entered.at - granted),
+                    timeline.describe(done),
+                    duration(once_per)
+                ),
+                events: vec![done.grant, next.grant],
+                span: [granted, entered.at],
+            });
+        }
+    }
+}
+
+/// What `hold`'s worker recorded from its grant to its next acquire.
+fn own_events<'a>(events: &'a [Event], hold: &Hold) -> impl Iterator<Item = &'a Event> {
+    let worker = hold.worker;
     events[hold.grant + 1..]
         .iter()
-        .filter(|event| event.worker == hold.worker)
+        .filter(move |event| event.worker == worker)
         .take_while(|event| !matches!(event.what, What::Acquire | What::Granted { .. }))
+}
+
+/// Whether `hold`'s release said its lock was kept for `at_least`.
+fn was_kept(events: &[Event], hold: &Hold) -> bool {
+    own_events(events, hold)
         .any(|event| matches!(&event.what, What::Released { outcome } if outcome == KEPT))
 }
 

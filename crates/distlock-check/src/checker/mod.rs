@@ -87,6 +87,7 @@ pub fn check(events: &[Event], limits: &Limits) -> Verdict {
     liveness::check_fifo(&timeline, &mut verdict);
     liveness::count_starved(&timeline, limits, &mut verdict);
     job::check_too_soon(&timeline, &mut verdict);
+    job::check_once_per(&timeline, &mut verdict);
     hand_off::check_hand_offs(&timeline, limits, &mut verdict);
     if scheme_of(events) == Some("election") {
         as_election(&mut verdict);
@@ -247,7 +248,8 @@ pub enum Kind {
     /// to it, or with a term not above one it had accepted (a stale or late write, in an
     /// election's history: each leader writes its term as its term begins).
     StaleLeaderWrite,
-    /// A job ran again sooner than its `at_least` after a run that kept its lock for it.
+    /// A job ran again sooner than its `at_least` after a run that kept its lock for it,
+    /// or sooner than its `once_per` after the start of a run that succeeded.
     JobTooSoon,
     /// A hand-off went wrong: the resource accepted a write of the sender after another
     /// worker took its grant over, or nobody was granted the lock within the offer's

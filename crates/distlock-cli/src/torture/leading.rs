@@ -11,22 +11,8 @@ use super::record::Recorder;
 use super::resource::Writer;
 use super::scheme::waiting_until;
 use super::steps::{self, Orders};
-use super::worker::{Section, Task, me_of, watch};
+use super::worker::{Section, Stop, Task, me_of, watch};
 use crate::location::open_client;
-
-/// Why a run of terms ended early.
-enum Stop {
-    /// The store's answer: a campaign that timed out or was refused.
-    Store(Error),
-    /// The term's work failed (the resource out of reach): the worker ends.
-    Section(Error),
-}
-
-impl From<Error> for Stop {
-    fn from(err: Error) -> Stop {
-        Stop::Store(err)
-    }
-}
 
 /// Stands for election until the run's end: each round, `Election::run` with `requeue`
 /// does one term's work (and more terms after each loss), then resigns.

@@ -4,6 +4,7 @@
 mod clock;
 mod faults;
 mod hand_off;
+mod jobs;
 mod leading;
 mod link;
 mod process;
@@ -234,6 +235,10 @@ async fn run(
             },
         );
     }
+    if let Some(once_per) = args.once_per {
+        let span = once_per.as_nanos() as u64;
+        recorder.record(0, What::OncePer { span });
+    }
     // A resource fenced by the schemes' tokens (those without take 0, and a resource that
     // knows nothing of tokens).
     let fenced = matches!(
@@ -259,6 +264,7 @@ async fn run(
         ttl: args.ttl,
         hold: args.hold,
         at_least: args.at_least,
+        once_per: args.once_per,
         start: started,
         until,
         history: files.history.clone(),
@@ -371,7 +377,18 @@ fn check_args(args: &TortureArgs) -> Result<()> {
                 "--scheme job needs --at-least D: how long each run keeps the lock",
             ));
         }
-        (Scheme::Job, Some(at_least)) => distlock::validate_job_span("--at-least", at_least)?,
+        (Scheme::Job, Some(at_least)) => {
+            distlock::validate_job_span("--at-least", at_least)?;
+            if let Some(once_per) = args.once_per {
+                distlock::validate_job_span("--once-per", once_per)?;
+            }
+        }
+        (scheme, None) if args.once_per.is_some() => {
+            return Err(Error::invalid(format!(
+                "--once-per is a job's: it goes with --scheme job, not {}",
+                scheme.as_str()
+            )));
+        }
         (_, None) => {}
         (scheme, Some(_)) => {
             return Err(Error::invalid(format!(
@@ -391,6 +408,7 @@ fn check_args(args: &TortureArgs) -> Result<()> {
         args.fault_every,
         liveness,
         args.at_least.unwrap_or_default(),
+        args.once_per.unwrap_or_default(),
     ]
     .iter()
     .any(|d| *d > MAX_DURATION)

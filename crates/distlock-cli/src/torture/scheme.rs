@@ -6,7 +6,7 @@
 //! start plus the TTL it set, so the checker blames them only for what their store
 //! calls did, not for a holder that outlived its lease (that is `no-renewal`'s fault).
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use distlock::{Client, Error, ErrorKind, Guard, LockOptions, Mutex, Result};
 use distlock_check::history::{instant_ns, monotonic_ns};
@@ -74,12 +74,6 @@ pub enum Lock {
         renewed: bool,
         fair: bool,
     },
-    /// distlock's mutex under a job whose runs keep it `at_least` after their grant.
-    Job {
-        mutex: Mutex,
-        at_least: Duration,
-        fair: bool,
-    },
     /// distlock's mutex, whose holders hand it on through `mailbox` (a file every worker
     /// reads) for `window`.
     HandOff {
@@ -135,7 +129,8 @@ pub async fn remove(url: &str, name: &str) {
 }
 
 impl Lock {
-    /// Connects the lock of `task` (an election's worker stands in `leading` instead).
+    /// Connects the lock of `task` (an election's worker stands in `leading` instead, a
+    /// job's runs in `jobs`).
     pub async fn open(task: &super::worker::Task) -> Result<Lock> {
         let (url, name, scheme, fair) = (&task.url, &task.name, task.scheme, task.fair);
         if on_database(scheme) {
@@ -151,15 +146,6 @@ impl Lock {
                 window: task.ttl,
                 fair,
                 me: task.worker,
-            });
-        }
-        if let (Scheme::Job, Some(at_least)) = (scheme, task.at_least) {
-            let client = open_client(url).await?;
-            let mutex = client.mutex(name.as_str());
-            return Ok(Lock::Job {
-                mutex,
-                at_least,
-                fair,
             });
         }
         if !on_plain_redis(scheme) {
@@ -211,10 +197,6 @@ impl Lock {
                 let options = LockOptions::new().ttl(ttl).fair(*fair);
                 let guard = take_or_adopt(client, mutex, (mailbox, *me), &options, until).await?;
                 return Ok(Hold::looked_at(guard));
-            }
-            Lock::Job { mutex, fair, .. } => {
-                let options = waiting_until(until).ttl(ttl).fair(*fair);
-                return Ok(Hold::looked_at(mutex.lock_with(&options).await?));
             }
             Lock::Distlock {
                 mutex,
@@ -342,14 +324,11 @@ impl Lock {
         }
     }
 
-    /// Releases `hold`, granted at `granted_at` on the shared clock: `ok`, `kept` (a job's
-    /// run whose lock the store, or the client, keeps until `at_least` after the grant),
-    /// `fail` (the lock was not held any more, as far as the scheme can tell) or
-    /// `unknown`.
+    /// Releases `hold`: `ok`, `fail` (the lock was not held any more, as far as the
+    /// scheme can tell), `unknown`, or a hand-off's outcome.
     pub async fn release(
         &mut self,
         hold: Hold,
-        granted_at: u64,
         orders: &Orders,
         recorder: &Recorder,
         me: u32,
@@ -367,22 +346,6 @@ impl Lock {
                     return "fail";
                 };
                 return hand_on(guard, mailbox, *window, recorder, me).await;
-            }
-            Lock::Job { at_least, .. } => {
-                let Some(guard) = hold.guard else {
-                    return "fail";
-                };
-                let since = Duration::from_nanos(monotonic_ns().saturating_sub(granted_at));
-                let granted = Instant::now()
-                    .checked_sub(since)
-                    .unwrap_or_else(Instant::now);
-                return match guard.release_at(granted + *at_least).await {
-                    Ok(_) => "kept",
-                    Err(err) if matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) => {
-                        "fail"
-                    }
-                    Err(_) => "unknown",
-                };
             }
             Lock::Redis {
                 scheme,

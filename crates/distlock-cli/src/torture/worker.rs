@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{Error, ErrorKind, Guard, Health, Result};
+use distlock::{Error, ErrorKind, Guard, Health, Held, Result};
 use distlock_check::history::{What, instant_ns, monotonic_ns};
 use serde::{Deserialize, Serialize};
 
+use super::jobs::run_jobs;
 use super::leading::lead;
 use super::record::Recorder;
 use super::resource::Writer;
@@ -32,6 +33,8 @@ pub struct Task {
     pub hold: Duration,
     /// How long a job's run keeps the lock after its grant (`--scheme job`).
     pub at_least: Option<Duration>,
+    /// How far apart a job's successful runs are spaced (`--once-per`).
+    pub once_per: Option<Duration>,
     /// When to start asking for the lock, and when to stop, on the shared clock.
     pub start: u64,
     pub until: u64,
@@ -47,10 +50,18 @@ pub async fn worker() -> Result<u8> {
     let recorder = Arc::new(Recorder::open(&task.history)?);
     let mut resource = Writer::connect(task.resource).await?;
     let me = task.worker;
-    if task.scheme == Scheme::Election {
-        wait_for_start(&task).await;
-        lead(&task, &orders, &recorder, &mut resource).await?;
-        return Ok(0);
+    match task.scheme {
+        Scheme::Election => {
+            wait_for_start(&task).await;
+            lead(&task, &orders, &recorder, &mut resource).await?;
+            return Ok(0);
+        }
+        Scheme::Job => {
+            wait_for_start(&task).await;
+            run_jobs(&task, &orders, &recorder, &mut resource).await?;
+            return Ok(0);
+        }
+        _ => {}
     }
     let mut lock = Lock::open(&task).await?;
     wait_for_start(&task).await;
@@ -106,7 +117,7 @@ pub async fn worker() -> Result<u8> {
         };
         match hold.guard().filter(|_| hold.looks) {
             Some(guard) => tokio::select! {
-                done = section.run(Some(guard), token, hold.counted, &mut resource) => done?,
+                done = section.run(Some(guard as &dyn Looked), token, hold.counted, &mut resource) => done?,
                 never = watch(guard, &recorder, me) => match never {},
             },
             None => {
@@ -117,7 +128,7 @@ pub async fn worker() -> Result<u8> {
         }
         recorder.record(me, What::Release);
         orders.at(steps::BEFORE_RELEASE, &recorder, me);
-        let outcome = lock.release(hold, granted_at, &orders, &recorder, me).await;
+        let outcome = lock.release(hold, &orders, &recorder, me).await;
         recorder.record(
             me,
             What::Released {
@@ -141,10 +152,50 @@ pub(super) fn me_of(task: &Task) -> String {
     format!("worker-{}", task.worker)
 }
 
+/// What a careful holder looks at: its guard, or a job's view of it.
+pub(super) trait Looked: Sync {
+    fn health(&self) -> Health;
+    fn safe_until(&self) -> Instant;
+}
+
+impl Looked for Guard {
+    fn health(&self) -> Health {
+        Guard::health(self)
+    }
+
+    fn safe_until(&self) -> Instant {
+        Guard::safe_until(self)
+    }
+}
+
+impl Looked for Held {
+    fn health(&self) -> Health {
+        Held::health(self)
+    }
+
+    fn safe_until(&self) -> Instant {
+        Held::safe_until(self)
+    }
+}
+
 /// Whether the guard may still be acted under: not lost, and within its validity. A
 /// holder that does not look (no guard to look at) always thinks so.
-fn valid(guard: Option<&Guard>) -> bool {
+fn valid(guard: Option<&dyn Looked>) -> bool {
     guard.is_none_or(|guard| guard.health() != Health::Lost && Instant::now() < guard.safe_until())
+}
+
+/// Why a body a worker ran under distlock's control (a term's, a job's) ended early.
+pub(super) enum Stop {
+    /// The store's answer: a campaign that timed out or was refused, a grant lost.
+    Store(Error),
+    /// The section failed (the resource out of reach): the worker ends.
+    Section(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(err: Error) -> Stop {
+        Stop::Store(err)
+    }
 }
 
 /// A worker's critical section, and what it answers to.
@@ -161,7 +212,7 @@ impl Section<'_> {
     /// counter update the store made (`counted`) only writes to the resource.
     pub(super) async fn run(
         &self,
-        guard: Option<&Guard>,
+        guard: Option<&dyn Looked>,
         token: u64,
         counted: Option<u64>,
         resource: &mut Writer,
@@ -186,7 +237,7 @@ impl Section<'_> {
 
     /// The counter's read-modify-write, the guard checked before each step: false if it
     /// was found invalid, and the section is to be abandoned.
-    async fn count(&self, guard: Option<&Guard>) -> Result<bool> {
+    async fn count(&self, guard: Option<&dyn Looked>) -> Result<bool> {
         let (task, recorder, me) = (self.task, self.recorder, self.task.worker);
         if !valid(guard) {
             return Ok(false);
@@ -206,7 +257,11 @@ impl Section<'_> {
 
 /// Records the guard's health changes and renewals, looking every 2 ms, for as long as it
 /// is polled.
-pub(super) async fn watch(guard: &Guard, recorder: &Recorder, me: u32) -> std::convert::Infallible {
+pub(super) async fn watch(
+    guard: &dyn Looked,
+    recorder: &Recorder,
+    me: u32,
+) -> std::convert::Infallible {
     let (mut health, mut safe_until) = (guard.health(), guard.safe_until());
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;

@@ -237,9 +237,10 @@ impl SessionDialect for MysqlSessions {
                 "the wait in GET_LOCK was stopped".into(),
             ));
         }
+        let sent = tokio::time::Instant::now();
         let done = record_grant(&mut conn.conn, request, key, &WAIT_GRANT).await?;
         if done.rows_affected() > 0 {
-            return Ok(Ok(done.last_insert_id() as i64));
+            return Ok(Ok((done.last_insert_id() as i64, sent)));
         }
         match leased(&mut conn.conn, key).await? {
             Some(other) => Ok(Err(other)),

@@ -79,7 +79,10 @@ impl SessionDialect for PgSessions {
     ) -> sqlx::Result<WaitEnd> {
         advisory::queue(conn, request, key.0).await?;
         advisory::wait(conn, key.1, key.0).await?;
-        advisory::granted(conn, request).await.map(Ok)
+        let sent = tokio::time::Instant::now();
+        advisory::granted(conn, request)
+            .await
+            .map(|fence| Ok((fence, sent)))
     }
 
     async fn interrupt(&self, conn_id: i64) -> sqlx::Result<()> {

@@ -96,6 +96,62 @@ fn a_job_run_after_a_run_that_was_not_kept_or_whose_keeper_died_is_no_violation(
 }
 
 #[test]
+fn a_body_entered_within_once_per_of_a_successful_runs_grant_is_too_soon() {
+    let mut history = History::new();
+    start_as(&mut history, "job", Some((5, true)));
+    let at = history.events[0].at;
+    let once_per = Event {
+        at,
+        worker: 0,
+        what: What::OncePer { span: 100 * MS },
+    };
+    history.events.insert(2, once_per);
+    // A run that succeeded.
+    history.granted(10, 1, 1, 110);
+    history.add(11, 1, What::Enter);
+    history.add(14, 1, What::Exit);
+    history.add(15, 1, What::Release);
+    history.released(16, 1, "kept");
+    // A grant found too soon: no run.
+    history.add(30, 2, What::Acquire);
+    let error = "skipped: too soon".to_owned();
+    history.add(31, 2, What::AcquireFailed { error });
+    assert_eq!(kinds(&history.check()), [], "a skipped grant is no run");
+    // A run whose body entered 60 ms after the successful run's grant.
+    let grant = history.events.len();
+    history.granted(68, 3, 3, 168);
+    history.add(70, 3, What::Enter);
+    let verdict = history.check();
+    assert_eq!(
+        kinds(&verdict),
+        [Kind::JobTooSoon],
+        "{:#?}",
+        verdict.violations
+    );
+    assert_eq!(verdict.violations[0].events[1], grant);
+    assert!(verdict.violations[0].message.contains("once_per"));
+
+    // After a run that did not succeed (no exit), nothing is spaced.
+    let mut failed = History::new();
+    start_as(&mut failed, "job", Some((5, true)));
+    failed.events.insert(
+        2,
+        Event {
+            at,
+            worker: 0,
+            what: What::OncePer { span: 100 * MS },
+        },
+    );
+    failed.granted(10, 1, 1, 110);
+    failed.add(11, 1, What::Enter);
+    failed.add(15, 1, What::Release);
+    failed.released(16, 1, "fail");
+    failed.granted(30, 2, 2, 130);
+    failed.add(31, 2, What::Enter);
+    assert_eq!(kinds(&failed.check()), []);
+}
+
+#[test]
 fn a_senders_write_after_the_adoption_and_an_offer_nobody_took_are_adopt_violations() {
     let mut history = History::new();
     history.granted(10, 1, 1, 200);

@@ -1,0 +1,136 @@
+//! The job scheme's worker: each round takes the job's lock (waiting, as the other
+//! schemes' workers do), then runs the critical section as the job's body under
+//! [`Job::run_holding`](distlock::Job::run_holding), which writes the run record, skips a
+//! run that comes too soon for `once_per`, and keeps the lock until `at_least` after the
+//! grant.
+//!
+//! A run is recorded as a hold from its grant on once the job lets its body run: a grant
+//! that `run_holding` finds too soon (and releases before it returns, so a record of its
+//! end would come late) is recorded as an acquire that got no run. Mutual exclusion of
+//! those brief grants is what the `distlock` scheme tortures.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use distlock::{Error, ErrorKind, Held, JobOutcome, Result};
+use distlock_check::history::{What, instant_ns, monotonic_ns};
+
+use super::record::Recorder;
+use super::resource::Writer;
+use super::scheme::waiting_until;
+use super::steps::{self, Orders};
+use super::worker::{Looked, Section, Stop, Task, watch};
+use crate::location::open_client;
+
+/// What a worker records of a grant too soon for `once_per`.
+const SKIPPED: &str = "skipped: the last run that succeeded started less than once_per ago";
+
+/// Runs the job until the run's end.
+pub(super) async fn run_jobs(
+    task: &Task,
+    orders: &Orders,
+    recorder: &Recorder,
+    resource: &mut Writer,
+) -> Result<()> {
+    let client = open_client(&task.url).await?;
+    let mut job = client.job(task.name.as_str());
+    if let Some(at_least) = task.at_least {
+        job = job.at_least(at_least);
+    }
+    if let Some(once_per) = task.once_per {
+        job = job.once_per(once_per);
+    }
+    let mutex = client.mutex(task.name.as_str());
+    let me = task.worker;
+    let section = Section {
+        task,
+        orders,
+        recorder,
+    };
+    while monotonic_ns() < task.until && !orders.stopped() {
+        recorder.record(me, What::Acquire);
+        let options = waiting_until(task.until).ttl(task.ttl).fair(task.fair);
+        let acquired = tokio::select! {
+            acquired = mutex.lock_with(&options) => acquired,
+            () = orders.stop_ordered() => Err(Error::new(ErrorKind::Timeout, "the run was interrupted")),
+        };
+        let guard = match acquired {
+            Ok(guard) => guard,
+            Err(err) => {
+                recorder.record(
+                    me,
+                    What::AcquireFailed {
+                        error: err.to_string(),
+                    },
+                );
+                match err.kind() {
+                    ErrorKind::Timeout => {}
+                    _ if err.is_temporary() => tokio::time::sleep(Duration::from_millis(50)).await,
+                    _ => return Err(err),
+                }
+                continue;
+            }
+        };
+        let granted_at = monotonic_ns();
+        let granted = What::Granted {
+            token: guard.fencing_token(),
+            safe_until: instant_ns(guard.safe_until()),
+        };
+        orders.at(steps::AFTER_GRANT, recorder, me);
+        let began = Cell::new(false);
+        let ran = job
+            .run_holding(guard, async |held: &Held| {
+                // A run is a hold from the grant on, recorded once the job lets the body
+                // run: a grant found too soon is no run.
+                recorder.record_at(me, granted_at, granted);
+                began.set(true);
+                body(held, &section, resource).await
+            })
+            .await;
+        let outcome = match ran {
+            Ok(JobOutcome::Ran(())) if task.at_least.is_some() => "kept",
+            Ok(JobOutcome::Ran(())) => "ok",
+            Err(Stop::Section(err)) => return Err(err),
+            Err(Stop::Store(err))
+                if began.get()
+                    && matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) =>
+            {
+                "fail"
+            }
+            Err(Stop::Store(_)) if began.get() => "unknown",
+            // Too soon for once_per, or the run record could not be read: no run.
+            refused => {
+                let error = match refused {
+                    Err(Stop::Store(err)) => err.to_string(),
+                    _ => SKIPPED.to_owned(),
+                };
+                recorder.record(me, What::AcquireFailed { error });
+                continue;
+            }
+        };
+        recorder.record(
+            me,
+            What::Released {
+                outcome: outcome.into(),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// The job's body: the critical section, watched; `Release` once the worker acts no more.
+async fn body(
+    held: &Held,
+    section: &Section<'_>,
+    resource: &mut Writer,
+) -> std::result::Result<(), Stop> {
+    let (recorder, me) = (section.recorder, section.task.worker);
+    let token = held.fencing_token();
+    tokio::select! {
+        done = section.run(Some(held as &dyn Looked), token, None, resource) => done.map_err(Stop::Section)?,
+        never = watch(held, recorder, me) => match never {},
+    }
+    recorder.record(me, What::Release);
+    section.orders.at(steps::BEFORE_RELEASE, recorder, me);
+    Ok(())
+}
