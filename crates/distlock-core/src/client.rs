@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, LockKind, WritesPaused};
 use crate::cleanups::Cleanups;
+use crate::closing::Closing;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::Job;
 use crate::lease::LeaseCore;
@@ -29,6 +30,8 @@ pub(crate) struct ClientInner {
     pub(crate) watchdog: Watchdog,
     /// The clean-ups running in the background.
     pub(crate) cleanups: Arc<Cleanups>,
+    /// Its closes, which stop the bodies running under its grants first.
+    pub(crate) closing: Arc<Closing>,
     reentrant: StdMutex<HashMap<ReentrantKey, Weak<LeaseCore>>>,
 }
 
@@ -265,6 +268,7 @@ impl Client {
                 id: random_id(),
                 defaults,
                 cleanups: cleanups.clone(),
+                closing: Closing::new(),
                 reentrant: StdMutex::new(HashMap::new()),
             }),
         }
@@ -500,13 +504,18 @@ impl Client {
     /// Releases every grant held through this client (the guards still around find them
     /// released, `Lost`) and waits for the clean-ups running in the background (a dropped
     /// guard's release, a dropped acquire's cancel), each bounded by its operation timeout.
+    /// The closures running under its grants (a template's, a [`Job`]'s, an
+    /// [`Election::run`](crate::Election::run)'s) are stopped first, at their next await,
+    /// and their grants released only once they ended: they fail with `LockLost`, and an
+    /// election does not campaign again. (Called from inside such a closure, `close` stops
+    /// that closure too, and itself with it: call it outside.)
     /// Call it before a program returns from `main`: a release still in flight when the
     /// runtime shuts down is dropped with it, and its lock stays taken until its lease
     /// expires. The client stays usable.
     ///
     /// Errors: the first release that failed other than by the grant being gone already
-    /// (`NotHeld` is not an error here), or `Unavailable` when clean-ups still ran after
-    /// [`CLOSE_WITHIN`].
+    /// (`NotHeld` is not an error here), or `Unavailable` when a closure or a clean-up still
+    /// ran after [`CLOSE_WITHIN`].
     ///
     /// # Examples
     ///
@@ -520,6 +529,9 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn close(&self) -> Result<()> {
+        // The bodies running under the grants first (a template's closure, a job's, an
+        // election's): stopped, and ended, before their grants go.
+        let bodies_ended = self.inner.closing.stop_bodies(CLOSE_WITHIN).await;
         // All at once, each on a task of its own: a store that does not answer costs one
         // operation timeout, not one per grant, and a close given up half-way leaves the
         // releases running (counted as clean-ups).
@@ -550,6 +562,18 @@ impl Client {
                 }
                 _ => {}
             }
+        }
+        if !bodies_ended {
+            failed.get_or_insert(
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "a closure under a lock of this client did not end within {CLOSE_WITHIN:?} of being stopped (it never reached an await); its lock was released while it ran"
+                    ),
+                )
+                .with_backend(self.inner.backend.scheme())
+                .with_operation("close"),
+            );
         }
         if !self.inner.cleanups.settle(CLOSE_WITHIN).await {
             failed.get_or_insert(

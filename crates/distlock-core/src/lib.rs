@@ -4,6 +4,7 @@ mod acquire;
 pub mod backend;
 mod cleanups;
 mod client;
+mod closing;
 mod election;
 mod error;
 mod guard;

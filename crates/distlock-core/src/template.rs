@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use crate::closing::Running;
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard::Guard;
 use crate::lease::{Health, LeaseCore};
@@ -42,6 +43,11 @@ impl Held {
         Held {
             lease: guard.lease().clone(),
         }
+    }
+
+    /// Counts a body running under this grant in with its client, until the mark drops.
+    fn enter_body(&self) -> Running {
+        self.lease.client.closing.enter()
     }
 
     /// The lock's name.
@@ -268,12 +274,19 @@ where
     conclude(finished, held)
 }
 
-/// How a closure ended: `Some` of its output or its panic, `None` when the loss of a grant
-/// cancelled it.
-pub(crate) type Ended<R> = Option<std::thread::Result<R>>;
+/// How a closure ended.
+pub(crate) enum Ended<R> {
+    /// Of itself: its output, or its panic.
+    Done(std::thread::Result<R>),
+    /// Cancelled by the loss of one of its grants.
+    Lost,
+    /// Cancelled by the close of a client whose grant it ran under.
+    Closed,
+}
 
-/// Runs `body` with `held` as the task's current grants, until it ends or, with
-/// [`OnLost::Cancel`], until one of them is lost. The future is dropped before this returns.
+/// Runs `body` under `held`: to its end; cancelled at a loss with [`OnLost::Cancel`]; and
+/// cancelled, whatever `on_lost`, when a client of `held` is closed (which releases the
+/// grants only once the body ended).
 pub(crate) async fn run_body<R>(
     held: &[Held],
     on_lost: OnLost,
@@ -284,17 +297,35 @@ pub(crate) async fn run_body<R>(
         Err(_) => Arc::from(held),
     };
     let mut body = Box::pin(UNDER.scope(under, body));
-    match on_lost {
-        OnLost::Cancel => {
-            let lost = any_lost(held);
-            tokio::select! {
-                biased;
-                out = Unwinding(body.as_mut()) => Some(out),
-                () = lost => None,
-            }
+    let mut running: Vec<Running> = held.iter().map(Held::enter_body).collect();
+    let closed = any_closed(&mut running);
+    let lost = async {
+        match on_lost {
+            OnLost::Cancel => any_lost(held).await,
+            OnLost::Signal => std::future::pending().await,
         }
-        OnLost::Signal => Some(Unwinding(body.as_mut()).await),
+    };
+    tokio::select! {
+        biased;
+        out = Unwinding(body.as_mut()) => Ended::Done(out),
+        () = lost => Ended::Lost,
+        () = closed => Ended::Closed,
     }
+}
+
+/// Resolves once a close of any client of `running` began since its body started.
+async fn any_closed(running: &mut [Running]) {
+    let mut each: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = running
+        .iter_mut()
+        .map(|r| Box::pin(r.closed()) as Pin<Box<dyn Future<Output = ()> + Send + '_>>)
+        .collect();
+    std::future::poll_fn(
+        move |cx| match each.iter_mut().any(|f| f.as_mut().poll(cx).is_ready()) {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        },
+    )
+    .await
 }
 
 /// Releases `guard` once its closure has ended; a failure is logged, as the lease ends on
@@ -317,19 +348,19 @@ pub(crate) fn conclude<T, E>(
 where
     E: From<Error>,
 {
-    match finished {
-        Some(Ok(out)) => out,
-        Some(Err(panic)) => std::panic::resume_unwind(panic),
-        None => {
-            let names: Vec<&str> = held.iter().map(Held::name).collect();
-            let which = match names.as_slice() {
-                [one] => format!("lock `{one}` was"),
-                many => format!("one of the locks `{}` was", many.join("`, `")),
-            };
-            Err(E::from(Error::new(
-                ErrorKind::LockLost,
-                format!("{which} lost while the closure ran under it; the closure was stopped"),
-            )))
-        }
-    }
+    let names: Vec<&str> = held.iter().map(Held::name).collect();
+    let which = match names.as_slice() {
+        [one] => format!("lock `{one}`"),
+        many => format!("one of the locks `{}`", many.join("`, `")),
+    };
+    let why = match finished {
+        Ended::Done(Ok(out)) => return out,
+        Ended::Done(Err(panic)) => std::panic::resume_unwind(panic),
+        Ended::Lost => format!("{which} was lost while the closure ran under it"),
+        Ended::Closed => format!("the client of {which} was closed while the closure ran under it"),
+    };
+    Err(E::from(Error::new(
+        ErrorKind::LockLost,
+        format!("{why}; the closure was stopped"),
+    )))
 }

@@ -14,7 +14,7 @@ use crate::options::{LockOptions, OnLost};
 use crate::owner::HolderMeta;
 use crate::owner::at_unix_ms;
 use crate::telemetry;
-use crate::template::{Held, conclude, release_after, run_body};
+use crate::template::{Ended, Held, conclude, release_after, run_body};
 
 pub use leader::LeaderInfo;
 use leader::Proclaimed;
@@ -310,9 +310,9 @@ impl Election {
     /// the leadership is lost, at the grant's safe deadline, before another candidate can
     /// win; then, with [`requeue`](Self::requeue), the candidate campaigns again and runs
     /// `f` anew, and without it `run` fails with `LockLost`. When `f` returns, its result
-    /// is `run`'s; the leadership is resigned only after `f` has ended. To shut down,
-    /// drop `run`'s future (or have `f` return) before [`Client::close`], which releases
-    /// every grant of the client at once, the leader's among them, while `f` may still run.
+    /// is `run`'s; the leadership is resigned only after `f` has ended. [`Client::close`]
+    /// stops `f` (at its next await) before it releases the leader's grant, and `run` then
+    /// fails with `LockLost` without campaigning again.
     ///
     /// # Cancel safety
     ///
@@ -354,7 +354,7 @@ impl Election {
             pause = Duration::from_millis(100);
             let held = Held::of(leadership.guard());
             let finished = run_body(slice::from_ref(&held), OnLost::Cancel, f(&leadership)).await;
-            let lost = finished.is_none();
+            let lost = matches!(finished, Ended::Lost);
             if let Err(err) = leadership.resign().await
                 && err.kind() != crate::ErrorKind::NotHeld
             {

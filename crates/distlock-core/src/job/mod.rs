@@ -16,7 +16,7 @@ use crate::guard::Guard;
 use crate::options::LockOptions;
 use crate::owner::at_unix_ms;
 use crate::telemetry;
-use crate::template::{Held, conclude, release_after, run_body};
+use crate::template::{Ended, Held, conclude, release_after, run_body};
 
 pub use held_until::HeldUntil;
 use record::{Before, Write};
@@ -438,7 +438,7 @@ impl Job {
         )
         .await;
         let ran = granted_at.elapsed();
-        let succeeded = matches!(finished, Some(Ok(Ok(_))));
+        let succeeded = matches!(finished, Ended::Done(Ok(Ok(_))));
         if before.is_some() {
             let (state, last, quiet) = match (succeeded, self.once_per) {
                 (true, once_per) => (
@@ -468,10 +468,11 @@ impl Job {
             None => release_after(guard).await,
         }
         let outcome = match &finished {
-            Some(Ok(Ok(_))) => "ran",
-            Some(Ok(Err(_))) => "failed",
-            Some(Err(_)) => "panicked",
-            None => "lost",
+            Ended::Done(Ok(Ok(_))) => "ran",
+            Ended::Done(Ok(Err(_))) => "failed",
+            Ended::Done(Err(_)) => "panicked",
+            Ended::Lost => "lost",
+            Ended::Closed => "closed",
         };
         telemetry::job_run(scheme, outcome, Some(ran));
         conclude(finished, std::slice::from_ref(&held)).map(JobOutcome::Ran)

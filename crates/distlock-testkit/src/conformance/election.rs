@@ -186,6 +186,66 @@ pub async fn election_run_stops_at_the_loss_and_requeues(target: &Target) {
     );
 }
 
+/// `Client::close` during `Election::run` (with `requeue`): the leader's work is stopped
+/// before its grant is released (it was still held when the work ended), `run` fails with
+/// `LockLost` and campaigns no more, and another candidate is elected.
+///
+/// # Examples
+///
+/// ```
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::conformance::election_run_ends_before_a_close_releases(&distlock_testkit::Target::new("memory://doc")).await;
+/// # });
+/// ```
+pub async fn election_run_ends_before_a_close_releases(target: &Target) {
+    let name = unique("election-close");
+    let (client, other) = (target.client().await, target.client().await);
+    let (started, held_at_end) = (tokio::sync::Notify::new(), AtomicU32::new(0));
+    let election = client.election(&name).identity("closing").requeue(true);
+    let run = election.run(async |leading| {
+        // Marks, as the work is dropped, whether the grant was still held then.
+        struct AtEnd<'a>(&'a distlock::Leadership, &'a AtomicU32);
+        impl Drop for AtEnd<'_> {
+            fn drop(&mut self) {
+                let held = u32::from(self.0.health().is_valid()) + 1;
+                self.1.store(held, Ordering::SeqCst);
+            }
+        }
+        let _at_end = AtEnd(leading, &held_at_end);
+        started.notify_one();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, Error>(())
+    });
+    let closer = async {
+        started.notified().await;
+        client.close().await
+    };
+    let (ran, closed) =
+        tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(run, closer) })
+            .await
+            .expect("close stops the run");
+    closed.unwrap();
+    expect_kind(ran, ErrorKind::LockLost, "a run its client closed");
+    assert_eq!(
+        held_at_end.load(Ordering::SeqCst),
+        2,
+        "the work ended while the grant was still held"
+    );
+    let next = other.election(&name).identity("next");
+    let leading = tokio::time::timeout(Duration::from_secs(10), next.campaign())
+        .await
+        .expect("another candidate is elected")
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let leader = next.leader().await.unwrap().map(|l| l.identity);
+    assert_eq!(
+        leader.as_deref(),
+        Some("next"),
+        "the closed run campaigned no more"
+    );
+    leading.resign().await.unwrap();
+}
+
 /// The leader `seen` shows once it is `wanted` (`what`, seen within [`OBSERVED_WITHIN`]).
 pub(super) async fn shown(
     seen: &mut tokio::sync::watch::Receiver<Option<LeaderInfo>>,

@@ -336,6 +336,7 @@ macro_rules! conformance_suite {
             job_once_per_skips_until_the_window_passes,
             election_terms_increase_and_observers_follow,
             election_run_stops_at_the_loss_and_requeues,
+            election_run_ends_before_a_close_releases,
         );
         $crate::conformance_suite!(@unless adopt [$($($lack),*)?] $target;
             hand_off_is_adopted_once_with_a_greater_token,
