@@ -76,6 +76,9 @@ pub fn is_job_control(number: libc::c_int) -> bool {
 pub struct Caught {
     received: mpsc::UnboundedReceiver<libc::c_int>,
     listeners: Vec<JoinHandle<()>>,
+    /// Whether a signal that asks a program to end (SIGTERM, SIGINT, SIGHUP, SIGQUIT) was
+    /// read.
+    asked_to_end: bool,
 }
 
 impl Caught {
@@ -109,16 +112,31 @@ impl Caught {
         Caught {
             received,
             listeners,
+            asked_to_end: false,
         }
     }
 
     /// The next signal caught.
     pub async fn next(&mut self) -> libc::c_int {
         match self.received.recv().await {
-            Some(number) => number,
+            Some(number) => {
+                self.asked_to_end |= matches!(
+                    number,
+                    libc::SIGTERM | libc::SIGINT | libc::SIGHUP | libc::SIGQUIT
+                );
+                number
+            }
             // Every listener holds a sender until it is aborted with this value.
             None => std::future::pending().await,
         }
+    }
+}
+
+impl Caught {
+    /// Whether a signal read so far asks distlock to end (SIGTERM, SIGINT, SIGHUP or
+    /// SIGQUIT, forwarded to the command): a command stopped by it is not started again.
+    pub fn asked_to_end(&self) -> bool {
+        self.asked_to_end
     }
 }
 

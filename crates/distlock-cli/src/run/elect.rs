@@ -126,7 +126,9 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
                 errln!("distlock: warning: resigning failed (the lease will expire): {err}")
             }
         }
-        if lost && args.requeue {
+        // A signal forwarded to the command as the leadership was lost asked for the end,
+        // not for another term.
+        if lost && args.requeue && !caught.asked_to_end() {
             errln!(
                 "distlock: the leadership of `{}` was lost; campaigning again",
                 args.name

@@ -94,7 +94,7 @@ pub fn elect_leads_and_leader_shows_it(url: &str, state: &Path) {
 
 /// `elect --requeue` whose process is frozen past its lease: thawed, it stops its command
 /// (the leadership is lost) and campaigns again, running the command anew under a
-/// greater term.
+/// greater term; frozen again and sent SIGTERM meanwhile, it ends instead.
 pub fn requeued_leader_runs_again_after_a_loss(url: &str, state: &Path, ttl: Duration) {
     let terms = state.join("requeued-terms");
     let ttl_arg = humantime::format_duration(ttl).to_string();
@@ -132,8 +132,19 @@ pub fn requeued_leader_runs_again_after_a_loss(url: &str, state: &Path, ttl: Dur
         "the command ran again after the loss: {written:?}"
     );
     assert!(written[1] > written[0], "under a greater term: {written:?}");
+    // Asked to end as the leadership is lost (SIGTERM sent while frozen past the lease):
+    // it ends, and campaigns no more.
+    send(leader.id(), Signal::Stop);
+    std::thread::sleep(ttl * 3 / 2 + Duration::from_secs(1));
     send(leader.id(), Signal::Terminate);
-    assert_eq!(ended(leader), Some(128 + 15));
+    send(leader.id(), Signal::Continue);
+    let code = ended(leader);
+    assert!(
+        matches!(code, Some(76) | Some(143)),
+        "lost (76) or ended by the signal (143): {code:?}"
+    );
+    let runs = std::fs::read_to_string(&terms).unwrap().lines().count();
+    assert_eq!(runs, 2, "no term after the signal");
 }
 
 /// `distlock elect` for `services/billing` (unless `args` names another) with `args`,
