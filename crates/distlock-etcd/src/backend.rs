@@ -347,6 +347,13 @@ impl Backend for EtcdBackend {
         Some(self.sessions.slot.subscribe())
     }
 
+    /// Watches on the lock's contender keys and its note, kept while a receiver lives.
+    fn lock_news(&self, name: &str) -> Option<watch::Receiver<u64>> {
+        let (note, _) = notes::keys(&self.config().prefix, name);
+        let sessions = Arc::downgrade(&self.sessions);
+        Some(crate::news::start(sessions, self.pfx(name), note))
+    }
+
     /// Prepares the request's state. Its first poll queues its key and lists the lock's
     /// contenders in one transaction; the key's name is in the ticket before that is sent,
     /// so a cancel deletes the key even if the poll is dropped halfway.

@@ -7,6 +7,7 @@ mod fenced;
 mod grpc;
 mod inspect;
 mod members;
+mod news;
 mod notes;
 mod queue;
 mod record;

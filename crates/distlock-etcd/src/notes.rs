@@ -16,7 +16,7 @@ use crate::request::Request;
 use crate::session::Live;
 
 /// Where lock `name`'s note and quiet window live under `prefix`.
-fn keys(prefix: &str, name: &str) -> (String, String) {
+pub(crate) fn keys(prefix: &str, name: &str) -> (String, String) {
     (
         format!("{prefix}%note/{name}"),
         format!("{prefix}%quiet/{name}"),

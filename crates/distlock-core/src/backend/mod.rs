@@ -194,6 +194,23 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// News of lock `name`: a channel whose value changes when the store pushes that the
+    /// lock's holders or note may have changed, for as long as a receiver lives; an
+    /// election's observer reads the leader again at each change, beside its polling.
+    /// `None` (the default): the store pushes nothing, and observers poll alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert!(MemoryBackend::new().lock_news("services/billing").is_none());
+    /// ```
+    fn lock_news(&self, name: &str) -> Option<watch::Receiver<u64>> {
+        let _ = name;
+        None
+    }
+
     /// Registers the ticket's request (creates its queue entry, where the store has one).
     /// The default does nothing: the first poll does the work.
     async fn enqueue(&self, ticket: &mut Ticket) -> Result<()> {

@@ -220,7 +220,8 @@ impl Election {
     }
 
     /// How often [`observe`](Self::observe)'s task reads who leads (by default
-    /// [`DEFAULT_OBSERVE_EVERY`]; at least 10 ms).
+    /// [`DEFAULT_OBSERVE_EVERY`]; at least 10 ms), beside the reads the store's pushes
+    /// prompt where it pushes.
     ///
     /// # Examples
     ///
@@ -383,7 +384,8 @@ impl Election {
 
     /// Who leads, as a channel that changes when the leader does: a new term, a new value
     /// proclaimed, nobody leading. A task of the client reads the store every
-    /// [`observe_every`](Self::observe_every) until every receiver is dropped; while the
+    /// [`observe_every`](Self::observe_every), and at once when the store pushes news of
+    /// the election's lock (etcd's watches), until every receiver is dropped; while the
     /// store cannot be read it keeps the last leader until that leader's lease would have
     /// ended. Fails as [`leader`](Self::leader) does for the first read.
     ///

@@ -1,5 +1,6 @@
-//! The observer's task: reads who leads an election and sends it on a watch channel when
-//! it changes, until every receiver is gone.
+//! The observer's task: reads who leads an election, every so often and at each news the
+//! store pushes of its lock, and sends it on a watch channel when it changes, until every
+//! receiver is gone.
 
 use std::time::{Duration, SystemTime};
 
@@ -22,11 +23,13 @@ pub(super) fn spawn(
     first: Option<LeaderInfo>,
 ) -> watch::Receiver<Option<LeaderInfo>> {
     let (sender, receiver) = watch::channel(first);
+    let mut news = client.backend.lock_news(&name);
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = sender.closed() => return,
                 () = tokio::time::sleep(every) => {}
+                () = pushed(&mut news) => {}
             }
             match leader::read(&client, &name).await {
                 Ok(now) => {
@@ -45,6 +48,18 @@ pub(super) fn spawn(
         }
     });
     receiver
+}
+
+/// Resolves at the store's next news of the lock, if it pushes any (and never once its
+/// news ended: polling goes on).
+async fn pushed(news: &mut Option<watch::Receiver<u64>>) {
+    let Some(receiver) = news else {
+        return std::future::pending().await;
+    };
+    if receiver.changed().await.is_err() {
+        *news = None;
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Puts `now` in `shown`; whether the leader changed (not only what is left of its lease).
