@@ -106,6 +106,7 @@ impl EtcdBackend {
             name: self.sessions.take_key(live, &request.pfx),
             session: live.id,
             created: 0,
+            granted: 0,
         };
         request.key = Some(key.clone());
         key
@@ -232,7 +233,12 @@ impl EtcdBackend {
             queue::same_use(&queue[..index], &name, kind)?;
             let (target, stood) = match queue::turn(&queue, index, kind, permits) {
                 Turn::Go if written => {
-                    request.watch_grant(&self.sessions, &key, live.lease, listing.revision);
+                    let key = Key {
+                        granted: listing.revision,
+                        ..key
+                    };
+                    request.watch_grant(&self.sessions, &key);
+                    request.key = Some(key);
                     return Ok(PollOutcome::granted_in_session(
                         listing.revision.max(0) as u64,
                         live.id,
@@ -246,7 +252,7 @@ impl EtcdBackend {
                     key,
                     Stood::Key {
                         created,
-                        held_on: None,
+                        granted: None,
                     },
                 ),
                 Turn::WaitForAny => {
@@ -304,11 +310,12 @@ impl EtcdBackend {
         let doomed = Doomed {
             key: key.name.clone(),
             created: key.created,
+            granted: key.granted,
             linger_until: (key.created == 0)
                 .then(|| tokio::time::Instant::now() + self.config().session_ttl),
         };
         let note = self.sessions.pending.note(live.id, doomed);
-        let deleted = txns::delete(live, &key.name, key.created).await;
+        let deleted = txns::delete(live, key).await;
         if key.created != 0 && !deleted.as_ref().is_err_and(Error::is_temporary) {
             note.done();
         }
@@ -443,9 +450,24 @@ impl Backend for EtcdBackend {
         let live = self.sessions.current().await?;
         let mut request = Request::new(self.pfx(&handed.name), &ticket.request);
         let fence = i64::try_from(fencing_token).map_err(|_| adopt_refused(&handed.name))?;
-        let adopted = txns::adopt(&live, &request.pfx, &handed.token, fence, &request.value)
+        let handed_grant = (handed.token.as_str(), handed.kind);
+        let (name, created) = txns::handed_key(&live, &request.pfx, handed_grant, fence)
             .await?
             .ok_or_else(|| adopt_refused(&handed.name))?;
+        // Should the adoption's answer be lost (or this call dropped) after etcd made it,
+        // the key it moved onto this session is deleted once the session answers again.
+        let doomed = Doomed {
+            key: name.clone(),
+            created,
+            granted: 0,
+            linger_until: None,
+        };
+        let note = self.sessions.pending.note(live.id, doomed);
+        let taken = txns::take_over(&live, &name, fence, &request.value).await;
+        if !taken.as_ref().is_err_and(Error::is_temporary) {
+            note.done();
+        }
+        let revision = taken?.ok_or_else(|| adopt_refused(&handed.name))?;
         if !self.sessions.slot.is_valid(live.id) {
             // Its lease ends (or ended), and takes the adopted key with it.
             return Err(Error::new(
@@ -459,14 +481,15 @@ impl Backend for EtcdBackend {
             .temporary());
         }
         let key = Key {
-            name: adopted.key,
+            name,
             session: live.id,
-            created: adopted.created,
+            created,
+            granted: revision,
         };
-        request.watch_grant(&self.sessions, &key, live.lease, adopted.revision);
+        request.watch_grant(&self.sessions, &key);
         request.key = Some(key);
         ticket.set_state(request);
-        Ok(adopted.revision.max(0) as u64)
+        Ok(revision.max(0) as u64)
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

@@ -1,6 +1,6 @@
 //! Each lock's note (a job's run record) beside the locks' prefix: `<prefix>%note/<name>`
 //! holds the fencing token it was written under, a newline and the value, written in one transaction
-//! on condition that the writer's contender key stands on its lease; `<prefix>%quiet/<name>`, on a lease
+//! on condition that the writer's contender key stands as its grant wrote it; `<prefix>%quiet/<name>`, on a lease
 //! of its own, stands for the quiet window, which etcd counts down in whole seconds and
 //! ends by deleting the key. etcd
 //! has no clock of its own to stamp a note with: its times are `None`.
@@ -36,7 +36,7 @@ pub(crate) async fn write(
     let key = grant
         .state::<Request>()
         .and_then(|request| request.key.as_ref())
-        .filter(|key| key.created > 0)
+        .filter(|key| key.granted > 0)
         .ok_or_else(|| note_refused(&grant.name))?;
     let (note_key, quiet_key) = keys(prefix, &grant.name);
     let stored = format!("{fencing_token}\n{value}");
@@ -53,7 +53,7 @@ pub(crate) async fn write(
         then.push(ops::put(&quiet_key, b"", lease));
     }
     let txn = ops::txn(
-        ops::held_by(&key.name, key.created, live.lease),
+        vec![ops::modified_at(&key.name, key.granted)],
         then,
         Vec::new(),
     );

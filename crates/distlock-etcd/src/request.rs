@@ -24,7 +24,7 @@ pub(crate) struct Request {
     /// Whether its last wait ended because what it waited for went: its next poll will
     /// likely grant, and stamps its key in the same transaction.
     pub(crate) likely: bool,
-    /// Set, once granted, when its key is deleted (by anyone).
+    /// Set, once granted, when its key is deleted or taken over (by anyone).
     pub(crate) gone: LossFlag,
 }
 
@@ -36,6 +36,10 @@ pub(crate) struct Key {
     pub(crate) session: u64,
     /// Its create revision; 0 until a transaction that made it was answered.
     pub(crate) created: i64,
+    /// The revision of the write that granted it (its fencing token), which it keeps
+    /// while held: nothing writes a held key but an adoption, which takes it over. 0 until
+    /// granted.
+    pub(crate) granted: i64,
 }
 
 impl Request {
@@ -56,34 +60,28 @@ impl Request {
         }
     }
 
-    /// Whether the grant's key was deleted while its session lived.
+    /// Whether the grant's key was deleted, or taken over, while its session lived.
     pub(crate) fn lost(grant: &Grant) -> bool {
         grant
             .state::<Request>()
             .is_some_and(|request| request.gone.is_lost())
     }
 
-    /// Watches `key`, this grant's key on lease `lease`, from revision `granted` on, until
-    /// it is deleted (by its holder's release, or by someone else: an operator, `etcdctl
-    /// del`), moved to another lease (adopted), or its session ends. A deletion or a move
-    /// marks the grant gone and tells the core, which turns the guard
+    /// Watches `key`, this grant's key, from the revision that granted it on, until it is
+    /// deleted (by its holder's release, or by someone else: an operator, `etcdctl del`),
+    /// written again (adopted by another request), or its session ends. A deletion or a
+    /// write marks the grant gone and tells the core, which turns the guard
     /// `Lost` unless it was released. The watch is set shortly after the grant, and only
     /// if the grant is still held then, so a short hold costs the server nothing more; a
     /// deletion in the meantime is still seen, the key's create revision being read once
     /// the watch stands.
-    pub(crate) fn watch_grant(
-        &self,
-        sessions: &Arc<Sessions>,
-        key: &Key,
-        lease: i64,
-        granted: i64,
-    ) {
+    pub(crate) fn watch_grant(&self, sessions: &Arc<Sessions>, key: &Key) {
         let what = Deletion {
             key: key.name.clone(),
-            after: granted,
+            after: key.granted,
             stood: Stood::Key {
                 created: key.created,
-                held_on: Some(lease),
+                granted: Some(key.granted),
             },
         };
         let (sessions, gone) = (Arc::downgrade(sessions), self.gone.watch());

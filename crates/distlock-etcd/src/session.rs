@@ -73,6 +73,8 @@ pub(crate) struct Doomed {
     pub(crate) key: String,
     /// Its create revision; 0 if its create was not answered.
     pub(crate) created: i64,
+    /// The revision of the write that granted it; 0 if it was not granted.
+    pub(crate) granted: i64,
     /// Until when the delete is made again even after it was answered: a key whose create
     /// was sent without an answer may still be written by that create after a first delete
     /// (etcd may apply a request after its caller gave up on it).
@@ -209,11 +211,11 @@ impl Sessions {
     }
 
     /// Makes the deletes pending in session `live` again, each bounded by `within`: keys
-    /// whose create was never answered a hundred to a transaction, a granted key alone and
-    /// only while it is still this session's (not adopted since); forgets those answered,
-    /// unless they linger.
+    /// whose create was never answered a hundred to a transaction, any other alone and
+    /// only while it is still its request's (not adopted since: [`ops::still_of`]);
+    /// forgets those answered, unless they linger.
     async fn retry_deletes(&self, live: &Live, within: Duration) {
-        let (unanswered, granted): (Vec<_>, Vec<_>) = self
+        let (unanswered, answered): (Vec<_>, Vec<_>) = self
             .pending
             .due(live.id)
             .into_iter()
@@ -224,9 +226,9 @@ impl Sessions {
                 let deletes = batch.iter().map(|(_, d)| ops::delete(&d.key)).collect();
                 (batch, ops::txn(Vec::new(), deletes, Vec::new()))
             })
-            .chain(granted.chunks(1).map(|one| {
+            .chain(answered.chunks(1).map(|one| {
                 let doomed = &one[0].1;
-                let when = ops::held_by(&doomed.key, doomed.created, live.lease);
+                let when = ops::still_of(&doomed.key, doomed.created, doomed.granted, live.lease);
                 (
                     one,
                     ops::txn(when, vec![ops::delete(&doomed.key)], Vec::new()),

@@ -1,12 +1,13 @@
 //! The transactions a request makes: queue its key, list its lock's contenders (stamping
 //! its key when it may be granted), delete its key.
 
-use distlock_core::Result;
 use distlock_core::backend::HolderRecord;
+use distlock_core::{LockKind, Result};
 
 use crate::error::etcd_error;
 use crate::grpc::ops::{self, created_at, get, put};
 use crate::grpc::pb::{self, KeyValue};
+use crate::request::Key;
 use crate::session::Live;
 
 /// A lock's contender keys as one revision of the store saw them.
@@ -123,7 +124,9 @@ pub(crate) async fn list(
         then.push(put(key, value, live.lease));
     }
     then.push(ahead(pfx, created));
-    let txn = ops::txn(vec![created_at(key, created)], then, Vec::new());
+    // On the session's lease too: a stamp applied late never takes a key back from an
+    // adopter.
+    let txn = ops::txn(ops::held_by(key, created, live.lease), then, Vec::new());
     let answer = live.client.txn(txn).await.map_err(etcd_error("poll"))?;
     let (succeeded, revision, mut gets) = answers(answer);
     if !succeeded {
@@ -135,30 +138,24 @@ pub(crate) async fn list(
     }))
 }
 
-/// Deletes `key` if it is still the one created at `created` on the session's lease (any,
-/// with `created` 0: a key whose create was not answered, never granted): true if it was
+/// Deletes `key` if it is still this request's (see [`ops::still_of`]): true if it was
 /// there.
-pub(crate) async fn delete(live: &Live, key: &str, created: i64) -> Result<bool> {
-    let when = match created {
-        0 => Vec::new(),
-        created => ops::held_by(key, created, live.lease),
-    };
-    let txn = ops::txn(when, vec![ops::delete(key)], Vec::new());
+pub(crate) async fn delete(live: &Live, key: &Key) -> Result<bool> {
+    let when = ops::still_of(&key.name, key.created, key.granted, live.lease);
+    let txn = ops::txn(when, vec![ops::delete(&key.name)], Vec::new());
     let answer = live.client.txn(txn).await.map_err(etcd_error("delete"))?;
     Ok(answer.succeeded && ops::deleted(&answer) > 0)
 }
 
 /// The contender key under `pfx` last written at revision `fencing_token` (the write that
-/// granted it) if it holds request token `grant`, and the transaction that moves it to the
-/// session's lease with `value` if it still is: the adoption of a handed-off grant. Its
-/// create revision is kept, and with it the key's place ahead of every waiter.
-pub(crate) async fn adopt(
+/// granted it) if it holds request token `grant` for a lock of `kind`: its name and create
+/// revision, those of the grant a hand-off offers.
+pub(crate) async fn handed_key(
     live: &Live,
     pfx: &str,
-    grant: &str,
+    (grant, kind): (&str, LockKind),
     fencing_token: i64,
-    value: &[u8],
-) -> Result<Option<Adopted>> {
+) -> Result<Option<(String, i64)>> {
     let listing = live
         .client
         .range(ops::range_prefix(pfx, 0))
@@ -168,29 +165,31 @@ pub(crate) async fn adopt(
         kv.mod_revision == fencing_token
             && !kv.key[pfx.len().min(kv.key.len())..].contains(&b'/')
             && HolderRecord::token_in(&kv.value).as_deref() == Some(grant)
+            && HolderRecord::decode(&kv.value).is_some_and(|record| record.kind == kind)
     });
-    let Some(handed) = handed else {
-        return Ok(None);
-    };
-    let key = String::from_utf8_lossy(&handed.key).into_owned();
-    let txn = ops::txn(
-        vec![ops::modified_at(&key, fencing_token)],
-        vec![put(&key, value, live.lease)],
-        Vec::new(),
-    );
-    let answer = live.client.txn(txn).await.map_err(etcd_error("adopt"))?;
-    Ok(answer.succeeded.then(|| Adopted {
-        key,
-        created: handed.create_revision,
-        revision: ops::revision(answer.header.as_ref()),
+    Ok(handed.map(|kv| {
+        let key = String::from_utf8_lossy(&kv.key).into_owned();
+        (key, kv.create_revision)
     }))
 }
 
-/// A grant adopted: its key, as created, and the revision of the adoption's write (the
-/// adopter's fencing token).
-#[derive(Debug)]
-pub(crate) struct Adopted {
-    pub(crate) key: String,
-    pub(crate) created: i64,
-    pub(crate) revision: i64,
+/// Writes `key` with `value` on the session's lease if it was last written at revision
+/// `fencing_token`: the adoption of a handed-off grant, which keeps the key's create
+/// revision, and with it its place ahead of every waiter. The adoption's revision (the
+/// adopter's fencing token), if it was made.
+pub(crate) async fn take_over(
+    live: &Live,
+    key: &str,
+    fencing_token: i64,
+    value: &[u8],
+) -> Result<Option<i64>> {
+    let txn = ops::txn(
+        vec![ops::modified_at(key, fencing_token)],
+        vec![put(key, value, live.lease)],
+        Vec::new(),
+    );
+    let answer = live.client.txn(txn).await.map_err(etcd_error("adopt"))?;
+    Ok(answer
+        .succeeded
+        .then(|| ops::revision(answer.header.as_ref())))
 }

@@ -35,17 +35,18 @@ pub(crate) struct Deletion {
 pub(crate) enum Stood {
     /// The key, as created at this revision (a key deleted and made again under the same
     /// name, as etcd's mutex does for a session that locks twice, is another); for a held
-    /// key, on lease `held_on`: a write that moves it to another lease (an adoption of a
-    /// hand-off) ends the hold as a deletion does.
-    Key { created: i64, held_on: Option<i64> },
+    /// key, as written at revision `granted`: a later write (an adoption of a hand-off)
+    /// ends the hold as a deletion does.
+    Key { created: i64, granted: Option<i64> },
     /// `count` keys under the prefix created before revision `before`: those ahead of the
     /// waiter. None can be added, so fewer means one went.
     Ahead { before: i64, count: usize },
 }
 
-/// Waits until `what` is deleted (or, for a held key, moved to another lease): true then; false when etcd ends the watch first (it fell
-/// so far behind that its next revision was compacted: the caller reads the state again);
-/// an error when etcd ends it for another reason.
+/// Waits until `what` is deleted (or, for a held key, written again): true then; false
+/// when etcd ends the watch first (it fell so far behind that its next revision was
+/// compacted: the caller reads the state again); an error when etcd ends it for another
+/// reason.
 pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion) -> Result<bool> {
     let range_end = match what.stood {
         Stood::Ahead { .. } => ops::prefix_end(what.key.as_bytes()),
@@ -55,7 +56,7 @@ pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion)
     // adoption).
     let filters = match what.stood {
         Stood::Key {
-            held_on: Some(_), ..
+            granted: Some(_), ..
         } => Vec::new(),
         _ => vec![FilterType::Noput.into()],
     };
@@ -83,7 +84,7 @@ pub(crate) async fn deleted(watches: &Watches, client: &Client, what: &Deletion)
         if answer.events.iter().any(|event| {
             event.kv.as_ref().is_some_and(|kv| {
                 concerns(what, &kv.key)
-                    && (event.r#type == i32::from(EventType::Delete) || moved(what, kv.lease))
+                    && (event.r#type == i32::from(EventType::Delete) || taken_over(what, kv))
             })
         }) {
             return Ok(true);
@@ -109,14 +110,14 @@ pub(crate) async fn went_since_listing(client: &Client, what: &Deletion) -> Resu
         Stood::Key { created, .. } => now
             .kvs
             .first()
-            .is_none_or(|kv| kv.create_revision != created || moved(what, kv.lease)),
+            .is_none_or(|kv| kv.create_revision != created || taken_over(what, kv)),
         Stood::Ahead { count, .. } => now.kvs.len() < count,
     })
 }
 
-/// Whether a held key `what` now on lease `lease` was moved off its holder's lease.
-fn moved(what: &Deletion, lease: i64) -> bool {
-    matches!(what.stood, Stood::Key { held_on: Some(held), .. } if held != lease)
+/// Whether held key `what`, as `kv` shows it now, was written since its grant.
+fn taken_over(what: &Deletion, kv: &pb::KeyValue) -> bool {
+    matches!(what.stood, Stood::Key { granted: Some(granted), .. } if kv.mod_revision != granted)
 }
 
 /// Whether the deletion of `key` concerns `what`: the key itself, or, for a prefix, a

@@ -135,8 +135,8 @@ fn a_client_cut_off_is_lost_before_its_lease_expires_on_the_server() {
 }
 
 /// A write to etcd made in a transaction on `still_holds(&guard)` lands while the guard
-/// holds, and is refused once its session expired and someone else took the lock: the safe
-/// way to write to etcd under an etcd lock.
+/// holds, and is refused once its session expired and someone else took the lock, or once
+/// another client adopted its hand-off: the safe way to write to etcd under an etcd lock.
 #[test]
 fn a_stale_holders_guarded_write_is_refused() {
     distlock_testkit::block_on(async {
@@ -154,8 +154,7 @@ fn a_stale_holders_guarded_write_is_refused() {
             .unwrap()
             .kv_client();
         let write = |value: &str, held: distlock::etcd::HeldKey| {
-            let condition =
-                Compare::create_revision(held.key, CompareOp::Equal, held.create_revision);
+            let condition = Compare::mod_revision(held.key, CompareOp::Equal, held.mod_revision);
             Txn::new()
                 .when([condition])
                 .and_then([TxnOp::put("balance", value, None)])
@@ -198,11 +197,27 @@ fn a_stale_holders_guarded_write_is_refused() {
                 Some(verdict)
             );
         }
+        // Handed off: the sender's write is refused once the adopter took the key over.
+        let adopter = distlock::Client::connect(&direct).await.unwrap();
+        let handed = next.hand_off(Duration::from_secs(10)).unwrap();
+        let adopted = adopter.adopt(&handed).await.unwrap();
+        let sender_write = kv.txn(write("2", fresh.clone())).await.unwrap();
+        assert!(
+            !sender_write.succeeded(),
+            "the sender's write after the adoption is refused"
+        );
+        let adopters = distlock::etcd::still_holds(&adopted).unwrap();
+        assert_eq!(
+            adopters.create_revision, fresh.create_revision,
+            "its place kept"
+        );
+        assert!(kv.txn(write("140", adopters)).await.unwrap().succeeded());
+        next.handed_over(&handed).await.unwrap();
+        adopted.release().await.unwrap();
         let memory = distlock::Client::connect("memory://fenced").await.unwrap();
         let elsewhere = memory.mutex("account").lock().await.unwrap();
         let err = distlock::etcd::still_holds(&elsewhere).unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
-        next.release().await.unwrap();
     });
 }
 

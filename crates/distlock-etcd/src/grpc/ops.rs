@@ -109,6 +109,18 @@ pub(crate) fn held_by(key: &str, created: i64, lease: i64) -> Vec<pb::Compare> {
     vec![created_at(key, created), leased_to(key, lease)]
 }
 
+/// The conditions "`key` is still this request's": for a granted key, that it was last
+/// written by its grant (revision `granted`: an adoption writes it again); for a queued
+/// one, that it is the one created at `created` on lease `lease`; none for a key whose
+/// create was not answered (`created` 0: never granted, never adopted).
+pub(crate) fn still_of(key: &str, created: i64, granted: i64, lease: i64) -> Vec<pb::Compare> {
+    match (created, granted) {
+        (_, granted) if granted > 0 => vec![modified_at(key, granted)],
+        (0, _) => Vec::new(),
+        (created, _) => held_by(key, created, lease),
+    }
+}
+
 /// A transaction: `success` if every condition of `when` holds, else `failure`.
 pub(crate) fn txn(
     when: Vec<pb::Compare>,

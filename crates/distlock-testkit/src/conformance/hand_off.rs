@@ -13,7 +13,8 @@ use super::{Target, eventually, expect_kind, unique};
 /// (`NotHeld`), as does a forged one (another grant token, fencing token or name); the
 /// adopter renews past several TTLs and releases. An expired hand-off,
 /// one of another backend, a shared grant's and a window out of bounds are
-/// `InvalidInput`; a hand-off nobody adopts is released at its deadline.
+/// `InvalidInput`; a hand-off nobody adopts is released at its deadline; one adopted
+/// through the sender's own client leaves the sender's guard gone and the adopter's held.
 ///
 /// # Examples
 ///
@@ -124,6 +125,27 @@ pub async fn hand_off_is_adopted_once_with_a_greater_token(target: &Target) {
     })
     .await;
     assert!(free, "released at its deadline");
+
+    // Adopted through the sender's own client: never two valid guards, and the sender's
+    // end of it takes nothing from the adopter.
+    let guard = sender.mutex(&name).lock().await.unwrap();
+    let handed = guard.hand_off(Duration::from_secs(10)).unwrap();
+    let adopted = sender.adopt(&handed).await.unwrap();
+    let refused = eventually(Duration::from_secs(2), || async {
+        guard.renew().await.is_err()
+    })
+    .await;
+    assert!(
+        refused,
+        "the sender's guard is gone once adopted by its own client"
+    );
+    tokio::time::timeout(Duration::from_secs(5), guard.handed_over(&handed))
+        .await
+        .expect("the sender sees the adoption")
+        .unwrap();
+    assert!(adopted.health().is_valid(), "the adopter holds it");
+    assert!(other.mutex(&name).try_lock().await.unwrap().is_none());
+    adopted.release().await.unwrap();
     if sender.capabilities().rwlock {
         let reader = sender.rwlock(&name).read().await.unwrap();
         expect_kind(
