@@ -68,7 +68,7 @@ pub enum What {
     },
     /// The job's runs are also spaced by `once_per` (written by the coordinator after
     /// `JobRuns`): no run's body starts sooner than that after the start of a run that
-    /// succeeded (its `Exit`, and a release that says `kept` or `ok`). A grant found too
+    /// succeeded (its `Exit`, and a release that says `kept`). A grant found too
     /// soon is no run: its worker records an `AcquireFailed`.
     OncePer {
         /// The window, in nanoseconds.

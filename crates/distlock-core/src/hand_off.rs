@@ -119,8 +119,9 @@ impl Guard {
     /// [`Client::adopt`] takes the grant over with a greater fencing token, and the store
     /// then no longer holds it for this guard ([`handed_over`](Self::handed_over) waits for
     /// that). Only an exclusive grant (a mutex's, a write lock's) that is not reentrant
-    /// and still held is offered; a backend whose grants live by their holder's session
-    /// or connection refuses with `Unsupported`, saying why.
+    /// and still held is offered; a backend whose grants are bound to their holder's
+    /// session or connection (ZooKeeper, SQL session mode) refuses with `Unsupported`,
+    /// saying why.
     ///
     /// # Examples
     ///

@@ -54,7 +54,9 @@ pub(super) fn check_too_soon(timeline: &Timeline, verdict: &mut Verdict) {
 }
 
 /// (j) For a history of a job's runs spaced by `once_per`: every run whose body started
-/// (its `Enter`) sooner than `once_per` after the grant of a run that succeeded. The store
+/// (its `Enter`) sooner than `once_per` after the grant of a run that succeeded (and whose
+/// worker was not faulted, nor its grant at risk, before its release: its success may not
+/// have been recorded). The store
 /// stamps a run's start after its grant and checks the window before the body, so a body
 /// that entered that soon was certainly let in too soon, whatever the store's clock.
 pub(super) fn check_once_per(timeline: &Timeline, verdict: &mut Verdict) {
@@ -65,12 +67,22 @@ pub(super) fn check_once_per(timeline: &Timeline, verdict: &mut Verdict) {
     }) else {
         return;
     };
+    // A run whose worker was cut off from the store, or whose grant was at risk, before its
+    // release may have failed to write its success: the store then keeps no window.
     let succeeded = timeline.holds.iter().filter(|hold| {
         let own = own_events(events, hold).collect::<Vec<_>>();
+        let Some(released) = own
+            .iter()
+            .find(|event| matches!(&event.what, What::Released { outcome } if outcome == KEPT))
+        else {
+            return false;
+        };
+        let shaken = own
+            .iter()
+            .any(|event| matches!(&event.what, What::Health { health } if health != "held"));
         own.iter().any(|event| matches!(event.what, What::Exit))
-            && own.iter().any(|event| {
-                matches!(&event.what, What::Released { outcome } if outcome == KEPT || outcome == "ok")
-            })
+            && !shaken
+            && !faulted(events, hold.worker, events[hold.grant].at..released.at)
     });
     for done in succeeded {
         let granted = events[done.grant].at;

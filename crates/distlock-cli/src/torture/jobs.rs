@@ -10,7 +10,7 @@
 //! those brief grants is what the `distlock` scheme tortures.
 
 use std::cell::Cell;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use distlock::{Error, ErrorKind, Held, JobOutcome, Result};
 use distlock_check::history::{What, instant_ns, monotonic_ns};
@@ -88,8 +88,8 @@ pub(super) async fn run_jobs(
             })
             .await;
         let outcome = match ran {
-            Ok(JobOutcome::Ran(())) if task.at_least.is_some() => "kept",
-            Ok(JobOutcome::Ran(())) => "ok",
+            // --scheme job needs --at-least: each run keeps its lock.
+            Ok(JobOutcome::Ran(())) => "kept",
             Err(Stop::Section(err)) => return Err(err),
             Err(Stop::Store(err))
                 if began.get()
@@ -98,13 +98,31 @@ pub(super) async fn run_jobs(
                 "fail"
             }
             Err(Stop::Store(_)) if began.get() => "unknown",
-            // Too soon for once_per, or the run record could not be read: no run.
-            refused => {
-                let error = match refused {
-                    Err(Stop::Store(err)) => err.to_string(),
-                    _ => SKIPPED.to_owned(),
-                };
+            Ok(not_run) => {
+                // Too soon (no run): asked again once the window is over.
+                let error = SKIPPED.to_owned();
                 recorder.record(me, What::AcquireFailed { error });
+                let next_at = match not_run {
+                    JobOutcome::TooSoon { next_at, .. } => next_at,
+                    _ => SystemTime::now(),
+                };
+                let left = next_at
+                    .duration_since(SystemTime::now())
+                    .unwrap_or_default();
+                let run_left = Duration::from_nanos(task.until.saturating_sub(monotonic_ns()));
+                tokio::time::sleep(left.min(run_left)).await;
+                continue;
+            }
+            Err(Stop::Store(err)) => {
+                // Refused before the body ran (the run record could not be read, or the
+                // grant went first): no run.
+                let error = err.to_string();
+                recorder.record(me, What::AcquireFailed { error });
+                let lost = matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost);
+                if !(lost || err.is_temporary()) {
+                    return Err(err);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
