@@ -12,14 +12,14 @@
 use std::cell::Cell;
 use std::time::{Duration, SystemTime};
 
-use distlock::{Error, ErrorKind, Held, JobOutcome, Result};
+use distlock::{ErrorKind, Held, JobOutcome, Result};
 use distlock_check::history::{What, instant_ns, monotonic_ns};
 
 use super::record::Recorder;
 use super::resource::Writer;
 use super::scheme::waiting_until;
 use super::steps::{self, Orders};
-use super::worker::{Looked, Section, Stop, Task, watch};
+use super::worker::{Section, Stop, Task, acquire_failed, interrupted};
 use crate::location::open_client;
 
 /// What a worker records of a grant too soon for `once_per`.
@@ -52,22 +52,12 @@ pub(super) async fn run_jobs(
         let options = waiting_until(task.until).ttl(task.ttl).fair(task.fair);
         let acquired = tokio::select! {
             acquired = mutex.lock_with(&options) => acquired,
-            () = orders.stop_ordered() => Err(Error::new(ErrorKind::Timeout, "the run was interrupted")),
+            () = orders.stop_ordered() => Err(interrupted()),
         };
         let guard = match acquired {
             Ok(guard) => guard,
             Err(err) => {
-                recorder.record(
-                    me,
-                    What::AcquireFailed {
-                        error: err.to_string(),
-                    },
-                );
-                match err.kind() {
-                    ErrorKind::Timeout => {}
-                    _ if err.is_temporary() => tokio::time::sleep(Duration::from_millis(50)).await,
-                    _ => return Err(err),
-                }
+                acquire_failed(recorder, me, err).await?;
                 continue;
             }
         };
@@ -142,13 +132,9 @@ async fn body(
     section: &Section<'_>,
     resource: &mut Writer,
 ) -> std::result::Result<(), Stop> {
-    let (recorder, me) = (section.recorder, section.task.worker);
     let token = held.fencing_token();
-    tokio::select! {
-        done = section.run(Some(held as &dyn Looked), token, None, resource) => done.map_err(Stop::Section)?,
-        never = watch(held, recorder, me) => match never {},
-    }
-    recorder.record(me, What::Release);
-    section.orders.at(steps::BEFORE_RELEASE, recorder, me);
+    let done = section.watched(held, token, None, resource).await;
+    done.map_err(Stop::Section)?;
+    section.released();
     Ok(())
 }

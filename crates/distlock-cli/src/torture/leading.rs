@@ -4,14 +4,14 @@
 //! (the term as token), its health, and its release, or its loss and the campaign that
 //! follows.
 
-use distlock::{Error, ErrorKind, Leadership, Result};
+use distlock::{Leadership, Result};
 use distlock_check::history::{What, instant_ns, monotonic_ns};
 
 use super::record::Recorder;
 use super::resource::Writer;
 use super::scheme::waiting_until;
 use super::steps::{self, Orders};
-use super::worker::{Section, Stop, Task, me_of, watch};
+use super::worker::{Section, Stop, Task, acquire_failed, interrupted, me_of};
 use crate::location::open_client;
 
 /// Stands for election until the run's end: each round, `Election::run` with `requeue`
@@ -41,7 +41,7 @@ pub(super) async fn lead(
             candidate.run(async |leading: &Leadership| term(leading, &section, resource).await);
         let ran = tokio::select! {
             ran = terms => ran,
-            () = orders.stop_ordered() => Err(Stop::Store(Error::new(ErrorKind::Timeout, "the run was interrupted"))),
+            () = orders.stop_ordered() => Err(Stop::Store(interrupted())),
         };
         let err = match ran {
             Ok(()) => {
@@ -56,21 +56,9 @@ pub(super) async fn lead(
             Err(Stop::Section(err)) => return Err(err),
             Err(Stop::Store(err)) => err,
         };
-        recorder.record(
-            me,
-            What::AcquireFailed {
-                error: err.to_string(),
-            },
-        );
         // `run` campaigns again by itself after a loss or a store out of reach; what comes
         // out is the deadline, or a refusal that ends the worker.
-        match err.kind() {
-            ErrorKind::Timeout => {}
-            _ if err.is_temporary() => {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await
-            }
-            _ => return Err(err),
-        }
+        acquire_failed(recorder, me, err).await?;
     }
     Ok(())
 }
@@ -97,13 +85,11 @@ async fn term(
         armed: true,
     };
     section.orders.at(steps::AFTER_GRANT, recorder, me);
-    let guard = leading.guard();
-    tokio::select! {
-        done = section.run(Some(guard), token, None, resource) => done.map_err(Stop::Section)?,
-        never = watch(guard, recorder, me) => match never {},
-    }
-    recorder.record(me, What::Release);
-    section.orders.at(steps::BEFORE_RELEASE, recorder, me);
+    let done = section
+        .watched(leading.guard(), token, None, resource)
+        .await;
+    done.map_err(Stop::Section)?;
+    section.released();
     cut.armed = false;
     Ok(())
 }

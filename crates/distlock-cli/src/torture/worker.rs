@@ -70,7 +70,6 @@ pub async fn worker() -> Result<u8> {
         let acquire = lock.acquire((task.ttl, task.hold), task.until, &orders, &recorder, me);
         // Withdrawn: distlock's acquire is cancel-safe. A broken scheme's may have left its
         // key, or a version-cas update, behind: the run removes its key or table at its end.
-        let interrupted = || Error::new(ErrorKind::Timeout, "the run was interrupted");
         let acquired = tokio::select! {
             acquired = acquire => acquired,
             () = orders.stop_ordered() => Err(interrupted()),
@@ -78,22 +77,7 @@ pub async fn worker() -> Result<u8> {
         let hold = match acquired {
             Ok(hold) => hold,
             Err(err) => {
-                recorder.record(
-                    me,
-                    What::AcquireFailed {
-                        error: err.to_string(),
-                    },
-                );
-                // A wait that timed out ends at the deadline; a store out of reach is
-                // asked again; anything else (refused credentials, a backend that calls a
-                // fault permanent when it is not) ends the worker, and the run with it.
-                match err.kind() {
-                    ErrorKind::Timeout => {}
-                    _ if err.is_temporary() => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    _ => return Err(err),
-                }
+                acquire_failed(&recorder, me, err).await?;
                 continue;
             }
         };
@@ -116,18 +100,18 @@ pub async fn worker() -> Result<u8> {
             recorder: &recorder,
         };
         match hold.guard().filter(|_| hold.looks) {
-            Some(guard) => tokio::select! {
-                done = section.run(Some(guard as &dyn Looked), token, hold.counted, &mut resource) => done?,
-                never = watch(guard, &recorder, me) => match never {},
-            },
+            Some(guard) => {
+                section
+                    .watched(guard, token, hold.counted, &mut resource)
+                    .await?
+            }
             None => {
                 section
                     .run(None, token, hold.counted, &mut resource)
                     .await?
             }
         }
-        recorder.record(me, What::Release);
-        orders.at(steps::BEFORE_RELEASE, &recorder, me);
+        section.released();
         let outcome = lock.release(hold, &orders, &recorder, me).await;
         recorder.record(
             me,
@@ -137,6 +121,28 @@ pub async fn worker() -> Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// Records an acquire that failed with `err`; `Ok` if the worker goes on (a wait that
+/// timed out ends at the deadline; a store out of reach is asked again after a pause), the
+/// error if it ends: anything else (refused credentials, a backend that calls a fault
+/// permanent when it is not) ends the worker, and the run with it.
+pub(super) async fn acquire_failed(recorder: &Recorder, me: u32, err: Error) -> Result<()> {
+    let error = err.to_string();
+    recorder.record(me, What::AcquireFailed { error });
+    match err.kind() {
+        ErrorKind::Timeout => Ok(()),
+        _ if err.is_temporary() => {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok(())
+        }
+        _ => Err(err),
+    }
+}
+
+/// The error of an acquire the end of the run cut short.
+pub(super) fn interrupted() -> Error {
+    Error::new(ErrorKind::Timeout, "the run was interrupted")
 }
 
 /// Sleeps until the run's start.
@@ -233,6 +239,29 @@ impl Section<'_> {
         resource.write(me, token).await?;
         recorder.record(me, What::Exit);
         Ok(())
+    }
+
+    /// The section under `looked`, watched (its health and renewals recorded) while it
+    /// runs.
+    pub(super) async fn watched(
+        &self,
+        looked: &dyn Looked,
+        token: u64,
+        counted: Option<u64>,
+        resource: &mut Writer,
+    ) -> Result<()> {
+        tokio::select! {
+            done = self.run(Some(looked), token, counted, resource) => done,
+            never = watch(looked, self.recorder, self.task.worker) => match never {},
+        }
+    }
+
+    /// Records that the worker acts under its grant no more, and reaches the step before
+    /// its release.
+    pub(super) fn released(&self) {
+        let (recorder, me) = (self.recorder, self.task.worker);
+        recorder.record(me, What::Release);
+        self.orders.at(steps::BEFORE_RELEASE, recorder, me);
     }
 
     /// The counter's read-modify-write, the guard checked before each step: false if it
