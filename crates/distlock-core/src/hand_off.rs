@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::acquire::{GrantedTicket, grant};
 use crate::backend::{
-    Backend, Capabilities, Grant, Liveness, LockKind, LockRequest, Session, Ticket,
+    Backend, Capabilities, Grant, Liveness, LockKind, LockRequest, PollOutcome, Session, Ticket,
     adopt_unsupported,
 };
 use crate::client::Client;
@@ -333,8 +333,12 @@ impl Client {
         let offered = Grant::new(handed.name.clone(), handed.grant.clone(), handed.kind);
         let sent = Instant::now();
         let adopt = backend.adopt(&offered, handed.fencing_token, &mut ticket);
-        let fencing_token = self.bounded("adopt", adopt).await?;
-        let (channel, session) = adopted_in(backend.as_ref(), caps)?;
+        let adopted = self.bounded("adopt", adopt).await?;
+        let (fencing_token, session) = adopted_grant(backend.scheme(), caps, adopted)?;
+        let channel = match session {
+            Some(id) => Some(live_session(backend.as_ref(), id)?),
+            None => None,
+        };
         let granted = GrantedTicket {
             ticket,
             fencing_token,
@@ -345,16 +349,36 @@ impl Client {
     }
 }
 
-/// The session an adoption on a session backend lives in, and its channel: the one serving
-/// as the backend's call returned (which checked its grant was made in the session still
-/// valid then). Nothing for a lease backend.
-fn adopted_in(
-    backend: &dyn Backend,
+/// The fencing token of an adoption, and the session it lives in on a session backend
+/// (which the backend must name).
+fn adopted_grant(
+    scheme: &'static str,
     caps: Capabilities,
-) -> Result<(Option<watch::Receiver<Session>>, Option<u64>)> {
-    if caps.liveness != Liveness::Session {
-        return Ok((None, None));
+    adopted: PollOutcome,
+) -> Result<(u64, Option<u64>)> {
+    let broken = |why: &str| {
+        Error::new(
+            ErrorKind::Backend,
+            format!("the {scheme} backend answered an adoption {why}"),
+        )
+        .with_backend(scheme)
+    };
+    match adopted {
+        PollOutcome::Granted {
+            fencing_token,
+            session,
+        } => match (caps.liveness, session) {
+            (Liveness::Session, None) => Err(broken("without the session it lives in")),
+            (Liveness::Session, session) => Ok((fencing_token, session)),
+            (_, _) => Ok((fencing_token, None)),
+        },
+        _ => Err(broken("with no grant")),
     }
+}
+
+/// The session channel of a session backend, while session `id` (the one an adoption was
+/// made in) is the live one: if it ended, the adopted grant went with it.
+fn live_session(backend: &dyn Backend, id: u64) -> Result<watch::Receiver<Session>> {
     let channel = backend.session().ok_or_else(|| {
         Error::new(
             ErrorKind::Backend,
@@ -362,7 +386,7 @@ fn adopted_in(
         )
     })?;
     let current = *channel.borrow();
-    if !current.is_alive() {
+    if current.id != id || !current.is_alive() {
         return Err(Error::new(
             ErrorKind::Unavailable,
             "the session ended as the grant was adopted: the grant went with it",
@@ -370,5 +394,5 @@ fn adopted_in(
         .with_backend(backend.scheme())
         .temporary());
     }
-    Ok((Some(channel), Some(current.id)))
+    Ok(channel)
 }

@@ -446,7 +446,12 @@ impl Backend for EtcdBackend {
     /// that checks it was not written since: it keeps its create revision, and so its place
     /// ahead of every waiter; the adoption's revision is the new fencing token. The
     /// sender's watch on the key sees the move and ends its hold.
-    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+    async fn adopt(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<PollOutcome> {
         let live = self.sessions.current().await?;
         let mut request = Request::new(self.pfx(&handed.name), &ticket.request);
         let fence = i64::try_from(fencing_token).map_err(|_| adopt_refused(&handed.name))?;
@@ -489,7 +494,10 @@ impl Backend for EtcdBackend {
         request.watch_grant(&self.sessions, &key);
         request.key = Some(key);
         ticket.set_state(request);
-        Ok(revision.max(0) as u64)
+        Ok(PollOutcome::granted_in_session(
+            revision.max(0) as u64,
+            live.id,
+        ))
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

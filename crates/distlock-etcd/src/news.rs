@@ -2,7 +2,6 @@
 //! note, each event a change of the channel's count, kept while a receiver lives.
 
 use std::sync::Weak;
-use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -10,26 +9,13 @@ use crate::grpc::ops;
 use crate::grpc::pb;
 use crate::session::Sessions;
 
-/// How long a broken watch waits before it is set again.
-const REWATCH_AFTER: Duration = Duration::from_millis(500);
-
 /// Starts watching the keys under `pfx` (the lock's contenders) and the key `note`: the
 /// receiver of the count of events seen.
 pub(crate) fn start(sessions: Weak<Sessions>, pfx: String, note: String) -> watch::Receiver<u64> {
-    let (sender, receiver) = watch::channel(0);
-    crate::runtime::SESSIONS.spawn(async move {
-        loop {
-            tokio::select! {
-                () = sender.closed() => return,
-                () = follow(&sessions, &pfx, &note, &sender) => {}
-            }
-            tokio::select! {
-                () = sender.closed() => return,
-                () = tokio::time::sleep(REWATCH_AFTER) => {}
-            }
-        }
-    });
-    receiver
+    crate::runtime::SESSIONS.follow_news(move |count| {
+        let (sessions, pfx, note) = (sessions.clone(), pfx.clone(), note.clone());
+        async move { follow(&sessions, &pfx, &note, &count).await }
+    })
 }
 
 /// Follows both watches until one ends (the stream broke, etcd cancelled it, or the

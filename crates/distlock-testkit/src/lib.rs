@@ -18,7 +18,10 @@ pub use distlock_servers::{
     postgres_url, redis_cluster, redis_server, redis_server_with, redis_tls_server, send,
     servers_in_own_process_groups, zookeeper_ensemble, zookeeper_server, zookeeper_tls_server,
 };
-pub use scenarios::{a_hung_server_bounds_every_call, odd_names_are_locks_of_their_own};
+pub use scenarios::{
+    a_hung_server_bounds_every_call, observers_hear_each_change_within_a_second,
+    odd_names_are_locks_of_their_own,
+};
 pub use session_faults::{
     a_cut_off_holder_is_lost_before_the_store_lets_go, a_holder_deleted_by_hand_turns_lost_alone,
 };

@@ -1,5 +1,5 @@
 //! Scenarios a new user runs into, the same on every backend with a server: odd lock names,
-//! and a server that hangs mid-call.
+//! a server that hangs mid-call, and an observer told of each change by the store.
 
 use std::time::{Duration, Instant};
 
@@ -148,4 +148,63 @@ pub async fn a_hung_server_bounds_every_call(url: &str, server: &Server) {
         started.elapsed()
     );
     server.resume();
+}
+
+/// An observer hears of each change of leader from the store's pushes, not only from its
+/// polling: with a poll every minute, a new leader, its proclaimed value and its
+/// resignation are each seen within a second (for a store that pushes: see
+/// [`Backend::lock_news`](distlock::backend::Backend::lock_news)).
+///
+/// # Examples
+///
+/// ```no_run
+/// # distlock_testkit::block_on(async {
+/// distlock_testkit::observers_hear_each_change_within_a_second("etcd://127.0.0.1:2379/x").await;
+/// # });
+/// ```
+pub async fn observers_hear_each_change_within_a_second(url: &str) {
+    let (watcher, leader) = (
+        distlock::Client::connect(url).await.unwrap(),
+        distlock::Client::connect(url).await.unwrap(),
+    );
+    let observed = watcher
+        .election("services/billing")
+        .observe_every(Duration::from_secs(60));
+    let mut seen = observed.observe().await.unwrap();
+    assert!(seen.borrow().is_none());
+    let within = Duration::from_secs(1);
+    let wait_for = |seen: &mut tokio::sync::watch::Receiver<Option<distlock::LeaderInfo>>,
+                    wanted: fn(Option<&distlock::LeaderInfo>) -> bool| {
+        let mut seen = seen.clone();
+        async move {
+            tokio::time::timeout(within, seen.wait_for(|l| wanted(l.as_ref())))
+                .await
+                .is_ok()
+        }
+    };
+    let started = Instant::now();
+    let leading = leader
+        .election("services/billing")
+        .identity("billing-1")
+        .campaign()
+        .await
+        .unwrap();
+    let named = |l: Option<&distlock::LeaderInfo>| l.is_some_and(|l| l.identity == "billing-1");
+    assert!(
+        wait_for(&mut seen, named).await,
+        "the new leader within a second"
+    );
+    leading.proclaim("ready").await.unwrap();
+    let ready =
+        |l: Option<&distlock::LeaderInfo>| l.is_some_and(|l| l.value.as_deref() == Some("ready"));
+    assert!(
+        wait_for(&mut seen, ready).await,
+        "its value within a second"
+    );
+    leading.resign().await.unwrap();
+    assert!(
+        wait_for(&mut seen, |l| l.is_none()).await,
+        "its resignation within a second"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
 }

@@ -503,3 +503,14 @@ fn a_semaphore_waiter_whose_lease_is_deleted_keeps_its_place() {
         );
     });
 }
+
+/// An observer hears of each change of leader from ZooKeeper's watches on the lock's node
+/// and its note, not only from its polling.
+#[test]
+fn observers_are_told_of_each_change_by_zookeepers_watches() {
+    distlock_testkit::block_on(async {
+        let server = distlock_testkit::zookeeper_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("zk://{}/observed", server.addr());
+        distlock_testkit::observers_hear_each_change_within_a_second(&url).await;
+    });
+}

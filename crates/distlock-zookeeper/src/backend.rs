@@ -108,6 +108,15 @@ impl Backend for ZkBackend {
         Some(self.sessions.slot.subscribe())
     }
 
+    /// Watches on the lock's node and its note, set again each time they fire, kept while
+    /// a receiver lives.
+    fn lock_news(&self, name: &str) -> Option<watch::Receiver<u64>> {
+        let dir = names::lock_path(self.base(), name);
+        let note = notes::note_path(self.base(), name);
+        let sessions = Arc::downgrade(&self.sessions);
+        Some(crate::news::start(sessions, dir, note))
+    }
+
     /// Prepares the request's state. Its first poll creates its queue node and lists the
     /// queue in one round trip; the node's unique prefix is in the ticket before the create
     /// is sent, so a cancel finds the node even if that poll is dropped halfway, and a poll

@@ -5,6 +5,7 @@ mod config;
 mod error;
 mod inspect;
 mod names;
+mod news;
 mod nodes;
 mod notes;
 mod queue;

@@ -23,7 +23,7 @@ fn notes_dir(base: &str) -> String {
 }
 
 /// Lock `name`'s note node.
-fn note_path(base: &str, name: &str) -> String {
+pub(crate) fn note_path(base: &str, name: &str) -> String {
     format!(
         "{}/{}",
         notes_dir(base),

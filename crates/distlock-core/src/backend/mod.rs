@@ -341,8 +341,10 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// off ([`Guard::hand_off`](crate::Guard::hand_off)), for `ticket`'s request: if the
     /// store still holds it (under the same request token and fencing token, its lease
     /// live), it becomes the ticket's grant in one atomic step, with a fencing token above
-    /// every earlier one and a lease of the request's TTL; the new token. The backend keeps
-    /// in the ticket what its grant needs, as when it grants a poll. `NotHeld` when the
+    /// every earlier one and a lease of the request's TTL. Answers
+    /// [`PollOutcome::Granted`] with the new token and, on a backend whose grants live by
+    /// session, the session the adoption was made in (a `Pending` answer is an error). The
+    /// backend keeps in the ticket what its grant needs, as when it grants a poll. `NotHeld` when the
     /// store does not hold it so (adopted already, released, expired, broken). The
     /// default: `Unsupported`, saying why ([`Capabilities::adopt`] is false).
     ///
@@ -357,7 +359,12 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
     /// assert!(adopted.fencing_token() > guard.fencing_token());
     /// # Ok(()) }
     /// ```
-    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+    async fn adopt(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<PollOutcome> {
         let _ = (handed, fencing_token, ticket);
         Err(adopt_unsupported(self.scheme(), self.capabilities()))
     }

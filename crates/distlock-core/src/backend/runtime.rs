@@ -5,8 +5,14 @@
 
 use std::future::Future;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 use crate::error::{Error, ErrorKind, Result};
+
+/// How long a broken watch of a lock's news waits before it is set again.
+const REWATCH_AFTER: Duration = Duration::from_millis(500);
 
 /// A lazily started runtime with one worker thread, for one backend's background tasks.
 ///
@@ -109,5 +115,49 @@ impl SideRuntime {
             Ok(handle) => drop(handle.spawn(task)),
             Err(_) => drop(tokio::spawn(task)),
         }
+    }
+
+    /// News of a lock for its observers (see
+    /// [`Backend::lock_news`](crate::backend::Backend::lock_news)), kept on this runtime
+    /// while a receiver lives: `follow` sets the store's watches, adds one to the count it
+    /// is given at each event, and returns when a watch breaks (the session ended, the
+    /// store cancelled it); it is started again half a second later. A watch set again
+    /// should count one, in case a change went unseen while it was down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// use distlock_core::backend::SideRuntime;
+    ///
+    /// static SESSIONS: SideRuntime = SideRuntime::new("example", "distlock-example");
+    /// let mut news = SESSIONS.follow_news(|count| async move {
+    ///     // set the watches, then at each event:
+    ///     count.send_modify(|n| *n += 1);
+    ///     std::future::pending::<()>().await
+    /// });
+    /// news.changed().await.unwrap();
+    /// assert_eq!(*news.borrow(), 1);
+    /// # }
+    /// ```
+    pub fn follow_news<F, Fut>(&self, follow: F) -> watch::Receiver<u64>
+    where
+        F: Fn(watch::Sender<u64>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let (sender, receiver) = watch::channel(0);
+        self.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = sender.closed() => return,
+                    () = follow(sender.clone()) => {}
+                }
+                tokio::select! {
+                    () = sender.closed() => return,
+                    () = tokio::time::sleep(REWATCH_AFTER) => {}
+                }
+            }
+        });
+        receiver
     }
 }

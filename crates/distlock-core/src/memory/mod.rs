@@ -212,9 +212,18 @@ impl Backend for MemoryBackend {
         Ok(self.space.inspect(name))
     }
 
-    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+    async fn adopt(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<PollOutcome> {
         match self.session {
-            None => self.space.adopt(handed, fencing_token, ticket),
+            None => Ok(PollOutcome::granted(self.space.adopt(
+                handed,
+                fencing_token,
+                ticket,
+            )?)),
             Some(_) => Err(crate::backend::adopt_unsupported(
                 self.scheme(),
                 self.capabilities(),

@@ -419,8 +419,14 @@ impl Backend for RedisBackend {
         Ok(())
     }
 
-    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
-        self.adopt_grant(handed, fencing_token, ticket).await
+    async fn adopt(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<PollOutcome> {
+        let adopted = self.adopt_grant(handed, fencing_token, ticket).await?;
+        Ok(PollOutcome::granted(adopted))
     }
 
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {

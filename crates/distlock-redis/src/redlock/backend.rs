@@ -551,8 +551,14 @@ impl Backend for RedlockBackend {
             .await
     }
 
-    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
-        self.adopt_on_masters(handed, fencing_token, ticket).await
+    async fn adopt(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<PollOutcome> {
+        let adopted = self.adopt_on_masters(handed, fencing_token, ticket).await?;
+        Ok(PollOutcome::granted(adopted))
     }
 
     async fn read_note(&self, name: &str) -> Result<Option<Note>> {

@@ -273,7 +273,12 @@ impl Backend for PostgresBackend {
         Ok(outcome(was_held))
     }
 
-    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+    async fn adopt(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<PollOutcome> {
         if self.split.sessions().is_some() {
             return Err(adopt_unsupported(self.scheme(), self.capabilities()));
         }
@@ -284,7 +289,8 @@ impl Backend for PostgresBackend {
         );
         let adopt = async move { store::adopt(&pool, &token, fencing_token, &request).await };
         let adopted = detached("postgres", self.writes.pass(adopt)).await?;
-        adopted.ok_or_else(|| adopt_refused(&handed.name))
+        let adopted = adopted.ok_or_else(|| adopt_refused(&handed.name))?;
+        Ok(PollOutcome::granted(adopted))
     }
 
     async fn write_note(

@@ -299,13 +299,19 @@ impl Backend for SqliteBackend {
         notes::read(&self.pool, self.clock, name).await
     }
 
-    async fn adopt(&self, handed: &Grant, fencing_token: u64, ticket: &mut Ticket) -> Result<u64> {
+    async fn adopt(
+        &self,
+        handed: &Grant,
+        fencing_token: u64,
+        ticket: &mut Ticket,
+    ) -> Result<PollOutcome> {
         let (pool, clock) = (self.pool.clone(), self.clock);
         let (token, request) = (handed.token.clone(), ticket.request.clone());
         let adopt =
             async move { store::adopt(&pool, clock, &token, fencing_token, &request).await };
         let adopted = detached("sqlite", self.writes.pass(adopt)).await?;
-        adopted.ok_or_else(|| adopt_refused(&handed.name))
+        let adopted = adopted.ok_or_else(|| adopt_refused(&handed.name))?;
+        Ok(PollOutcome::granted(adopted))
     }
 
     async fn force_release(
