@@ -158,9 +158,13 @@ impl Guard {
                 ),
             ));
         }
-        lease
-            .offered
-            .store(true, std::sync::atomic::Ordering::Release);
+        let adopted_by = Instant::now()
+            .checked_add(within.saturating_add(lease.ttl))
+            .unwrap_or_else(crate::backend::deadline::far_future);
+        *lease
+            .offered_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(adopted_by);
         Ok(HandOff {
             backend: backend.scheme().to_owned(),
             name: self.name().to_owned(),

@@ -311,6 +311,7 @@ impl EtcdBackend {
             key: key.name.clone(),
             created: key.created,
             granted: key.granted,
+            adopted_from: 0,
             linger_until: (key.created == 0)
                 .then(|| tokio::time::Instant::now() + self.config().session_ttl),
         };
@@ -465,6 +466,7 @@ impl Backend for EtcdBackend {
             key: name.clone(),
             created,
             granted: 0,
+            adopted_from: fence,
             linger_until: None,
         };
         let note = self.sessions.pending.note(live.id, doomed);

@@ -75,6 +75,10 @@ pub(crate) struct Doomed {
     pub(crate) created: i64,
     /// The revision of the write that granted it; 0 if it was not granted.
     pub(crate) granted: i64,
+    /// The fencing token of the grant an adoption took over (0: none): the delete then
+    /// applies only to a key written since, by the adoption (a key still the sender's,
+    /// on this very lease when it adopts through its own client, is left to it).
+    pub(crate) adopted_from: i64,
     /// Until when the delete is made again even after it was answered: a key whose create
     /// was sent without an answer may still be written by that create after a first delete
     /// (etcd may apply a request after its caller gave up on it).
@@ -228,7 +232,11 @@ impl Sessions {
             })
             .chain(answered.chunks(1).map(|one| {
                 let doomed = &one[0].1;
-                let when = ops::still_of(&doomed.key, doomed.created, doomed.granted, live.lease);
+                let mut when =
+                    ops::still_of(&doomed.key, doomed.created, doomed.granted, live.lease);
+                if doomed.adopted_from > 0 {
+                    when.push(ops::modified_after(&doomed.key, doomed.adopted_from));
+                }
                 (
                     one,
                     ops::txn(when, vec![ops::delete(&doomed.key)], Vec::new()),

@@ -1,7 +1,7 @@
 //! The shared state of one grant: its fencing token, health, safe deadline and hold count;
 //! its renewal (the client's watchdog decides when) and release.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard};
 use std::time::Duration;
 
@@ -94,9 +94,9 @@ pub(crate) struct LeaseCore {
     schedule: StdMutex<Schedule>,
     /// When the core releases a grant that lives by session (it has no lease to lapse).
     pub(crate) release_at: Option<Instant>,
-    /// Whether the grant was offered for a hand-off: its end is then most likely an
-    /// adoption, not a loss to warn of.
-    pub(crate) offered: AtomicBool,
+    /// Until when the grant's end is most likely an adoption, not a loss to warn of: the
+    /// deadline of its last hand-off offer and a TTL more (a renewal learns it late).
+    pub(crate) offered_until: StdMutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for LeaseCore {
@@ -205,7 +205,7 @@ impl LeaseCore {
             holds: AtomicUsize::new(1),
             schedule: StdMutex::new(Schedule::new(next_renew)),
             release_at,
-            offered: AtomicBool::new(false),
+            offered_until: StdMutex::new(None),
         });
         core.client.watchdog.start(&core);
         core
@@ -305,7 +305,8 @@ impl LeaseCore {
             safe_until: status.safe_until.min(Instant::now()),
         });
         if was.health != Health::Lost {
-            if self.offered.load(Ordering::Acquire) {
+            let offered = *self.offered_until.lock().unwrap_or_else(|e| e.into_inner());
+            if offered.is_some_and(|until| Instant::now() <= until) {
                 tracing::info!(lock = %self.handle.name, fencing_token = self.fencing_token, "an offered grant left this holder (adopted, most likely): {why}");
                 return;
             }

@@ -93,6 +93,14 @@ pub(crate) fn modified_at(key: &str, revision: i64) -> pb::Compare {
     }
 }
 
+/// The condition "`key` was written after revision `revision`".
+pub(crate) fn modified_after(key: &str, revision: i64) -> pb::Compare {
+    pb::Compare {
+        result: compare::CompareResult::Greater.into(),
+        ..modified_at(key, revision)
+    }
+}
+
 /// The condition "`key` lives on lease `lease`".
 pub(crate) fn leased_to(key: &str, lease: i64) -> pb::Compare {
     pb::Compare {
