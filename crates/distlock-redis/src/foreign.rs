@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::redis::keyspace::Watch;
+use crate::redis::channels::Watch;
 
 /// How a request waits on a lock a foreign client holds (redis-py, redsync, rslock, …),
 /// whose release publishes no wake-up: polls with jittered backoff from about 1 ms,

@@ -5,6 +5,7 @@ mod foreign;
 mod keys;
 mod record;
 mod redis;
+mod redisson;
 pub mod redlock;
 mod scripts;
 
@@ -15,8 +16,9 @@ use distlock_core::{Result, Url};
 
 pub use self::redis::RedisBackend;
 pub use self::redis::config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, MAX_CONNECTIONS, RedisConfig,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, Layout, MAX_CONNECTIONS, RedisConfig,
 };
+pub use self::redisson::RedissonBackend;
 pub use distlock_core::backend::DEFAULT_FENCE_TTL;
 pub use error::connect_error;
 pub use redlock::{RedlockBackend, RedlockConfig};
@@ -57,7 +59,7 @@ impl Connector for RedlockConnector {
     }
 }
 
-/// Connects `redis://` and `rediss://` URLs.
+/// Connects `redis://` and `rediss://` URLs, in the layout they ask for.
 #[derive(Debug)]
 struct RedisConnector;
 
@@ -68,8 +70,6 @@ impl Connector for RedisConnector {
     }
 
     async fn connect(&self, url: &Url) -> Result<Arc<dyn Backend>> {
-        Ok(Arc::new(
-            RedisBackend::open(RedisConfig::from_url(url)?).await?,
-        ))
+        redisson::open(RedisConfig::from_url(url)?).await
     }
 }

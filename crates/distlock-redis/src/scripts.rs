@@ -102,6 +102,16 @@ impl<'a> Call<'a> {
         Call { script, cmd }
     }
 
+    /// A call of `script` on `keys` named outright (another client's layout).
+    pub(crate) fn with_keys(script: &'a Script, keys: &[&str]) -> Call<'a> {
+        let mut cmd = Cmd::with_capacity(keys.len() + 8, 256);
+        cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
+        Call { script, cmd }
+    }
+
     /// Appends an argument (`ARGV`).
     pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
         self.cmd.arg(arg);

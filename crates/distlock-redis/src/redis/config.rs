@@ -1,7 +1,7 @@
 //! `redis://` URLs: the server, and distlock's own options.
 
 use distlock_core::backend::{UrlParams, fence_ttl};
-use distlock_core::{Error, Result, Url, redact_url};
+use distlock_core::{Error, ErrorKind, Result, Url, redact_url};
 
 /// Multiplexed command connections to a single server unless `?connections=` says
 /// otherwise. Two let the server read one connection's commands while the client writes
@@ -37,7 +37,7 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// The query parameters a `redis://` URL may carry; any other is refused, so a typo
 /// (`min_replica=1`) is not silently dropped.
-const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol";
+const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid and fencing (layout=redisson)";
 
 /// How long a connection to a server may take to open, unless `connect_timeout` says.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -106,6 +106,37 @@ pub struct RedisConfig {
     /// The nodes to learn a Redis Cluster's layout from, for `redis+cluster://` (empty for
     /// a single server; a single server that says it is in a cluster is used as one).
     pub(crate) cluster_seeds: Vec<Url>,
+    /// Whose key layout locks use (`layout`): distlock's own, or Redisson's.
+    pub layout: Layout,
+}
+
+/// The key layout of a `redis://` URL's locks (`?layout=`).
+///
+/// # Examples
+///
+/// ```
+/// use distlock_redis::{Layout, RedisConfig};
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?layout=redisson&uuid=billing-7").unwrap();
+/// let config = RedisConfig::from_url(&url)?;
+/// assert_eq!(config.layout, Layout::Redisson { uuid: "billing-7".into() });
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0").unwrap();
+/// assert_eq!(RedisConfig::from_url(&url)?.layout, Layout::Distlock);
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layout {
+    /// distlock's own: a queue, records of holders and waiters, a fencing counter.
+    Distlock,
+    /// Redisson's fenced lock (`layout=redisson`): the lock is a hash of its holder's
+    /// `<uuid>:<thread id>` and hold count, its tokens counted in
+    /// `redisson_lock_token:{name}`, its releases published on
+    /// `redisson_lock__channel:{name}`; Java services on `RLock`/`RFencedLock` share it.
+    Redisson {
+        /// This client's id in holders' fields (`uuid`; by default a random UUID, one per
+        /// process), so an operator can tell a Rust holder in Redis.
+        uuid: String,
+    },
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -120,6 +151,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("fence_ttl", &self.fence_ttl)
             .field("cluster_nodes", &self.cluster_seeds.len())
+            .field("layout", &self.layout)
             .finish()
     }
 }
@@ -206,6 +238,7 @@ impl RedisConfig {
             }
             ca => ca.map(Into::into),
         };
+        let layout = layout(&mut params, cluster, &prefix, min_replicas)?;
         // The Redis client's own parameter (RESP2 or RESP3).
         let passed: Vec<(&str, String)> = params
             .text("protocol")
@@ -245,7 +278,60 @@ impl RedisConfig {
             connect_timeout,
             fence_ttl,
             cluster_seeds,
+            layout,
         })
+    }
+}
+
+/// The layout `layout`, `uuid` and `fencing` ask for, where the rest of the URL allows it.
+fn layout(
+    params: &mut UrlParams,
+    cluster: bool,
+    prefix: &str,
+    min_replicas: u32,
+) -> Result<Layout> {
+    let layout = params.text("layout");
+    let (uuid, fencing) = (params.text("uuid"), params.text("fencing"));
+    match layout.as_deref() {
+        None | Some("distlock") => match uuid.is_some() || fencing.is_some() {
+            true => Err(Error::invalid(
+                "uuid and fencing are options of Redisson's layout: add layout=redisson",
+            )),
+            false => Ok(Layout::Distlock),
+        },
+        Some("redisson") => {
+            if let Some(other) = fencing.filter(|f| f != "redisson") {
+                return Err(Error::invalid(format!(
+                    "fencing `{other}` is not offered in Redisson's layout: a guard's fencing token comes from Redisson's fenced lock (fencing=redisson, the default), so every Java client of a name must use RFencedLock for tokens to mean anything"
+                )));
+            }
+            let refuse =
+                |what: &str| Err(Error::invalid(format!("layout=redisson takes no {what}")));
+            if !prefix.is_empty() {
+                return refuse("prefix: a Redisson lock's key is its name");
+            }
+            if min_replicas > 0 {
+                return refuse(
+                    "min_replicas: Redisson's own clients do not wait for replicas on a single primary",
+                );
+            }
+            if cluster {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "layout=redisson on a Redis Cluster is not offered yet: Java clients wake each other there with sharded pub/sub (SPUBLISH), which distlock must match first",
+                ));
+            }
+            let uuid = uuid.unwrap_or_else(crate::redisson::process_uuid);
+            if !crate::redisson::valid_uuid(&uuid) {
+                return Err(Error::invalid(format!(
+                    "uuid `{uuid}` cannot name a client in holders' fields: 1 to 64 letters, digits, `-`, `_` or `.`"
+                )));
+            }
+            Ok(Layout::Redisson { uuid })
+        }
+        Some(other) => Err(Error::invalid(format!(
+            "layout `{other}` is not one distlock speaks: distlock (the default) or redisson"
+        ))),
     }
 }
 

@@ -14,6 +14,7 @@ use crate::error::{connect_error, redis_error, refusal};
 use crate::keys::{Key, LockKeys};
 use crate::record::{AcquireAnswer, RequestRecord};
 use crate::scripts::{Call, SCRIPTS};
+use channels::Channels;
 use config::RedisConfig;
 use connection::Conn;
 use keyspace::Keyspace;
@@ -21,6 +22,7 @@ use refused::RedisTicket;
 pub(crate) use refused::refused_for_foreign;
 
 mod adopt;
+pub(crate) mod channels;
 pub(crate) mod config;
 mod connection;
 mod force_release;
@@ -66,8 +68,10 @@ pub struct RedisBackend {
     fence_ttl_ms: u64,
     channel: String,
     wakers: Arc<LocalWakers>,
+    /// The channels this client's waiters watch, on its wake-up connection.
+    channels: Arc<Channels>,
     /// Watches of lock keys' keyspace events, on one server (not a cluster).
-    keyspace: Option<Arc<Keyspace>>,
+    keyspace: Option<Keyspace>,
     listener: AbortHandle,
     server: String,
 }
@@ -156,14 +160,16 @@ impl RedisBackend {
         };
         let wakers = Arc::new(LocalWakers::new());
         let channel = format!("distlock:wake:{}", random_id());
-        let keyspace = seeds
-            .is_empty()
-            .then(|| Keyspace::new(client.get_connection_info().redis_settings().db()));
+        let channels = Channels::new();
+        let keyspace = seeds.is_empty().then(|| {
+            let db = client.get_connection_info().redis_settings().db();
+            Keyspace::new(db, channels.clone())
+        });
         let listener = wakeups::listen(
             subscribe_to,
             channel.clone(),
             wakers.clone(),
-            keyspace.clone(),
+            channels.clone(),
         )
         .await?;
         let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
@@ -176,6 +182,7 @@ impl RedisBackend {
             fence_ttl_ms: config.fence_ttl.as_millis() as u64,
             channel,
             wakers,
+            channels,
             keyspace,
             listener,
             server,
@@ -195,7 +202,7 @@ impl RedisBackend {
     }
 
     /// [`invoke`](Self::invoke) on connection `conn`.
-    async fn invoke_on<T: redis::FromRedisValue>(
+    pub(crate) async fn invoke_on<T: redis::FromRedisValue>(
         &self,
         mut conn: Conn,
         operation: &'static str,
@@ -266,7 +273,7 @@ impl RedisBackend {
     /// The connection every operation on lock `name` goes through (but batched renewals),
     /// so that they reach the server in the order they were made: a cancellation after
     /// the poll it cancels.
-    fn conn_for(&self, name: &str) -> Conn {
+    pub(crate) fn conn_for(&self, name: &str) -> Conn {
         let index = match self.commands.len() {
             1 => 0,
             n => {
@@ -337,9 +344,19 @@ impl RedisBackend {
     }
 
     /// A connection for commands that name no lock.
-    fn any_conn(&self) -> Conn {
+    pub(crate) fn any_conn(&self) -> Conn {
         let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.commands[turn % self.commands.len()].clone()
+    }
+
+    /// The wake-up slots of this client's waiting requests.
+    pub(crate) fn wakers(&self) -> &LocalWakers {
+        &self.wakers
+    }
+
+    /// The channels this client's waiters watch.
+    pub(crate) fn channels(&self) -> &Arc<Channels> {
+        &self.channels
     }
 
     fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {

@@ -1,6 +1,6 @@
 //! The one subscription each client keeps: wake-ups for its waiters arrive on a channel of
-//! its own, and are handed to the waiting tasks; so do lock keys' keyspace events, where
-//! waiters watch them (see [`Keyspace`]).
+//! its own, and are handed to the waiting tasks; so do the messages of the channels its
+//! waiters watch (see [`Channels`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,17 +11,17 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use crate::redis::keyspace::Keyspace;
+use crate::redis::channels::Channels;
 
 /// Subscribes to `channel` on the first of `servers` that answers and keeps the
 /// subscription up (moving on to the next server, with backoff) until aborted; hands the
-/// connection to `keyspace` (one server only) for its watches. Returns once the first
+/// connection to `channels` for the channels waiters watch. Returns once the first
 /// subscription is in place.
 pub(crate) async fn listen(
     servers: Vec<redis::Client>,
     channel: String,
     wakers: Arc<LocalWakers>,
-    keyspace: Option<Arc<Keyspace>>,
+    channels: Arc<Channels>,
 ) -> Result<AbortHandle> {
     let (ready, subscribed) = oneshot::channel();
     let task = tokio::spawn(async move {
@@ -37,23 +37,18 @@ pub(crate) async fn listen(
                         let _ = ready.send(Ok(()));
                     }
                     let (sink, mut messages) = pubsub.split();
-                    if let Some(keyspace) = &keyspace {
-                        keyspace.connected(sink).await;
-                    }
+                    channels.connected(sink).await;
                     while let Some(message) = messages.next().await {
                         let Ok(payload) = message.get_payload::<String>() else {
                             continue;
                         };
-                        let event = keyspace.as_ref().is_some_and(|keyspace| {
-                            keyspace.deliver(message.get_channel_name(), &payload, &wakers)
-                        });
-                        if !event {
+                        let watched =
+                            channels.deliver(message.get_channel_name(), &payload, &wakers);
+                        if !watched {
                             wakers.wake(&payload);
                         }
                     }
-                    if let Some(keyspace) = &keyspace {
-                        keyspace.disconnected().await;
-                    }
+                    channels.disconnected().await;
                     tracing::debug!("wake-up subscription ended; subscribing again");
                 }
                 Err(err) => {

@@ -1,0 +1,168 @@
+//! What `status` reads of a lock in Redisson's layout: its hash (each holder's
+//! `<uuid>:<thread id>` and hold count), the hash's TTL and the counter of grants, and
+//! distlock's records of its own holders and waiters. A Java holder shows as its field,
+//! hold count and TTL (the layout records no host or process); a distlock guard as its
+//! record says (owner, host, process, token).
+
+use std::collections::HashMap;
+
+use distlock_core::{Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result};
+
+use super::RedissonBackend;
+use super::layout;
+use crate::error::redis_error;
+use crate::record;
+
+/// A lock hash read with distlock's records in one round trip: the hash's fields (holders
+/// and hold counts), the holders' records, the server's time, the waiters' record
+/// expiries and records.
+type Snapshot = (
+    Vec<(String, String)>,
+    HashMap<String, String>,
+    (u64, u64),
+    Vec<(String, f64)>,
+    HashMap<String, String>,
+);
+
+impl RedissonBackend {
+    /// Lock `name`'s state.
+    pub(super) async fn state_of(&self, name: &str) -> Result<LockState> {
+        let mut conn = self.redis.conn_for(name);
+        let err = redis_error("inspect");
+        let (kind, left, counter): (String, i64, Option<u64>) = redis::pipe()
+            .cmd("TYPE")
+            .arg(name)
+            .pttl(name)
+            .get(layout::token_key(name))
+            .query_async(&mut conn)
+            .await
+            .map_err(&err)?;
+        let mut state = LockState::new(name);
+        state.last_fencing_token = counter.unwrap_or(0);
+        match kind.as_str() {
+            "none" => return Ok(state),
+            "hash" => {}
+            other => {
+                return Err(Error::new(
+                    ErrorKind::Backend,
+                    format!(
+                        "the key `{name}` holds a {other}, not a Redisson lock hash: a client of another layout uses this name"
+                    ),
+                )
+                .with_backend("redis")
+                .with_operation("inspect"));
+            }
+        }
+        let [waiting, waiting_info] = layout::waiting_keys(name);
+        let (fields, records, time, queue, waiters): Snapshot = redis::pipe()
+            .hgetall(name)
+            .hgetall(layout::records_key(name))
+            .cmd("TIME")
+            .zrange_withscores(&waiting, 0, -1)
+            .hgetall(&waiting_info)
+            .query_async(&mut conn)
+            .await
+            .map_err(&err)?;
+        state.holders = fields
+            .iter()
+            .map(|(field, count)| match records.get(field) {
+                // distlock's grant, with its record; a Java holder has none.
+                Some(record) if count == "1" => record::holder_of(record, left),
+                _ => holder(field, count, left, state.last_fencing_token),
+            })
+            .collect();
+        state.waiters = record::live_waiters((time, queue, waiters))
+            .into_iter()
+            .map(|(_, waiter)| waiter)
+            .collect();
+        Ok(state)
+    }
+
+    /// Every lock hash on the server that some holder holds (distlock's records are hashes
+    /// too, but not locks).
+    pub(super) async fn all_states(&self) -> Result<Vec<LockState>> {
+        let mut conn = self.redis.any_conn();
+        let err = redis_error("inspect");
+        let mut names = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(500)
+                .arg("TYPE")
+                .arg("hash")
+                .query_async(&mut conn)
+                .await
+                .map_err(&err)?;
+            names.extend(keys);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        names.sort();
+        names.dedup();
+        let mut states = Vec::new();
+        for name in names {
+            let state = self.state_of(&name).await?;
+            if is_lock(&state) {
+                states.push(state);
+            }
+        }
+        Ok(states)
+    }
+}
+
+/// Whether a hash's state reads as a lock's: every field a holder with a hold count.
+fn is_lock(state: &LockState) -> bool {
+    !state.holders.is_empty() && state.holders.iter().all(|h| h.permits > 0)
+}
+
+/// The holder a field of the hash and its hold count stand for (no hold count: not a
+/// holder, `permits` 0). `left` is the hash's TTL as PTTL answered it.
+fn holder(field: &str, count: &str, left: i64, token: u64) -> HolderInfo {
+    let held = count
+        .parse::<u32>()
+        .ok()
+        .filter(|_| layout::holder(field).is_some());
+    let owner = match held {
+        Some(1) | None => field.to_owned(),
+        Some(times) => format!("{field} (held {times} times)"),
+    };
+    let mut holder = HolderInfo::new(owner, LockKind::Mutex, token);
+    holder.permits = held.unwrap_or(0);
+    holder.remaining_ms = (left > 0).then_some(left as u64);
+    holder.no_expiry = left == -1;
+    holder.meta = HolderMeta {
+        host: String::new(),
+        pid: 0,
+        acquired_at_unix_ms: 0,
+    };
+    holder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holders_show_their_field_and_hold_count() {
+        let java = holder("0d3c9e4e-1c51-4c05-8d7f-3d3f9b5c2a10:57", "2", 1_500, 9);
+        assert_eq!(
+            java.owner,
+            "0d3c9e4e-1c51-4c05-8d7f-3d3f9b5c2a10:57 (held 2 times)"
+        );
+        assert_eq!(
+            (java.permits, java.remaining_ms, java.fencing_token),
+            (2, Some(1_500), 9)
+        );
+        let persistent = holder("u:1", "1", -1, 0);
+        assert!(persistent.no_expiry && persistent.remaining_ms.is_none());
+        let mut state = LockState::new("x");
+        state.holders = vec![holder("u:1", "1", 10, 0)];
+        assert!(is_lock(&state));
+        state.holders.push(holder("name", "Ada", 10, 0));
+        assert!(!is_lock(&state), "a hash of other data");
+    }
+}

@@ -1,0 +1,140 @@
+//! Redisson's names: a lock's key is its name; the keys and channels beside it are named
+//! after it so a cluster keeps them in its slot (`redisson_lock__channel:{name}`, or
+//! `redisson_lock__channel:name` when the name carries a `{` of its own, as Java users
+//! put hash tags in names); a holder is a hash field `<client uuid>:<thread id>`.
+//! distlock's own records of holders and waiters (for `status`) are named by the same
+//! rule.
+
+use std::sync::LazyLock;
+
+use distlock_core::random_id;
+
+/// The channel a release of lock `name` is published on.
+pub(crate) fn channel(name: &str) -> String {
+    prefixed("redisson_lock__channel", name)
+}
+
+/// The fenced lock's counter of grants.
+pub(crate) fn token_key(name: &str) -> String {
+    prefixed("redisson_lock_token", name)
+}
+
+/// distlock's records of the lock's holders (a hash by field: owner, host, process, token),
+/// for `status`; Java clients neither read nor write it.
+pub(crate) fn records_key(name: &str) -> String {
+    prefixed("distlock_holders", name)
+}
+
+/// distlock's records of the lock's waiters, for `status`: a sorted set of request tokens
+/// by the end of their record's life, and a hash of their records.
+pub(crate) fn waiting_keys(name: &str) -> [String; 2] {
+    [
+        prefixed("distlock_waiting", name),
+        prefixed("distlock_waiting_info", name),
+    ]
+}
+
+/// The key an unlock keeps its answer under for a while, so that, asked again (its first
+/// answer lost), it answers the same.
+pub(crate) fn unlock_latch(name: &str, request: &str) -> String {
+    format!("{}:{request}", prefixed("redisson_unlock_latch", name))
+}
+
+/// `prefix:{name}`, or `prefix:name` when the name holds a `{`: Redisson's rule.
+fn prefixed(prefix: &str, name: &str) -> String {
+    match name.contains('{') {
+        true => format!("{prefix}:{name}"),
+        false => format!("{prefix}:{{{name}}}"),
+    }
+}
+
+/// The hash field of the holder that a grant's request token stands for, in client
+/// `uuid`: Redisson's `<uuid>:<thread id>`, the "thread" being the grant (a number below
+/// 2^60 taken from its token), so two guards of one client exclude each other as two Java
+/// threads do.
+pub(crate) fn field(uuid: &str, token: &str) -> String {
+    let thread = match token.get(..15).map(|hex| u64::from_str_radix(hex, 16)) {
+        Some(Ok(thread)) => thread,
+        // A token that is not distlock's hex: any stable number of its bytes.
+        _ => token.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3) >> 4
+        }),
+    };
+    format!("{uuid}:{thread}")
+}
+
+/// A holder's field split into its client uuid and thread id, if it is one.
+pub(crate) fn holder(field: &str) -> Option<(&str, u64)> {
+    let (uuid, thread) = field.rsplit_once(':')?;
+    Some((uuid, thread.parse().ok()?))
+}
+
+/// This process's client uuid, in the form Java's `UUID.randomUUID()` prints (random,
+/// version 4): one per process, as Redisson has one per client, so a client this process
+/// opens again (to release what an ending program left) names the same holders.
+pub(crate) fn process_uuid() -> String {
+    static UUID: LazyLock<String> = LazyLock::new(new_uuid);
+    UUID.clone()
+}
+
+/// A new client uuid, random, version 4.
+fn new_uuid() -> String {
+    let hex = format!("{}{}", random_id(), random_id());
+    let variant = ["8", "9", "a", "b"][usize::from(hex.as_bytes()[16] % 4)];
+    format!(
+        "{}-{}-4{}-{variant}{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+/// Whether `uuid` may name a client in holders' fields: 1 to 64 letters, digits, `-`, `_`
+/// or `.` (a `:` would split the field elsewhere).
+pub(crate) fn valid_uuid(uuid: &str) -> bool {
+    (1..=64).contains(&uuid.len())
+        && uuid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_redissons_rule() {
+        assert_eq!(channel("x"), "redisson_lock__channel:{x}");
+        assert_eq!(token_key("orders/42"), "redisson_lock_token:{orders/42}");
+        assert_eq!(channel("a{b}"), "redisson_lock__channel:a{b}");
+        assert_eq!(unlock_latch("x", "r1"), "redisson_unlock_latch:{x}:r1");
+        assert_eq!(records_key("a{b}"), "distlock_holders:a{b}");
+        assert_eq!(waiting_keys("x")[1], "distlock_waiting_info:{x}");
+    }
+
+    #[test]
+    fn a_field_names_its_client_and_a_thread_of_the_grant() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let field = field("u-1", token);
+        assert_eq!(field, format!("u-1:{}", 0x0123456789abcde_u64));
+        assert_eq!(holder(&field), Some(("u-1", 0x0123456789abcde)));
+        assert_ne!(
+            super::field("u-1", "odd token"),
+            super::field("u-1", "odd tokens")
+        );
+        assert_eq!(holder("no thread"), None);
+    }
+
+    #[test]
+    fn a_new_uuid_looks_like_javas() {
+        let uuid = new_uuid();
+        assert_eq!(process_uuid(), process_uuid());
+        assert_eq!(uuid.len(), 36);
+        assert_eq!(uuid.as_bytes()[14], b'4');
+        assert!(valid_uuid(&uuid));
+        assert_ne!(uuid, new_uuid());
+        assert!(!valid_uuid("a:b") && !valid_uuid("") && !valid_uuid(&"u".repeat(65)));
+    }
+}

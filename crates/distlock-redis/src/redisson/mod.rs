@@ -1,0 +1,373 @@
+//! Locks in Redisson's layout (`redis://…?layout=redisson`), so Rust and Java services
+//! share them: the lock is a hash under the lock's name holding its holder's field
+//! `<uuid>:<thread id>` and hold count, the lease its TTL; each grant counts one in
+//! `redisson_lock_token:{name}` (Redisson's fenced lock), which is its fencing token; a
+//! release deletes the hash and publishes `0` on `redisson_lock__channel:{name}`, where
+//! waiters — Java's and distlock's — listen. The layout keeps no queue: a waiter
+//! subscribes to the lock's channel before it tries again, and sleeps at most the lease
+//! left, so a release whose message it missed costs it at most one lease. Beside it,
+//! distlock records its own holders and waiters (owner, host, process) for `status`, in
+//! keys Java clients never touch.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use distlock_core::backend::{
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LockRequest, PollOutcome, Ticket,
+    WAITER_REFRESH, async_trait,
+};
+use distlock_core::{Error, ErrorKind, LockState, Result, random_id};
+use redis::Script;
+
+use crate::record::RequestRecord;
+use crate::redis::RedisBackend;
+use crate::redis::channels::{Wakes, Watch};
+use crate::redis::config::{Layout, RedisConfig};
+use crate::scripts::Call;
+
+mod inspect;
+mod layout;
+
+pub(crate) use layout::{process_uuid, valid_uuid};
+
+/// How long an unlock's latch keeps its answer for an unlock asked again (its client
+/// deletes it once answered): Redisson's default, about as long as its retries last.
+const LATCH_KEEP: Duration = Duration::from_secs(20);
+/// The lease a hold left after an unlock gets: Redisson's watchdog timeout.
+const LEFT_HOLD_LEASE: Duration = Duration::from_secs(30);
+/// How often a waiter looks again at a lock hash that has no TTL (written by a client
+/// with a bug, or made persistent by hand): never a grant, and no lease to wait out.
+const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
+/// How long a waiter's record lives without a poll (a waiter polls every
+/// [`WAITER_REFRESH`] at least).
+const WAITER_LEASE: Duration = Duration::from_secs(5);
+
+/// The time now, in milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The scripts of this layout.
+struct Scripts {
+    acquire: Script,
+    release: Script,
+    renew: Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    acquire: Script::new(include_str!("../scripts/redisson_acquire.lua")),
+    release: Script::new(include_str!("../scripts/redisson_release.lua")),
+    renew: Script::new(include_str!("../scripts/redisson_renew.lua")),
+});
+
+/// A lock store on one Redis server in Redisson's layout.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> distlock_core::Result<()> {
+/// use std::sync::Arc;
+/// use distlock_redis::{RedisConfig, RedissonBackend};
+///
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?layout=redisson").unwrap();
+/// let backend = RedissonBackend::open(RedisConfig::from_url(&url)?).await?;
+/// let client = distlock_core::Client::with_backend(Arc::new(backend));
+/// let guard = client.mutex("orders").lock().await?; // a Java `RLock` on "orders" waits
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct RedissonBackend {
+    /// The connections and the wake-up subscription.
+    redis: RedisBackend,
+    /// This client's id in holders' fields.
+    uuid: String,
+}
+
+/// A request's state: its subscription to its lock's channel while it waits, since when
+/// it waits (while its waiter record may stand), and whether a try of it was sent without
+/// an answer (it may have been granted).
+#[derive(Default)]
+struct Waiting {
+    watch: Option<Watch>,
+    since_ms: Option<u64>,
+    unanswered: bool,
+}
+
+/// What one try at a grant found.
+enum Tried {
+    Granted(u64),
+    /// Held by another for this long (`None`: a hash without a TTL).
+    Busy(Option<Duration>),
+}
+
+impl RedissonBackend {
+    /// Connects to the server of a `layout=redisson` URL and subscribes for wake-ups.
+    ///
+    /// # Examples
+    ///
+    /// See [`RedissonBackend`].
+    pub async fn open(config: RedisConfig) -> Result<RedissonBackend> {
+        let Layout::Redisson { uuid } = config.layout.clone() else {
+            return Err(Error::invalid(
+                "Redisson's layout is asked for with layout=redisson in the URL",
+            ));
+        };
+        Ok(RedissonBackend {
+            redis: RedisBackend::open(config).await?,
+            uuid,
+        })
+    }
+
+    /// One try at a grant for `ticket`'s request. Until it is answered, the ticket says a
+    /// grant may have been made (a cancel then takes it back).
+    async fn try_acquire(&self, ticket: &mut Ticket) -> Result<Tried> {
+        ticket.state_or_default::<Waiting>().unanswered = true;
+        let tried = self.try_once(ticket).await;
+        ticket.state_or_default::<Waiting>().unanswered = false;
+        tried
+    }
+
+    async fn try_once(&self, ticket: &Ticket) -> Result<Tried> {
+        let request = &ticket.request;
+        let (counter, records) = (
+            layout::token_key(&request.name),
+            layout::records_key(&request.name),
+        );
+        let keys = [request.name.as_str(), &counter, &records];
+        let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+        acquire
+            .arg(request.ttl.as_millis() as u64)
+            .arg(layout::field(&self.uuid, &request.token))
+            .arg(RequestRecord::of(request).to_json()?);
+        let conn = self.redis.conn_for(&request.name);
+        let answer: (i64, i64) = self.redis.invoke_on(conn, "acquire", &acquire).await?;
+        match answer {
+            (1, token) => Ok(Tried::Granted(token.max(0) as u64)),
+            (0, left) if left > 0 => Ok(Tried::Busy(Some(Duration::from_millis(left as u64)))),
+            (0, _) => Ok(Tried::Busy(None)),
+            _ => Err(Error::new(
+                ErrorKind::Backend,
+                format!(
+                    "the key `{}` is not a Redisson lock hash: a client of another layout uses this name",
+                    request.name
+                ),
+            )
+            .with_backend("redis")
+            .with_operation("acquire")),
+        }
+    }
+
+    /// The request stops waiting: it stops listening, and its waiter record goes.
+    async fn stop_waiting(&self, ticket: &mut Ticket) {
+        self.redis.wakers().forget(&ticket.request.token);
+        let waiting = ticket.state_or_default::<Waiting>();
+        waiting.watch = None;
+        if waiting.since_ms.take().is_some() {
+            self.note_waiter(&ticket.request, 0, None).await;
+        }
+    }
+
+    /// Records waiter `request` (waiting since `since_ms`) for `lease`, or with `lease`
+    /// `None` removes its record: for `status` only, nothing decides by it, so a failure
+    /// is only logged (a record left behind lives [`WAITER_LEASE`]).
+    async fn note_waiter(&self, request: &LockRequest, since_ms: u64, lease: Option<Duration>) {
+        if let Err(err) = self.try_note_waiter(request, since_ms, lease).await {
+            tracing::debug!(error = %err, lock = %request.name, "cannot record a waiter for status");
+        }
+    }
+
+    async fn try_note_waiter(
+        &self,
+        request: &LockRequest,
+        since_ms: u64,
+        lease: Option<Duration>,
+    ) -> Result<()> {
+        let [waiting, info] = layout::waiting_keys(&request.name);
+        let (record, lease_ms) = match lease {
+            Some(lease) => (
+                RequestRecord::of(request).waiter_json(since_ms, lease)?,
+                lease.as_millis() as u64,
+            ),
+            None => (String::new(), 0),
+        };
+        let mut note =
+            Call::with_keys(&crate::scripts::SCRIPTS.redlock_waiting, &[&waiting, &info]);
+        note.arg(&request.token).arg(lease_ms).arg(record);
+        let conn = self.redis.conn_for(&request.name);
+        let _: u64 = self.redis.invoke_on(conn, "acquire", &note).await?;
+        Ok(())
+    }
+
+    /// Makes a waiting request listen on its lock's channel; whether it started now.
+    async fn listen(&self, ticket: &mut Ticket) -> bool {
+        if ticket.state::<Waiting>().is_some_and(|w| w.watch.is_some()) {
+            return false;
+        }
+        self.redis.wakers().register(ticket);
+        let channel = layout::channel(&ticket.request.name);
+        let watched = self
+            .redis
+            .channels()
+            .watch(channel, Wakes::Longest, &ticket.request.token)
+            .await;
+        match watched {
+            Ok(watch) => {
+                ticket.state_or_default::<Waiting>().watch = Some(watch);
+                true
+            }
+            Err(why) => {
+                // Without the message, the lease left bounds the wait.
+                tracing::debug!(?why, "cannot listen on a Redisson lock's channel; polling");
+                false
+            }
+        }
+    }
+
+    /// Renews one grant.
+    async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
+        let records = layout::records_key(&grant.name);
+        let mut renew = Call::with_keys(&SCRIPTS.renew, &[&grant.name, &records]);
+        renew
+            .arg(layout::field(&self.uuid, &grant.token))
+            .arg(ttl.as_millis() as u64);
+        let conn = self.redis.conn_for(&grant.name);
+        let renewed: i64 = self.redis.invoke_on(conn, "renew", &renew).await?;
+        Ok(match renewed {
+            1 => LeaseOutcome::Done,
+            _ => LeaseOutcome::NotHeld,
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for RedissonBackend {
+    fn scheme(&self) -> &'static str {
+        "redis"
+    }
+
+    /// The lock's hash, under its own name.
+    fn place_of(&self, name: &str) -> Option<String> {
+        Some(format!("redis hash {name} (Redisson's layout)"))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::lease();
+        caps.fencing = true;
+        // Redisson's counter of grants never expires.
+        caps.durable_fencing = true;
+        caps.push_wakeups = true;
+        // A waiter keeps no place (the layout has no queue); its record for `status` is
+        // kept by its polls.
+        caps.waiter_refresh = Some(WAITER_REFRESH);
+        caps
+    }
+
+    /// Tries once; a waiting request that found the lock taken listens on its channel and
+    /// tries again (a release between the two is heard or found), then waits for a
+    /// message or the lease left.
+    async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        let mut tried = self.try_acquire(ticket).await?;
+        if matches!(tried, Tried::Busy(_)) && ticket.request.wait && self.listen(ticket).await {
+            tried = self.try_acquire(ticket).await?;
+        }
+        match tried {
+            Tried::Granted(token) => {
+                self.stop_waiting(ticket).await;
+                Ok(PollOutcome::granted(token))
+            }
+            Tried::Busy(left) => {
+                if ticket.request.wait {
+                    let since_ms = *ticket
+                        .state_or_default::<Waiting>()
+                        .since_ms
+                        .get_or_insert_with(now_ms);
+                    self.note_waiter(&ticket.request, since_ms, Some(WAITER_LEASE))
+                        .await;
+                }
+                let left = left.unwrap_or(NO_TTL_RECHECK).min(WAITER_REFRESH);
+                Ok(PollOutcome::pending(Some(left)))
+            }
+        }
+    }
+
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
+        self.redis.wakers().wait(ticket, backstop).await;
+        Ok(())
+    }
+
+    /// Nothing of a waiter is in the store: it stops listening. A try sent without an
+    /// answer (its poll dropped, or its connection lost) may have been granted: that
+    /// grant is released.
+    async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
+        self.stop_waiting(ticket).await;
+        if !ticket.state::<Waiting>().is_some_and(|w| w.unanswered) {
+            return Ok(());
+        }
+        let request = &ticket.request;
+        let grant = Grant::new(&request.name, &request.token, request.kind);
+        self.release(&grant).await?;
+        ticket.state_or_default::<Waiting>().unanswered = false;
+        Ok(())
+    }
+
+    async fn renew_many(&self, grants: &[Grant], ttl: Duration) -> Result<Vec<LeaseOutcome>> {
+        let renewals = grants.iter().map(|grant| self.renew_one(grant, ttl));
+        futures_util::future::join_all(renewals)
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Unlocks as Redisson does (the hash deleted, `0` published on the lock's channel),
+    /// under a latch of its own so that an unlock asked again after a dropped connection
+    /// answers as the first did; the latch is deleted once answered.
+    async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
+        let channel = layout::channel(&grant.name);
+        let latch = layout::unlock_latch(&grant.name, &format!("{}{}", random_id(), random_id()));
+        let records = layout::records_key(&grant.name);
+        let keys = [grant.name.as_str(), &channel, &latch, &records];
+        let mut release = Call::with_keys(&SCRIPTS.release, &keys);
+        release
+            .arg(layout::field(&self.uuid, &grant.token))
+            .arg(LATCH_KEEP.as_millis() as u64)
+            .arg(LEFT_HOLD_LEASE.as_millis() as u64);
+        let conn = self.redis.conn_for(&grant.name);
+        let released: i64 = self
+            .redis
+            .invoke_on(conn.clone(), "release", &release)
+            .await?;
+        let mut conn = conn;
+        // Like Redisson's client, it deletes the latch once answered (without waiting).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _: redis::RedisResult<i64> =
+                    redis::cmd("DEL").arg(&latch).query_async(&mut conn).await;
+            });
+        }
+        Ok(match released {
+            -1 => LeaseOutcome::NotHeld,
+            _ => LeaseOutcome::Done,
+        })
+    }
+
+    async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        match name {
+            Some(name) => Ok(vec![self.state_of(name).await?]),
+            None => self.all_states().await,
+        }
+    }
+
+    fn floor(&self) -> Option<&dyn Floor> {
+        self.redis.floor()
+    }
+}
+
+/// The backend a `redis://` URL's layout asks for.
+pub(crate) async fn open(config: RedisConfig) -> Result<Arc<dyn Backend>> {
+    Ok(match &config.layout {
+        Layout::Distlock => Arc::new(RedisBackend::open(config).await?),
+        Layout::Redisson { .. } => Arc::new(RedissonBackend::open(config).await?),
+    })
+}
