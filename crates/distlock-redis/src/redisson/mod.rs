@@ -30,9 +30,11 @@ mod layout;
 
 pub(crate) use layout::{process_uuid, valid_uuid};
 
-/// How long an unlock's latch keeps its answer for an unlock asked again (its client
-/// deletes it once answered): Redisson's default, about as long as its retries last.
-const LATCH_KEEP: Duration = Duration::from_secs(20);
+/// How long an unlock's latch keeps its answer for an unlock asked again: an unlock is
+/// asked again at once, on a connection made again, so a few seconds cover it, and the
+/// latch is left to expire rather than deleted by a command of its own (Redisson's client
+/// sends one: a command per release, about a twentieth of an uncontended cycle here).
+const LATCH_KEEP: Duration = Duration::from_secs(5);
 /// The lease a hold left after an unlock gets: Redisson's watchdog timeout.
 const LEFT_HOLD_LEASE: Duration = Duration::from_secs(30);
 /// How often a waiter looks again at a lock hash that has no TTL (written by a client
@@ -145,8 +147,9 @@ impl RedissonBackend {
         let answer: (i64, i64) = self.redis.invoke_on(conn, "acquire", &acquire).await?;
         match answer {
             (1, token) => Ok(Tried::Granted(token.max(0) as u64)),
-            (0, left) if left > 0 => Ok(Tried::Busy(Some(Duration::from_millis(left as u64)))),
-            (0, _) => Ok(Tried::Busy(None)),
+            // PTTL -1: a hash without a TTL; 0: one about to expire.
+            (0, -1) => Ok(Tried::Busy(None)),
+            (0, left) => Ok(Tried::Busy(Some(Duration::from_millis(left.max(1) as u64)))),
             _ => Err(Error::new(
                 ErrorKind::Backend,
                 format!(
@@ -322,7 +325,7 @@ impl Backend for RedissonBackend {
 
     /// Unlocks as Redisson does (the hash deleted, `0` published on the lock's channel),
     /// under a latch of its own so that an unlock asked again after a dropped connection
-    /// answers as the first did; the latch is deleted once answered.
+    /// answers as the first did (the latch expires [`LATCH_KEEP`] later).
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
         let channel = layout::channel(&grant.name);
         let latch = layout::unlock_latch(&grant.name, &format!("{}{}", random_id(), random_id()));
@@ -334,18 +337,7 @@ impl Backend for RedissonBackend {
             .arg(LATCH_KEEP.as_millis() as u64)
             .arg(LEFT_HOLD_LEASE.as_millis() as u64);
         let conn = self.redis.conn_for(&grant.name);
-        let released: i64 = self
-            .redis
-            .invoke_on(conn.clone(), "release", &release)
-            .await?;
-        let mut conn = conn;
-        // Like Redisson's client, it deletes the latch once answered (without waiting).
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _: redis::RedisResult<i64> =
-                    redis::cmd("DEL").arg(&latch).query_async(&mut conn).await;
-            });
-        }
+        let released: i64 = self.redis.invoke_on(conn, "release", &release).await?;
         Ok(match released {
             -1 => LeaseOutcome::NotHeld,
             _ => LeaseOutcome::Done,
