@@ -325,7 +325,7 @@ impl Backend for RedissonBackend {
 
     /// Unlocks as Redisson does (the hash deleted, `0` published on the lock's channel),
     /// under a latch of its own so that an unlock asked again after a dropped connection
-    /// answers as the first did (the latch expires [`LATCH_KEEP`] later).
+    /// answers as the first did (the latch expires a few seconds later).
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
         let channel = layout::channel(&grant.name);
         let latch = layout::unlock_latch(&grant.name, &format!("{}{}", random_id(), random_id()));
