@@ -353,6 +353,7 @@ fn torture_finds_fair_locks_fair() {
     schedule.extend_from_slice(QUICK);
     for url in [
         format!("redis://{}/0", redis.addr()),
+        format!("redis://{}/0?layout=redisson", redis.addr()),
         distlock_testkit::postgres_url(&pg),
     ] {
         let lines = clean_run(&url, &schedule);

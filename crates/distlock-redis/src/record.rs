@@ -54,9 +54,10 @@ impl<'a> RequestRecord<'a> {
         })
     }
 
-    /// The record of a RedLock waiter waiting since `since_ms` whose place is kept for
-    /// `lease`, as JSON.
-    pub(crate) fn waiter_json(&self, since_ms: u64, lease: Duration) -> Result<String> {
+    /// The record of a waiter kept beside a layout without distlock's queue (RedLock's,
+    /// Redisson's) waiting since `since_ms`, whose record lives for `lease`, and which
+    /// waits in a fair queue or not, as JSON.
+    pub(crate) fn waiter_json(&self, since_ms: u64, lease: Duration, fair: bool) -> Result<String> {
         let mut record = serde_json::to_value(self).map_err(|err| {
             Error::new(ErrorKind::Backend, "could not encode the waiter record")
                 .with_backend("redis")
@@ -65,7 +66,7 @@ impl<'a> RequestRecord<'a> {
         let until = since_ms.saturating_add(lease.as_millis().try_into().unwrap_or(u64::MAX));
         record["s"] = since_ms.to_string().into();
         record["e"] = until.to_string().into();
-        record["f"] = false.into();
+        record["f"] = fair.into();
         Ok(record.to_string())
     }
 
@@ -389,7 +390,7 @@ mod tests {
         #[test]
         fn a_waiter_record_is_encoded_whatever_the_numbers(since_ms in any::<u64>(), lease_ms in any::<u64>()) {
             let request = request("o");
-            let json = RequestRecord::of(&request).waiter_json(since_ms, Duration::from_millis(lease_ms)).unwrap();
+            let json = RequestRecord::of(&request).waiter_json(since_ms, Duration::from_millis(lease_ms), false).unwrap();
             prop_assert!(serde_json::from_str::<WaiterRecord>(&json).is_ok());
         }
 
@@ -402,7 +403,7 @@ mod tests {
         ) {
             let request = request(&owner);
             let lease = Duration::from_millis(lease_ms);
-            let json = RequestRecord::of(&request).waiter_json(since_ms, lease).unwrap();
+            let json = RequestRecord::of(&request).waiter_json(since_ms, lease, true).unwrap();
             let until = since_ms.saturating_add(lease_ms);
             let at = |ms: u64| (ms / 1000, ms % 1000 * 1000);
             let records = HashMap::from([(request.token.clone(), json)]);
@@ -412,6 +413,7 @@ mod tests {
             if until > since_ms {
                 prop_assert_eq!(before.len(), 1);
                 prop_assert_eq!(before[0].1.owner.as_str(), owner.as_str());
+                prop_assert!(before[0].1.fair, "the record says the waiter is fair");
             }
             prop_assert!(after.is_empty());
         }

@@ -10,6 +10,9 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(target, liveness = Lease);
 distlock_testkit::process_suite!(target);
 
+#[path = "redis_faults/links.rs"]
+mod links;
+
 use std::time::Duration;
 
 use distlock::{ErrorKind, Health, LockOptions};
@@ -81,75 +84,18 @@ fn redis_restarted_without_persistence_can_grant_twice_and_fencing_rejects_the_s
     });
 }
 
-/// A client whose link to Redis fails as `mode` says: its guard goes AtRisk, then Lost while
-/// Redis still has the lease, and the next holder's token is greater.
-async fn link_failure_is_noticed_before_the_server_ttl_ends(mode: distlock_testkit::ProxyMode) {
-    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-    let proxy = distlock_testkit::FaultProxy::start(redis.addr())
-        .await
-        .unwrap();
-    let direct = format!("redis://{}/0", redis.addr());
-    let mut observer = redis::Client::open(direct.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let client = distlock::Client::connect(&format!("redis://{}/0", proxy.addr()))
-        .await
-        .unwrap();
-    let ttl = Duration::from_millis(1500);
-    let options = LockOptions::new()
-        .ttl(ttl)
-        .renew_every(Duration::from_millis(200));
-    let guard = client.mutex("link").lock_with(&options).await.unwrap();
-    proxy.set(mode);
-    assert!(
-        distlock_testkit::wait_for_health(&guard, Health::AtRisk, Duration::from_secs(3)).await,
-        "a failed or unanswered renewal puts the lease at risk"
-    );
-    // When Redis will let the lease go, on this machine's clock: read while it holds it,
-    // after the last renewal the guard counts on (no answer passes the link any more; a
-    // renewal the server applies unanswered only moves it later).
-    let expires_unix_ms: i64 = redis::cmd("PEXPIRETIME")
-        .arg("link")
-        .query_async(&mut observer)
-        .await
-        .unwrap();
-    assert!(expires_unix_ms > 0, "Redis holds the lease, with a TTL");
-    tokio::time::timeout(ttl + Duration::from_secs(2), guard.lost())
-        .await
-        .expect("the lease is lost when it cannot be renewed");
-    // The moment the guard turned Lost (its safe deadline), on the same clock: compared
-    // with the server's expiry, not raced against it.
-    let lost_ago = std::time::Instant::now().saturating_duration_since(guard.safe_until());
-    let lost_unix_ms = (std::time::SystemTime::now() - lost_ago)
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    assert!(
-        lost_unix_ms < expires_unix_ms,
-        "the guard was Lost before the server-side TTL ended: lost at {lost_unix_ms}, \
-         expired at {expires_unix_ms}"
-    );
-    let _next = distlock_testkit::take_over(
-        &direct,
-        "link",
-        guard.fencing_token(),
-        Duration::from_secs(3),
-    )
-    .await;
-}
-
 #[test]
 fn a_client_cut_off_goes_at_risk_then_lost_before_the_server_ttl_ends() {
-    distlock_testkit::block_on(link_failure_is_noticed_before_the_server_ttl_ends(
+    distlock_testkit::block_on(links::lost_before_the_server_ttl_ends(
+        "",
         distlock_testkit::ProxyMode::Cut,
     ));
 }
 
 #[test]
 fn a_black_holed_client_goes_at_risk_then_lost_before_the_server_ttl_ends() {
-    distlock_testkit::block_on(link_failure_is_noticed_before_the_server_ttl_ends(
+    distlock_testkit::block_on(links::lost_before_the_server_ttl_ends(
+        "",
         distlock_testkit::ProxyMode::BlackHole,
     ));
 }

@@ -1,6 +1,7 @@
-//! Redisson's layout (`?layout=redisson`): the conformance suite and process faults, the
-//! layout key by key and message by message as Java's clients read it, and node-redisson
-//! (Redisson's layout, from npm) sharing a lock with distlock.
+//! Redisson's layout (`?layout=redisson`): the conformance suite, process faults and a
+//! server paused or a link cut under a holder, the layout key by key and message by
+//! message as Java's clients read it (the fair lock's queue in `redisson/fair.rs`), and
+//! node-redisson (Redisson's layout, from npm) sharing a lock with distlock.
 //!
 //! node-redisson comes from `DISTLOCK_TEST_NODE_PATH` (scripts/test installs it, with the
 //! ioredis it needs, beside the build); `node` from the PATH.
@@ -14,12 +15,17 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(
     target,
     liveness = Lease,
-    lacks = [rwlock, semaphore, fair, force_release, notes, adopt]
+    lacks = [rwlock, semaphore, force_release, notes, adopt]
 );
 distlock_testkit::process_suite!(
     target,
-    lacks = [rwlock, semaphore, fair, force_release, notes, adopt]
+    lacks = [rwlock, semaphore, force_release, notes, adopt]
 );
+
+#[path = "redisson/fair.rs"]
+mod fair;
+#[path = "redis_faults/links.rs"]
+mod links;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -257,6 +263,12 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
             ("layout=redisson&uuid=a:b", "cannot name a client"),
             ("layout=redisson&prefix=locks:", "takes no prefix"),
             ("uuid=abc", "add layout=redisson"),
+            ("fair_wait_timeout=5m", "add layout=redisson"),
+            (
+                "layout=redisson&fair_wait_timeout=0s",
+                "fairLockWaitTimeout",
+            ),
+            ("layout=redisson&fair_wait_timeout=2d", "at most a day"),
             ("layout=jedis", "distlock (the default) or redisson"),
         ] {
             let err = distlock::Client::connect(&format!("{base}?{query}"))
@@ -265,6 +277,33 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
             assert!(err.to_string().contains(said), "{query}: {err}");
         }
     });
+}
+
+/// A Redisson-layout holder whose server stops answering past its lease loses it before
+/// anyone else can get it.
+#[test]
+fn a_server_paused_past_the_lease_loses_it_before_anyone_else_gets_it() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0?layout=redisson", redis.addr());
+        distlock_testkit::lose_to_a_paused_server(&url, &redis, "paused").await;
+    });
+}
+
+#[test]
+fn a_holder_cut_off_goes_at_risk_then_lost_before_the_hash_expires() {
+    distlock_testkit::block_on(links::lost_before_the_server_ttl_ends(
+        "?layout=redisson",
+        distlock_testkit::ProxyMode::Cut,
+    ));
+}
+
+#[test]
+fn a_black_holed_holder_goes_at_risk_then_lost_before_the_hash_expires() {
+    distlock_testkit::block_on(links::lost_before_the_server_ttl_ends(
+        "?layout=redisson",
+        distlock_testkit::ProxyMode::BlackHole,
+    ));
 }
 
 /// Waits until someone listens on `channel` (within 10 s).

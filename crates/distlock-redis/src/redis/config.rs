@@ -37,7 +37,7 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// The query parameters a `redis://` URL may carry; any other is refused, so a typo
 /// (`min_replica=1`) is not silently dropped.
-const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid and fencing (layout=redisson)";
+const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing and fair_wait_timeout (layout=redisson)";
 
 /// How long a connection to a server may take to open, unless `connect_timeout` says.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -118,7 +118,9 @@ pub struct RedisConfig {
 /// use distlock_redis::{Layout, RedisConfig};
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?layout=redisson&uuid=billing-7").unwrap();
 /// let config = RedisConfig::from_url(&url)?;
-/// assert_eq!(config.layout, Layout::Redisson { uuid: "billing-7".into() });
+/// let Layout::Redisson { uuid, fair_wait_timeout } = &config.layout else { unreachable!() };
+/// assert_eq!(uuid, "billing-7");
+/// assert_eq!(*fair_wait_timeout, std::time::Duration::from_secs(300), "Redisson's default");
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0").unwrap();
 /// assert_eq!(RedisConfig::from_url(&url)?.layout, Layout::Distlock);
 /// # Ok::<(), distlock_core::Error>(())
@@ -136,6 +138,11 @@ pub enum Layout {
         /// This client's id in holders' fields (`uuid`; by default a random UUID, one per
         /// process), so an operator can tell a Rust holder in Redis.
         uuid: String,
+        /// How long a fair lock's waiter at the head of the queue may take to claim its
+        /// turn (`fair_wait_timeout`): Redisson's `fairLockWaitTimeout`, 5 minutes by
+        /// default. It must be the Java clients' own: each grant moves the deadlines of the
+        /// waiters behind by it.
+        fair_wait_timeout: std::time::Duration,
     },
 }
 
@@ -283,7 +290,13 @@ impl RedisConfig {
     }
 }
 
-/// The layout `layout`, `uuid` and `fencing` ask for, where the rest of the URL allows it.
+/// Redisson's default `fairLockWaitTimeout`.
+const DEFAULT_FAIR_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+/// The longest `fair_wait_timeout` taken.
+const MAX_FAIR_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// The layout `layout`, `uuid`, `fencing` and `fair_wait_timeout` ask for, where the rest of
+/// the URL allows it.
 fn layout(
     params: &mut UrlParams,
     cluster: bool,
@@ -292,13 +305,16 @@ fn layout(
 ) -> Result<Layout> {
     let layout = params.text("layout");
     let (uuid, fencing) = (params.text("uuid"), params.text("fencing"));
+    let fair_wait_timeout = params.text("fair_wait_timeout");
     match layout.as_deref() {
-        None | Some("distlock") => match uuid.is_some() || fencing.is_some() {
-            true => Err(Error::invalid(
-                "uuid and fencing are options of Redisson's layout: add layout=redisson",
-            )),
-            false => Ok(Layout::Distlock),
-        },
+        None | Some("distlock") => {
+            match uuid.is_some() || fencing.is_some() || fair_wait_timeout.is_some() {
+                true => Err(Error::invalid(
+                    "uuid, fencing and fair_wait_timeout are options of Redisson's layout: add layout=redisson",
+                )),
+                false => Ok(Layout::Distlock),
+            }
+        }
         Some("redisson") => {
             if let Some(other) = fencing.filter(|f| f != "redisson") {
                 return Err(Error::invalid(format!(
@@ -327,7 +343,21 @@ fn layout(
                     "uuid `{uuid}` cannot name a client in holders' fields: 1 to 64 letters, digits, `-`, `_` or `.`"
                 )));
             }
-            Ok(Layout::Redisson { uuid })
+            let fair_wait_timeout = match fair_wait_timeout {
+                None => DEFAULT_FAIR_WAIT_TIMEOUT,
+                Some(value) => humantime::parse_duration(&value)
+                    .ok()
+                    .filter(|t| !t.is_zero() && *t <= MAX_FAIR_WAIT_TIMEOUT)
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "fair_wait_timeout `{value}` is not a duration above zero and at most a day, e.g. 5m (the Java clients' fairLockWaitTimeout)"
+                        ))
+                    })?,
+            };
+            Ok(Layout::Redisson {
+                uuid,
+                fair_wait_timeout,
+            })
         }
         Some(other) => Err(Error::invalid(format!(
             "layout `{other}` is not one distlock speaks: distlock (the default) or redisson"

@@ -24,7 +24,7 @@ impl RedisBackend {
         let keys = self.keys(&request.name)?;
         let record = match lease {
             Some(lease) => (
-                RequestRecord::of(request).waiter_json(since_ms, lease)?,
+                RequestRecord::of(request).waiter_json(since_ms, lease, request.fair)?,
                 lease.as_millis() as u64,
             ),
             None => (String::new(), 0),

@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 
-use distlock_core::{Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result};
+use distlock_core::{
+    Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result, WaiterInfo,
+};
 
 use super::RedissonBackend;
 use super::layout;
@@ -15,13 +17,14 @@ use crate::record;
 
 /// A lock hash read with distlock's records in one round trip: the hash's fields (holders
 /// and hold counts), the holders' records, the server's time, the waiters' record
-/// expiries and records.
+/// expiries and records, and the fair lock's queue.
 type Snapshot = (
     Vec<(String, String)>,
     HashMap<String, String>,
     (u64, u64),
     Vec<(String, f64)>,
     HashMap<String, String>,
+    Vec<String>,
 );
 
 impl RedissonBackend {
@@ -54,12 +57,14 @@ impl RedissonBackend {
             }
         }
         let [waiting, waiting_info] = layout::waiting_keys(name);
-        let (fields, records, time, queue, waiters): Snapshot = redis::pipe()
+        let [fair_queue, ..] = layout::queue_keys(name);
+        let (fields, records, time, queue, waiters, fair_queue): Snapshot = redis::pipe()
             .hgetall(name)
             .hgetall(layout::records_key(name))
             .cmd("TIME")
             .zrange_withscores(&waiting, 0, -1)
             .hgetall(&waiting_info)
+            .lrange(&fair_queue, 0, -1)
             .query_async(&mut conn)
             .await
             .map_err(&err)?;
@@ -71,10 +76,8 @@ impl RedissonBackend {
                 _ => holder(field, count, left, state.last_fencing_token),
             })
             .collect();
-        state.waiters = record::live_waiters((time, queue, waiters))
-            .into_iter()
-            .map(|(_, waiter)| waiter)
-            .collect();
+        let waiters = record::live_waiters((time, queue, waiters));
+        state.waiters = in_queue_order(&fair_queue, waiters);
         Ok(state)
     }
 
@@ -112,6 +115,38 @@ impl RedissonBackend {
         }
         Ok(states)
     }
+}
+
+/// The waiters in the fair lock's queue in its order, each as distlock's record of it
+/// says or, without one, as its field (a Java waiter: the queue records no more), then
+/// distlock's other waiters. A record is matched to a field by its thread id, which is
+/// drawn from the request's token.
+fn in_queue_order(queue: &[String], mut ours: Vec<(String, WaiterInfo)>) -> Vec<WaiterInfo> {
+    let mut ordered = Vec::with_capacity(queue.len() + ours.len());
+    for field in queue {
+        let thread = layout::holder(field).map(|(_, thread)| thread);
+        let record = ours
+            .iter()
+            .position(|(token, _)| thread == Some(layout::thread_of(token)));
+        ordered.push(match record {
+            Some(at) => ours.remove(at).1,
+            None => java_waiter(field),
+        });
+    }
+    ordered.extend(ours.into_iter().map(|(_, waiter)| waiter));
+    ordered
+}
+
+/// A fair waiter known by its field alone.
+fn java_waiter(field: &str) -> WaiterInfo {
+    let mut waiter = WaiterInfo::new(field, LockKind::Mutex);
+    waiter.fair = true;
+    waiter.meta = HolderMeta {
+        host: String::new(),
+        pid: 0,
+        acquired_at_unix_ms: 0,
+    };
+    waiter
 }
 
 /// Whether a hash's state reads as a lock's: every field a holder with a hold count.
@@ -164,5 +199,21 @@ mod tests {
         assert!(is_lock(&state));
         state.holders.push(holder("name", "Ada", 10, 0));
         assert!(!is_lock(&state), "a hash of other data");
+    }
+
+    #[test]
+    fn fair_waiters_show_in_the_queues_order() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let mut ours = WaiterInfo::new("rust owner", LockKind::Mutex);
+        ours.fair = true;
+        let plain = WaiterInfo::new("plain owner", LockKind::Mutex);
+        let queue = ["java-uuid:5".to_owned(), layout::field("rust-uuid", token)];
+        let waiters = in_queue_order(
+            &queue,
+            vec![("other".to_owned(), plain), (token.to_owned(), ours)],
+        );
+        let owners: Vec<&str> = waiters.iter().map(|w| w.owner.as_str()).collect();
+        assert_eq!(owners, ["java-uuid:5", "rust owner", "plain owner"]);
+        assert!(waiters[0].fair && waiters[0].meta.pid == 0);
     }
 }

@@ -14,6 +14,23 @@ pub(crate) fn channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)
 }
 
+/// The channel fair-lock waiter `field` is told on that its turn came: the release
+/// channel and the field.
+pub(crate) fn waiter_channel(name: &str, field: &str) -> String {
+    format!("{}:{field}", channel(name))
+}
+
+/// The fair lock's queue (a list of waiters' fields), the waiters' deadlines (a sorted
+/// set, ms), and when distlock's waiters among them were last heard from (a sorted set,
+/// ms; Java clients neither read nor write it).
+pub(crate) fn queue_keys(name: &str) -> [String; 3] {
+    [
+        prefixed("redisson_lock_queue", name),
+        prefixed("redisson_lock_timeout", name),
+        prefixed("distlock_fair_heard", name),
+    ]
+}
+
 /// The fenced lock's counter of grants.
 pub(crate) fn token_key(name: &str) -> String {
     prefixed("redisson_lock_token", name)
@@ -53,14 +70,18 @@ fn prefixed(prefix: &str, name: &str) -> String {
 /// 2^60 taken from its token), so two guards of one client exclude each other as two Java
 /// threads do.
 pub(crate) fn field(uuid: &str, token: &str) -> String {
-    let thread = match token.get(..15).map(|hex| u64::from_str_radix(hex, 16)) {
+    format!("{uuid}:{}", thread_of(token))
+}
+
+/// The thread id a request token stands for in holders' fields: its first 15 hex digits,
+/// or for a token that is not distlock's hex, a stable number of its bytes.
+pub(crate) fn thread_of(token: &str) -> u64 {
+    match token.get(..15).map(|hex| u64::from_str_radix(hex, 16)) {
         Some(Ok(thread)) => thread,
-        // A token that is not distlock's hex: any stable number of its bytes.
         _ => token.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
             (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3) >> 4
         }),
-    };
-    format!("{uuid}:{thread}")
+    }
 }
 
 /// A holder's field split into its client uuid and thread id, if it is one.
@@ -112,6 +133,15 @@ mod tests {
         assert_eq!(unlock_latch("x", "r1"), "redisson_unlock_latch:{x}:r1");
         assert_eq!(records_key("a{b}"), "distlock_holders:a{b}");
         assert_eq!(waiting_keys("x")[1], "distlock_waiting_info:{x}");
+        assert_eq!(
+            queue_keys("x"),
+            [
+                "redisson_lock_queue:{x}",
+                "redisson_lock_timeout:{x}",
+                "distlock_fair_heard:{x}"
+            ]
+        );
+        assert_eq!(waiter_channel("x", "u:7"), "redisson_lock__channel:{x}:u:7");
     }
 
     #[test]

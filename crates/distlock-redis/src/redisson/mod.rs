@@ -5,7 +5,8 @@
 //! release deletes the hash and publishes `0` on `redisson_lock__channel:{name}`, where
 //! waiters — Java's and distlock's — listen. The layout keeps no queue: a waiter
 //! subscribes to the lock's channel before it tries again, and sleeps at most the lease
-//! left, so a release whose message it missed costs it at most one lease. Beside it,
+//! left, so a release whose message it missed costs it at most one lease. A fair lock
+//! (`fair(true)`) keeps Redisson's fair-lock queue beside the hash ([`fair`]). Beside it,
 //! distlock records its own holders and waiters (owner, host, process) for `status`, in
 //! keys Java clients never touch.
 
@@ -25,6 +26,7 @@ use crate::redis::channels::{Wakes, Watch};
 use crate::redis::config::{Layout, RedisConfig};
 use crate::scripts::Call;
 
+mod fair;
 mod inspect;
 mod layout;
 
@@ -60,7 +62,7 @@ struct Scripts {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     acquire: Script::new(include_str!("../scripts/redisson_acquire.lua")),
-    release: Script::new(include_str!("../scripts/redisson_release.lua")),
+    release: fair::with_queue(include_str!("../scripts/redisson_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_renew.lua")),
 });
 
@@ -85,15 +87,21 @@ pub struct RedissonBackend {
     redis: RedisBackend,
     /// This client's id in holders' fields.
     uuid: String,
+    /// How long a fair lock's head waiter may take to claim its turn (Redisson's
+    /// `fairLockWaitTimeout`).
+    fair_turn: Duration,
 }
 
 /// A request's state: its subscription to its lock's channel while it waits, since when
-/// it waits (while its waiter record may stand), and whether a try of it was sent without
-/// an answer (it may have been granted).
+/// it waits (while its waiter record may stand), whether its tries take a place in a fair
+/// lock's queue (once it listens on its own channel, or could not), whether it may stand
+/// there, and whether a try of it was sent without an answer (it may have been granted).
 #[derive(Default)]
 struct Waiting {
     watch: Option<Watch>,
     since_ms: Option<u64>,
+    queues: bool,
+    queued: bool,
     unanswered: bool,
 }
 
@@ -111,7 +119,11 @@ impl RedissonBackend {
     ///
     /// See [`RedissonBackend`].
     pub async fn open(config: RedisConfig) -> Result<RedissonBackend> {
-        let Layout::Redisson { uuid } = config.layout.clone() else {
+        let Layout::Redisson {
+            uuid,
+            fair_wait_timeout,
+        } = config.layout.clone()
+        else {
             return Err(Error::invalid(
                 "Redisson's layout is asked for with layout=redisson in the URL",
             ));
@@ -119,32 +131,44 @@ impl RedissonBackend {
         Ok(RedissonBackend {
             redis: RedisBackend::open(config).await?,
             uuid,
+            fair_turn: fair_wait_timeout,
         })
     }
 
     /// One try at a grant for `ticket`'s request. Until it is answered, the ticket says a
-    /// grant may have been made (a cancel then takes it back).
+    /// grant may have been made (a cancel then takes it back); a fair request that queues
+    /// may stand in the queue from then on.
     async fn try_acquire(&self, ticket: &mut Ticket) -> Result<Tried> {
-        ticket.state_or_default::<Waiting>().unanswered = true;
-        let tried = self.try_once(ticket).await;
+        let waiting = ticket.state_or_default::<Waiting>();
+        let queues = waiting.queues;
+        waiting.queued |= queues;
+        waiting.unanswered = true;
+        let tried = self.try_once(ticket, queues).await;
         ticket.state_or_default::<Waiting>().unanswered = false;
         tried
     }
 
-    async fn try_once(&self, ticket: &Ticket) -> Result<Tried> {
+    async fn try_once(&self, ticket: &Ticket, queues: bool) -> Result<Tried> {
         let request = &ticket.request;
-        let (counter, records) = (
-            layout::token_key(&request.name),
-            layout::records_key(&request.name),
-        );
-        let keys = [request.name.as_str(), &counter, &records];
-        let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
-        acquire
-            .arg(request.ttl.as_millis() as u64)
-            .arg(layout::field(&self.uuid, &request.token))
-            .arg(RequestRecord::of(request).to_json()?);
-        let conn = self.redis.conn_for(&request.name);
-        let answer: (i64, i64) = self.redis.invoke_on(conn, "acquire", &acquire).await?;
+        let field = layout::field(&self.uuid, &request.token);
+        let record = RequestRecord::of(request).to_json()?;
+        let answer: (i64, i64) = match request.fair {
+            true => self.try_fair(request, &field, record, queues).await?,
+            false => {
+                let (counter, records) = (
+                    layout::token_key(&request.name),
+                    layout::records_key(&request.name),
+                );
+                let keys = [request.name.as_str(), &counter, &records];
+                let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+                acquire
+                    .arg(request.ttl.as_millis() as u64)
+                    .arg(&field)
+                    .arg(record);
+                let conn = self.redis.conn_for(&request.name);
+                self.redis.invoke_on(conn, "acquire", &acquire).await?
+            }
+        };
         match answer {
             (1, token) => Ok(Tried::Granted(token.max(0) as u64)),
             // PTTL -1: a hash without a TTL; 0: one about to expire.
@@ -190,7 +214,7 @@ impl RedissonBackend {
         let [waiting, info] = layout::waiting_keys(&request.name);
         let (record, lease_ms) = match lease {
             Some(lease) => (
-                RequestRecord::of(request).waiter_json(since_ms, lease)?,
+                RequestRecord::of(request).waiter_json(since_ms, lease, request.fair)?,
                 lease.as_millis() as u64,
             ),
             None => (String::new(), 0),
@@ -203,13 +227,28 @@ impl RedissonBackend {
         Ok(())
     }
 
-    /// Makes a waiting request listen on its lock's channel; whether it started now.
+    /// Makes a waiting request listen on its lock's channel (a fair one on its own
+    /// channel, after which its tries queue: a release that finds nobody listening for a
+    /// distlock waiter at the head takes it for gone); whether it should try again now
+    /// (it started to listen, or to queue).
     async fn listen(&self, ticket: &mut Ticket) -> bool {
-        if ticket.state::<Waiting>().is_some_and(|w| w.watch.is_some()) {
+        let fair = ticket.request.fair;
+        let waiting = ticket.state_or_default::<Waiting>();
+        if waiting.watch.is_some() {
             return false;
         }
+        // Queued without a subscription (it cannot be made), a waiter is taken for gone at
+        // each release and queues again at its next poll: it keeps its exclusion, not its
+        // place.
+        let queues_now = fair && !std::mem::replace(&mut waiting.queues, fair);
         self.redis.wakers().register(ticket);
-        let channel = layout::channel(&ticket.request.name);
+        let request = &ticket.request;
+        let channel = match request.fair {
+            true => {
+                layout::waiter_channel(&request.name, &layout::field(&self.uuid, &request.token))
+            }
+            false => layout::channel(&request.name),
+        };
         let watched = self
             .redis
             .channels()
@@ -223,7 +262,7 @@ impl RedissonBackend {
             Err(why) => {
                 // Without the message, the lease left bounds the wait.
                 tracing::debug!(?why, "cannot listen on a Redisson lock's channel; polling");
-                false
+                queues_now
             }
         }
     }
@@ -257,6 +296,7 @@ impl Backend for RedissonBackend {
 
     fn capabilities(&self) -> Capabilities {
         let mut caps = Capabilities::lease();
+        caps.fair = true;
         caps.fencing = true;
         // Redisson's counter of grants never expires.
         caps.durable_fencing = true;
@@ -300,11 +340,14 @@ impl Backend for RedissonBackend {
         Ok(())
     }
 
-    /// Nothing of a waiter is in the store: it stops listening. A try sent without an
+    /// A waiter stops listening and leaves a fair lock's queue. A try sent without an
     /// answer (its poll dropped, or its connection lost) may have been granted: that
     /// grant is released.
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         self.stop_waiting(ticket).await;
+        if std::mem::take(&mut ticket.state_or_default::<Waiting>().queued) {
+            self.leave_queue(&ticket.request).await;
+        }
         if !ticket.state::<Waiting>().is_some_and(|w| w.unanswered) {
             return Ok(());
         }
@@ -330,7 +373,16 @@ impl Backend for RedissonBackend {
         let channel = layout::channel(&grant.name);
         let latch = layout::unlock_latch(&grant.name, &format!("{}{}", random_id(), random_id()));
         let records = layout::records_key(&grant.name);
-        let keys = [grant.name.as_str(), &channel, &latch, &records];
+        let [queue, deadlines, heard] = layout::queue_keys(&grant.name);
+        let keys = [
+            grant.name.as_str(),
+            &channel,
+            &latch,
+            &records,
+            &queue,
+            &deadlines,
+            &heard,
+        ];
         let mut release = Call::with_keys(&SCRIPTS.release, &keys);
         release
             .arg(layout::field(&self.uuid, &grant.token))
