@@ -50,10 +50,17 @@ async function take(lock, wait) {
   }
 }
 
-async function worker(port, name, startMs, duration, wait) {
+// A worker connects, says it is ready, and starts at the time the parent then sends: on a
+// loaded machine (one core, say) starting 32 Node.js processes takes seconds.
+async function worker(port, name, duration, wait) {
   const { Redisson } = require('node-redisson');
   const redisson = new Redisson({ redis: { options: { host: '127.0.0.1', port: Number(port) } } });
   const lock = redisson.getLock(name);
+  await lock.isLocked();
+  const startMs = await new Promise((resolve) => {
+    process.once('message', (m) => resolve(m.start));
+    process.send({ ready: true });
+  });
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, startMs - Date.now())));
   const end = startMs + duration * 1000;
   const waits = [];
@@ -104,15 +111,28 @@ async function preflight(port) {
 
 async function run(args) {
   const name = `node-redisson-bench-${crypto.randomUUID()}`;
-  const startMs = Date.now() + 3000;
-  const results = await Promise.all(
-    Array.from({ length: args.processes }, () => new Promise((resolve, reject) => {
-      const child = fork(__filename, ['worker', args.port, name, String(startMs), String(args.duration), args.wait]);
-      let result = null;
-      child.on('message', (m) => { result = m; });
-      child.on('exit', (code) => (result ? resolve(result) : reject(new Error(`a worker exited ${code}`))));
-    })),
-  );
+  const children = [];
+  let ready = 0;
+  let allReady;
+  const readiness = new Promise((resolve) => { allReady = resolve; });
+  const finished = Array.from({ length: args.processes }, () => new Promise((resolve, reject) => {
+    const child = fork(__filename, ['worker', args.port, name, String(args.duration), args.wait]);
+    children.push(child);
+    let result = null;
+    child.on('message', (m) => {
+      if (m.ready) {
+        ready += 1;
+        if (ready === args.processes) allReady();
+      } else {
+        result = m;
+      }
+    });
+    child.on('exit', (code) => (result ? resolve(result) : reject(new Error(`a worker exited ${code}`))));
+  }));
+  await Promise.race([readiness, Promise.all(finished)]);
+  const startMs = Date.now() + 500;
+  for (const child of children) child.send({ start: startMs });
+  const results = await Promise.all(finished);
   const counts = results.map((r) => r.count);
   const waits = results.flatMap((r) => r.waits).sort((a, b) => a - b);
   if (waits.length === 0) {
@@ -129,7 +149,7 @@ async function run(args) {
 async function main() {
   const argv = process.argv.slice(2);
   if (argv[0] === 'worker') {
-    await worker(argv[1], argv[2], Number(argv[3]), Number(argv[4]), argv[5]);
+    await worker(argv[1], argv[2], Number(argv[3]), argv[4]);
     return;
   }
   const args = parse(argv);

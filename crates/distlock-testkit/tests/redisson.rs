@@ -79,12 +79,22 @@ fn a_grant_is_written_as_redissons_fenced_lock_and_its_release_is_published() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert_eq!(fields.len(), 1, "{fields:?}");
-        let (field, count) = fields.iter().next().unwrap();
+        // The holder's field and hold count, and beside it distlock's record of the holder
+        // (a field no Java thread has; Java clients read only their own).
+        assert_eq!(fields.len(), 2, "{fields:?}");
+        let (field, count) = fields
+            .iter()
+            .find(|(field, _)| !field.ends_with(":distlock"))
+            .unwrap();
         let (uuid, thread) = field.rsplit_once(':').unwrap();
         assert_eq!(uuid, "rust-billing");
         assert!(thread.parse::<u64>().is_ok(), "{field}");
         assert_eq!(count, "1");
+        let record = &fields[&format!("{field}:distlock")];
+        assert!(
+            record.contains(&format!("\"f\":\"{}\"", guard.fencing_token())),
+            "{record}"
+        );
         let left: i64 = redis::cmd("PTTL")
             .arg("orders")
             .query_async(&mut conn)

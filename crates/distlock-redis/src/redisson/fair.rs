@@ -11,8 +11,10 @@
 
 use std::sync::LazyLock;
 
+use std::time::Duration;
+
 use distlock_core::Result;
-use distlock_core::backend::LockRequest;
+use distlock_core::backend::{LockRequest, WAITER_REFRESH};
 use redis::Script;
 
 use super::{RedissonBackend, WAITER_LEASE, layout};
@@ -46,38 +48,47 @@ impl RedissonBackend {
         queues: bool,
     ) -> Result<(i64, i64)> {
         let name = request.name.as_str();
-        let (counter, records) = (layout::token_key(name), layout::records_key(name));
+        let counter = layout::token_key(name);
         let [queue, deadlines, heard] = layout::queue_keys(name);
-        let keys = [name, &counter, &records, &queue, &deadlines, &heard];
+        let keys = [name, &counter, &queue, &deadlines, &heard];
         let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
         acquire
             .arg(request.ttl.as_millis() as u64)
             .arg(field)
+            .arg(layout::record_field(field))
             .arg(record)
             .arg(self.fair_turn.as_millis() as u64)
-            .arg(u8::from(queues))
-            .arg(WAITER_LEASE.as_millis() as u64)
-            .arg(layout::channel(name));
+            .arg(u8::from(queues));
+        liveness_args(&mut acquire).arg(layout::channel(name));
         let conn = self.redis.conn_for(name);
         self.redis.invoke_on(conn, "acquire", &acquire).await
     }
 
     /// Takes `request`'s field out of the queue, as a Java waiter that gives up does (every
-    /// waiter behind it moves up a turn; a free lock's new head is told). On failure it is
-    /// only logged: the field not heard from again leaves the queue within
-    /// [`WAITER_LEASE`](super::WAITER_LEASE).
-    pub(super) async fn leave_queue(&self, request: &LockRequest) {
+    /// waiter behind it moves up a turn; a free lock's new head is told).
+    pub(super) async fn leave_queue(&self, request: &LockRequest) -> Result<()> {
         let name = request.name.as_str();
         let [queue, deadlines, heard] = layout::queue_keys(name);
         let mut leave = Call::with_keys(&SCRIPTS.leave, &[name, &queue, &deadlines, &heard]);
         leave
             .arg(layout::field(&self.uuid, &request.token))
-            .arg(self.fair_turn.as_millis() as u64)
-            .arg(layout::channel(name));
+            .arg(self.fair_turn.as_millis() as u64);
+        liveness_args(&mut leave).arg(layout::channel(name));
         let conn = self.redis.conn_for(name);
-        let left: Result<i64> = self.redis.invoke_on(conn, "cancel", &leave).await;
-        if let Err(err) = left {
-            tracing::debug!(error = %err, lock = %name, "cannot leave a Redisson fair lock's queue");
-        }
+        let _: i64 = self.redis.invoke_on(conn, "cancel", &leave).await?;
+        Ok(())
     }
 }
+
+/// Appends what tells a live distlock waiter in the queue from a gone one: how long it
+/// counts as alive after a poll, and after how long without a poll a waiter that nobody
+/// hears on its channel counts as gone (a poll is due every [`WAITER_REFRESH`] at most;
+/// a waiter whose wake-up connection is down still polls, and keeps its place).
+pub(super) fn liveness_args<'c, 'a>(call: &'c mut Call<'a>) -> &'c mut Call<'a> {
+    call.arg(WAITER_LEASE.as_millis() as u64)
+        .arg(UNHEARD_AFTER.as_millis() as u64)
+}
+
+/// How long after its last poll a distlock waiter nobody hears on its channel counts as
+/// gone: a poll's longest gap and a margin.
+const UNHEARD_AFTER: Duration = WAITER_REFRESH.saturating_add(Duration::from_millis(500));

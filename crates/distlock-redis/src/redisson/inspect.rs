@@ -16,11 +16,10 @@ use crate::error::redis_error;
 use crate::record;
 
 /// A lock hash read with distlock's records in one round trip: the hash's fields (holders
-/// and hold counts), the holders' records, the server's time, the waiters' record
-/// expiries and records, and the fair lock's queue.
+/// and hold counts, and distlock's records of its holders), the server's time, the
+/// waiters' record expiries and records, and the fair lock's queue.
 type Snapshot = (
     Vec<(String, String)>,
-    HashMap<String, String>,
     (u64, u64),
     Vec<(String, f64)>,
     HashMap<String, String>,
@@ -43,8 +42,8 @@ impl RedissonBackend {
         let mut state = LockState::new(name);
         state.last_fencing_token = counter.unwrap_or(0);
         match kind.as_str() {
-            "none" => return Ok(state),
-            "hash" => {}
+            // A free lock may still have waiters: a fair queue's head yet to claim it.
+            "none" | "hash" => {}
             other => {
                 return Err(Error::new(
                     ErrorKind::Backend,
@@ -58,9 +57,8 @@ impl RedissonBackend {
         }
         let [waiting, waiting_info] = layout::waiting_keys(name);
         let [fair_queue, ..] = layout::queue_keys(name);
-        let (fields, records, time, queue, waiters, fair_queue): Snapshot = redis::pipe()
+        let (fields, time, queue, waiters, fair_queue): Snapshot = redis::pipe()
             .hgetall(name)
-            .hgetall(layout::records_key(name))
             .cmd("TIME")
             .zrange_withscores(&waiting, 0, -1)
             .hgetall(&waiting_info)
@@ -68,9 +66,14 @@ impl RedissonBackend {
             .query_async(&mut conn)
             .await
             .map_err(&err)?;
+        let (records, fields): (Vec<_>, Vec<_>) = fields
+            .into_iter()
+            .partition(|(field, _)| field.ends_with(layout::RECORD_SUFFIX));
+        let records: HashMap<String, String> = records.into_iter().collect();
+        let record_of = |field: &str| records.get(&layout::record_field(field));
         state.holders = fields
             .iter()
-            .map(|(field, count)| match records.get(field) {
+            .map(|(field, count)| match record_of(field) {
                 // distlock's grant, with its record; a Java holder has none.
                 Some(record) if count == "1" => record::holder_of(record, left),
                 _ => holder(field, count, left, state.last_fencing_token),

@@ -36,11 +36,15 @@ pub(crate) fn token_key(name: &str) -> String {
     prefixed("redisson_lock_token", name)
 }
 
-/// distlock's records of the lock's holders (a hash by field: owner, host, process, token),
-/// for `status`; Java clients neither read nor write it.
-pub(crate) fn records_key(name: &str) -> String {
-    prefixed("distlock_holders", name)
+/// The field of the lock's hash that holds distlock's record of holder `field` (owner,
+/// host, process, token), for `status`: the holder's field with a suffix no Java thread's
+/// field has. Java clients read only their own fields.
+pub(crate) fn record_field(field: &str) -> String {
+    format!("{field}{RECORD_SUFFIX}")
 }
+
+/// What ends a field of distlock's records in a lock's hash.
+pub(crate) const RECORD_SUFFIX: &str = ":distlock";
 
 /// distlock's records of the lock's waiters, for `status`: a sorted set of request tokens
 /// by the end of their record's life, and a hash of their records.
@@ -131,7 +135,8 @@ mod tests {
         assert_eq!(token_key("orders/42"), "redisson_lock_token:{orders/42}");
         assert_eq!(channel("a{b}"), "redisson_lock__channel:a{b}");
         assert_eq!(unlock_latch("x", "r1"), "redisson_unlock_latch:{x}:r1");
-        assert_eq!(records_key("a{b}"), "distlock_holders:a{b}");
+        assert_eq!(record_field("u:7"), "u:7:distlock");
+        assert_eq!(holder(&record_field("u:7")), None, "a record is no holder");
         assert_eq!(waiting_keys("x")[1], "distlock_waiting_info:{x}");
         assert_eq!(
             queue_keys("x"),

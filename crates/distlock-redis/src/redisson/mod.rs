@@ -3,12 +3,13 @@
 //! `<uuid>:<thread id>` and hold count, the lease its TTL; each grant counts one in
 //! `redisson_lock_token:{name}` (Redisson's fenced lock), which is its fencing token; a
 //! release deletes the hash and publishes `0` on `redisson_lock__channel:{name}`, where
-//! waiters — Java's and distlock's — listen. The layout keeps no queue: a waiter
+//! waiters — Java's and distlock's — listen. The plain lock keeps no queue: a waiter
 //! subscribes to the lock's channel before it tries again, and sleeps at most the lease
 //! left, so a release whose message it missed costs it at most one lease. A fair lock
-//! (`fair(true)`) keeps Redisson's fair-lock queue beside the hash ([`fair`]). Beside it,
-//! distlock records its own holders and waiters (owner, host, process) for `status`, in
-//! keys Java clients never touch.
+//! (`fair(true)`) keeps Redisson's fair-lock queue beside the hash ([`fair`]). For
+//! `status`, distlock records its own holders (owner, host, process, token) in a field of
+//! the lock's hash beside the holder's, which Java clients never read, and its waiters in
+//! keys beside the lock that Java clients never touch.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -45,6 +46,10 @@ const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
 /// How long a waiter's record lives without a poll (a waiter polls every
 /// [`WAITER_REFRESH`] at least).
 const WAITER_LEASE: Duration = Duration::from_secs(5);
+/// How often a waiter writes its record again: often enough that it outlives the gaps
+/// between polls, seldom enough that a herd of waiters woken by a release (every client
+/// listening on the lock's channel hears it) does not write one each time.
+const NOTE_AGAIN: Duration = Duration::from_millis(1_500);
 
 /// The time now, in milliseconds since the Unix epoch.
 fn now_ms() -> u64 {
@@ -93,13 +98,15 @@ pub struct RedissonBackend {
 }
 
 /// A request's state: its subscription to its lock's channel while it waits, since when
-/// it waits (while its waiter record may stand), whether its tries take a place in a fair
+/// it waits (while its waiter record may stand) and when it last wrote that record,
+/// whether its tries take a place in a fair
 /// lock's queue (once it listens on its own channel, or could not), whether it may stand
 /// there, and whether a try of it was sent without an answer (it may have been granted).
 #[derive(Default)]
 struct Waiting {
     watch: Option<Watch>,
     since_ms: Option<u64>,
+    noted: Option<std::time::Instant>,
     queues: bool,
     queued: bool,
     unanswered: bool,
@@ -144,7 +151,10 @@ impl RedissonBackend {
         waiting.queued |= queues;
         waiting.unanswered = true;
         let tried = self.try_once(ticket, queues).await;
-        ticket.state_or_default::<Waiting>().unanswered = false;
+        // A try that failed may have been granted before its answer was lost.
+        if tried.is_ok() {
+            ticket.state_or_default::<Waiting>().unanswered = false;
+        }
         tried
     }
 
@@ -155,15 +165,13 @@ impl RedissonBackend {
         let answer: (i64, i64) = match request.fair {
             true => self.try_fair(request, &field, record, queues).await?,
             false => {
-                let (counter, records) = (
-                    layout::token_key(&request.name),
-                    layout::records_key(&request.name),
-                );
-                let keys = [request.name.as_str(), &counter, &records];
-                let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+                let counter = layout::token_key(&request.name);
+                let mut acquire =
+                    Call::with_keys(&SCRIPTS.acquire, &[request.name.as_str(), &counter]);
                 acquire
                     .arg(request.ttl.as_millis() as u64)
                     .arg(&field)
+                    .arg(layout::record_field(&field))
                     .arg(record);
                 let conn = self.redis.conn_for(&request.name);
                 self.redis.invoke_on(conn, "acquire", &acquire).await?
@@ -191,6 +199,7 @@ impl RedissonBackend {
         self.redis.wakers().forget(&ticket.request.token);
         let waiting = ticket.state_or_default::<Waiting>();
         waiting.watch = None;
+        waiting.noted = None;
         if waiting.since_ms.take().is_some() {
             self.note_waiter(&ticket.request, 0, None).await;
         }
@@ -269,8 +278,7 @@ impl RedissonBackend {
 
     /// Renews one grant.
     async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
-        let records = layout::records_key(&grant.name);
-        let mut renew = Call::with_keys(&SCRIPTS.renew, &[&grant.name, &records]);
+        let mut renew = Call::with_keys(&SCRIPTS.renew, &[&grant.name]);
         renew
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(ttl.as_millis() as u64);
@@ -301,8 +309,8 @@ impl Backend for RedissonBackend {
         // Redisson's counter of grants never expires.
         caps.durable_fencing = true;
         caps.push_wakeups = true;
-        // A waiter keeps no place (the layout has no queue); its record for `status` is
-        // kept by its polls.
+        // A plain waiter keeps no place (that lock has no queue), a fair one keeps its
+        // place by its polls; the record of either for `status` is kept by its polls.
         caps.waiter_refresh = Some(WAITER_REFRESH);
         caps
     }
@@ -321,11 +329,11 @@ impl Backend for RedissonBackend {
                 Ok(PollOutcome::granted(token))
             }
             Tried::Busy(left) => {
-                if ticket.request.wait {
-                    let since_ms = *ticket
-                        .state_or_default::<Waiting>()
-                        .since_ms
-                        .get_or_insert_with(now_ms);
+                let wait = ticket.request.wait;
+                let waiting = ticket.state_or_default::<Waiting>();
+                if wait && waiting.noted.is_none_or(|at| at.elapsed() >= NOTE_AGAIN) {
+                    let since_ms = *waiting.since_ms.get_or_insert_with(now_ms);
+                    waiting.noted = Some(std::time::Instant::now());
                     self.note_waiter(&ticket.request, since_ms, Some(WAITER_LEASE))
                         .await;
                 }
@@ -344,10 +352,11 @@ impl Backend for RedissonBackend {
     /// answer (its poll dropped, or its connection lost) may have been granted: that
     /// grant is released.
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
-        self.stop_waiting(ticket).await;
-        if std::mem::take(&mut ticket.state_or_default::<Waiting>().queued) {
-            self.leave_queue(&ticket.request).await;
+        if ticket.state::<Waiting>().is_some_and(|w| w.queued) {
+            self.leave_queue(&ticket.request).await?;
+            ticket.state_or_default::<Waiting>().queued = false;
         }
+        self.stop_waiting(ticket).await;
         if !ticket.state::<Waiting>().is_some_and(|w| w.unanswered) {
             return Ok(());
         }
@@ -372,13 +381,11 @@ impl Backend for RedissonBackend {
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
         let channel = layout::channel(&grant.name);
         let latch = layout::unlock_latch(&grant.name, &format!("{}{}", random_id(), random_id()));
-        let records = layout::records_key(&grant.name);
         let [queue, deadlines, heard] = layout::queue_keys(&grant.name);
         let keys = [
             grant.name.as_str(),
             &channel,
             &latch,
-            &records,
             &queue,
             &deadlines,
             &heard,
@@ -388,6 +395,7 @@ impl Backend for RedissonBackend {
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(LATCH_KEEP.as_millis() as u64)
             .arg(LEFT_HOLD_LEASE.as_millis() as u64);
+        fair::liveness_args(&mut release);
         let conn = self.redis.conn_for(&grant.name);
         let released: i64 = self.redis.invoke_on(conn, "release", &release).await?;
         Ok(match released {

@@ -1,42 +1,40 @@
 -- A fair grant in Redisson's layout: the lock as in its fenced lock, granted only to the
--- waiter at the head of Redisson's queue. KEYS: the lock, its counter of grants,
--- distlock's records of its holders, the queue, its deadlines, when distlock's waiters
--- were last heard from. ARGV: the lease (ms), the holder's field, the request's record
--- (JSON; the grant's token is appended as `f`), how long a waiter may take to claim its
--- turn (ms, Redisson's thread wait time), 1 to queue when not granted (0: a try), how
--- long a distlock waiter counts as heard from (ms), the channel prefix waiters are woken
--- on.
+-- waiter at the head of Redisson's queue. KEYS: the lock, its counter of grants, the
+-- queue, its deadlines, when distlock's waiters last polled. ARGV: the lease (ms), the
+-- holder's field, the field of distlock's record of the holder (in the lock's hash), the
+-- request's record (JSON; the grant's token is appended as `f`), how long a waiter may
+-- take to claim its turn (ms, Redisson's fairLockWaitTimeout), 1 to queue when not
+-- granted (0: a try), how long a distlock waiter counts as alive after a poll (ms), after
+-- how long without a poll one nobody hears counts as gone (ms), the channel prefix
+-- waiters are woken on.
 -- Answers {1, token} when granted, {0, ms} while queued (ms: how long the wait ahead is
 -- expected to last), {0, -1} while a hash without a TTL stands there, {-1, 0} when the key
 -- is not a lock hash.
-local lock, counter, records = KEYS[1], KEYS[2], KEYS[3]
-local queue, deadlines, heard = KEYS[4], KEYS[5], KEYS[6]
-local lease, field, record = ARGV[1], ARGV[2], ARGV[3]
-local turn, queued, heard_for, channel = tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7]
-local now = server_now()
-local head = live_head(queue, deadlines, heard, now)
+local lock, counter = KEYS[1], KEYS[2]
+local lease, field, record_field, record = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local turn, queues, channel = tonumber(ARGV[5]), ARGV[6] == '1', ARGV[9]
+local q = fair_queue(KEYS[3], KEYS[4], KEYS[5], ARGV[7], ARGV[8])
+local now = q.now
+local head = live_head(q)
 local left = redis.call('PTTL', lock)
 if left == -2 and head and head ~= field then
   -- Free, with a waiter ahead that may not have heard: tell it again (a distlock waiter
-  -- nobody hears leaves the queue).
-  wake_head(channel, queue, deadlines, heard, now, field)
-  head = redis.call('LINDEX', queue, 0)
+  -- gone quiet that nobody hears leaves the queue).
+  wake_head(q, channel, field)
+  head = redis.call('LINDEX', q.queue, 0)
 end
 if left == -2 and (not head or head == field) then
   if head then
-    redis.call('LPOP', queue)
-    redis.call('ZREM', deadlines, field)
-    redis.call('ZREM', heard, field)
+    drop_head(q, field)
     -- Every waiter behind moved up one turn: its deadline comes a turn sooner.
-    for _, waiter in ipairs(redis.call('ZRANGE', deadlines, 0, -1)) do
-      redis.call('ZINCRBY', deadlines, -turn, waiter)
+    for _, waiter in ipairs(redis.call('ZRANGE', q.deadlines, 0, -1)) do
+      redis.call('ZINCRBY', q.deadlines, -turn, waiter)
     end
   end
   local token = redis.call('INCR', counter)
-  redis.call('HSET', lock, field, 1)
+  redis.call('HSET', lock, field, 1, record_field,
+    string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', token) .. '"}')
   redis.call('PEXPIRE', lock, lease)
-  redis.call('HSET', records, field, string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', token) .. '"}')
-  redis.call('PEXPIRE', records, lease)
   return {1, token}
 end
 if left ~= -2 then
@@ -46,29 +44,33 @@ if left ~= -2 then
   if left > 0 and redis.call('HEXISTS', lock, field) == 1 then
     -- This request's own grant, asked for again (its answer was lost): the same token.
     redis.call('PEXPIRE', lock, lease)
-    redis.call('PEXPIRE', records, lease)
     return {1, tonumber(redis.call('GET', counter)) or 0}
   end
 end
-if not queued then
+if not queues then
   return {0, math.max(left, 1)}
 end
--- Queued, or queued now at the tail; the deadline follows the waiter ahead's as
+-- Queued, or queued now at the tail. The deadline follows the waiter ahead's as
 -- Redisson's does (its deadline and a turn more; at the head, the holder's lease left and
--- a turn), set again at every poll so it never passes while this waiter lives.
-local place = redis.call('LPOS', queue, field)
+-- a turn), never sooner than a turn from now, and is set again at every poll, so it never
+-- passes while this waiter lives.
+local waiters, place = place_of(q, field)
 local ahead
 if place then
-  ahead = place > 0 and redis.call('LINDEX', queue, place - 1) or nil
+  ahead = waiters[place - 1]
 else
-  ahead = redis.call('LINDEX', queue, -1)
-  redis.call('RPUSH', queue, field)
+  ahead = waiters[#waiters]
+  redis.call('RPUSH', q.queue, field)
 end
-local ahead_deadline = ahead and tonumber(redis.call('ZSCORE', deadlines, ahead))
-local deadline = (ahead_deadline or now + math.max(left, 0)) + turn
-redis.call('ZADD', deadlines, deadline, field)
-redis.call('ZADD', heard, now + heard_for, field)
-redis.call('PEXPIRE', heard, heard_for)
+local ahead_deadline = ahead and tonumber(redis.call('ZSCORE', q.deadlines, ahead)) or 0
+local deadline = math.max(ahead_deadline, now + math.max(left, 0)) + turn
+redis.call('ZADD', q.deadlines, deadline, field)
+redis.call('ZADD', q.heard, now, field)
+-- The record of polls outlives every deadline in it.
+local keep = deadline - now + q.lease
+if redis.call('PTTL', q.heard) < keep then
+  redis.call('PEXPIRE', q.heard, keep)
+end
 if left == -1 then
   return {0, -1}
 end
