@@ -32,7 +32,13 @@ struct Scripts {
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: with_queue(include_str!("../scripts/redisson_fair_acquire.lua")),
+    acquire: with_queue(
+        &[
+            super::GRANTS,
+            include_str!("../scripts/redisson_fair_acquire.lua"),
+        ]
+        .join("\n"),
+    ),
     leave: with_queue(include_str!("../scripts/redisson_fair_cancel.lua")),
 });
 

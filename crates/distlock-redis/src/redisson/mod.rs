@@ -65,8 +65,12 @@ struct Scripts {
     renew: Script,
 }
 
+/// The helpers of this layout's grants (plain and fair), put before the scripts that
+/// grant.
+const GRANTS: &str = include_str!("../scripts/redisson_grant.lua");
+
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(include_str!("../scripts/redisson_acquire.lua")),
+    acquire: Script::new(&[GRANTS, include_str!("../scripts/redisson_acquire.lua")].join("\n")),
     release: fair::with_queue(include_str!("../scripts/redisson_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_renew.lua")),
 });

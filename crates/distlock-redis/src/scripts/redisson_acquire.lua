@@ -10,18 +10,6 @@ local lock, counter = KEYS[1], KEYS[2]
 local lease, field, record_field, record = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local left = redis.call('PTTL', lock)
 if left == -2 then
-  local token = redis.call('INCR', counter)
-  redis.call('HSET', lock, field, 1, record_field,
-    string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', token) .. '"}')
-  redis.call('PEXPIRE', lock, lease)
-  return {1, token}
+  return {1, grant(lock, counter, lease, field, record_field, record)}
 end
-if redis.call('TYPE', lock).ok ~= 'hash' then
-  return {-1, 0}
-end
-if left > 0 and redis.call('HEXISTS', lock, field) == 1 then
-  -- This request's own grant, asked for again (its answer was lost): the same token.
-  redis.call('PEXPIRE', lock, lease)
-  return {1, tonumber(redis.call('GET', counter)) or 0}
-end
-return {0, left}
+return standing(lock, counter, lease, field, left) or {0, left}

@@ -31,21 +31,11 @@ if left == -2 and (not head or head == field) then
       redis.call('ZINCRBY', q.deadlines, -turn, waiter)
     end
   end
-  local token = redis.call('INCR', counter)
-  redis.call('HSET', lock, field, 1, record_field,
-    string.sub(record, 1, -2) .. ',"f":"' .. string.format('%.0f', token) .. '"}')
-  redis.call('PEXPIRE', lock, lease)
-  return {1, token}
+  return {1, grant(lock, counter, lease, field, record_field, record)}
 end
-if left ~= -2 then
-  if redis.call('TYPE', lock).ok ~= 'hash' then
-    return {-1, 0}
-  end
-  if left > 0 and redis.call('HEXISTS', lock, field) == 1 then
-    -- This request's own grant, asked for again (its answer was lost): the same token.
-    redis.call('PEXPIRE', lock, lease)
-    return {1, tonumber(redis.call('GET', counter)) or 0}
-  end
+local answer = left ~= -2 and standing(lock, counter, lease, field, left)
+if answer then
+  return answer
 end
 if not queues then
   return {0, math.max(left, 1)}
