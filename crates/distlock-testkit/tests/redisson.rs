@@ -1,7 +1,8 @@
 //! Redisson's layout (`?layout=redisson`): the conformance suite, process faults and a
 //! server paused or a link cut under a holder, the layout key by key and message by
-//! message as Java's clients read it (the fair lock's queue in `redisson/fair.rs`), and
-//! node-redisson (Redisson's layout, from npm) sharing a lock with distlock.
+//! message as Java's clients read it (the fair lock's queue in `redisson/fair.rs`, the
+//! read-write lock in `redisson/rwlock.rs`), and node-redisson (Redisson's layout, from
+//! npm) sharing a lock with distlock.
 //!
 //! node-redisson comes from `DISTLOCK_TEST_NODE_PATH` (scripts/test installs it, with the
 //! ioredis it needs, beside the build); `node` from the PATH.
@@ -15,17 +16,16 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(
     target,
     liveness = Lease,
-    lacks = [rwlock, semaphore, force_release, notes, adopt]
+    lacks = [semaphore, force_release, notes, adopt]
 );
-distlock_testkit::process_suite!(
-    target,
-    lacks = [rwlock, semaphore, force_release, notes, adopt]
-);
+distlock_testkit::process_suite!(target, lacks = [semaphore, force_release, notes, adopt]);
 
 #[path = "redisson/fair.rs"]
 mod fair;
 #[path = "redis_faults/links.rs"]
 mod links;
+#[path = "redisson/rwlock.rs"]
+mod rwlock;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -264,8 +264,19 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
         let client = distlock::Client::connect(&format!("{base}?layout=redisson"))
             .await
             .unwrap();
-        let err = client.rwlock("r").read().await.unwrap_err();
+        let fair = distlock::LockOptions::new().fair(true);
+        let err = client.rwlock("r").read_with(&fair).await.unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::Unsupported, "{err}");
+        assert!(err.to_string().contains("no queue"), "{err}");
+        let long = distlock::LockOptions::new().ttl(Duration::from_secs(31));
+        let err = client.rwlock("r").read_with(&long).await.unwrap_err();
+        assert_eq!(err.kind(), distlock::ErrorKind::Unsupported, "{err}");
+        assert!(err.to_string().contains("lease=30s"), "{err}");
+        let longer = distlock::Client::connect(&format!("{base}?layout=redisson&lease=1m"))
+            .await
+            .unwrap();
+        let guard = longer.rwlock("r").read_with(&long).await.unwrap();
+        guard.release().await.unwrap();
         let err = client.semaphore("s", 2).acquire().await.unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::Unsupported, "{err}");
         for (query, said) in [
@@ -274,6 +285,9 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
             ("layout=redisson&prefix=locks:", "takes no prefix"),
             ("uuid=abc", "add layout=redisson"),
             ("fair_wait_timeout=5m", "add layout=redisson"),
+            ("lease=30s", "add layout=redisson"),
+            ("layout=redisson&lease=0s", "lockWatchdogTimeout"),
+            ("layout=redisson&lease=forever", "lockWatchdogTimeout"),
             (
                 "layout=redisson&fair_wait_timeout=0s",
                 "fairLockWaitTimeout",

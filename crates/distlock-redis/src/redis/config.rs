@@ -37,7 +37,7 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// The query parameters a `redis://` URL may carry; any other is refused, so a typo
 /// (`min_replica=1`) is not silently dropped.
-const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing and fair_wait_timeout (layout=redisson)";
+const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing, fair_wait_timeout and lease (layout=redisson)";
 
 /// How long a connection to a server may take to open, unless `connect_timeout` says.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -118,9 +118,10 @@ pub struct RedisConfig {
 /// use distlock_redis::{Layout, RedisConfig};
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?layout=redisson&uuid=billing-7").unwrap();
 /// let config = RedisConfig::from_url(&url)?;
-/// let Layout::Redisson { uuid, fair_wait_timeout } = &config.layout else { unreachable!() };
+/// let Layout::Redisson { uuid, fair_wait_timeout, lease } = &config.layout else { unreachable!() };
 /// assert_eq!(uuid, "billing-7");
 /// assert_eq!(*fair_wait_timeout, std::time::Duration::from_secs(300), "Redisson's default");
+/// assert_eq!(*lease, std::time::Duration::from_secs(30), "Redisson's lockWatchdogTimeout");
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0").unwrap();
 /// assert_eq!(RedisConfig::from_url(&url)?.layout, Layout::Distlock);
 /// # Ok::<(), distlock_core::Error>(())
@@ -143,6 +144,10 @@ pub enum Layout {
         /// default. It must be the Java clients' own: each grant moves the deadlines of the
         /// waiters behind by it.
         fair_wait_timeout: std::time::Duration,
+        /// The Java clients' `lockWatchdogTimeout` (`lease`, 30 s by default): the lease a
+        /// hold left after an unlock gets, as Java's does, and the longest lease a read hold
+        /// may take (Java's renewal of its read holds sets the lock's TTL to it).
+        lease: std::time::Duration,
     },
 }
 
@@ -292,11 +297,13 @@ impl RedisConfig {
 
 /// Redisson's default `fairLockWaitTimeout`.
 const DEFAULT_FAIR_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
-/// The longest `fair_wait_timeout` taken.
-const MAX_FAIR_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
+/// The longest `fair_wait_timeout` and `lease` taken.
+const MAX_REDISSON_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
+/// Redisson's default `lockWatchdogTimeout`.
+const DEFAULT_WATCHDOG_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The layout `layout`, `uuid`, `fencing` and `fair_wait_timeout` ask for, where the rest of
-/// the URL allows it.
+/// The layout `layout`, `uuid`, `fencing`, `fair_wait_timeout` and `lease` ask for, where
+/// the rest of the URL allows it.
 fn layout(
     params: &mut UrlParams,
     cluster: bool,
@@ -306,11 +313,13 @@ fn layout(
     let layout = params.text("layout");
     let (uuid, fencing) = (params.text("uuid"), params.text("fencing"));
     let fair_wait_timeout = params.text("fair_wait_timeout");
+    let lease = params.text("lease");
     match layout.as_deref() {
         None | Some("distlock") => {
-            match uuid.is_some() || fencing.is_some() || fair_wait_timeout.is_some() {
+            let redissons = [&uuid, &fencing, &fair_wait_timeout, &lease];
+            match redissons.iter().any(|option| option.is_some()) {
                 true => Err(Error::invalid(
-                    "uuid, fencing and fair_wait_timeout are options of Redisson's layout: add layout=redisson",
+                    "uuid, fencing, fair_wait_timeout and lease are options of Redisson's layout: add layout=redisson",
                 )),
                 false => Ok(Layout::Distlock),
             }
@@ -343,26 +352,49 @@ fn layout(
                     "uuid `{uuid}` cannot name a client in holders' fields: 1 to 64 letters, digits, `-`, `_` or `.`"
                 )));
             }
-            let fair_wait_timeout = match fair_wait_timeout {
-                None => DEFAULT_FAIR_WAIT_TIMEOUT,
-                Some(value) => humantime::parse_duration(&value)
-                    .ok()
-                    .filter(|t| !t.is_zero() && *t <= MAX_FAIR_WAIT_TIMEOUT)
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "fair_wait_timeout `{value}` is not a duration above zero and at most a day, e.g. 5m (the Java clients' fairLockWaitTimeout)"
-                        ))
-                    })?,
-            };
+            let fair_wait_timeout = redisson_timeout(
+                fair_wait_timeout,
+                DEFAULT_FAIR_WAIT_TIMEOUT,
+                "fair_wait_timeout",
+                "5m (the Java clients' fairLockWaitTimeout)",
+            )?;
+            let lease = redisson_timeout(
+                lease,
+                DEFAULT_WATCHDOG_TIMEOUT,
+                "lease",
+                "30s (the Java clients' lockWatchdogTimeout)",
+            )?;
             Ok(Layout::Redisson {
                 uuid,
                 fair_wait_timeout,
+                lease,
             })
         }
         Some(other) => Err(Error::invalid(format!(
             "layout `{other}` is not one distlock speaks: distlock (the default) or redisson"
         ))),
     }
+}
+
+/// Option `option` of Redisson's layout (`value`, or `default` without one): a duration
+/// above zero and at most a day, as `example` is.
+fn redisson_timeout(
+    value: Option<String>,
+    default: std::time::Duration,
+    option: &str,
+    example: &str,
+) -> Result<std::time::Duration> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    humantime::parse_duration(&value)
+        .ok()
+        .filter(|t| !t.is_zero() && *t <= MAX_REDISSON_TIMEOUT)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{option} `{value}` is not a duration above zero and at most a day, e.g. {example}"
+            ))
+        })
 }
 
 /// `server` with its host and port replaced by `host` (`name:port`).

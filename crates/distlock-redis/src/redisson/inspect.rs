@@ -1,6 +1,7 @@
 //! What `status` reads of a lock in Redisson's layout: its hash (each holder's
-//! `<uuid>:<thread id>` and hold count), the hash's TTL and the counter of grants, and
-//! distlock's records of its own holders and waiters. A Java holder shows as its field,
+//! `<uuid>:<thread id>` and hold count; a read-write lock's `mode` and writer's
+//! `<uuid>:<thread id>:write`), the hash's TTL and the counter of grants, and distlock's
+//! records of its own holders and waiters. A Java holder shows as its field,
 //! hold count and TTL (the layout records no host or process); a distlock guard as its
 //! record says (owner, host, process, token).
 
@@ -16,10 +17,12 @@ use crate::error::redis_error;
 use crate::record;
 
 /// A lock hash read with distlock's records in one round trip: the hash's fields (holders
-/// and hold counts, and distlock's records of its holders), the server's time, the
-/// waiters' record expiries and records, and the fair lock's queue.
+/// and hold counts, and distlock's records of its holders), distlock's records of a
+/// read-write lock's holders, the server's time, the waiters' record expiries and
+/// records, and the fair lock's queue.
 type Snapshot = (
     Vec<(String, String)>,
+    HashMap<String, String>,
     (u64, u64),
     Vec<(String, f64)>,
     HashMap<String, String>,
@@ -57,8 +60,10 @@ impl RedissonBackend {
         }
         let [waiting, waiting_info] = layout::waiting_keys(name);
         let [fair_queue, ..] = layout::queue_keys(name);
-        let (fields, time, queue, waiters, fair_queue): Snapshot = redis::pipe()
+        let [rw_records, _] = layout::rw_keys(name);
+        let (fields, rw_records, time, queue, waiters, fair_queue): Snapshot = redis::pipe()
             .hgetall(name)
+            .hgetall(&rw_records)
             .cmd("TIME")
             .zrange_withscores(&waiting, 0, -1)
             .hgetall(&waiting_info)
@@ -66,17 +71,30 @@ impl RedissonBackend {
             .query_async(&mut conn)
             .await
             .map_err(&err)?;
-        let (records, fields): (Vec<_>, Vec<_>) = fields
+        let (records, mut fields): (Vec<_>, Vec<_>) = fields
             .into_iter()
             .partition(|(field, _)| field.ends_with(layout::RECORD_SUFFIX));
         let records: HashMap<String, String> = records.into_iter().collect();
-        let record_of = |field: &str| records.get(&layout::record_field(field));
+        let record_of = |field: &str| {
+            records
+                .get(&layout::record_field(field))
+                .or_else(|| rw_records.get(field))
+        };
+        // A read-write lock's hash says its mode; its fields are the readers' and the
+        // writer's.
+        let mode = fields
+            .iter()
+            .position(|(field, _)| field == "mode")
+            .map(|at| fields.remove(at).1);
         state.holders = fields
             .iter()
             .map(|(field, count)| match record_of(field) {
                 // distlock's grant, with its record; a Java holder has none.
                 Some(record) if count == "1" => record::holder_of(record, left),
-                _ => holder(field, count, left, state.last_fencing_token),
+                _ => {
+                    let kind = kind_of(mode.as_deref(), field);
+                    holder(field, count, left, kind, state.last_fencing_token)
+                }
             })
             .collect();
         let waiters = record::live_waiters((time, queue, waiters));
@@ -157,9 +175,19 @@ fn is_lock(state: &LockState) -> bool {
     !state.holders.is_empty() && state.holders.iter().all(|h| h.permits > 0)
 }
 
-/// The holder a field of the hash and its hold count stand for (no hold count: not a
-/// holder, `permits` 0). `left` is the hash's TTL as PTTL answered it.
-fn holder(field: &str, count: &str, left: i64, token: u64) -> HolderInfo {
+/// What a holder's field holds: a mutex, or in a read-write lock (its hash has a `mode`)
+/// the write lock (the writer's field ends in `:write`) or a read hold.
+fn kind_of(mode: Option<&str>, field: &str) -> LockKind {
+    match (mode, field.ends_with(layout::WRITER_SUFFIX)) {
+        (None, _) => LockKind::Mutex,
+        (Some(_), true) => LockKind::Write,
+        (Some(_), false) => LockKind::Read,
+    }
+}
+
+/// The holder of `kind` a field of the hash and its hold count stand for (no hold count:
+/// not a holder, `permits` 0). `left` is the hash's TTL as PTTL answered it.
+fn holder(field: &str, count: &str, left: i64, kind: LockKind, token: u64) -> HolderInfo {
     let held = count
         .parse::<u32>()
         .ok()
@@ -168,7 +196,7 @@ fn holder(field: &str, count: &str, left: i64, token: u64) -> HolderInfo {
         Some(1) | None => field.to_owned(),
         Some(times) => format!("{field} (held {times} times)"),
     };
-    let mut holder = HolderInfo::new(owner, LockKind::Mutex, token);
+    let mut holder = HolderInfo::new(owner, kind, token);
     holder.permits = held.unwrap_or(0);
     holder.remaining_ms = (left > 0).then_some(left as u64);
     holder.no_expiry = left == -1;
@@ -186,7 +214,13 @@ mod tests {
 
     #[test]
     fn holders_show_their_field_and_hold_count() {
-        let java = holder("0d3c9e4e-1c51-4c05-8d7f-3d3f9b5c2a10:57", "2", 1_500, 9);
+        let java = holder(
+            "0d3c9e4e-1c51-4c05-8d7f-3d3f9b5c2a10:57",
+            "2",
+            1_500,
+            LockKind::Mutex,
+            9,
+        );
         assert_eq!(
             java.owner,
             "0d3c9e4e-1c51-4c05-8d7f-3d3f9b5c2a10:57 (held 2 times)"
@@ -195,13 +229,24 @@ mod tests {
             (java.permits, java.remaining_ms, java.fencing_token),
             (2, Some(1_500), 9)
         );
-        let persistent = holder("u:1", "1", -1, 0);
+        let persistent = holder("u:1", "1", -1, LockKind::Mutex, 0);
         assert!(persistent.no_expiry && persistent.remaining_ms.is_none());
         let mut state = LockState::new("x");
-        state.holders = vec![holder("u:1", "1", 10, 0)];
+        state.holders = vec![holder("u:1", "1", 10, LockKind::Mutex, 0)];
         assert!(is_lock(&state));
-        state.holders.push(holder("name", "Ada", 10, 0));
+        state
+            .holders
+            .push(holder("name", "Ada", 10, LockKind::Mutex, 0));
         assert!(!is_lock(&state), "a hash of other data");
+    }
+
+    #[test]
+    fn a_read_write_locks_fields_say_their_kind() {
+        assert_eq!(kind_of(None, "u:1"), LockKind::Mutex);
+        assert_eq!(kind_of(Some("read"), "u:1"), LockKind::Read);
+        assert_eq!(kind_of(Some("write"), "u:1:write"), LockKind::Write);
+        let writer = holder("u:1:write", "1", 10, LockKind::Write, 0);
+        assert_eq!((writer.permits, writer.kind), (1, LockKind::Write));
     }
 
     #[test]

@@ -31,6 +31,47 @@ pub(crate) fn queue_keys(name: &str) -> [String; 3] {
     ]
 }
 
+/// The channel a release of read-write lock `name` is published on (`0` by a reader's,
+/// `1` by a writer's).
+pub(crate) fn rw_channel(name: &str) -> String {
+    prefixed("redisson_rwlock", name)
+}
+
+/// The field of a read-write lock's writer `field` (`<uuid>:<thread id>:write`).
+pub(crate) fn writer_field(field: &str) -> String {
+    format!("{field}{WRITER_SUFFIX}")
+}
+
+/// What ends a writer's field in a read-write lock's hash.
+pub(crate) const WRITER_SUFFIX: &str = ":write";
+
+/// The key of reader `field`'s first read hold of lock `name`, whose TTL is the hold's
+/// lease (Redisson numbers a thread's nested read holds from 1; a distlock guard holds
+/// once): `{name}:<field>:rwlock_timeout:1`.
+pub(crate) fn read_hold_key(name: &str, field: &str) -> String {
+    format!("{}:{field}:rwlock_timeout:1", hold_prefix(name))
+}
+
+/// What the keys of every reader's holds of lock `name` start with: `{name}`, or the name
+/// itself when it holds a `{` (Redisson's suffix rule).
+pub(crate) fn hold_prefix(name: &str) -> String {
+    match name.contains('{') {
+        true => name.to_owned(),
+        false => format!("{{{name}}}"),
+    }
+}
+
+/// distlock's records of a read-write lock's holders (a hash of field to record, for
+/// `status`), and of its waiting writers (a sorted set of request tokens by the end of
+/// their record's life): beside the lock, since Java's write unlock counts the hash's
+/// fields, and Java clients never read them.
+pub(crate) fn rw_keys(name: &str) -> [String; 2] {
+    [
+        prefixed("distlock_holders", name),
+        prefixed("distlock_writers", name),
+    ]
+}
+
 /// The fenced lock's counter of grants.
 pub(crate) fn token_key(name: &str) -> String {
     prefixed("redisson_lock_token", name)
@@ -88,8 +129,10 @@ pub(crate) fn thread_of(token: &str) -> u64 {
     }
 }
 
-/// A holder's field split into its client uuid and thread id, if it is one.
+/// A holder's field split into its client uuid and thread id, if it is one (a
+/// read-write lock's writer's field ends in `:write`).
 pub(crate) fn holder(field: &str) -> Option<(&str, u64)> {
+    let field = field.strip_suffix(WRITER_SUFFIX).unwrap_or(field);
     let (uuid, thread) = field.rsplit_once(':')?;
     Some((uuid, thread.parse().ok()?))
 }
@@ -147,6 +190,12 @@ mod tests {
             ]
         );
         assert_eq!(waiter_channel("x", "u:7"), "redisson_lock__channel:{x}:u:7");
+        assert_eq!(rw_channel("x"), "redisson_rwlock:{x}");
+        assert_eq!(read_hold_key("x", "u:7"), "{x}:u:7:rwlock_timeout:1");
+        assert_eq!(read_hold_key("a{b}", "u:7"), "a{b}:u:7:rwlock_timeout:1");
+        assert_eq!(writer_field("u:7"), "u:7:write");
+        assert_eq!(holder("u:7:write"), Some(("u", 7)));
+        assert_eq!(rw_keys("x")[1], "distlock_writers:{x}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use distlock_core::backend::{
     Backend, Capabilities, Floor, Grant, LeaseOutcome, LockRequest, PollOutcome, Ticket,
     WAITER_REFRESH, async_trait,
 };
-use distlock_core::{Error, ErrorKind, LockState, Result, random_id};
+use distlock_core::{Error, ErrorKind, LockKind, LockState, Result, random_id};
 use redis::Script;
 
 use crate::record::RequestRecord;
@@ -30,6 +30,7 @@ use crate::scripts::Call;
 mod fair;
 mod inspect;
 mod layout;
+mod rwlock;
 
 pub(crate) use layout::{process_uuid, valid_uuid};
 
@@ -38,8 +39,6 @@ pub(crate) use layout::{process_uuid, valid_uuid};
 /// latch is left to expire rather than deleted by a command of its own (Redisson's client
 /// sends one: a command per release, about a twentieth of an uncontended cycle here).
 const LATCH_KEEP: Duration = Duration::from_secs(5);
-/// The lease a hold left after an unlock gets: Redisson's watchdog timeout.
-const LEFT_HOLD_LEASE: Duration = Duration::from_secs(30);
 /// How often a waiter looks again at a lock hash that has no TTL (written by a client
 /// with a bug, or made persistent by hand): never a grant, and no lease to wait out.
 const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
@@ -99,6 +98,9 @@ pub struct RedissonBackend {
     /// How long a fair lock's head waiter may take to claim its turn (Redisson's
     /// `fairLockWaitTimeout`).
     fair_turn: Duration,
+    /// The Java clients' watchdog timeout (`lease`): the lease a hold left after an unlock
+    /// gets, and the longest a read hold may take.
+    lease: Duration,
 }
 
 /// A request's state: its subscription to its lock's channel while it waits, since when
@@ -133,6 +135,7 @@ impl RedissonBackend {
         let Layout::Redisson {
             uuid,
             fair_wait_timeout,
+            lease,
         } = config.layout.clone()
         else {
             return Err(Error::invalid(
@@ -143,6 +146,7 @@ impl RedissonBackend {
             redis: RedisBackend::open(config).await?,
             uuid,
             fair_turn: fair_wait_timeout,
+            lease,
         })
     }
 
@@ -164,6 +168,16 @@ impl RedissonBackend {
 
     async fn try_once(&self, ticket: &Ticket, queues: bool) -> Result<Tried> {
         let request = &ticket.request;
+        match request.kind {
+            LockKind::Mutex => {}
+            LockKind::Read | LockKind::Write => return self.try_rw(request).await,
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "semaphores are not offered in Redisson's layout yet",
+                ));
+            }
+        }
         let field = layout::field(&self.uuid, &request.token);
         let record = RequestRecord::of(request).to_json()?;
         let answer: (i64, i64) = match request.fair {
@@ -186,15 +200,7 @@ impl RedissonBackend {
             // PTTL -1: a hash without a TTL; 0: one about to expire.
             (0, -1) => Ok(Tried::Busy(None)),
             (0, left) => Ok(Tried::Busy(Some(Duration::from_millis(left.max(1) as u64)))),
-            _ => Err(Error::new(
-                ErrorKind::Backend,
-                format!(
-                    "the key `{}` is not a Redisson lock hash: a client of another layout uses this name",
-                    request.name
-                ),
-            )
-            .with_backend("redis")
-            .with_operation("acquire")),
+            _ => Err(not_a_lock_hash(&request.name)),
         }
     }
 
@@ -256,11 +262,12 @@ impl RedissonBackend {
         let queues_now = fair && !std::mem::replace(&mut waiting.queues, fair);
         self.redis.wakers().register(ticket);
         let request = &ticket.request;
-        let channel = match request.fair {
-            true => {
+        let channel = match (request.kind, request.fair) {
+            (LockKind::Read | LockKind::Write, _) => layout::rw_channel(&request.name),
+            (_, true) => {
                 layout::waiter_channel(&request.name, &layout::field(&self.uuid, &request.token))
             }
-            false => layout::channel(&request.name),
+            (_, false) => layout::channel(&request.name),
         };
         let watched = self
             .redis
@@ -282,6 +289,9 @@ impl RedissonBackend {
 
     /// Renews one grant.
     async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
+        if grant.kind != LockKind::Mutex {
+            return self.renew_rw(grant, ttl).await;
+        }
         let mut renew = Call::with_keys(&SCRIPTS.renew, &[&grant.name]);
         renew
             .arg(layout::field(&self.uuid, &grant.token))
@@ -309,6 +319,7 @@ impl Backend for RedissonBackend {
     fn capabilities(&self) -> Capabilities {
         let mut caps = Capabilities::lease();
         caps.fair = true;
+        caps.rwlock = true;
         caps.fencing = true;
         // Redisson's counter of grants never expires.
         caps.durable_fencing = true;
@@ -323,6 +334,9 @@ impl Backend for RedissonBackend {
     /// tries again (a release between the two is heard or found), then waits for a
     /// message or the lease left.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        if ticket.request.kind != LockKind::Mutex {
+            self.check_rw(&ticket.request)?;
+        }
         let mut tried = self.try_acquire(ticket).await?;
         if matches!(tried, Tried::Busy(_)) && ticket.request.wait && self.listen(ticket).await {
             tried = self.try_acquire(ticket).await?;
@@ -360,6 +374,9 @@ impl Backend for RedissonBackend {
             self.leave_queue(&ticket.request).await?;
             ticket.state_or_default::<Waiting>().queued = false;
         }
+        if ticket.request.kind == LockKind::Write && ticket.request.wait {
+            self.forget_writer(&ticket.request).await;
+        }
         self.stop_waiting(ticket).await;
         if !ticket.state::<Waiting>().is_some_and(|w| w.unanswered) {
             return Ok(());
@@ -383,6 +400,9 @@ impl Backend for RedissonBackend {
     /// under a latch of its own so that an unlock asked again after a dropped connection
     /// answers as the first did (the latch expires a few seconds later).
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
+        if grant.kind != LockKind::Mutex {
+            return self.release_rw(grant).await;
+        }
         let channel = layout::channel(&grant.name);
         let latch = layout::unlock_latch(&grant.name, &format!("{}{}", random_id(), random_id()));
         let [queue, deadlines, heard] = layout::queue_keys(&grant.name);
@@ -398,7 +418,7 @@ impl Backend for RedissonBackend {
         release
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(LATCH_KEEP.as_millis() as u64)
-            .arg(LEFT_HOLD_LEASE.as_millis() as u64);
+            .arg(self.lease.as_millis() as u64);
         fair::liveness_args(&mut release);
         let conn = self.redis.conn_for(&grant.name);
         let released: i64 = self.redis.invoke_on(conn, "release", &release).await?;
@@ -418,6 +438,18 @@ impl Backend for RedissonBackend {
     fn floor(&self) -> Option<&dyn Floor> {
         self.redis.floor()
     }
+}
+
+/// The error of a try that found a key of another type under the lock's name.
+fn not_a_lock_hash(name: &str) -> Error {
+    Error::new(
+        ErrorKind::Backend,
+        format!(
+            "the key `{name}` is not a Redisson lock hash: a client of another layout uses this name"
+        ),
+    )
+    .with_backend("redis")
+    .with_operation("acquire")
 }
 
 /// The backend a `redis://` URL's layout asks for.

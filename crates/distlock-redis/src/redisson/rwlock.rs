@@ -1,0 +1,163 @@
+//! Read-write locks in Redisson's layout (Java's `getReadWriteLock`): one hash under the
+//! lock's name with its `mode` (`read` or `write`), each reader's field
+//! `<uuid>:<thread id>` and the writer's `<uuid>:<thread id>:write` with their hold counts;
+//! each read hold has a key `{name}:<field>:rwlock_timeout:<n>` whose TTL is its lease,
+//! and the hash lives as long as the longest of them. A release is published on
+//! `redisson_rwlock:{name}` (`0` by the last reader's, `1` by the writer's). Java's write
+//! unlock counts the hash's fields, so distlock keeps its records of holders in a hash
+//! beside it, and of its waiting writers in a sorted set beside it: distlock's readers
+//! let a waiting distlock writer go first (Java's readers, which never read that set, do
+//! not; Redisson's read lock has no such rule).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, WAITER_REFRESH};
+use distlock_core::{Error, ErrorKind, LockKind, Result, random_id};
+use redis::Script;
+
+use super::{LATCH_KEEP, RedissonBackend, Tried, WAITER_LEASE, layout};
+use crate::record::RequestRecord;
+use crate::scripts::Call;
+
+/// The read-write lock's scripts.
+struct Scripts {
+    acquire: Script,
+    release: Script,
+    renew: Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    acquire: Script::new(include_str!("../scripts/redisson_rw_acquire.lua")),
+    release: Script::new(include_str!("../scripts/redisson_rw_release.lua")),
+    renew: Script::new(include_str!("../scripts/redisson_rw_renew.lua")),
+});
+
+/// A hold's field in the lock's hash (a writer's ends in `:write`), and what the scripts
+/// call its kind.
+fn field_of(uuid: &str, token: &str, kind: LockKind) -> (String, &'static str) {
+    let field = layout::field(uuid, token);
+    match kind {
+        LockKind::Write => (layout::writer_field(&field), "write"),
+        _ => (field, "read"),
+    }
+}
+
+impl RedissonBackend {
+    /// Refuses what this layout's read-write lock cannot give: a fair queue (Redisson's
+    /// read-write lock has none), and a read hold leased longer than the Java clients'
+    /// watchdog timeout (their renewal sets the lock's TTL to it, which would end the
+    /// hash before this hold's lease).
+    pub(super) fn check_rw(&self, request: &LockRequest) -> Result<()> {
+        if request.fair {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "fair read-write locks are not offered in Redisson's layout: Redisson's read-write lock keeps no queue",
+            ));
+        }
+        if request.kind == LockKind::Read && request.ttl > self.lease {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "a read hold in Redisson's layout is leased at most the Java clients' watchdog timeout (lease={}): their renewal sets the lock's TTL to it, which would end the lock before a longer lease",
+                    humantime::format_duration(self.lease)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One try at a read or write hold of `request`; a writer that waits records itself
+    /// as waiting, so distlock's readers let it go first.
+    pub(super) async fn try_rw(&self, request: &LockRequest) -> Result<Tried> {
+        let name = request.name.as_str();
+        let (field, kind) = field_of(&self.uuid, &request.token, request.kind);
+        let counter = layout::token_key(name);
+        let [records, writers] = layout::rw_keys(name);
+        let hold = layout::read_hold_key(name, &field);
+        let keys = [name, &counter, &records, &writers, &hold];
+        let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+        acquire
+            .arg(request.ttl.as_millis() as u64)
+            .arg(&field)
+            .arg(kind)
+            .arg(RequestRecord::of(request).to_json()?)
+            .arg(u8::from(request.wait))
+            .arg(&request.token)
+            .arg(WAITER_LEASE.as_millis() as u64);
+        let conn = self.redis.conn_for(name);
+        let answer: Vec<i64> = self.redis.invoke_on(conn, "acquire", &acquire).await?;
+        match answer[..] {
+            [1, token, ..] => Ok(Tried::Granted(token.max(0) as u64)),
+            [0, -1, ..] => Ok(Tried::Busy(None)),
+            // Free, or read, but a distlock writer waits: behind it, until its record ends.
+            [0, -3, until] => Ok(Tried::Busy(Some(
+                Duration::from_millis(until.max(1) as u64).min(WAITER_REFRESH),
+            ))),
+            [0, left, ..] => Ok(Tried::Busy(Some(Duration::from_millis(left.max(1) as u64)))),
+            [-2, ..] => Err(Error::new(
+                ErrorKind::Backend,
+                format!(
+                    "the key `{name}` is a Redisson lock, not a read-write lock: a client uses this name as RLock"
+                ),
+            )
+            .with_backend("redis")
+            .with_operation("acquire")),
+            _ => Err(super::not_a_lock_hash(name)),
+        }
+    }
+
+    /// A writer that stops waiting takes its record out of the waiting writers.
+    pub(super) async fn forget_writer(&self, request: &LockRequest) {
+        let [_, writers] = layout::rw_keys(&request.name);
+        let mut conn = self.redis.conn_for(&request.name);
+        let removed: redis::RedisResult<i64> = redis::cmd("ZREM")
+            .arg(&writers)
+            .arg(&request.token)
+            .query_async(&mut conn)
+            .await;
+        if let Err(err) = removed {
+            // Its record ends by itself within a waiter's lease.
+            tracing::debug!(error = %err, lock = %request.name, "cannot drop a waiting writer's record");
+        }
+    }
+
+    /// Renews one read or write hold.
+    pub(super) async fn renew_rw(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
+        let name = grant.name.as_str();
+        let (field, kind) = field_of(&self.uuid, &grant.token, grant.kind);
+        let [records, _] = layout::rw_keys(name);
+        let hold = layout::read_hold_key(name, &field);
+        let mut renew = Call::with_keys(&SCRIPTS.renew, &[name, &records, &hold]);
+        renew.arg(&field).arg(ttl.as_millis() as u64).arg(kind);
+        let conn = self.redis.conn_for(name);
+        let renewed: i64 = self.redis.invoke_on(conn, "renew", &renew).await?;
+        Ok(match renewed {
+            1 => LeaseOutcome::Done,
+            _ => LeaseOutcome::NotHeld,
+        })
+    }
+
+    /// Unlocks a read or write hold as Redisson does, under a latch of its own.
+    pub(super) async fn release_rw(&self, grant: &Grant) -> Result<LeaseOutcome> {
+        let name = grant.name.as_str();
+        let (field, kind) = field_of(&self.uuid, &grant.token, grant.kind);
+        let channel = layout::rw_channel(name);
+        let latch = layout::unlock_latch(name, &format!("{}{}", random_id(), random_id()));
+        let [records, _] = layout::rw_keys(name);
+        let hold = layout::read_hold_key(name, &field);
+        let keys = [name, &channel, &latch, &records, &hold];
+        let mut release = Call::with_keys(&SCRIPTS.release, &keys);
+        release
+            .arg(&field)
+            .arg(kind)
+            .arg(LATCH_KEEP.as_millis() as u64)
+            .arg(layout::hold_prefix(name));
+        let conn = self.redis.conn_for(name);
+        let released: i64 = self.redis.invoke_on(conn, "release", &release).await?;
+        Ok(match released {
+            -1 => LeaseOutcome::NotHeld,
+            _ => LeaseOutcome::Done,
+        })
+    }
+}
