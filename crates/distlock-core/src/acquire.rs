@@ -99,7 +99,7 @@ async fn acquire_inner(
     options.validate()?;
     check_permits(want.kind, want.permits)?;
     let caps = backend.capabilities();
-    check_capabilities(backend.scheme(), caps, want.kind, options)?;
+    check_capabilities(backend.as_ref(), caps, want.kind, options)?;
 
     if let Some(owner) = &options.reentrant
         && let Some(held) = client.inner().find_reentrant(want.name, want.kind, owner)
@@ -415,20 +415,30 @@ fn check_permits(kind: LockKind, permits: u32) -> Result<()> {
 }
 
 fn check_capabilities(
-    scheme: &str,
+    backend: &dyn Backend,
     caps: Capabilities,
     kind: LockKind,
     options: &LockOptions,
 ) -> Result<()> {
+    let scheme = backend.scheme();
     let unsupported = |what: &str| {
         Err(Error::new(
             ErrorKind::Unsupported,
             format!("the {scheme} backend does not support {what}"),
         ))
     };
+    let kind_unsupported = |what: &str| match backend.why_unsupported(kind) {
+        Some(why) => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("the {scheme} backend does not support {what}: {why}"),
+        )),
+        None => unsupported(what),
+    };
     match kind {
-        LockKind::Read | LockKind::Write if !caps.rwlock => return unsupported("read/write locks"),
-        LockKind::Semaphore { .. } if !caps.semaphore => return unsupported("semaphores"),
+        LockKind::Read | LockKind::Write if !caps.rwlock => {
+            return kind_unsupported("read/write locks");
+        }
+        LockKind::Semaphore { .. } if !caps.semaphore => return kind_unsupported("semaphores"),
         LockKind::Semaphore { .. } if options.reentrant.is_some() => {
             return Err(Error::invalid(
                 "reentrancy applies to locks, not to semaphore permits",

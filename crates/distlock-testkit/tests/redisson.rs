@@ -1,8 +1,8 @@
 //! Redisson's layout (`?layout=redisson`): the conformance suite, process faults and a
 //! server paused or a link cut under a holder, the layout key by key and message by
 //! message as Java's clients read it (the fair lock's queue in `redisson/fair.rs`, the
-//! read-write lock in `redisson/rwlock.rs`), and node-redisson (Redisson's layout, from
-//! npm) sharing a lock with distlock.
+//! read-write lock in `redisson/rwlock.rs`, the semaphore in `redisson/semaphore.rs`), and
+//! node-redisson (Redisson's layout, from npm) sharing a lock with distlock.
 //!
 //! node-redisson comes from `DISTLOCK_TEST_NODE_PATH` (scripts/test installs it, with the
 //! ioredis it needs, beside the build); `node` from the PATH.
@@ -26,6 +26,8 @@ mod fair;
 mod links;
 #[path = "redisson/rwlock.rs"]
 mod rwlock;
+#[path = "redisson/semaphore.rs"]
+mod semaphore;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -279,6 +281,17 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
         guard.release().await.unwrap();
         let err = client.semaphore("s", 2).acquire().await.unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::Unsupported, "{err}");
+        assert!(err.to_string().contains("add semaphore=redisson"), "{err}");
+        let unleased =
+            distlock::Client::connect(&format!("{base}?layout=redisson&semaphore=redisson"))
+                .await
+                .unwrap();
+        let err = unleased
+            .semaphore("s", 2)
+            .acquire_with(1, &fair)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("keeps no queue"), "{err}");
         for (query, said) in [
             ("layout=redisson&fencing=none", "RFencedLock"),
             ("layout=redisson&uuid=a:b", "cannot name a client"),
@@ -286,6 +299,11 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
             ("uuid=abc", "add layout=redisson"),
             ("fair_wait_timeout=5m", "add layout=redisson"),
             ("lease=30s", "add layout=redisson"),
+            ("semaphore=redisson", "add layout=redisson"),
+            (
+                "layout=redisson&semaphore=leased",
+                "semaphore=redisson takes",
+            ),
             ("layout=redisson&lease=0s", "lockWatchdogTimeout"),
             ("layout=redisson&lease=forever", "lockWatchdogTimeout"),
             (

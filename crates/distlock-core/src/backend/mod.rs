@@ -404,6 +404,23 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         ))
     }
 
+    /// Why this backend grants no `kind` (a kind its [`Capabilities`] leave out), in a
+    /// sentence the core's `Unsupported` error carries, so a user learns what the store
+    /// cannot give and what to do instead. `None` (the default): the error names the
+    /// capability alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use distlock_core::{LockKind, MemoryBackend};
+    /// use distlock_core::backend::Backend;
+    /// assert_eq!(MemoryBackend::new().why_unsupported(LockKind::Read), None);
+    /// ```
+    fn why_unsupported(&self, kind: LockKind) -> Option<String> {
+        let _ = kind;
+        None
+    }
+
     /// Where lock `name` lives in the store, as the store's own tools show it (the key
     /// prefix `etcdctl get --prefix` lists, the node path `zkCli.sh ls` shows), for
     /// messages and `distlock status`: so an operator sees that two programs that think of

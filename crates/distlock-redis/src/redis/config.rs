@@ -37,7 +37,7 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// The query parameters a `redis://` URL may carry; any other is refused, so a typo
 /// (`min_replica=1`) is not silently dropped.
-const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing, fair_wait_timeout and lease (layout=redisson)";
+const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing, fair_wait_timeout, lease and semaphore (layout=redisson)";
 
 /// How long a connection to a server may take to open, unless `connect_timeout` says.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -118,10 +118,14 @@ pub struct RedisConfig {
 /// use distlock_redis::{Layout, RedisConfig};
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?layout=redisson&uuid=billing-7").unwrap();
 /// let config = RedisConfig::from_url(&url)?;
-/// let Layout::Redisson { uuid, fair_wait_timeout, lease } = &config.layout else { unreachable!() };
+/// let Layout::Redisson { uuid, fair_wait_timeout, lease, unleased_semaphores } = &config.layout
+/// else {
+///     unreachable!()
+/// };
 /// assert_eq!(uuid, "billing-7");
 /// assert_eq!(*fair_wait_timeout, std::time::Duration::from_secs(300), "Redisson's default");
 /// assert_eq!(*lease, std::time::Duration::from_secs(30), "Redisson's lockWatchdogTimeout");
+/// assert!(!unleased_semaphores, "semaphores are asked for with semaphore=redisson");
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0").unwrap();
 /// assert_eq!(RedisConfig::from_url(&url)?.layout, Layout::Distlock);
 /// # Ok::<(), distlock_core::Error>(())
@@ -148,6 +152,11 @@ pub enum Layout {
         /// hold left after an unlock gets, as Java's does, and the longest lease a read hold
         /// may take (Java's renewal of its read holds sets the lock's TTL to it).
         lease: std::time::Duration,
+        /// Whether semaphores take Redisson's semaphore as it is (`semaphore=redisson`):
+        /// a number of permits available with no record of who holds them, so a holder
+        /// that crashes loses its permits for good, where distlock's own semaphores lease
+        /// them. Without it, semaphores are refused.
+        unleased_semaphores: bool,
     },
 }
 
@@ -314,12 +323,13 @@ fn layout(
     let (uuid, fencing) = (params.text("uuid"), params.text("fencing"));
     let fair_wait_timeout = params.text("fair_wait_timeout");
     let lease = params.text("lease");
+    let semaphore = params.text("semaphore");
     match layout.as_deref() {
         None | Some("distlock") => {
-            let redissons = [&uuid, &fencing, &fair_wait_timeout, &lease];
+            let redissons = [&uuid, &fencing, &fair_wait_timeout, &lease, &semaphore];
             match redissons.iter().any(|option| option.is_some()) {
                 true => Err(Error::invalid(
-                    "uuid, fencing, fair_wait_timeout and lease are options of Redisson's layout: add layout=redisson",
+                    "uuid, fencing, fair_wait_timeout, lease and semaphore are options of Redisson's layout: add layout=redisson",
                 )),
                 false => Ok(Layout::Distlock),
             }
@@ -328,6 +338,11 @@ fn layout(
             if let Some(other) = fencing.filter(|f| f != "redisson") {
                 return Err(Error::invalid(format!(
                     "fencing `{other}` is not offered in Redisson's layout: a guard's fencing token comes from Redisson's fenced lock (fencing=redisson, the default), so every Java client of a name must use RFencedLock for tokens to mean anything"
+                )));
+            }
+            if let Some(other) = semaphore.as_deref().filter(|s| *s != "redisson") {
+                return Err(Error::invalid(format!(
+                    "semaphore `{other}` is not offered in Redisson's layout: semaphore=redisson takes Redisson's semaphore as it is (its permits are not leased: a holder that crashes loses them for good)"
                 )));
             }
             let refuse =
@@ -368,6 +383,7 @@ fn layout(
                 uuid,
                 fair_wait_timeout,
                 lease,
+                unleased_semaphores: semaphore.is_some(),
             })
         }
         Some(other) => Err(Error::invalid(format!(

@@ -47,6 +47,9 @@ impl RedissonBackend {
         match kind.as_str() {
             // A free lock may still have waiters: a fair queue's head yet to claim it.
             "none" | "hash" => {}
+            "string" => {
+                return self.semaphore_state(name, state.last_fencing_token).await;
+            }
             other => {
                 return Err(Error::new(
                     ErrorKind::Backend,
@@ -60,7 +63,7 @@ impl RedissonBackend {
         }
         let [waiting, waiting_info] = layout::waiting_keys(name);
         let [fair_queue, ..] = layout::queue_keys(name);
-        let [rw_records, _] = layout::rw_keys(name);
+        let rw_records = layout::holders_key(name);
         let (fields, rw_records, time, queue, waiters, fair_queue): Snapshot = redis::pipe()
             .hgetall(name)
             .hgetall(&rw_records)
@@ -103,8 +106,41 @@ impl RedissonBackend {
     }
 
     /// Every lock hash on the server that some holder holds (distlock's records are hashes
-    /// too, but not locks).
+    /// too, but not locks), and every semaphore distlock has recorded holders of.
     pub(super) async fn all_states(&self) -> Result<Vec<LockState>> {
+        let mut names = Vec::new();
+        let mut recorded = Vec::new();
+        for key in self.scan_hashes().await? {
+            match layout::names_of_holders_key(&key) {
+                found if found.is_empty() => names.push(key),
+                found => recorded.extend(found),
+            }
+        }
+        let mut conn = self.redis.any_conn();
+        for name in recorded {
+            let kind: String = redis::cmd("TYPE")
+                .arg(&name)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_error("inspect"))?;
+            if kind == "string" {
+                names.push(name);
+            }
+        }
+        names.sort();
+        names.dedup();
+        let mut states = Vec::new();
+        for name in names {
+            let state = self.state_of(&name).await?;
+            if is_lock(&state) {
+                states.push(state);
+            }
+        }
+        Ok(states)
+    }
+
+    /// The names of every hash on the server.
+    async fn scan_hashes(&self) -> Result<Vec<String>> {
         let mut conn = self.redis.any_conn();
         let err = redis_error("inspect");
         let mut names = Vec::new();
@@ -121,20 +157,10 @@ impl RedissonBackend {
                 .map_err(&err)?;
             names.extend(keys);
             if next == 0 {
-                break;
+                return Ok(names);
             }
             cursor = next;
         }
-        names.sort();
-        names.dedup();
-        let mut states = Vec::new();
-        for name in names {
-            let state = self.state_of(&name).await?;
-            if is_lock(&state) {
-                states.push(state);
-            }
-        }
-        Ok(states)
     }
 }
 

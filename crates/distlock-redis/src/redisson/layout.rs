@@ -61,15 +61,45 @@ pub(crate) fn hold_prefix(name: &str) -> String {
     }
 }
 
-/// distlock's records of a read-write lock's holders (a hash of field to record, for
-/// `status`), and of its waiting writers (a sorted set of request tokens by the end of
-/// their record's life): beside the lock, since Java's write unlock counts the hash's
-/// fields, and Java clients never read them.
-pub(crate) fn rw_keys(name: &str) -> [String; 2] {
-    [
-        prefixed("distlock_holders", name),
-        prefixed("distlock_writers", name),
-    ]
+/// distlock's records of the holders of a read-write lock or a semaphore (a hash of
+/// field to record, for `status`): beside the lock, since Java's write unlock counts the
+/// lock hash's fields, and a semaphore is a number. Java clients never read it.
+pub(crate) fn holders_key(name: &str) -> String {
+    prefixed("distlock_holders", name)
+}
+
+/// The locks a key of [`holders_key`] may record the holders of: Redisson's rule names
+/// `x` and `{x}` alike (`distlock_holders:{x}`).
+pub(crate) fn names_of_holders_key(key: &str) -> Vec<String> {
+    let Some(name) = key.strip_prefix("distlock_holders:") else {
+        return Vec::new();
+    };
+    let bare = name
+        .strip_prefix('{')
+        .and_then(|inner| inner.strip_suffix('}'))
+        .filter(|inner| !inner.contains('{'));
+    bare.into_iter()
+        .chain(name.contains('{').then_some(name))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// distlock's waiting writers of a read-write lock (a sorted set of request tokens by the
+/// end of their record's life), whom distlock's readers let go first.
+pub(crate) fn writers_key(name: &str) -> String {
+    prefixed("distlock_writers", name)
+}
+
+/// When each of distlock's holders of a semaphore stops being renewed (a sorted set of
+/// fields by server ms): Redisson's semaphore leases no permit, so this tells `status`
+/// which holders stopped, whose permits are lost.
+pub(crate) fn renewed_key(name: &str) -> String {
+    prefixed("distlock_renewed", name)
+}
+
+/// The channel a semaphore's releases publish the permits available on.
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefixed("redisson_sc", name)
 }
 
 /// The fenced lock's counter of grants.
@@ -195,7 +225,13 @@ mod tests {
         assert_eq!(read_hold_key("a{b}", "u:7"), "a{b}:u:7:rwlock_timeout:1");
         assert_eq!(writer_field("u:7"), "u:7:write");
         assert_eq!(holder("u:7:write"), Some(("u", 7)));
-        assert_eq!(rw_keys("x")[1], "distlock_writers:{x}");
+        assert_eq!(writers_key("x"), "distlock_writers:{x}");
+        assert_eq!(semaphore_channel("x"), "redisson_sc:{x}");
+        for name in ["x", "a{b}", "{x}", "a}"] {
+            assert!(names_of_holders_key(&holders_key(name)).contains(&name.to_owned()));
+        }
+        assert_eq!(names_of_holders_key("distlock_holders:{x}"), ["x", "{x}"]);
+        assert!(names_of_holders_key("distlock_holders:x").is_empty());
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod fair;
 mod inspect;
 mod layout;
 mod rwlock;
+mod semaphore;
 
 pub(crate) use layout::{process_uuid, valid_uuid};
 
@@ -101,6 +102,9 @@ pub struct RedissonBackend {
     /// The Java clients' watchdog timeout (`lease`): the lease a hold left after an unlock
     /// gets, and the longest a read hold may take.
     lease: Duration,
+    /// Whether semaphores take Redisson's as it is, its permits not leased
+    /// (`semaphore=redisson`).
+    unleased_semaphores: bool,
 }
 
 /// A request's state: its subscription to its lock's channel while it waits, since when
@@ -136,6 +140,7 @@ impl RedissonBackend {
             uuid,
             fair_wait_timeout,
             lease,
+            unleased_semaphores,
         } = config.layout.clone()
         else {
             return Err(Error::invalid(
@@ -147,7 +152,38 @@ impl RedissonBackend {
             uuid,
             fair_turn: fair_wait_timeout,
             lease,
+            unleased_semaphores,
         })
+    }
+
+    /// Refuses what this layout cannot give: a fair queue for a read-write lock or a
+    /// semaphore (Redisson's have none), and a read hold leased longer than the Java
+    /// clients' watchdog timeout (their renewal sets the lock's TTL to it, which would end
+    /// the hash before this hold's lease).
+    fn check_request(&self, request: &LockRequest) -> Result<()> {
+        let kind = match request.kind {
+            LockKind::Read | LockKind::Write => "read-write lock",
+            LockKind::Semaphore { .. } => "semaphore",
+            _ => return Ok(()),
+        };
+        if request.fair {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "a fair {kind} is not offered in Redisson's layout: Redisson's {kind} keeps no queue"
+                ),
+            ));
+        }
+        if request.kind == LockKind::Read && request.ttl > self.lease {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "a read hold in Redisson's layout is leased at most the Java clients' watchdog timeout (lease={}): their renewal sets the lock's TTL to it, which would end the lock before a longer lease",
+                    humantime::format_duration(self.lease)
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// One try at a grant for `ticket`'s request. Until it is answered, the ticket says a
@@ -169,14 +205,9 @@ impl RedissonBackend {
     async fn try_once(&self, ticket: &Ticket, queues: bool) -> Result<Tried> {
         let request = &ticket.request;
         match request.kind {
-            LockKind::Mutex => {}
             LockKind::Read | LockKind::Write => return self.try_rw(request).await,
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    "semaphores are not offered in Redisson's layout yet",
-                ));
-            }
+            LockKind::Semaphore { .. } => return self.try_semaphore(request).await,
+            _ => {}
         }
         let field = layout::field(&self.uuid, &request.token);
         let record = RequestRecord::of(request).to_json()?;
@@ -264,6 +295,7 @@ impl RedissonBackend {
         let request = &ticket.request;
         let channel = match (request.kind, request.fair) {
             (LockKind::Read | LockKind::Write, _) => layout::rw_channel(&request.name),
+            (LockKind::Semaphore { .. }, _) => layout::semaphore_channel(&request.name),
             (_, true) => {
                 layout::waiter_channel(&request.name, &layout::field(&self.uuid, &request.token))
             }
@@ -289,8 +321,10 @@ impl RedissonBackend {
 
     /// Renews one grant.
     async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
-        if grant.kind != LockKind::Mutex {
-            return self.renew_rw(grant, ttl).await;
+        match grant.kind {
+            LockKind::Read | LockKind::Write => return self.renew_rw(grant, ttl).await,
+            LockKind::Semaphore { .. } => return self.renew_semaphore(grant, ttl).await,
+            _ => {}
         }
         let mut renew = Call::with_keys(&SCRIPTS.renew, &[&grant.name]);
         renew
@@ -316,10 +350,15 @@ impl Backend for RedissonBackend {
         Some(format!("redis hash {name} (Redisson's layout)"))
     }
 
+    fn why_unsupported(&self, kind: LockKind) -> Option<String> {
+        matches!(kind, LockKind::Semaphore { .. }).then(|| semaphore::WHY_UNLEASED.to_owned())
+    }
+
     fn capabilities(&self) -> Capabilities {
         let mut caps = Capabilities::lease();
         caps.fair = true;
         caps.rwlock = true;
+        caps.semaphore = self.unleased_semaphores;
         caps.fencing = true;
         // Redisson's counter of grants never expires.
         caps.durable_fencing = true;
@@ -334,9 +373,7 @@ impl Backend for RedissonBackend {
     /// tries again (a release between the two is heard or found), then waits for a
     /// message or the lease left.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
-        if ticket.request.kind != LockKind::Mutex {
-            self.check_rw(&ticket.request)?;
-        }
+        self.check_request(&ticket.request)?;
         let mut tried = self.try_acquire(ticket).await?;
         if matches!(tried, Tried::Busy(_)) && ticket.request.wait && self.listen(ticket).await {
             tried = self.try_acquire(ticket).await?;
@@ -400,8 +437,10 @@ impl Backend for RedissonBackend {
     /// under a latch of its own so that an unlock asked again after a dropped connection
     /// answers as the first did (the latch expires a few seconds later).
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
-        if grant.kind != LockKind::Mutex {
-            return self.release_rw(grant).await;
+        match grant.kind {
+            LockKind::Read | LockKind::Write => return self.release_rw(grant).await,
+            LockKind::Semaphore { .. } => return self.release_semaphore(grant).await,
+            _ => {}
         }
         let channel = layout::channel(&grant.name);
         let latch = layout::unlock_latch(&grant.name, &format!("{}{}", random_id(), random_id()));

@@ -44,36 +44,13 @@ fn field_of(uuid: &str, token: &str, kind: LockKind) -> (String, &'static str) {
 }
 
 impl RedissonBackend {
-    /// Refuses what this layout's read-write lock cannot give: a fair queue (Redisson's
-    /// read-write lock has none), and a read hold leased longer than the Java clients'
-    /// watchdog timeout (their renewal sets the lock's TTL to it, which would end the
-    /// hash before this hold's lease).
-    pub(super) fn check_rw(&self, request: &LockRequest) -> Result<()> {
-        if request.fair {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "fair read-write locks are not offered in Redisson's layout: Redisson's read-write lock keeps no queue",
-            ));
-        }
-        if request.kind == LockKind::Read && request.ttl > self.lease {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "a read hold in Redisson's layout is leased at most the Java clients' watchdog timeout (lease={}): their renewal sets the lock's TTL to it, which would end the lock before a longer lease",
-                    humantime::format_duration(self.lease)
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// One try at a read or write hold of `request`; a writer that waits records itself
     /// as waiting, so distlock's readers let it go first.
     pub(super) async fn try_rw(&self, request: &LockRequest) -> Result<Tried> {
         let name = request.name.as_str();
         let (field, kind) = field_of(&self.uuid, &request.token, request.kind);
         let counter = layout::token_key(name);
-        let [records, writers] = layout::rw_keys(name);
+        let (records, writers) = (layout::holders_key(name), layout::writers_key(name));
         let hold = layout::read_hold_key(name, &field);
         let keys = [name, &counter, &records, &writers, &hold];
         let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
@@ -109,7 +86,7 @@ impl RedissonBackend {
 
     /// A writer that stops waiting takes its record out of the waiting writers.
     pub(super) async fn forget_writer(&self, request: &LockRequest) {
-        let [_, writers] = layout::rw_keys(&request.name);
+        let writers = layout::writers_key(&request.name);
         let mut conn = self.redis.conn_for(&request.name);
         let removed: redis::RedisResult<i64> = redis::cmd("ZREM")
             .arg(&writers)
@@ -126,7 +103,7 @@ impl RedissonBackend {
     pub(super) async fn renew_rw(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
         let name = grant.name.as_str();
         let (field, kind) = field_of(&self.uuid, &grant.token, grant.kind);
-        let [records, _] = layout::rw_keys(name);
+        let records = layout::holders_key(name);
         let hold = layout::read_hold_key(name, &field);
         let mut renew = Call::with_keys(&SCRIPTS.renew, &[name, &records, &hold]);
         renew.arg(&field).arg(ttl.as_millis() as u64).arg(kind);
@@ -144,7 +121,7 @@ impl RedissonBackend {
         let (field, kind) = field_of(&self.uuid, &grant.token, grant.kind);
         let channel = layout::rw_channel(name);
         let latch = layout::unlock_latch(name, &format!("{}{}", random_id(), random_id()));
-        let [records, _] = layout::rw_keys(name);
+        let records = layout::holders_key(name);
         let hold = layout::read_hold_key(name, &field);
         let keys = [name, &channel, &latch, &records, &hold];
         let mut release = Call::with_keys(&SCRIPTS.release, &keys);
