@@ -336,9 +336,12 @@ fn layout(
         }
         Some("redisson") => {
             if let Some(other) = fencing.filter(|f| f != "redisson") {
-                return Err(Error::invalid(format!(
-                    "fencing `{other}` is not offered in Redisson's layout: a guard's fencing token comes from Redisson's fenced lock (fencing=redisson, the default), so every Java client of a name must use RFencedLock for tokens to mean anything"
-                )));
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "fencing `{other}` is not offered in Redisson's layout: every guard carries a fencing token, and on Redisson's layout it comes from Redisson's fenced lock (fencing=redisson, the default; Redisson's plain RLock has none), so every Java client of a name must use RFencedLock for tokens to mean anything"
+                    ),
+                ));
             }
             if let Some(other) = semaphore.as_deref().filter(|s| *s != "redisson") {
                 return Err(Error::invalid(format!(

@@ -17,12 +17,15 @@ use distlock_core::Result;
 use distlock_core::backend::{LockRequest, WAITER_REFRESH};
 use redis::Script;
 
-use super::{RedissonBackend, WAITER_LEASE, layout};
+use super::{Recorded, RedissonBackend, WAITER_LEASE, layout};
 use crate::scripts::Call;
+
+/// The queue's helpers.
+const QUEUE: &str = include_str!("../scripts/redisson_queue.lua");
 
 /// The queue's helpers, then the script that uses them.
 pub(super) fn with_queue(body: &str) -> Script {
-    Script::new(&[include_str!("../scripts/redisson_queue.lua"), body].join("\n"))
+    Script::new(&[QUEUE, body].join("\n"))
 }
 
 /// The fair lock's scripts.
@@ -32,12 +35,9 @@ struct Scripts {
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: with_queue(
-        &[
-            super::GRANTS,
-            include_str!("../scripts/redisson_fair_acquire.lua"),
-        ]
-        .join("\n"),
+    acquire: super::acquire_script(
+        &[QUEUE, super::GRANTS],
+        include_str!("../scripts/redisson_fair_acquire.lua"),
     ),
     leave: with_queue(include_str!("../scripts/redisson_fair_cancel.lua")),
 });
@@ -52,11 +52,12 @@ impl RedissonBackend {
         field: &str,
         record: String,
         queues: bool,
+        recorded: &Recorded,
     ) -> Result<(i64, i64)> {
         let name = request.name.as_str();
         let counter = layout::token_key(name);
         let [queue, deadlines, heard] = layout::queue_keys(name);
-        let keys = [name, &counter, &queue, &deadlines, &heard];
+        let keys = recorded.keys(&[name, &counter, &queue, &deadlines, &heard]);
         let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
         acquire
             .arg(request.ttl.as_millis() as u64)
@@ -65,7 +66,9 @@ impl RedissonBackend {
             .arg(record)
             .arg(self.fair_turn.as_millis() as u64)
             .arg(u8::from(queues));
-        liveness_args(&mut acquire).arg(layout::channel(name));
+        liveness_args(&mut acquire)
+            .arg(layout::channel(name))
+            .arg(&recorded.token);
         let conn = self.redis.conn_for(name);
         self.redis.invoke_on(conn, "acquire", &acquire).await
     }

@@ -69,8 +69,51 @@ struct Scripts {
 /// grant.
 const GRANTS: &str = include_str!("../scripts/redisson_grant.lua");
 
+/// An acquire script: its `helpers`, then its `body` as the function `try_grant`, whose
+/// grant also drops the waiter's record for `status` (see [`Recorded`]), saving a
+/// granted waiter a round trip.
+fn acquire_script(helpers: &[&str], body: &str) -> Script {
+    let mut source = helpers.join("\n");
+    source.push_str("\nlocal function try_grant()\n");
+    source.push_str(body);
+    source.push_str("\nend\n");
+    source.push_str(include_str!("../scripts/redisson_granted.lua"));
+    Script::new(&source)
+}
+
+/// What a try tells its acquire script of the request's record for `status`, which a
+/// grant drops: the lock's waiter records (the script's last two keys) and the request's
+/// token (its last argument; empty when no record was written).
+struct Recorded {
+    keys: [String; 2],
+    token: String,
+}
+
+impl Recorded {
+    fn of(ticket: &Ticket) -> Recorded {
+        let request = &ticket.request;
+        let noted = ticket
+            .state::<Waiting>()
+            .is_some_and(|w| w.since_ms.is_some());
+        Recorded {
+            keys: layout::waiting_keys(&request.name),
+            token: match noted {
+                true => request.token.clone(),
+                false => String::new(),
+            },
+        }
+    }
+
+    /// A script's `keys`, then the waiter records'.
+    fn keys<'a>(&'a self, keys: &[&'a str]) -> Vec<&'a str> {
+        let mut all = keys.to_vec();
+        all.extend(self.keys.iter().map(String::as_str));
+        all
+    }
+}
+
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(&[GRANTS, include_str!("../scripts/redisson_acquire.lua")].join("\n")),
+    acquire: acquire_script(&[GRANTS], include_str!("../scripts/redisson_acquire.lua")),
     release: fair::with_queue(include_str!("../scripts/redisson_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_renew.lua")),
 });
@@ -204,24 +247,29 @@ impl RedissonBackend {
 
     async fn try_once(&self, ticket: &Ticket, queues: bool) -> Result<Tried> {
         let request = &ticket.request;
+        let recorded = Recorded::of(ticket);
         match request.kind {
-            LockKind::Read | LockKind::Write => return self.try_rw(request).await,
-            LockKind::Semaphore { .. } => return self.try_semaphore(request).await,
+            LockKind::Read | LockKind::Write => return self.try_rw(request, &recorded).await,
+            LockKind::Semaphore { .. } => return self.try_semaphore(request, &recorded).await,
             _ => {}
         }
         let field = layout::field(&self.uuid, &request.token);
         let record = RequestRecord::of(request).to_json()?;
         let answer: (i64, i64) = match request.fair {
-            true => self.try_fair(request, &field, record, queues).await?,
+            true => {
+                self.try_fair(request, &field, record, queues, &recorded)
+                    .await?
+            }
             false => {
                 let counter = layout::token_key(&request.name);
-                let mut acquire =
-                    Call::with_keys(&SCRIPTS.acquire, &[request.name.as_str(), &counter]);
+                let keys = recorded.keys(&[request.name.as_str(), &counter]);
+                let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
                 acquire
                     .arg(request.ttl.as_millis() as u64)
                     .arg(&field)
                     .arg(layout::record_field(&field))
-                    .arg(record);
+                    .arg(record)
+                    .arg(&recorded.token);
                 let conn = self.redis.conn_for(&request.name);
                 self.redis.invoke_on(conn, "acquire", &acquire).await?
             }
@@ -237,13 +285,19 @@ impl RedissonBackend {
 
     /// The request stops waiting: it stops listening, and its waiter record goes.
     async fn stop_waiting(&self, ticket: &mut Ticket) {
+        if self.stop_listening(ticket) {
+            self.note_waiter(&ticket.request, 0, None).await;
+        }
+    }
+
+    /// The request stops listening, and forgets its waiter record (a grant drops it);
+    /// whether it had one.
+    fn stop_listening(&self, ticket: &mut Ticket) -> bool {
         self.redis.wakers().forget(&ticket.request.token);
         let waiting = ticket.state_or_default::<Waiting>();
         waiting.watch = None;
         waiting.noted = None;
-        if waiting.since_ms.take().is_some() {
-            self.note_waiter(&ticket.request, 0, None).await;
-        }
+        waiting.since_ms.take().is_some()
     }
 
     /// Records waiter `request` (waiting since `since_ms`) for `lease`, or with `lease`
@@ -345,9 +399,9 @@ impl Backend for RedissonBackend {
         "redis"
     }
 
-    /// The lock's hash, under its own name.
+    /// The lock's key (a hash, or a semaphore's number), under its own name.
     fn place_of(&self, name: &str) -> Option<String> {
-        Some(format!("redis hash {name} (Redisson's layout)"))
+        Some(format!("redis key {name} (Redisson's layout)"))
     }
 
     fn why_unsupported(&self, kind: LockKind) -> Option<String> {
@@ -380,7 +434,8 @@ impl Backend for RedissonBackend {
         }
         match tried {
             Tried::Granted(token) => {
-                self.stop_waiting(ticket).await;
+                // The grant dropped the waiter's record.
+                self.stop_listening(ticket);
                 Ok(PollOutcome::granted(token))
             }
             Tried::Busy(left) => {

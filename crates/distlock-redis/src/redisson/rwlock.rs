@@ -16,7 +16,7 @@ use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, WAITER_REFRESH};
 use distlock_core::{Error, ErrorKind, LockKind, Result, random_id};
 use redis::Script;
 
-use super::{LATCH_KEEP, RedissonBackend, Tried, WAITER_LEASE, layout};
+use super::{LATCH_KEEP, Recorded, RedissonBackend, Tried, WAITER_LEASE, layout};
 use crate::record::RequestRecord;
 use crate::scripts::Call;
 
@@ -28,7 +28,7 @@ struct Scripts {
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(include_str!("../scripts/redisson_rw_acquire.lua")),
+    acquire: super::acquire_script(&[], include_str!("../scripts/redisson_rw_acquire.lua")),
     release: Script::new(include_str!("../scripts/redisson_rw_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_rw_renew.lua")),
 });
@@ -46,13 +46,13 @@ fn field_of(uuid: &str, token: &str, kind: LockKind) -> (String, &'static str) {
 impl RedissonBackend {
     /// One try at a read or write hold of `request`; a writer that waits records itself
     /// as waiting, so distlock's readers let it go first.
-    pub(super) async fn try_rw(&self, request: &LockRequest) -> Result<Tried> {
+    pub(super) async fn try_rw(&self, request: &LockRequest, recorded: &Recorded) -> Result<Tried> {
         let name = request.name.as_str();
         let (field, kind) = field_of(&self.uuid, &request.token, request.kind);
         let counter = layout::token_key(name);
         let (records, writers) = (layout::holders_key(name), layout::writers_key(name));
         let hold = layout::read_hold_key(name, &field);
-        let keys = [name, &counter, &records, &writers, &hold];
+        let keys = recorded.keys(&[name, &counter, &records, &writers, &hold]);
         let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
         acquire
             .arg(request.ttl.as_millis() as u64)
@@ -61,7 +61,8 @@ impl RedissonBackend {
             .arg(RequestRecord::of(request).to_json()?)
             .arg(u8::from(request.wait))
             .arg(&request.token)
-            .arg(WAITER_LEASE.as_millis() as u64);
+            .arg(WAITER_LEASE.as_millis() as u64)
+            .arg(&recorded.token);
         let conn = self.redis.conn_for(name);
         let answer: Vec<i64> = self.redis.invoke_on(conn, "acquire", &acquire).await?;
         match answer[..] {

@@ -17,7 +17,7 @@ use distlock_core::{
 };
 use redis::Script;
 
-use super::{LATCH_KEEP, RedissonBackend, Tried, layout};
+use super::{LATCH_KEEP, Recorded, RedissonBackend, Tried, layout};
 use crate::error::redis_error;
 use crate::record::{self, RequestRecord};
 use crate::scripts::Call;
@@ -33,7 +33,7 @@ struct Scripts {
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Script::new(include_str!("../scripts/redisson_sem_acquire.lua")),
+    acquire: super::acquire_script(&[], include_str!("../scripts/redisson_sem_acquire.lua")),
     release: Script::new(include_str!("../scripts/redisson_sem_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_sem_renew.lua")),
 });
@@ -49,19 +49,24 @@ type Snapshot = (
 
 impl RedissonBackend {
     /// One try at `request`'s permits.
-    pub(super) async fn try_semaphore(&self, request: &LockRequest) -> Result<Tried> {
+    pub(super) async fn try_semaphore(
+        &self,
+        request: &LockRequest,
+        recorded: &Recorded,
+    ) -> Result<Tried> {
         let name = request.name.as_str();
         let field = layout::field(&self.uuid, &request.token);
         let (channel, counter) = (layout::semaphore_channel(name), layout::token_key(name));
         let (records, renewed) = (layout::holders_key(name), layout::renewed_key(name));
-        let keys = [name, &channel, &counter, &records, &renewed];
+        let keys = recorded.keys(&[name, &channel, &counter, &records, &renewed]);
         let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
         acquire
             .arg(request.permits)
             .arg(request.kind.limit())
             .arg(&field)
             .arg(RequestRecord::of(request).to_json()?)
-            .arg(request.ttl.as_millis() as u64);
+            .arg(request.ttl.as_millis() as u64)
+            .arg(&recorded.token);
         let conn = self.redis.conn_for(name);
         let answer: (i64, i64) = self.redis.invoke_on(conn, "acquire", &acquire).await?;
         match answer {

@@ -1,3 +1,5 @@
+-- Runs as the function `try_grant` of redisson_granted.lua, which takes the last two KEYS
+-- and the last ARGV (the waiter's record for `status`, dropped on a grant).
 -- A grant in Redisson's fenced-lock layout. KEYS: the lock (a hash of its holder's field
 -- and hold count, the lease its TTL), its counter of grants. ARGV: the lease (ms), the
 -- holder's field, the field of distlock's record of the holder (in the same hash, for

@@ -1,3 +1,5 @@
+-- Runs as the function `try_grant` of redisson_granted.lua, which takes the last two KEYS
+-- and the last ARGV (the waiter's record for `status`, dropped on a grant).
 -- A fair grant in Redisson's layout: the lock as in its fenced lock, granted only to the
 -- waiter at the head of Redisson's queue. KEYS: the lock, its counter of grants, the
 -- queue, its deadlines, when distlock's waiters last polled. ARGV: the lease (ms), the

@@ -1,3 +1,5 @@
+-- Runs as the function `try_grant` of redisson_granted.lua, which takes the last two KEYS
+-- and the last ARGV (the waiter's record for `status`, dropped on a grant).
 -- A grant of a read or write hold in Redisson's read-write layout. KEYS: the lock (a hash:
 -- `mode` read or write, each holder's field and hold count, the lease its TTL), its
 -- counter of grants, distlock's records of its holders (field -> record), distlock's

@@ -1,3 +1,5 @@
+-- Runs as the function `try_grant` of redisson_granted.lua, which takes the last two KEYS
+-- and the last ARGV (the waiter's record for `status`, dropped on a grant).
 -- A grant of permits in Redisson's semaphore layout. KEYS: the semaphore (a string: the
 -- permits available), its channel, its counter of grants, distlock's records of its
 -- holders (field -> record), when each of them stops being renewed (a sorted set, server

@@ -178,6 +178,12 @@ fn read_and_write_holds_are_written_as_redissons_read_write_lock() {
             "the writer took {:?}",
             granted.duration_since(released)
         );
+        let waiting: u64 = redis::cmd("ZCARD")
+            .arg("distlock_waiting:{doc}")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(waiting, 0, "the grant dropped the waiter's record for status");
         let held = fields(&mut conn).await;
         assert_eq!(held["mode"], "write", "{held:?}");
         let writer_field = holder_field(&held);
