@@ -16,7 +16,7 @@ use distlock_core::{Result, Url};
 
 pub use self::redis::RedisBackend;
 pub use self::redis::config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, Layout, MAX_CONNECTIONS, RedisConfig,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, Layout, MAX_CONNECTIONS, PubSub, RedisConfig,
 };
 pub use self::redisson::RedissonBackend;
 pub use distlock_core::backend::DEFAULT_FENCE_TTL;

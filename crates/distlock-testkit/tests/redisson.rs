@@ -20,6 +20,8 @@ distlock_testkit::conformance_suite!(
 );
 distlock_testkit::process_suite!(target, lacks = [semaphore, force_release, notes, adopt]);
 
+#[path = "redisson/cluster.rs"]
+mod cluster;
 #[path = "redisson/fair.rs"]
 mod fair;
 #[path = "redis_faults/links.rs"]

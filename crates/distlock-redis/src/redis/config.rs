@@ -37,7 +37,7 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// The query parameters a `redis://` URL may carry; any other is refused, so a typo
 /// (`min_replica=1`) is not silently dropped.
-const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing, fair_wait_timeout, lease and semaphore (layout=redisson)";
+const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing, fair_wait_timeout, lease, semaphore and pubsub (layout=redisson)";
 
 /// How long a connection to a server may take to open, unless `connect_timeout` says.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -118,7 +118,8 @@ pub struct RedisConfig {
 /// use distlock_redis::{Layout, RedisConfig};
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?layout=redisson&uuid=billing-7").unwrap();
 /// let config = RedisConfig::from_url(&url)?;
-/// let Layout::Redisson { uuid, fair_wait_timeout, lease, unleased_semaphores } = &config.layout
+/// let Layout::Redisson { uuid, fair_wait_timeout, lease, unleased_semaphores, .. } =
+///     &config.layout
 /// else {
 ///     unreachable!()
 /// };
@@ -157,7 +158,35 @@ pub enum Layout {
         /// that crashes loses its permits for good, where distlock's own semaphores lease
         /// them. Without it, semaphores are refused.
         unleased_semaphores: bool,
+        /// How the Java clients publish releases (`pubsub`, their
+        /// `shardedSubscriptionMode`).
+        pubsub: PubSub,
     },
+}
+
+/// How Redisson's clients publish a lock's releases and listen for them (`pubsub=`, the
+/// Java clients' `shardedSubscriptionMode`): on a Redis Cluster, Redisson's default
+/// (`auto`) uses sharded pub/sub (`SPUBLISH`) where the servers have it; on one server,
+/// plain pub/sub always.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_redis::{Layout, PubSub, RedisConfig};
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?layout=redisson&pubsub=plain").unwrap();
+/// let Layout::Redisson { pubsub, .. } = RedisConfig::from_url(&url)?.layout else { unreachable!() };
+/// assert_eq!(pubsub, PubSub::Plain);
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PubSub {
+    /// Redisson's default: sharded on a cluster whose servers have it, plain elsewhere.
+    Auto,
+    /// `PUBLISH`/`SUBSCRIBE` (Java's `shardedSubscriptionMode` `OFF`).
+    Plain,
+    /// `SPUBLISH`/`SSUBSCRIBE` (Java's `ON`).
+    Sharded,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -324,12 +353,20 @@ fn layout(
     let fair_wait_timeout = params.text("fair_wait_timeout");
     let lease = params.text("lease");
     let semaphore = params.text("semaphore");
+    let pubsub = params.text("pubsub");
     match layout.as_deref() {
         None | Some("distlock") => {
-            let redissons = [&uuid, &fencing, &fair_wait_timeout, &lease, &semaphore];
+            let redissons = [
+                &uuid,
+                &fencing,
+                &fair_wait_timeout,
+                &lease,
+                &semaphore,
+                &pubsub,
+            ];
             match redissons.iter().any(|option| option.is_some()) {
                 true => Err(Error::invalid(
-                    "uuid, fencing, fair_wait_timeout, lease and semaphore are options of Redisson's layout: add layout=redisson",
+                    "uuid, fencing, fair_wait_timeout, lease, semaphore and pubsub are options of Redisson's layout: add layout=redisson",
                 )),
                 false => Ok(Layout::Distlock),
             }
@@ -358,11 +395,18 @@ fn layout(
                     "min_replicas: Redisson's own clients do not wait for replicas on a single primary",
                 );
             }
+            let pubsub = match pubsub.as_deref() {
+                None | Some("auto") => PubSub::Auto,
+                Some("plain") => PubSub::Plain,
+                Some("sharded") => PubSub::Sharded,
+                Some(other) => {
+                    return Err(Error::invalid(format!(
+                        "pubsub `{other}` is not one Redisson has: auto (the default), plain or sharded, as the Java clients' shardedSubscriptionMode AUTO, OFF or ON"
+                    )));
+                }
+            };
             if cluster {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    "layout=redisson on a Redis Cluster is not offered yet: Java clients wake each other there with sharded pub/sub (SPUBLISH), which distlock must match first",
-                ));
+                check_cluster_pubsub(pubsub)?;
             }
             let uuid = uuid.unwrap_or_else(crate::redisson::process_uuid);
             if !crate::redisson::valid_uuid(&uuid) {
@@ -387,11 +431,24 @@ fn layout(
                 fair_wait_timeout,
                 lease,
                 unleased_semaphores: semaphore.is_some(),
+                pubsub,
             })
         }
         Some(other) => Err(Error::invalid(format!(
             "layout `{other}` is not one distlock speaks: distlock (the default) or redisson"
         ))),
+    }
+}
+
+/// Refuses a Redisson layout on a Redis Cluster whose Java clients publish with sharded
+/// pub/sub, which distlock does not speak yet.
+pub(crate) fn check_cluster_pubsub(pubsub: PubSub) -> Result<()> {
+    match pubsub {
+        PubSub::Plain => Ok(()),
+        PubSub::Auto | PubSub::Sharded => Err(Error::new(
+            ErrorKind::Unsupported,
+            "on a Redis Cluster, Redisson's clients publish releases with sharded pub/sub (SPUBLISH) by default, which distlock does not speak yet: set shardedSubscriptionMode to OFF on the Java clients and pubsub=plain in this URL",
+        )),
     }
 }
 

@@ -49,6 +49,43 @@ impl ConnectionLike for Conn {
     }
 }
 
+/// A connection to one server that holds keys, for a SCAN: the client's own to a single
+/// server, or one made to a cluster's primary.
+pub(crate) enum ServerConn {
+    /// The client's connection to its one server.
+    Pooled(Conn),
+    /// A connection to one primary of a cluster.
+    Node(redis::aio::MultiplexedConnection),
+}
+
+impl ConnectionLike for ServerConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            ServerConn::Pooled(conn) => conn.req_packed_command(cmd),
+            ServerConn::Node(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            ServerConn::Pooled(conn) => conn.req_packed_commands(pipeline, offset, count),
+            ServerConn::Node(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            ServerConn::Pooled(conn) => conn.get_db(),
+            ServerConn::Node(conn) => conn.get_db(),
+        }
+    }
+}
+
 /// The certificate authority of `tls_ca`, read for a TLS connection.
 fn certificates(tls_ca: &Path) -> Result<redis::TlsCertificates> {
     let root_cert = std::fs::read(tls_ca).map_err(|e| {

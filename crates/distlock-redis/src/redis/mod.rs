@@ -17,6 +17,7 @@ use crate::scripts::{Call, SCRIPTS};
 use channels::Channels;
 use config::RedisConfig;
 use connection::Conn;
+pub(crate) use connection::ServerConn;
 use keyspace::Keyspace;
 use refused::RedisTicket;
 pub(crate) use refused::refused_for_foreign;
@@ -343,6 +344,30 @@ impl RedisBackend {
         }
     }
 
+    /// Whether the server is a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.nodes.is_some()
+    }
+
+    /// A connection to each server that holds keys, for a SCAN (which walks one node):
+    /// the one server, or each primary of a cluster.
+    pub(crate) async fn key_servers(&self) -> Result<Vec<ServerConn>> {
+        let Some((node_url, tls_ca)) = &self.nodes else {
+            return Ok(vec![ServerConn::Pooled(self.any_conn())]);
+        };
+        let mut servers = Vec::new();
+        for primary in connection::primaries(&mut self.any_conn()).await? {
+            let url = crate::redis::config::seed(node_url, &primary)?;
+            let client = connection::single_client(&url, tls_ca.as_deref())?;
+            let conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(redis_error("inspect"))?;
+            servers.push(ServerConn::Node(conn));
+        }
+        Ok(servers)
+    }
+
     /// A connection for commands that name no lock.
     pub(crate) fn any_conn(&self) -> Conn {
         let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -537,20 +562,8 @@ impl Backend for RedisBackend {
         }
         let pattern = LockKeys::fence_pattern(&self.prefix);
         let mut names = Vec::new();
-        match &self.nodes {
-            None => names.extend(self.scan_names(&mut self.any_conn(), &pattern).await?),
-            Some((node_url, tls_ca)) => {
-                // SCAN walks one node: walk every primary.
-                for primary in connection::primaries(&mut self.any_conn()).await? {
-                    let url = crate::redis::config::seed(node_url, &primary)?;
-                    let client = connection::single_client(&url, tls_ca.as_deref())?;
-                    let mut conn = client
-                        .get_multiplexed_async_connection()
-                        .await
-                        .map_err(redis_error("inspect"))?;
-                    names.extend(self.scan_names(&mut conn, &pattern).await?);
-                }
-            }
+        for mut server in self.key_servers().await? {
+            names.extend(self.scan_names(&mut server, &pattern).await?);
         }
         names.sort();
         names.dedup();

@@ -139,28 +139,36 @@ impl RedissonBackend {
         Ok(states)
     }
 
-    /// The names of every hash on the server.
+    /// The names of every hash on the server (on every primary of a cluster).
     async fn scan_hashes(&self) -> Result<Vec<String>> {
-        let mut conn = self.redis.any_conn();
-        let err = redis_error("inspect");
         let mut names = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(500)
-                .arg("TYPE")
-                .arg("hash")
-                .query_async(&mut conn)
-                .await
-                .map_err(&err)?;
-            names.extend(keys);
-            if next == 0 {
-                return Ok(names);
-            }
-            cursor = next;
+        for mut server in self.redis.key_servers().await? {
+            names.extend(scan_hashes_on(&mut server).await?);
         }
+        Ok(names)
+    }
+}
+
+/// The names of every hash on one server.
+async fn scan_hashes_on(conn: &mut impl redis::aio::ConnectionLike) -> Result<Vec<String>> {
+    let err = redis_error("inspect");
+    let mut names = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(500)
+            .arg("TYPE")
+            .arg("hash")
+            .query_async(conn)
+            .await
+            .map_err(&err)?;
+        names.extend(keys);
+        if next == 0 {
+            return Ok(names);
+        }
+        cursor = next;
     }
 }
 

@@ -24,7 +24,7 @@ use redis::Script;
 use crate::record::RequestRecord;
 use crate::redis::RedisBackend;
 use crate::redis::channels::{Wakes, Watch};
-use crate::redis::config::{Layout, RedisConfig};
+use crate::redis::config::{Layout, PubSub, RedisConfig, check_cluster_pubsub};
 use crate::scripts::Call;
 
 mod fair;
@@ -184,14 +184,27 @@ impl RedissonBackend {
             fair_wait_timeout,
             lease,
             unleased_semaphores,
+            pubsub,
         } = config.layout.clone()
         else {
             return Err(Error::invalid(
                 "Redisson's layout is asked for with layout=redisson in the URL",
             ));
         };
+        let redis = RedisBackend::open(config).await?;
+        match redis.is_cluster() {
+            // A `redis://` URL may name a node of a cluster.
+            true => check_cluster_pubsub(pubsub)?,
+            false if pubsub == PubSub::Sharded => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    "pubsub=sharded is for a Redis Cluster: on one server Redisson's clients publish releases with PUBLISH (pubsub=auto or plain)",
+                ));
+            }
+            false => {}
+        }
         Ok(RedissonBackend {
-            redis: RedisBackend::open(config).await?,
+            redis,
             uuid,
             fair_turn: fair_wait_timeout,
             lease,

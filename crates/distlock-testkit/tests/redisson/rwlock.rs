@@ -183,7 +183,10 @@ fn read_and_write_holds_are_written_as_redissons_read_write_lock() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert_eq!(waiting, 0, "the grant dropped the waiter's record for status");
+        assert_eq!(
+            waiting, 0,
+            "the grant dropped the waiter's record for status"
+        );
         let held = fields(&mut conn).await;
         assert_eq!(held["mode"], "write", "{held:?}");
         let writer_field = holder_field(&held);
