@@ -171,6 +171,25 @@ fn a_run_interrupted_while_it_waits_leaves_no_queue_entry() {
     waits::interrupted_waits_leave_no_queue_entry(&url, state.path());
 }
 
+/// The same with `--fair` on Redisson's layout: the interrupted waiter leaves Redisson's
+/// fair queue (which `status` shows, Java's waiters included) before it exits.
+#[test]
+fn a_fair_run_interrupted_while_it_waits_leaves_redissons_queue() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0?layout=redisson", redis.addr());
+    let state = tempfile::tempdir().unwrap();
+    waits::interrupted_waits_with_flags_leave_no_queue_entry(&url, state.path(), &["--fair"]);
+    let mut conn = redis::Client::open(format!("redis://{}/0", redis.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let queued: u64 = redis::cmd("LLEN")
+        .arg("redisson_lock_queue:{busy}")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(queued, 0);
+}
+
 /// `distlock run` frozen (SIGSTOP) past its 1 s lease: another run takes the lock with a
 /// greater token, and when the first resumes it stops its command and exits lost.
 #[test]

@@ -26,13 +26,23 @@ pub fn read_when_written(path: &Path) -> String {
 /// request before it exits with 128 + the signal, so `status` shows no waiter left and the
 /// next run, once the holder is gone, is not kept waiting for a session to expire.
 pub fn interrupted_waits_leave_no_queue_entry(url: &str, state: &Path) {
+    interrupted_waits_with_flags_leave_no_queue_entry(url, state, &[]);
+}
+
+/// [`interrupted_waits_leave_no_queue_entry`] for runs with `flags` (`--fair`).
+pub fn interrupted_waits_with_flags_leave_no_queue_entry(url: &str, state: &Path, flags: &[&str]) {
+    let run = |command: &[&'static str]| {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--name", "busy", "--"]);
+        args.extend_from_slice(command);
+        args
+    };
     let started = state.join("started");
     let script = format!("echo go > {}; exec sleep 30", started.display());
-    let mut holder = spawn(
-        url,
-        state,
-        &["run", "--name", "busy", "--", "sh", "-c", &script],
-    );
+    let mut holder_args = run(&["sh", "-c"]);
+    holder_args.push(&script);
+    let mut holder = spawn(url, state, &holder_args);
     assert_eq!(read_when_written(&started), "go");
     let waiters = || {
         let out = distlock(url, state, &["status", "busy", "--json"]);
@@ -44,7 +54,7 @@ pub fn interrupted_waits_leave_no_queue_entry(url: &str, state: &Path) {
         (Signal::Terminate, 143),
         (Signal::Hangup, 129),
     ] {
-        let mut waiter = spawn(url, state, &["run", "--name", "busy", "--", "true"]);
+        let mut waiter = spawn(url, state, &run(&["true"]));
         let deadline = Instant::now() + Duration::from_secs(10);
         while waiters() == 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

@@ -411,7 +411,8 @@ fn layout(
             let uuid = uuid.unwrap_or_else(crate::redisson::process_uuid);
             if !crate::redisson::valid_uuid(&uuid) {
                 return Err(Error::invalid(format!(
-                    "uuid `{uuid}` cannot name a client in holders' fields: 1 to 64 letters, digits, `-`, `_` or `.`"
+                    "uuid `{}` cannot name a client in holders' fields: 1 to 64 letters, digits, `-`, `_` or `.`",
+                    uuid.escape_debug()
                 )));
             }
             let fair_wait_timeout = redisson_timeout(
