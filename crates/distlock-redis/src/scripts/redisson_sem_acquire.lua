@@ -7,7 +7,8 @@
 -- request's record (JSON; the token is appended as `f`), the lease (ms).
 -- A semaphore that does not exist yet is set up as Java's trySetPermits does, to the
 -- limit less what distlock's live holders recorded still hold (an operator may have
--- deleted it under them). Answers {1, token} when granted (or when asked again for a
+-- deleted it under them); the records of holders that stopped renewing go with the old
+-- count. Answers {1, token} when granted (or when asked again for a
 -- grant it made), {0, available} while too few permits are left, {-1, 0} when the key is
 -- no semaphore (another layout's key).
 local sem, channel, counter, records, renewed = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -26,6 +27,12 @@ if mine then
 end
 local available
 if shape == 'none' then
+  -- Holders that stopped renewing are dropped with the count they were in: their release,
+  -- if it comes, finds no record and gives nothing back to the new count.
+  for _, stopped in ipairs(redis.call('ZRANGEBYSCORE', renewed, '-inf', '(' .. now)) do
+    redis.call('HDEL', records, stopped)
+    redis.call('ZREM', renewed, stopped)
+  end
   local held = 0
   for _, live in ipairs(redis.call('ZRANGEBYSCORE', renewed, now, '+inf')) do
     local other = redis.call('HGET', records, live)
