@@ -29,6 +29,9 @@ pub(crate) enum Wakes {
     /// The watcher that has watched longest, on any message (a release: one waiter of
     /// this client tries, not a herd).
     Longest,
+    /// Every watcher, on any message (a release of shared holds, which several waiters
+    /// may share: readers after a writer, permits given back).
+    All,
 }
 
 /// The on-demand channels of one client.
@@ -210,6 +213,7 @@ impl Channels {
             (Wakes::AllOn(payloads), tokens) if payloads.contains(&payload) => tokens.clone(),
             (Wakes::AllOn(_), _) => Vec::new(),
             (Wakes::Longest, tokens) => tokens.first().cloned().into_iter().collect(),
+            (Wakes::All, tokens) => tokens.clone(),
         })
     }
 }
@@ -271,6 +275,11 @@ mod tests {
         assert!(channels.state().watched.is_empty());
         watched(&channels, "k", Wakes::AllOn(&["del"]), &["t1", "t2"]);
         watched(&channels, "r", Wakes::Longest, &["t3", "t4"]);
+        watched(&channels, "s", Wakes::All, &["t5", "t6"]);
+        assert_eq!(
+            channels.woken("s", "2"),
+            Some(vec!["t5".into(), "t6".into()])
+        );
         assert_eq!(
             channels.woken("k", "del"),
             Some(vec!["t1".into(), "t2".into()])

@@ -360,18 +360,25 @@ impl RedissonBackend {
         let queues_now = fair && !std::mem::replace(&mut waiting.queues, fair);
         self.redis.wakers().register(ticket);
         let request = &ticket.request;
-        let channel = match (request.kind, request.fair) {
-            (LockKind::Read | LockKind::Write, _) => layout::rw_channel(&request.name),
-            (LockKind::Semaphore { .. }, _) => layout::semaphore_channel(&request.name),
-            (_, true) => {
-                layout::waiter_channel(&request.name, &layout::field(&self.uuid, &request.token))
+        // A release of shared holds wakes every waiter of this client that might share what
+        // it freed; a mutex's wakes one.
+        let (channel, wakes) = match (request.kind, request.fair) {
+            (LockKind::Read | LockKind::Write, _) => {
+                (layout::rw_channel(&request.name), Wakes::All)
             }
-            (_, false) => layout::channel(&request.name),
+            (LockKind::Semaphore { .. }, _) => {
+                (layout::semaphore_channel(&request.name), Wakes::All)
+            }
+            (_, true) => (
+                layout::waiter_channel(&request.name, &layout::field(&self.uuid, &request.token)),
+                Wakes::Longest,
+            ),
+            (_, false) => (layout::channel(&request.name), Wakes::Longest),
         };
         let watched = self
             .redis
             .channels()
-            .watch(channel, Wakes::Longest, &ticket.request.token)
+            .watch(channel, wakes, &ticket.request.token)
             .await;
         match watched {
             Ok(watch) => {

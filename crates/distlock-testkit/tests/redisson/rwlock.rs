@@ -213,7 +213,7 @@ fn read_and_write_holds_are_written_as_redissons_read_write_lock() {
 
 /// A Java writer (its hash written as Redisson's write lock writes it) keeps distlock's
 /// readers and writers out and shows in `status` as a writer; its release (the hash
-/// deleted, `1` published) wakes a distlock reader at once; a Java writer whose lease ends
+/// deleted, `1` published) wakes both of a client's waiting readers at once; a Java writer whose lease ends
 /// without a release is re-granted at the lease's end, as the acquire's PTTL bounds the
 /// sleep; a plain lock's hash under the name is an error that says so.
 #[test]
@@ -248,16 +248,24 @@ fn a_java_writer_excludes_distlock_and_its_release_or_expiry_lets_a_reader_in() 
             (java.as_str(), distlock::LockKind::Write)
         );
 
-        let reader = tokio::spawn({
-            let client = client.clone();
-            async move {
-                let guard = client.rwlock("doc").read().await.unwrap();
-                let at = Instant::now();
-                guard.release().await.unwrap();
-                at
-            }
-        });
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let guard = client.rwlock("doc").read().await.unwrap();
+                    let at = Instant::now();
+                    tokio::time::sleep(WOKEN_WITHIN).await;
+                    guard.release().await.unwrap();
+                    at
+                })
+            })
+            .collect();
         wait_for_listeners(&mut conn, CHANNEL).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.status(Some("doc")).await.unwrap()[0].waiters.len() < 2 {
+            assert!(Instant::now() < deadline, "the readers never waited");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let released = Instant::now();
         let _: () = redis::pipe()
             .del("doc")
@@ -265,12 +273,14 @@ fn a_java_writer_excludes_distlock_and_its_release_or_expiry_lets_a_reader_in() 
             .query_async(&mut conn)
             .await
             .unwrap();
-        let granted = reader.await.unwrap();
-        assert!(
-            granted.duration_since(released) < WOKEN_WITHIN,
-            "woken {:?} after the release",
-            granted.duration_since(released)
-        );
+        for reader in readers {
+            let granted = reader.await.unwrap();
+            assert!(
+                granted.duration_since(released) < WOKEN_WITHIN,
+                "woken {:?} after the release",
+                granted.duration_since(released)
+            );
+        }
 
         write_java(&mut conn, 600).await;
         let written = Instant::now();
