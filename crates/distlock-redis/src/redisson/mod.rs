@@ -6,7 +6,8 @@
 //! waiters — Java's and distlock's — listen. The plain lock keeps no queue: a waiter
 //! subscribes to the lock's channel before it tries again, and sleeps at most the lease
 //! left, so a release whose message it missed costs it at most one lease. A fair lock
-//! (`fair(true)`) keeps Redisson's fair-lock queue beside the hash ([`fair`]). For
+//! (`fair(true)`) keeps Redisson's fair-lock queue beside the hash ([`fair`]); a
+//! read-write lock and a semaphore are Redisson's too ([`rwlock`], [`semaphore`]). For
 //! `status`, distlock records its own holders (owner, host, process, token) in a field of
 //! the lock's hash beside the holder's, which Java clients never read, and its waiters in
 //! keys beside the lock that Java clients never touch.

@@ -39,12 +39,15 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 });
 
 /// What `status` reads of a semaphore in one round trip: the permits available,
-/// distlock's records of its holders, when each stops being renewed, the server's time.
+/// distlock's records of its holders, when each stops being renewed, the server's time,
+/// and distlock's records of its waiters (their expiries, and the records).
 type Snapshot = (
     Option<String>,
     Vec<(String, String)>,
     Vec<(String, f64)>,
     (u64, u64),
+    Vec<(String, f64)>,
+    std::collections::HashMap<String, String>,
 );
 
 impl RedissonBackend {
@@ -124,21 +127,29 @@ impl RedissonBackend {
     }
 
     /// Semaphore `name`'s state: distlock's holders as their records say (one that stopped
-    /// renewing is shown with its permits lost), and the permits neither available nor
-    /// held by a distlock holder, which Java's clients hold or a crash lost.
+    /// renewing is shown with its permits lost), the permits neither available nor held
+    /// by a distlock holder, which Java's clients hold or a crash lost, and distlock's
+    /// waiters.
     pub(super) async fn semaphore_state(&self, name: &str, token: u64) -> Result<LockState> {
         let mut conn = self.redis.conn_for(name);
-        let (available, records, renewed, time): Snapshot = redis::pipe()
+        let [waiting, waiting_info] = layout::waiting_keys(name);
+        let (available, records, renewed, time, queue, waiters): Snapshot = redis::pipe()
             .get(name)
             .hgetall(layout::holders_key(name))
             .zrange_withscores(layout::renewed_key(name), 0, -1)
             .cmd("TIME")
+            .zrange_withscores(&waiting, 0, -1)
+            .hgetall(&waiting_info)
             .query_async(&mut conn)
             .await
             .map_err(redis_error("inspect"))?;
         let now_ms = time.0 * 1_000 + time.1 / 1_000;
         let mut state = LockState::new(name);
         state.last_fencing_token = token;
+        state.waiters = record::live_waiters((time, queue, waiters))
+            .into_iter()
+            .map(|(_, waiter)| waiter)
+            .collect();
         let mut limit = None;
         let mut recorded = 0u32;
         for (field, value) in &records {

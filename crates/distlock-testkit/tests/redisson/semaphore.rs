@@ -77,7 +77,7 @@ fn distlock_holders_never_take_more_than_the_limit() {
 /// distlock records its holder beside it, with its permits, token and renewal; Java's
 /// takes and distlock's share the number; `status` shows distlock's holder and the
 /// permits Java holds (Redisson records no holder); a release gives the permits back and
-/// publishes the number; a Java release wakes a distlock waiter at once.
+/// publishes the number; `status` shows a waiter, and a Java release wakes it at once.
 #[test]
 fn permits_are_taken_from_and_given_back_to_redissons_number() {
     distlock_testkit::block_on(async {
@@ -159,7 +159,11 @@ fn permits_are_taken_from_and_given_back_to_redissons_number() {
             }
         });
         wait_for_listeners(&mut conn, CHANNEL).await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while client.status(Some("pool")).await.unwrap()[0].waiters.len() != 1 {
+            assert!(Instant::now() < deadline, "status never showed the waiter");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let released = Instant::now();
         java_release(&mut conn, 2).await;
         let (three, granted) = waiter.await.unwrap();
