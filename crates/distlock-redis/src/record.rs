@@ -153,6 +153,16 @@ pub(crate) type Snapshot = (
     HashMap<String, String>,
 );
 
+/// The metadata of a holder or waiter the store records none of (a foreign client's, a
+/// Java client's): no host, process or time.
+pub(crate) fn unknown_meta() -> HolderMeta {
+    HolderMeta {
+        host: String::new(),
+        pid: 0,
+        acquired_at_unix_ms: 0,
+    }
+}
+
 /// The grant stored as `value` (our holder record, or a foreign client's token in the lock
 /// key) with `pttl` milliseconds of lease left.
 pub(crate) fn holder_of(value: &str, pttl: i64) -> HolderInfo {
@@ -166,11 +176,7 @@ pub(crate) fn holder_of(value: &str, pttl: i64) -> HolderInfo {
             let mut holder = HolderInfo::new(owner, LockKind::Mutex, 0);
             holder.remaining_ms = (pttl != -1).then_some(remaining_ms);
             holder.no_expiry = pttl == -1;
-            holder.meta = HolderMeta {
-                host: String::new(),
-                pid: 0,
-                acquired_at_unix_ms: 0,
-            };
+            holder.meta = unknown_meta();
             holder
         }
     }

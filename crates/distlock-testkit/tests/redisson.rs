@@ -352,16 +352,25 @@ fn a_black_holed_holder_goes_at_risk_then_lost_before_the_hash_expires() {
 
 /// Waits until someone listens on `channel` (within 10 s).
 async fn wait_for_listeners(conn: &mut redis::aio::MultiplexedConnection, channel: &str) {
+    listened_on(std::slice::from_mut(conn), channel).await;
+}
+
+/// Waits until someone listens on `channel` on one of the servers `conns` reach (within
+/// 10 s): a client subscribes on one node of a cluster, where a plain PUBLISH reaches
+/// every node.
+async fn listened_on(conns: &mut [redis::aio::MultiplexedConnection], channel: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query_async(conn)
-            .await
-            .unwrap();
-        if listeners > 0 {
-            return;
+        for conn in conns.iter_mut() {
+            let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(channel)
+                .query_async(conn)
+                .await
+                .unwrap();
+            if listeners > 0 {
+                return;
+            }
         }
         assert!(Instant::now() < deadline, "nobody listens on {channel}");
         tokio::time::sleep(Duration::from_millis(10)).await;

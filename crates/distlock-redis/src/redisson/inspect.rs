@@ -7,9 +7,7 @@
 
 use std::collections::HashMap;
 
-use distlock_core::{
-    Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result, WaiterInfo,
-};
+use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result, WaiterInfo};
 
 use super::RedissonBackend;
 use super::layout;
@@ -196,11 +194,7 @@ fn in_queue_order(queue: &[String], mut ours: Vec<(String, WaiterInfo)>) -> Vec<
 fn java_waiter(field: &str) -> WaiterInfo {
     let mut waiter = WaiterInfo::new(field, LockKind::Mutex);
     waiter.fair = true;
-    waiter.meta = HolderMeta {
-        host: String::new(),
-        pid: 0,
-        acquired_at_unix_ms: 0,
-    };
+    waiter.meta = record::unknown_meta();
     waiter
 }
 
@@ -234,11 +228,7 @@ fn holder(field: &str, count: &str, left: i64, kind: LockKind, token: u64) -> Ho
     holder.permits = held.unwrap_or(0);
     holder.remaining_ms = (left > 0).then_some(left as u64);
     holder.no_expiry = left == -1;
-    holder.meta = HolderMeta {
-        host: String::new(),
-        pid: 0,
-        acquired_at_unix_ms: 0,
-    };
+    holder.meta = record::unknown_meta();
     holder
 }
 

@@ -394,6 +394,28 @@ impl RedissonBackend {
         }
     }
 
+    /// Runs a renewal script of this layout on lock `name`'s server: it answers 1 when
+    /// renewed, 0 when the holder holds nothing.
+    async fn run_renewal(&self, name: &str, renew: &Call<'_>) -> Result<LeaseOutcome> {
+        let conn = self.redis.conn_for(name);
+        let renewed: i64 = self.redis.invoke_on(conn, "renew", renew).await?;
+        Ok(match renewed {
+            1 => LeaseOutcome::Done,
+            _ => LeaseOutcome::NotHeld,
+        })
+    }
+
+    /// Runs an unlock script of this layout on lock `name`'s server: it answers -1 when
+    /// the holder held nothing, else what is left of the lock (let go, or held by others).
+    async fn run_release(&self, name: &str, release: &Call<'_>) -> Result<LeaseOutcome> {
+        let conn = self.redis.conn_for(name);
+        let released: i64 = self.redis.invoke_on(conn, "release", release).await?;
+        Ok(match released {
+            -1 => LeaseOutcome::NotHeld,
+            _ => LeaseOutcome::Done,
+        })
+    }
+
     /// Renews one grant.
     async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
         match grant.kind {
@@ -405,12 +427,7 @@ impl RedissonBackend {
         renew
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(ttl.as_millis() as u64);
-        let conn = self.redis.conn_for(&grant.name);
-        let renewed: i64 = self.redis.invoke_on(conn, "renew", &renew).await?;
-        Ok(match renewed {
-            1 => LeaseOutcome::Done,
-            _ => LeaseOutcome::NotHeld,
-        })
+        self.run_renewal(&grant.name, &renew).await
     }
 }
 
@@ -535,12 +552,7 @@ impl Backend for RedissonBackend {
             .arg(LATCH_KEEP.as_millis() as u64)
             .arg(self.lease.as_millis() as u64);
         fair::liveness_args(&mut release);
-        let conn = self.redis.conn_for(&grant.name);
-        let released: i64 = self.redis.invoke_on(conn, "release", &release).await?;
-        Ok(match released {
-            -1 => LeaseOutcome::NotHeld,
-            _ => LeaseOutcome::Done,
-        })
+        self.run_release(&grant.name, &release).await
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {

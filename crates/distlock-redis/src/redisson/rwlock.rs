@@ -108,12 +108,7 @@ impl RedissonBackend {
         let hold = layout::read_hold_key(name, &field);
         let mut renew = Call::with_keys(&SCRIPTS.renew, &[name, &records, &hold]);
         renew.arg(&field).arg(ttl.as_millis() as u64).arg(kind);
-        let conn = self.redis.conn_for(name);
-        let renewed: i64 = self.redis.invoke_on(conn, "renew", &renew).await?;
-        Ok(match renewed {
-            1 => LeaseOutcome::Done,
-            _ => LeaseOutcome::NotHeld,
-        })
+        self.run_renewal(name, &renew).await
     }
 
     /// Unlocks a read or write hold as Redisson does, under a latch of its own.
@@ -131,11 +126,6 @@ impl RedissonBackend {
             .arg(kind)
             .arg(LATCH_KEEP.as_millis() as u64)
             .arg(layout::hold_prefix(name));
-        let conn = self.redis.conn_for(name);
-        let released: i64 = self.redis.invoke_on(conn, "release", &release).await?;
-        Ok(match released {
-            -1 => LeaseOutcome::NotHeld,
-            _ => LeaseOutcome::Done,
-        })
+        self.run_release(name, &release).await
     }
 }

@@ -12,9 +12,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, WAITER_REFRESH};
-use distlock_core::{
-    Error, ErrorKind, HolderInfo, HolderMeta, LockKind, LockState, Result, random_id,
-};
+use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result, random_id};
 use redis::Script;
 
 use super::{LATCH_KEEP, Recorded, RedissonBackend, Tried, layout};
@@ -99,12 +97,7 @@ impl RedissonBackend {
         renew
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(ttl.as_millis() as u64);
-        let conn = self.redis.conn_for(name);
-        let renewed: i64 = self.redis.invoke_on(conn, "renew", &renew).await?;
-        Ok(match renewed {
-            1 => LeaseOutcome::Done,
-            _ => LeaseOutcome::NotHeld,
-        })
+        self.run_renewal(name, &renew).await
     }
 
     /// Gives a holder's permits back, as Java's `release` does.
@@ -118,12 +111,7 @@ impl RedissonBackend {
         release
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(LATCH_KEEP.as_millis() as u64);
-        let conn = self.redis.conn_for(name);
-        let released: i64 = self.redis.invoke_on(conn, "release", &release).await?;
-        Ok(match released {
-            -1 => LeaseOutcome::NotHeld,
-            _ => LeaseOutcome::Done,
-        })
+        self.run_release(name, &release).await
     }
 
     /// Semaphore `name`'s state: distlock's holders as their records say (one that stopped
@@ -207,10 +195,6 @@ fn unrecorded(limit: u32, permits: u32, token: u64) -> HolderInfo {
     );
     holder.permits = permits;
     holder.no_expiry = true;
-    holder.meta = HolderMeta {
-        host: String::new(),
-        pid: 0,
-        acquired_at_unix_ms: 0,
-    };
+    holder.meta = record::unknown_meta();
     holder
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 
-use super::JAVA;
+use super::{JAVA, listened_on};
 
 async fn target() -> distlock_testkit::Target {
     let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
@@ -155,25 +155,4 @@ async fn slot(conn: &mut MultiplexedConnection, key: &str) -> u16 {
         .query_async(conn)
         .await
         .unwrap()
-}
-
-/// Waits (at most 10 s) until a client listens on `channel` on some node: a client
-/// subscribes on one node, and a plain PUBLISH reaches every node.
-async fn listened_on(nodes: &mut [MultiplexedConnection], channel: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        for conn in nodes.iter_mut() {
-            let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(channel)
-                .query_async(conn)
-                .await
-                .unwrap();
-            if listeners > 0 {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "nobody listens on {channel}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
