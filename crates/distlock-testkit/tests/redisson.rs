@@ -281,6 +281,12 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
             .unwrap();
         let guard = longer.rwlock("r").read_with(&long).await.unwrap();
         guard.release().await.unwrap();
+        // Nor is a read hold kept past the lease by a release at a later time.
+        let guard = client.rwlock("r").read().await.unwrap();
+        let later = Instant::now() + Duration::from_secs(60);
+        let err = guard.release_at(later).await.unwrap_err();
+        assert_eq!(err.kind(), distlock::ErrorKind::Unsupported, "{err}");
+        assert!(err.to_string().contains("lease=30s"), "{err}");
         let err = client.semaphore("s", 2).acquire().await.unwrap_err();
         assert_eq!(err.kind(), distlock::ErrorKind::Unsupported, "{err}");
         assert!(err.to_string().contains("add semaphore=redisson"), "{err}");
@@ -307,6 +313,7 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
                 "semaphore=redisson takes",
             ),
             ("layout=redisson&lease=0s", "lockWatchdogTimeout"),
+            ("layout=redisson&lease=500ms", "below 1s"),
             ("layout=redisson&lease=forever", "lockWatchdogTimeout"),
             (
                 "layout=redisson&fair_wait_timeout=0s",

@@ -156,6 +156,12 @@ impl LeaseCore {
                     .temporary(),
             };
             telemetry::renewal(scheme, "error");
+            if failed.kind() == ErrorKind::Unsupported {
+                // A refusal no retry changes (a lease longer than the store keeps): the
+                // grant is left to the lease it has.
+                self.mark_lost("the store refused to keep it that long");
+                return Err(failed);
+            }
             if Instant::now() + pause >= safe_until {
                 break failed;
             }

@@ -337,6 +337,8 @@ impl RedisConfig {
 const DEFAULT_FAIR_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// The longest `fair_wait_timeout` and `lease` taken.
 const MAX_REDISSON_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
+/// The shortest `lease` taken: a watchdog renews every third of it.
+const MIN_WATCHDOG_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Redisson's default `lockWatchdogTimeout`.
 const DEFAULT_WATCHDOG_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -427,6 +429,12 @@ fn layout(
                 "lease",
                 "30s (the Java clients' lockWatchdogTimeout)",
             )?;
+            if lease < MIN_WATCHDOG_TIMEOUT {
+                return Err(Error::invalid(format!(
+                    "lease `{}` is below 1s: it is the Java clients' lockWatchdogTimeout, which their watchdog renews every third of",
+                    humantime::format_duration(lease)
+                )));
+            }
             Ok(Layout::Redisson {
                 uuid,
                 fair_wait_timeout,

@@ -93,8 +93,12 @@ impl RedissonBackend {
                 // distlock's grant, with its record; a Java holder has none.
                 Some(record) if count == "1" => record::holder_of(record, left),
                 _ => {
-                    let kind = kind_of(mode.as_deref(), field);
-                    holder(field, count, left, kind, state.last_fencing_token)
+                    // Redisson's read-write lock counts no tokens; its fenced lock does.
+                    let token = match mode {
+                        Some(_) => 0,
+                        None => state.last_fencing_token,
+                    };
+                    holder(field, count, left, kind_of(mode.as_deref(), field), token)
                 }
             })
             .collect();

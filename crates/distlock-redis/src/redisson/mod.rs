@@ -232,13 +232,7 @@ impl RedissonBackend {
             ));
         }
         if request.kind == LockKind::Read && request.ttl > self.lease {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "a read hold in Redisson's layout is leased at most the Java clients' watchdog timeout (lease={}): their renewal sets the lock's TTL to it, which would end the lock before a longer lease",
-                    humantime::format_duration(self.lease)
-                ),
-            ));
+            return Err(read_lease_too_long(self.lease));
         }
         Ok(())
     }
@@ -565,6 +559,17 @@ impl Backend for RedissonBackend {
     fn floor(&self) -> Option<&dyn Floor> {
         self.redis.floor()
     }
+}
+
+/// Why a read hold is not leased past `lease`, the Java clients' watchdog timeout.
+fn read_lease_too_long(lease: Duration) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "a read hold in Redisson's layout is leased at most the Java clients' watchdog timeout (lease={}): their renewal sets the lock's TTL to it, which would end the lock before a longer lease",
+            humantime::format_duration(lease)
+        ),
+    )
 }
 
 /// The error of a try that found a key of another type under the lock's name.

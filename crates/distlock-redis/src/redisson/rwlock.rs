@@ -100,8 +100,13 @@ impl RedissonBackend {
         }
     }
 
-    /// Renews one read or write hold.
+    /// Renews one read or write hold. A read hold is never leased past the Java clients'
+    /// watchdog timeout (a renewal that would, such as a `release_at` further out, is
+    /// refused: the hash could end before it).
     pub(super) async fn renew_rw(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
+        if grant.kind == LockKind::Read && ttl > self.lease {
+            return Err(super::read_lease_too_long(self.lease));
+        }
         let name = grant.name.as_str();
         let (field, kind) = field_of(&self.uuid, &grant.token, grant.kind);
         let records = layout::holders_key(name);
