@@ -73,11 +73,14 @@ pub(crate) fn table(states: &[LockState], place_of: impl Fn(&str) -> Option<Stri
         }
         for h in &state.holders {
             out.push_str(&format!(
-                "  held: {:<kind_width$} token {:<token_width$} ttl left {:<ttl_width$} by {}{}\n",
+                "  held: {:<kind_width$} token {:<token_width$} ttl left {:<ttl_width$} by {}{}{}\n",
                 permits_label(h.kind.as_str(), h.permits),
                 h.fencing_token,
                 ttl_label(h),
                 h.owner,
+                h.stored_as
+                    .as_ref()
+                    .map_or_else(String::new, |id| format!(" as {id}")),
                 whereabouts(&h.meta, now_ms, true),
             ));
         }

@@ -366,20 +366,37 @@ async fn wait_for_listeners(conn: &mut redis::aio::MultiplexedConnection, channe
 /// 10 s): a client subscribes on one node of a cluster, where a plain PUBLISH reaches
 /// every node.
 async fn listened_on(conns: &mut [redis::aio::MultiplexedConnection], channel: &str) {
+    listened_on_by(conns, channel, 1).await;
+}
+
+/// Waits until at least `listeners` listen on `channel` on one of the servers `conns`
+/// reach, plainly or on its shard (within 10 s).
+async fn listened_on_by(
+    conns: &mut [redis::aio::MultiplexedConnection],
+    channel: &str,
+    listeners: u64,
+) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         for conn in conns.iter_mut() {
-            let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(channel)
-                .query_async(conn)
-                .await
-                .unwrap();
-            if listeners > 0 {
+            let mut heard_by = 0;
+            for numsub in ["NUMSUB", "SHARDNUMSUB"] {
+                let (_, count): (String, u64) = redis::cmd("PUBSUB")
+                    .arg(numsub)
+                    .arg(channel)
+                    .query_async(&mut *conn)
+                    .await
+                    .unwrap();
+                heard_by += count;
+            }
+            if heard_by >= listeners {
                 return;
             }
         }
-        assert!(Instant::now() < deadline, "nobody listens on {channel}");
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {listeners} listen on {channel}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -171,6 +171,10 @@ pub struct HolderInfo {
     /// the lock.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_expiry: bool,
+    /// What the store names this grant where that is not its owner, so an operator finds
+    /// it there: a holder's field `<uuid>:<thread id>` in a lock hash of Redisson's layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_as: Option<String>,
     /// Host, pid and acquisition time.
     pub meta: HolderMeta,
 }
@@ -196,6 +200,7 @@ impl HolderInfo {
             fencing_token,
             remaining_ms: None,
             no_expiry: false,
+            stored_as: None,
             meta: HolderMeta::this_process(),
         }
     }

@@ -83,6 +83,7 @@ impl Entry {
                 .expires
                 .map(|at| at.saturating_duration_since(now).as_millis() as u64),
             no_expiry: false,
+            stored_as: None,
             meta: self.request.meta.clone(),
         }
     }

@@ -1,6 +1,8 @@
-//! Channels subscribed on demand on a client's one wake-up connection: a lock key's
+//! Channels subscribed on demand on a client's wake-up connection: a lock key's
 //! keyspace events (see [`Keyspace`](super::keyspace::Keyspace)), or the release channel
-//! of a lock in Redisson's layout. A channel is subscribed while any of the client's
+//! of a lock in Redisson's layout (on a cluster whose Java clients publish with sharded
+//! pub/sub, on a connection of its own that subscribes on each channel's shard). A
+//! channel is subscribed while any of the client's
 //! waiters watch it, shared by them, and outlives its last watch by a second, so a name
 //! kept busy is not subscribed afresh for every wait. Every subscription change is bounded
 //! by [`SUBSCRIBE_WITHIN`]: a wake-up connection that stops answering costs the waiters
@@ -12,6 +14,7 @@ use std::time::Duration;
 
 use distlock_core::backend::LocalWakers;
 use redis::aio::PubSubSink;
+use redis::cluster_async::ClusterConnection;
 use tokio::time::Instant;
 
 /// How long a channel's subscription outlives its last watch.
@@ -55,17 +58,52 @@ struct State {
 #[derive(Default)]
 struct Subscriptions {
     /// The wake-up connection's subscribing half, while it is up and answers.
-    sink: Option<PubSubSink>,
+    sink: Option<Sink>,
     /// The channels subscribed on it.
     subscribed: HashSet<String>,
 }
 
 impl Subscriptions {
-    /// Stops using a wake-up connection whose subscription changes fail or go unanswered,
-    /// until it is made again.
+    /// Stops using a wake-up connection to one server whose subscription changes fail or
+    /// go unanswered, until it is made again. A cluster's connection stays: it reconnects
+    /// to a node by itself and subscribes there again to what it had.
     fn give_up(&mut self) {
-        self.sink = None;
-        self.subscribed.clear();
+        if let Some(Sink::Plain(_)) = self.sink {
+            self.sink = None;
+            self.subscribed.clear();
+        }
+    }
+}
+
+/// Where subscriptions are made.
+pub(crate) enum Sink {
+    /// A connection to one server (`SUBSCRIBE`; on a cluster, any node passes every
+    /// `PUBLISH` on).
+    Plain(PubSubSink),
+    /// A cluster connection speaking RESP3, whose messages come as pushes:
+    /// `SSUBSCRIBE`, each channel on the node that serves its slot.
+    Sharded(ClusterConnection),
+}
+
+impl Sink {
+    async fn subscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Sink::Plain(sink) => sink.subscribe(channels).await,
+            // One command per channel: channels of different slots go to different nodes.
+            Sink::Sharded(conn) => {
+                for channel in channels {
+                    conn.ssubscribe(channel).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Sink::Plain(sink) => sink.unsubscribe(channel).await,
+            Sink::Sharded(conn) => conn.sunsubscribe(channel).await,
+        }
     }
 }
 
@@ -127,7 +165,8 @@ impl Channels {
             return Ok(watch);
         }
         let sink = subscriptions.sink.as_mut().ok_or(Unwatched::Down)?;
-        let subscribed = tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(&watch.channel));
+        let channel = std::slice::from_ref(&watch.channel);
+        let subscribed = tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(channel));
         match subscribed.await {
             Ok(Ok(())) => {
                 subscriptions.subscribed.insert(watch.channel.clone());
@@ -172,7 +211,7 @@ impl Channels {
 
     /// The wake-up connection (re)subscribed: keeps its sink and subscribes it to every
     /// channel watched.
-    pub(crate) async fn connected(&self, mut sink: PubSubSink) {
+    pub(crate) async fn connected(&self, mut sink: Sink) {
         let mut subscriptions = self.subscriptions.lock().await;
         let channels: Vec<String> = self.state().watched.keys().cloned().collect();
         subscriptions.subscribed.clear();

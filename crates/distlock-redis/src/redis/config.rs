@@ -288,7 +288,7 @@ impl RedisConfig {
             }
             ca => ca.map(Into::into),
         };
-        let layout = layout(&mut params, cluster, &prefix, min_replicas)?;
+        let layout = layout(&mut params, &prefix, min_replicas)?;
         // The Redis client's own parameter (RESP2 or RESP3).
         let passed: Vec<(&str, String)> = params
             .text("protocol")
@@ -344,12 +344,7 @@ const DEFAULT_WATCHDOG_TIMEOUT: std::time::Duration = std::time::Duration::from_
 
 /// The layout `layout`, `uuid`, `fencing`, `fair_wait_timeout` and `lease` ask for, where
 /// the rest of the URL allows it.
-fn layout(
-    params: &mut UrlParams,
-    cluster: bool,
-    prefix: &str,
-    min_replicas: u32,
-) -> Result<Layout> {
+fn layout(params: &mut UrlParams, prefix: &str, min_replicas: u32) -> Result<Layout> {
     let layout = params.text("layout");
     let (uuid, fencing) = (params.text("uuid"), params.text("fencing"));
     let fair_wait_timeout = params.text("fair_wait_timeout");
@@ -407,9 +402,6 @@ fn layout(
                     )));
                 }
             };
-            if cluster {
-                check_cluster_pubsub(pubsub)?;
-            }
             let uuid = uuid.unwrap_or_else(crate::redisson::process_uuid);
             if !crate::redisson::valid_uuid(&uuid) {
                 return Err(Error::invalid(format!(
@@ -446,18 +438,6 @@ fn layout(
         Some(other) => Err(Error::invalid(format!(
             "layout `{other}` is not one distlock speaks: distlock (the default) or redisson"
         ))),
-    }
-}
-
-/// Refuses a Redisson layout on a Redis Cluster whose Java clients publish with sharded
-/// pub/sub, which distlock does not speak yet.
-pub(crate) fn check_cluster_pubsub(pubsub: PubSub) -> Result<()> {
-    match pubsub {
-        PubSub::Plain => Ok(()),
-        PubSub::Auto | PubSub::Sharded => Err(Error::new(
-            ErrorKind::Unsupported,
-            "on a Redis Cluster, Redisson's clients publish releases with sharded pub/sub (SPUBLISH) by default, which distlock does not speak yet: set shardedSubscriptionMode to OFF on the Java clients and pubsub=plain in this URL",
-        )),
     }
 }
 

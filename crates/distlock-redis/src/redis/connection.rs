@@ -164,6 +164,47 @@ pub(crate) async fn cluster(
     Ok(Conn::Cluster(conn))
 }
 
+/// A cluster connection for sharded pub/sub, learning the layout from `seeds`: it speaks
+/// RESP3, subscribes each channel on the node serving its slot (again after a reconnect
+/// or a slot's move), and hands every message (a channel's name and payload) to
+/// `heard`.
+pub(crate) async fn sharded_listener(
+    seeds: &[Url],
+    tls_ca: Option<&Path>,
+    connect_timeout: Duration,
+    heard: impl Fn(&str, &str) + Send + Sync + 'static,
+) -> Result<ClusterConnection> {
+    let urls: Vec<&str> = seeds.iter().map(Url::as_str).collect();
+    let mut builder = ClusterClientBuilder::new(urls)
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .push_sender(move |push: redis::PushInfo| {
+            if let Some(message) = redis::Msg::from_push_info(push)
+                && let Ok(payload) = message.get_payload::<String>()
+            {
+                heard(message.get_channel_name(), &payload);
+            }
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .connection_timeout(connect_timeout)
+        .response_timeout(Duration::from_millis(500))
+        .overall_response_timeout(Some(Duration::from_secs(2)));
+    if let Some(path) = tls_ca {
+        builder = builder.certs(certificates(path)?);
+    }
+    let client = builder.build().map_err(bad_url(&seeds[0]))?;
+    client.get_async_connection().await.map_err(connect_error)
+}
+
+/// Whether a cluster's servers have sharded pub/sub (Redis 7.0 and later), as Redisson's
+/// clients decide it (`PUBSUB SHARDNUMSUB` answers).
+pub(crate) async fn has_sharded_pubsub(conn: &mut Conn) -> bool {
+    redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .query_async::<Value>(conn)
+        .await
+        .is_ok()
+}
+
 /// The addresses (`host:port`) of a cluster's primaries, from `CLUSTER NODES`.
 pub(crate) async fn primaries(conn: &mut Conn) -> Result<Vec<String>> {
     let nodes: String = redis::cmd("CLUSTER")

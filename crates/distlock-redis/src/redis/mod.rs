@@ -25,7 +25,7 @@ pub(crate) use refused::refused_for_foreign;
 mod adopt;
 pub(crate) mod channels;
 pub(crate) mod config;
-mod connection;
+pub(crate) mod connection;
 mod force_release;
 mod forget;
 mod inspect;
@@ -375,7 +375,7 @@ impl RedisBackend {
     }
 
     /// The wake-up slots of this client's waiting requests.
-    pub(crate) fn wakers(&self) -> &LocalWakers {
+    pub(crate) fn wakers(&self) -> &Arc<LocalWakers> {
         &self.wakers
     }
 

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use crate::redis::channels::Channels;
+use crate::redis::channels::{Channels, Sink};
 
 /// Subscribes to `channel` on the first of `servers` that answers and keeps the
 /// subscription up (moving on to the next server, with backoff) until aborted; hands the
@@ -37,7 +37,7 @@ pub(crate) async fn listen(
                         let _ = ready.send(Ok(()));
                     }
                     let (sink, mut messages) = pubsub.split();
-                    channels.connected(sink).await;
+                    channels.connected(Sink::Plain(sink)).await;
                     while let Some(message) = messages.next().await {
                         let Ok(payload) = message.get_payload::<String>() else {
                             continue;

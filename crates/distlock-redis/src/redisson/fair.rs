@@ -15,23 +15,22 @@ use std::time::Duration;
 
 use distlock_core::Result;
 use distlock_core::backend::{LockRequest, WAITER_REFRESH};
-use redis::Script;
 
-use super::{Recorded, RedissonBackend, WAITER_LEASE, layout};
+use super::{LayoutScript, Recorded, RedissonBackend, WAITER_LEASE, layout};
 use crate::scripts::Call;
 
 /// The queue's helpers.
 const QUEUE: &str = include_str!("../scripts/redisson_queue.lua");
 
 /// The queue's helpers, then the script that uses them.
-pub(super) fn with_queue(body: &str) -> Script {
-    Script::new(&[QUEUE, body].join("\n"))
+pub(super) fn with_queue(body: &str) -> LayoutScript {
+    LayoutScript::new(&[QUEUE, body].join("\n"))
 }
 
 /// The fair lock's scripts.
 struct Scripts {
-    acquire: Script,
-    leave: Script,
+    acquire: LayoutScript,
+    leave: LayoutScript,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -58,7 +57,7 @@ impl RedissonBackend {
         let counter = layout::token_key(name);
         let [queue, deadlines, heard] = layout::queue_keys(name);
         let keys = recorded.keys(&[name, &counter, &queue, &deadlines, &heard]);
-        let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+        let mut acquire = Call::with_keys(self.script(&SCRIPTS.acquire), &keys);
         acquire
             .arg(request.ttl.as_millis() as u64)
             .arg(field)
@@ -78,7 +77,10 @@ impl RedissonBackend {
     pub(super) async fn leave_queue(&self, request: &LockRequest) -> Result<()> {
         let name = request.name.as_str();
         let [queue, deadlines, heard] = layout::queue_keys(name);
-        let mut leave = Call::with_keys(&SCRIPTS.leave, &[name, &queue, &deadlines, &heard]);
+        let mut leave = Call::with_keys(
+            self.script(&SCRIPTS.leave),
+            &[name, &queue, &deadlines, &heard],
+        );
         leave
             .arg(layout::field(&self.uuid, &request.token))
             .arg(self.fair_turn.as_millis() as u64);

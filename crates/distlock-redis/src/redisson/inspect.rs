@@ -3,7 +3,7 @@
 //! `<uuid>:<thread id>:write`), the hash's TTL and the counter of grants, and distlock's
 //! records of its own holders and waiters. A Java holder shows as its field,
 //! hold count and TTL (the layout records no host or process); a distlock guard as its
-//! record says (owner, host, process, token).
+//! record says (owner, host, process, token), with its field.
 
 use std::collections::HashMap;
 
@@ -91,7 +91,11 @@ impl RedissonBackend {
             .iter()
             .map(|(field, count)| match record_of(field) {
                 // distlock's grant, with its record; a Java holder has none.
-                Some(record) if count == "1" => record::holder_of(record, left),
+                Some(record) if count == "1" => {
+                    let mut holder = record::holder_of(record, left);
+                    holder.stored_as = Some(field.clone());
+                    holder
+                }
                 _ => {
                     // Redisson's read-write lock counts no tokens; its fenced lock does.
                     let token = match mode {

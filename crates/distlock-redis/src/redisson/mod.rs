@@ -24,8 +24,9 @@ use redis::Script;
 
 use crate::record::RequestRecord;
 use crate::redis::RedisBackend;
-use crate::redis::channels::{Wakes, Watch};
-use crate::redis::config::{Layout, PubSub, RedisConfig, check_cluster_pubsub};
+use crate::redis::channels::{Channels, Sink, Wakes, Watch};
+use crate::redis::config::{Layout, PubSub, RedisConfig};
+use crate::redis::connection;
 use crate::scripts::Call;
 
 mod fair;
@@ -61,9 +62,51 @@ fn now_ms() -> u64 {
 
 /// The scripts of this layout.
 struct Scripts {
-    acquire: Script,
-    release: Script,
+    acquire: LayoutScript,
+    release: LayoutScript,
     renew: Script,
+}
+
+/// A script of this layout that publishes, as the Java clients publish: with `PUBLISH`,
+/// or with `SPUBLISH` on a cluster where they use sharded pub/sub. The channels it
+/// publishes on are in its lock's slot.
+pub(super) struct LayoutScript {
+    plain: Script,
+    sharded: Script,
+}
+
+impl LayoutScript {
+    pub(super) fn new(source: &str) -> LayoutScript {
+        LayoutScript {
+            plain: Script::new(source),
+            sharded: Script::new(&sharded_source(source)),
+        }
+    }
+}
+
+/// `source` publishing with `SPUBLISH`.
+fn sharded_source(source: &str) -> String {
+    source.replace("redis.call('PUBLISH',", "redis.call('SPUBLISH',")
+}
+
+/// Channels subscribed on their shards, for a client of `redis`'s cluster (found from
+/// `seeds`), whose messages wake the client's waiters.
+async fn sharded_channels(
+    redis: &RedisBackend,
+    seeds: &[distlock_core::Url],
+    tls_ca: Option<&std::path::Path>,
+    connect_timeout: Duration,
+) -> Result<Arc<Channels>> {
+    let channels = Channels::new();
+    let (watched, wakers) = (Arc::downgrade(&channels), redis.wakers().clone());
+    let heard = move |channel: &str, payload: &str| {
+        if let Some(channels) = watched.upgrade() {
+            channels.deliver(channel, payload, &wakers);
+        }
+    };
+    let conn = connection::sharded_listener(seeds, tls_ca, connect_timeout, heard).await?;
+    channels.connected(Sink::Sharded(conn)).await;
+    Ok(channels)
 }
 
 /// The helpers of this layout's grants (plain and fair), put before the scripts that
@@ -73,13 +116,13 @@ const GRANTS: &str = include_str!("../scripts/redisson_grant.lua");
 /// An acquire script: its `helpers`, then its `body` as the function `try_grant`, whose
 /// grant also drops the waiter's record for `status` (see [`Recorded`]), saving a
 /// granted waiter a round trip.
-fn acquire_script(helpers: &[&str], body: &str) -> Script {
+fn acquire_script(helpers: &[&str], body: &str) -> LayoutScript {
     let mut source = helpers.join("\n");
     source.push_str("\nlocal function try_grant()\n");
     source.push_str(body);
     source.push_str("\nend\n");
     source.push_str(include_str!("../scripts/redisson_granted.lua"));
-    Script::new(&source)
+    LayoutScript::new(&source)
 }
 
 /// What a try tells its acquire script of the request's record for `status`, which a
@@ -134,7 +177,6 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 /// let guard = client.mutex("orders").lock().await?; // a Java `RLock` on "orders" waits
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct RedissonBackend {
     /// The connections and the wake-up subscription.
     redis: RedisBackend,
@@ -149,6 +191,10 @@ pub struct RedissonBackend {
     /// Whether semaphores take Redisson's as it is, its permits not leased
     /// (`semaphore=redisson`).
     unleased_semaphores: bool,
+    /// On a cluster whose Java clients publish with sharded pub/sub: the channels this
+    /// client's waiters watch, each subscribed on its shard; the scripts publish with
+    /// `SPUBLISH`.
+    sharded: Option<Arc<Channels>>,
 }
 
 /// A request's state: its subscription to its lock's channel while it waits, since when
@@ -173,6 +219,16 @@ enum Tried {
     Busy(Option<Duration>),
 }
 
+impl std::fmt::Debug for RedissonBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedissonBackend")
+            .field("redis", &self.redis)
+            .field("uuid", &self.uuid)
+            .field("sharded_pubsub", &self.sharded.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl RedissonBackend {
     /// Connects to the server of a `layout=redisson` URL and subscribes for wake-ups.
     ///
@@ -192,25 +248,55 @@ impl RedissonBackend {
                 "Redisson's layout is asked for with layout=redisson in the URL",
             ));
         };
+        let seeds = match config.cluster_seeds.is_empty() {
+            true => vec![config.server.clone()],
+            false => config.cluster_seeds.clone(),
+        };
+        let (tls_ca, connect_timeout) = (config.tls_ca.clone(), config.connect_timeout);
         let redis = RedisBackend::open(config).await?;
-        match redis.is_cluster() {
-            // A `redis://` URL may name a node of a cluster.
-            true => check_cluster_pubsub(pubsub)?,
-            false if pubsub == PubSub::Sharded => {
+        // A `redis://` URL may name a node of a cluster.
+        let sharded = match (redis.is_cluster(), pubsub) {
+            (false, PubSub::Sharded) => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     "pubsub=sharded is for a Redis Cluster: on one server Redisson's clients publish releases with PUBLISH (pubsub=auto or plain)",
                 ));
             }
-            false => {}
-        }
+            (false, _) | (true, PubSub::Plain) => false,
+            (true, PubSub::Sharded) => true,
+            // As Redisson's clients decide it.
+            (true, PubSub::Auto) => connection::has_sharded_pubsub(&mut redis.any_conn()).await,
+        };
+        let sharded = match sharded {
+            true => {
+                Some(sharded_channels(&redis, &seeds, tls_ca.as_deref(), connect_timeout).await?)
+            }
+            false => None,
+        };
         Ok(RedissonBackend {
             redis,
             uuid,
             fair_turn: fair_wait_timeout,
             lease,
             unleased_semaphores,
+            sharded,
         })
+    }
+
+    /// The channels this client's waiters watch: on their shards when the Java clients
+    /// publish with sharded pub/sub, else on the client's wake-up connection.
+    fn channels(&self) -> &Arc<Channels> {
+        self.sharded
+            .as_ref()
+            .unwrap_or_else(|| self.redis.channels())
+    }
+
+    /// `script` as this client runs it: publishing as the Java clients do.
+    fn script<'a>(&self, script: &'a LayoutScript) -> &'a Script {
+        match self.sharded {
+            Some(_) => &script.sharded,
+            None => &script.plain,
+        }
     }
 
     /// Refuses what this layout cannot give: a fair queue for a read-write lock or a
@@ -271,7 +357,7 @@ impl RedissonBackend {
             false => {
                 let counter = layout::token_key(&request.name);
                 let keys = recorded.keys(&[request.name.as_str(), &counter]);
-                let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+                let mut acquire = Call::with_keys(self.script(&SCRIPTS.acquire), &keys);
                 acquire
                     .arg(request.ttl.as_millis() as u64)
                     .arg(&field)
@@ -371,7 +457,6 @@ impl RedissonBackend {
             (_, false) => (layout::channel(&request.name), Wakes::Longest),
         };
         let watched = self
-            .redis
             .channels()
             .watch(channel, wakes, &ticket.request.token)
             .await;
@@ -540,7 +625,7 @@ impl Backend for RedissonBackend {
             &deadlines,
             &heard,
         ];
-        let mut release = Call::with_keys(&SCRIPTS.release, &keys);
+        let mut release = Call::with_keys(self.script(&SCRIPTS.release), &keys);
         release
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(LATCH_KEEP.as_millis() as u64)
@@ -590,4 +675,28 @@ pub(crate) async fn open(config: RedisConfig) -> Result<Arc<dyn Backend>> {
         Layout::Distlock => Arc::new(RedisBackend::open(config).await?),
         Layout::Redisson { .. } => Arc::new(RedissonBackend::open(config).await?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sharded_source;
+
+    #[test]
+    fn a_sharded_script_publishes_only_with_spublish() {
+        let sources = [
+            include_str!("../scripts/redisson_queue.lua"),
+            include_str!("../scripts/redisson_release.lua"),
+            include_str!("../scripts/redisson_rw_acquire.lua"),
+            include_str!("../scripts/redisson_rw_release.lua"),
+            include_str!("../scripts/redisson_sem_acquire.lua"),
+            include_str!("../scripts/redisson_sem_release.lua"),
+        ];
+        for source in sources {
+            let publishes = source.matches("'PUBLISH'").count();
+            assert!(publishes > 0);
+            let sharded = sharded_source(source);
+            assert_eq!(sharded.matches("'PUBLISH'").count(), 0);
+            assert_eq!(sharded.matches("redis.call('SPUBLISH',").count(), publishes);
+        }
+    }
 }

@@ -16,20 +16,20 @@ use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, WAITER_REFRESH};
 use distlock_core::{Error, ErrorKind, LockKind, Result, random_id};
 use redis::Script;
 
-use super::{LATCH_KEEP, Recorded, RedissonBackend, Tried, WAITER_LEASE, layout};
+use super::{LATCH_KEEP, LayoutScript, Recorded, RedissonBackend, Tried, WAITER_LEASE, layout};
 use crate::record::RequestRecord;
 use crate::scripts::Call;
 
 /// The read-write lock's scripts.
 struct Scripts {
-    acquire: Script,
-    release: Script,
+    acquire: LayoutScript,
+    release: LayoutScript,
     renew: Script,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     acquire: super::acquire_script(&[], include_str!("../scripts/redisson_rw_acquire.lua")),
-    release: Script::new(include_str!("../scripts/redisson_rw_release.lua")),
+    release: LayoutScript::new(include_str!("../scripts/redisson_rw_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_rw_renew.lua")),
 });
 
@@ -52,8 +52,9 @@ impl RedissonBackend {
         let counter = layout::token_key(name);
         let (records, writers) = (layout::holders_key(name), layout::writers_key(name));
         let hold = layout::read_hold_key(name, &field);
-        let keys = recorded.keys(&[name, &counter, &records, &writers, &hold]);
-        let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+        let channel = layout::rw_channel(name);
+        let keys = recorded.keys(&[name, &counter, &records, &writers, &hold, &channel]);
+        let mut acquire = Call::with_keys(self.script(&SCRIPTS.acquire), &keys);
         acquire
             .arg(request.ttl.as_millis() as u64)
             .arg(&field)
@@ -125,7 +126,7 @@ impl RedissonBackend {
         let records = layout::holders_key(name);
         let hold = layout::read_hold_key(name, &field);
         let keys = [name, &channel, &latch, &records, &hold];
-        let mut release = Call::with_keys(&SCRIPTS.release, &keys);
+        let mut release = Call::with_keys(self.script(&SCRIPTS.release), &keys);
         release
             .arg(&field)
             .arg(kind)

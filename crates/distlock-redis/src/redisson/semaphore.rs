@@ -15,7 +15,7 @@ use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, WAITER_REFRESH};
 use distlock_core::{Error, ErrorKind, HolderInfo, LockKind, LockState, Result, random_id};
 use redis::Script;
 
-use super::{LATCH_KEEP, Recorded, RedissonBackend, Tried, layout};
+use super::{LATCH_KEEP, LayoutScript, Recorded, RedissonBackend, Tried, layout};
 use crate::error::redis_error;
 use crate::record::{self, RequestRecord};
 use crate::scripts::Call;
@@ -25,14 +25,14 @@ pub(super) const WHY_UNLEASED: &str = "Redisson's semaphore leases no permit and
 
 /// The semaphore's scripts.
 struct Scripts {
-    acquire: Script,
-    release: Script,
+    acquire: LayoutScript,
+    release: LayoutScript,
     renew: Script,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     acquire: super::acquire_script(&[], include_str!("../scripts/redisson_sem_acquire.lua")),
-    release: Script::new(include_str!("../scripts/redisson_sem_release.lua")),
+    release: LayoutScript::new(include_str!("../scripts/redisson_sem_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_sem_renew.lua")),
 });
 
@@ -60,7 +60,7 @@ impl RedissonBackend {
         let (channel, counter) = (layout::semaphore_channel(name), layout::token_key(name));
         let (records, renewed) = (layout::holders_key(name), layout::renewed_key(name));
         let keys = recorded.keys(&[name, &channel, &counter, &records, &renewed]);
-        let mut acquire = Call::with_keys(&SCRIPTS.acquire, &keys);
+        let mut acquire = Call::with_keys(self.script(&SCRIPTS.acquire), &keys);
         acquire
             .arg(request.permits)
             .arg(request.kind.limit())
@@ -107,7 +107,7 @@ impl RedissonBackend {
         let (records, renewed) = (layout::holders_key(name), layout::renewed_key(name));
         let latch = layout::unlock_latch(name, &format!("{}{}", random_id(), random_id()));
         let keys = [name, &channel, &records, &renewed, &latch];
-        let mut release = Call::with_keys(&SCRIPTS.release, &keys);
+        let mut release = Call::with_keys(self.script(&SCRIPTS.release), &keys);
         release
             .arg(layout::field(&self.uuid, &grant.token))
             .arg(LATCH_KEEP.as_millis() as u64);

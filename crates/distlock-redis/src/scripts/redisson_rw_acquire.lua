@@ -4,7 +4,7 @@
 -- `mode` read or write, each holder's field and hold count, the lease its TTL), its
 -- counter of grants, distlock's records of its holders (field -> record), distlock's
 -- waiting writers (request token -> end of its record, server ms), this reader's hold key
--- (the hold's lease its TTL). ARGV: the lease (ms), the holder's field (a writer's ends in
+-- (the hold's lease its TTL), the lock's release channel. ARGV: the lease (ms), the holder's field (a writer's ends in
 -- `:write`), `read` or `write`, the request's record (JSON; the token is appended as `f`),
 -- `1` when a writer that finds the lock taken waits, its request token, how long its
 -- waiting record lives (ms).
@@ -14,6 +14,7 @@
 -- {-1, 0} when the key is no hash, {-2, 0} when it is a hash without `mode` (a plain
 -- lock's).
 local lock, counter, records, writers, hold = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local channel = KEYS[6]
 local lease, field, kind, record = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -40,16 +41,25 @@ local function recorded(token)
 end
 
 -- A grant asked for again (its answer was lost): the same token, the lease begun again. A
--- read hold of this field whose key expired is gone: its field goes too.
+-- read hold of this field whose key expired is gone: its field goes too, and the lock
+-- with it when it was the last (writers waiting for it hear so).
 if mode and left > 0 and redis.call('HEXISTS', lock, field) == 1 then
   local mine = redis.call('HGET', records, field)
   local token = mine and tonumber(string.match(mine, '"f":"(%d+)"'))
   if token and (kind == 'write' or redis.call('PEXPIRE', hold, lease) == 1) then
     redis.call('PEXPIRE', lock, math.max(left, lease))
+    if kind == 'write' then
+      redis.call('ZREM', writers, ARGV[6])
+    end
     return {1, token}
   end
   if kind == 'read' then
     redis.call('HDEL', lock, field)
+    if redis.call('HLEN', lock) <= 1 then
+      redis.call('DEL', lock)
+      redis.call('PUBLISH', channel, '0')
+      mode, left = false, -2
+    end
   end
 end
 

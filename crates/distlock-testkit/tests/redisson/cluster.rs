@@ -1,8 +1,8 @@
 //! Redisson's layout on a real Redis Cluster of three primaries, with plain pub/sub (the
-//! Java clients' `shardedSubscriptionMode` `OFF`): the properties that cross the cluster
-//! (exclusion, tokens of every kind, the fair queue, status), every key of a lock in its
-//! slot, a release published on any node waking a waiter, and the default (sharded
-//! pub/sub, which distlock does not speak yet) refused with the reason.
+//! Java clients' `shardedSubscriptionMode` `OFF`) and with sharded pub/sub (their
+//! default): the properties that cross the cluster (exclusion, tokens of every kind, the
+//! fair queue, status), every key of a lock in its slot, a release published on any node
+//! waking a waiter, and releases published on the lock's shard and heard there.
 
 use std::time::{Duration, Instant};
 
@@ -10,35 +10,54 @@ use redis::aio::MultiplexedConnection;
 
 use super::{JAVA, listened_on};
 
-async fn target() -> distlock_testkit::Target {
+/// A cluster whose Redisson clients publish as `pubsub` says.
+async fn target(pubsub: &str) -> distlock_testkit::Target {
     let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
-    let url = format!("{}?layout=redisson&pubsub=plain", cluster.url());
+    let url = format!("{}?layout=redisson{pubsub}", cluster.url());
     distlock_testkit::Target::new(url).keep(cluster)
 }
 
 macro_rules! on_the_cluster {
-    ($($property:ident),+ $(,)?) => {$(
+    ($pubsub:literal: $($property:ident),+ $(,)?) => {$(
         #[test]
         fn $property() {
             distlock_testkit::block_on(async {
-                distlock_testkit::conformance::$property(&target().await).await;
+                distlock_testkit::conformance::$property(&target($pubsub).await).await;
             });
         }
     )+};
 }
 
-on_the_cluster!(
-    mutual_exclusion_across_tasks,
-    fencing_tokens_increase_in_grant_order_for_every_kind,
-    fair_mode_grants_in_arrival_order,
-    status_shows_holders_and_waiters,
-    rwlock_waiting_writer_blocks_new_readers,
-);
+/// With plain pub/sub.
+mod plain {
+    use super::target;
+
+    on_the_cluster!("&pubsub=plain":
+        mutual_exclusion_across_tasks,
+        fencing_tokens_increase_in_grant_order_for_every_kind,
+        fair_mode_grants_in_arrival_order,
+        status_shows_holders_and_waiters,
+        rwlock_waiting_writer_blocks_new_readers,
+    );
+}
+
+/// With sharded pub/sub, the Java clients' default on a cluster: the properties whose
+/// waiters are woken by releases.
+mod sharded {
+    use super::target;
+
+    on_the_cluster!("&semaphore=redisson":
+        mutual_exclusion_across_tasks,
+        fair_mode_grants_in_arrival_order,
+        rwlock_waiting_writer_blocks_new_readers,
+        semaphore_never_exceeds_its_permits,
+    );
+}
 
 /// A lock whose name carries a hash tag keeps every key of its in the tag's slot (a fair
 /// lock's queue and a read-write lock's hold keys among them); a Java release published
 /// on a node that does not serve the lock wakes a distlock waiter at once; status without
-/// a name walks every primary; the default pub/sub is refused on a cluster.
+/// a name walks every primary.
 #[test]
 fn every_key_of_a_lock_is_in_its_slot_and_any_nodes_release_wakes_a_waiter() {
     distlock_testkit::block_on(async {
@@ -126,18 +145,158 @@ fn every_key_of_a_lock_is_in_its_slot_and_any_nodes_release_wakes_a_waiter() {
             "woken {:?} after the release",
             granted.duration_since(released)
         );
-
-        for query in ["layout=redisson", "layout=redisson&pubsub=sharded"] {
-            let err = distlock::Client::connect(&format!("{}?{query}", cluster.url()))
-                .await
-                .unwrap_err();
-            assert_eq!(err.kind(), distlock::ErrorKind::Unsupported, "{err}");
-            assert!(err.to_string().contains("shardedSubscriptionMode"), "{err}");
-        }
-        let one_node = format!("redis://{}/0?layout=redisson", cluster.nodes[home].addr());
-        let err = distlock::Client::connect(&one_node).await.unwrap_err();
-        assert!(err.to_string().contains("pubsub=plain"), "{err}");
     });
+}
+
+/// With sharded pub/sub (the Java clients' default on a cluster), a distlock release of
+/// each kind is published with `SPUBLISH` on the lock's shard, where a subscriber of the
+/// shard (as a Java client is) hears it; a Java release published there wakes a distlock
+/// waiter at once. `pubsub=sharded` and a URL naming one node take it too.
+#[test]
+fn with_sharded_pubsub_releases_are_published_and_heard_on_the_locks_shard() {
+    distlock_testkit::block_on(async {
+        let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("{}?layout=redisson&semaphore=redisson", cluster.url());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let home = cluster.primary_of("eu").unwrap();
+        let mut conn = connect(&cluster.nodes[home]).await;
+        let (lock, rw, sem) = (
+            "redisson_lock__channel:orders{eu}",
+            "redisson_rwlock:stock{eu}",
+            "redisson_sc:seats{eu}",
+        );
+        let mut shard = ShardListener::subscribe(&cluster.nodes[home], &[lock, rw, sem]).await;
+
+        let guard = client.mutex("orders{eu}").lock().await.unwrap();
+        guard.release().await.unwrap();
+        assert_eq!(shard.next().await, (lock.to_owned(), "0".to_owned()));
+        let writer = client.rwlock("stock{eu}").write().await.unwrap();
+        writer.release().await.unwrap();
+        assert_eq!(shard.next().await, (rw.to_owned(), "1".to_owned()));
+        let reader = client.rwlock("stock{eu}").read().await.unwrap();
+        reader.release().await.unwrap();
+        assert_eq!(shard.next().await, (rw.to_owned(), "0".to_owned()));
+        let permits = client
+            .semaphore("seats{eu}", 3)
+            .acquire_many(2)
+            .await
+            .unwrap();
+        assert_eq!(
+            shard.next().await,
+            (sem.to_owned(), "3".to_owned()),
+            "set up"
+        );
+        permits.release().await.unwrap();
+        assert_eq!(shard.next().await, (sem.to_owned(), "3".to_owned()));
+
+        let java_field = format!("{JAVA}:12");
+        let _: () = redis::pipe()
+            .hset("orders{eu}", &java_field, 1)
+            .pexpire("orders{eu}", 20_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let client = client.clone();
+            async move {
+                let guard = client.mutex("orders{eu}").lock().await.unwrap();
+                let at = Instant::now();
+                guard.release().await.unwrap();
+                at
+            }
+        });
+        // The shard's own listener and the waiter's.
+        super::listened_on_by(std::slice::from_mut(&mut conn), lock, 2).await;
+        let _: () = redis::cmd("DEL")
+            .arg("orders{eu}")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let released = Instant::now();
+        let _: i64 = redis::cmd("SPUBLISH")
+            .arg(lock)
+            .arg("0")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let granted = waiter.await.unwrap();
+        assert!(
+            granted.duration_since(released) < Duration::from_millis(200),
+            "woken {:?} after the release",
+            granted.duration_since(released)
+        );
+
+        let sharded = format!("{}?layout=redisson&pubsub=sharded", cluster.url());
+        let one_node = format!("redis://{}/0?layout=redisson", cluster.nodes[home].addr());
+        for url in [sharded, one_node] {
+            let client = distlock::Client::connect(&url).await.unwrap();
+            let guard = client.mutex("orders{eu}").lock().await.unwrap();
+            guard.release().await.unwrap();
+            assert_eq!(
+                shard.next().await,
+                (lock.to_owned(), "0".to_owned()),
+                "{url}"
+            );
+        }
+    });
+}
+
+/// A subscriber of shard channels on one node, speaking RESP2 on a socket of its own.
+struct ShardListener {
+    reader: tokio::io::BufReader<tokio::net::TcpStream>,
+}
+
+impl ShardListener {
+    /// Subscribes to `channels` (in one slot) on `node`.
+    async fn subscribe(node: &distlock_testkit::Server, channels: &[&str]) -> ShardListener {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(node.addr()).await.unwrap();
+        let mut command = format!("*{}\r\n$10\r\nSSUBSCRIBE\r\n", channels.len() + 1);
+        for channel in channels {
+            command.push_str(&format!("${}\r\n{channel}\r\n", channel.len()));
+        }
+        stream.write_all(command.as_bytes()).await.unwrap();
+        let mut listener = ShardListener {
+            reader: tokio::io::BufReader::new(stream),
+        };
+        for channel in channels {
+            let confirmed = listener.array().await;
+            assert_eq!(confirmed[..2], ["ssubscribe", channel], "{confirmed:?}");
+        }
+        listener
+    }
+
+    /// The next message: its channel and payload (within 1 s).
+    async fn next(&mut self) -> (String, String) {
+        let message = tokio::time::timeout(Duration::from_secs(1), self.array())
+            .await
+            .expect("a message on the shard");
+        assert_eq!(message.len(), 3, "{message:?}");
+        assert_eq!(message[0], "smessage", "{message:?}");
+        (message[1].clone(), message[2].clone())
+    }
+
+    /// One reply: an array of bulk strings and integers, each as text.
+    async fn array(&mut self) -> Vec<String> {
+        let header = self.line().await;
+        let count: usize = header.strip_prefix('*').unwrap().parse().unwrap();
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            let item = self.line().await;
+            items.push(match item.strip_prefix(':') {
+                Some(number) => number.to_owned(),
+                None => self.line().await,
+            });
+        }
+        items
+    }
+
+    async fn line(&mut self) -> String {
+        use tokio::io::AsyncBufReadExt;
+        let mut line = String::new();
+        self.reader.read_line(&mut line).await.unwrap();
+        line.trim_end_matches("\r\n").to_owned()
+    }
 }
 
 async fn connect(node: &distlock_testkit::Server) -> MultiplexedConnection {

@@ -113,6 +113,14 @@ fn read_and_write_holds_are_written_as_redissons_read_write_lock() {
                 .iter()
                 .all(|(_, kind)| *kind == distlock::LockKind::Read)
         );
+        // distlock's holders show their fields in the hash; Java's field is its owner.
+        let in_hash = fields(&mut conn).await;
+        for holder in &states[0].holders {
+            match &holder.stored_as {
+                Some(field) => assert!(in_hash.contains_key(field), "{field} in {in_hash:?}"),
+                None => assert_eq!(holder.owner, java),
+            }
+        }
 
         let _: () = redis::cmd("PEXPIRE")
             .arg(&first_hold)
