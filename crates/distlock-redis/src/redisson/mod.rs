@@ -373,6 +373,12 @@ impl RedissonBackend {
             // PTTL -1: a hash without a TTL; 0: one about to expire.
             (0, -1) => Ok(Tried::Busy(None)),
             (0, left) => Ok(Tried::Busy(Some(Duration::from_millis(left.max(1) as u64)))),
+            (-2, _) => Err(Error::invalid(format!(
+                    "the key `{}` is a Redisson read-write lock, not a lock: a client uses this name as getReadWriteLock, so take it with Client::rwlock",
+                request.name
+            ))
+            .with_backend("redis")
+            .with_operation("acquire")),
             _ => Err(not_a_lock_hash(&request.name)),
         }
     }
@@ -688,6 +694,7 @@ mod tests {
             include_str!("../scripts/redisson_release.lua"),
             include_str!("../scripts/redisson_rw_acquire.lua"),
             include_str!("../scripts/redisson_rw_release.lua"),
+            include_str!("../scripts/redisson_rw_forget_writer.lua"),
             include_str!("../scripts/redisson_sem_acquire.lua"),
             include_str!("../scripts/redisson_sem_release.lua"),
         ];

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, WAITER_REFRESH};
-use distlock_core::{Error, ErrorKind, LockKind, Result, random_id};
+use distlock_core::{Error, LockKind, Result, random_id};
 use redis::Script;
 
 use super::{LATCH_KEEP, LayoutScript, Recorded, RedissonBackend, Tried, WAITER_LEASE, layout};
@@ -25,12 +25,14 @@ struct Scripts {
     acquire: LayoutScript,
     release: LayoutScript,
     renew: Script,
+    forget_writer: LayoutScript,
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     acquire: super::acquire_script(&[], include_str!("../scripts/redisson_rw_acquire.lua")),
     release: LayoutScript::new(include_str!("../scripts/redisson_rw_release.lua")),
     renew: Script::new(include_str!("../scripts/redisson_rw_renew.lua")),
+    forget_writer: LayoutScript::new(include_str!("../scripts/redisson_rw_forget_writer.lua")),
 });
 
 /// A hold's field in the lock's hash (a writer's ends in `:write`), and what the scripts
@@ -74,30 +76,28 @@ impl RedissonBackend {
                 Duration::from_millis(until.max(1) as u64).min(WAITER_REFRESH),
             ))),
             [0, left, ..] => Ok(Tried::Busy(Some(Duration::from_millis(left.max(1) as u64)))),
-            [-2, ..] => Err(Error::new(
-                ErrorKind::Backend,
-                format!(
-                    "the key `{name}` is a Redisson lock, not a read-write lock: a client uses this name as RLock"
-                ),
-            )
+            [-2, ..] => Err(Error::invalid(format!(
+                "the key `{name}` is a Redisson lock, not a read-write lock: a client uses this name as RLock"
+            ))
             .with_backend("redis")
             .with_operation("acquire")),
             _ => Err(super::not_a_lock_hash(name)),
         }
     }
 
-    /// A writer that stops waiting takes its record out of the waiting writers.
+    /// A writer that stops waiting takes its record out of the waiting writers, and
+    /// tells distlock's readers waiting behind it when it was the last.
     pub(super) async fn forget_writer(&self, request: &LockRequest) {
-        let writers = layout::writers_key(&request.name);
-        let mut conn = self.redis.conn_for(&request.name);
-        let removed: redis::RedisResult<i64> = redis::cmd("ZREM")
-            .arg(&writers)
-            .arg(&request.token)
-            .query_async(&mut conn)
-            .await;
-        if let Err(err) = removed {
+        let name = request.name.as_str();
+        let (writers, channel) = (layout::writers_key(name), layout::rw_channel(name));
+        let keys = [writers.as_str(), name, &channel];
+        let mut forget = Call::with_keys(self.script(&SCRIPTS.forget_writer), &keys);
+        forget.arg(&request.token);
+        let conn = self.redis.conn_for(name);
+        let forgotten: Result<i64> = self.redis.invoke_on(conn, "cancel", &forget).await;
+        if let Err(err) = forgotten {
             // Its record ends by itself within a waiter's lease.
-            tracing::debug!(error = %err, lock = %request.name, "cannot drop a waiting writer's record");
+            tracing::debug!(error = %err, lock = %name, "cannot drop a waiting writer's record");
         }
     }
 

@@ -7,7 +7,7 @@
 -- grant's token is appended as `f`).
 -- Answers {1, token} when granted, {0, ms} while another holds it for ms more, {0, -1}
 -- while a hash without a TTL stands there (never taken for a grant), {-1, 0} when the key
--- is not a lock hash (another client's layout).
+-- is not a lock hash (another client's layout), {-2, 0} when it is a read-write lock's.
 local lock, counter = KEYS[1], KEYS[2]
 local lease, field, record_field, record = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local left = redis.call('PTTL', lock)

@@ -12,11 +12,15 @@ local function grant(lock, counter, lease, field, record_field, record)
 end
 
 -- What a try answers when `lock` stands (its PTTL `left`) and is not there to grant:
--- {-1, 0} when it is no lock hash (another layout's key), {1, token} when it is this
--- holder's own grant asked for again (its answer was lost: the same token), else nil.
+-- {-1, 0} when it is no lock hash (another layout's key), {-2, 0} when it is a
+-- read-write lock's (it has a `mode`), {1, token} when it is this holder's own grant
+-- asked for again (its answer was lost: the same token), else nil.
 local function standing(lock, counter, lease, field, left)
   if redis.call('TYPE', lock).ok ~= 'hash' then
     return {-1, 0}
+  end
+  if redis.call('HEXISTS', lock, 'mode') == 1 then
+    return {-2, 0}
   end
   if left > 0 and redis.call('HEXISTS', lock, field) == 1 then
     redis.call('PEXPIRE', lock, lease)

@@ -223,7 +223,8 @@ fn read_and_write_holds_are_written_as_redissons_read_write_lock() {
 /// readers and writers out and shows in `status` as a writer; its release (the hash
 /// deleted, `1` published) wakes both of a client's waiting readers at once; a Java writer whose lease ends
 /// without a release is re-granted at the lease's end, as the acquire's PTTL bounds the
-/// sleep; a plain lock's hash under the name is an error that says so.
+/// sleep; a plain lock's hash under the name is an error that says so, and so is a
+/// read-write lock's hash under a lock.
 #[test]
 fn a_java_writer_excludes_distlock_and_its_release_or_expiry_lets_a_reader_in() {
     distlock_testkit::block_on(async {
@@ -311,5 +312,91 @@ fn a_java_writer_excludes_distlock_and_its_release_or_expiry_lets_a_reader_in() 
             .unwrap();
         let err = client.rwlock("plain").try_read().await.unwrap_err();
         assert!(err.to_string().contains("RLock"), "{err}");
+        // And the other way: a lock on a read-write lock's hash.
+        let _: () = redis::pipe()
+            .hset("shared", "mode", "read")
+            .hset("shared", format!("{JAVA}:4"), 1)
+            .pexpire("shared", 20_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for fair in [false, true] {
+            let options = distlock::LockOptions::new()
+                .fair(fair)
+                .wait(Duration::from_secs(5));
+            let err = client
+                .mutex("shared")
+                .lock_with(&options)
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("getReadWriteLock"), "{err}");
+        }
+    });
+}
+
+/// A distlock writer that gives up waiting (behind a Java reader) takes its record out of
+/// the waiting writers and tells the distlock readers that waited behind it, which go in
+/// at once rather than at their next poll.
+#[test]
+fn a_writer_that_stops_waiting_lets_the_readers_behind_it_in_at_once() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0?layout=redisson", redis.addr());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let mut conn = raw(&redis).await;
+        let java = format!("{JAVA}:6");
+        let _: () = redis::pipe()
+            .hset("doc", "mode", "read")
+            .hset("doc", &java, 1)
+            .set(format!("{{doc}}:{java}:rwlock_timeout:1"), 1)
+            .pexpire(format!("{{doc}}:{java}:rwlock_timeout:1"), 20_000)
+            .pexpire("doc", 20_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let writer = tokio::spawn({
+            let client = client.clone();
+            async move {
+                let options = distlock::LockOptions::new().wait(Duration::from_millis(800));
+                let started = Instant::now();
+                let gave_up = client.rwlock("doc").write_with(&options).await;
+                assert!(gave_up.is_err(), "the Java reader holds on");
+                (started, Instant::now())
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let waiting: u64 = redis::cmd("ZCARD")
+                .arg("distlock_writers:{doc}")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if waiting == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the writer never waited");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let reader = tokio::spawn({
+            let client = client.clone();
+            async move {
+                let options = distlock::LockOptions::new().wait(Duration::from_secs(10));
+                let guard = client.rwlock("doc").read_with(&options).await.unwrap();
+                let at = Instant::now();
+                guard.release().await.unwrap();
+                at
+            }
+        });
+        let (started, gave_up) = writer.await.unwrap();
+        let read = reader.await.unwrap();
+        assert!(
+            read.duration_since(started) >= Duration::from_millis(700),
+            "the reader went in while the writer waited"
+        );
+        assert!(
+            read.saturating_duration_since(gave_up) < WOKEN_WITHIN,
+            "the reader went in {:?} after the writer left",
+            read.saturating_duration_since(gave_up)
+        );
     });
 }
