@@ -14,6 +14,9 @@ use super::layout;
 use crate::error::redis_error;
 use crate::record;
 
+/// The most hold keys of one reader that `status` reads.
+const MAX_HOLDS_READ: usize = 64;
+
 /// A lock hash read with distlock's records in one round trip: the hash's fields (holders
 /// and hold counts, and distlock's records of its holders), distlock's records of a
 /// read-write lock's holders, the server's time, the waiters' record expiries and
@@ -87,9 +90,15 @@ impl RedissonBackend {
             .iter()
             .position(|(field, _)| field == "mode")
             .map(|at| fields.remove(at).1);
+        // A reader's holds end with their keys, the hash with the longest of them.
+        let lefts = match mode.as_deref() {
+            Some("read") => self.read_holds_left(name, &fields).await?,
+            _ => vec![left; fields.len()],
+        };
         state.holders = fields
             .iter()
-            .map(|(field, count)| match record_of(field) {
+            .zip(lefts)
+            .map(|((field, count), left)| match record_of(field) {
                 // distlock's grant, with its record; a Java holder has none.
                 Some(record) if count == "1" => {
                     let mut holder = record::holder_of(record, left);
@@ -109,6 +118,33 @@ impl RedissonBackend {
         let waiters = record::live_waiters((time, queue, waiters));
         state.waiters = in_queue_order(&fair_queue, waiters);
         Ok(state)
+    }
+
+    /// How long each reader of read-write lock `name` (its `fields` and hold counts) holds
+    /// on: the longest TTL among its hold keys, as PTTL answers it.
+    async fn read_holds_left(&self, name: &str, fields: &[(String, String)]) -> Result<Vec<i64>> {
+        let prefix = layout::hold_prefix(name);
+        let mut pipe = redis::pipe();
+        let mut holds = Vec::with_capacity(fields.len());
+        for (field, count) in fields {
+            // At most the holds a reader could take in a status's time: a count beyond is
+            // no hold count a client wrote.
+            let count = count.parse::<usize>().unwrap_or(0).min(MAX_HOLDS_READ);
+            for n in 1..=count {
+                pipe.pttl(format!("{prefix}:{field}:rwlock_timeout:{n}"));
+            }
+            holds.push(count);
+        }
+        let mut conn = self.redis.conn_for(name);
+        let lefts: Vec<i64> = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("inspect"))?;
+        let mut lefts = lefts.into_iter();
+        Ok(holds
+            .into_iter()
+            .map(|count| lefts.by_ref().take(count).max().unwrap_or(-2))
+            .collect())
     }
 
     /// Every lock hash on the server that some holder holds (distlock's records are hashes

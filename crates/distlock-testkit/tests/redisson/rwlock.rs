@@ -113,12 +113,20 @@ fn read_and_write_holds_are_written_as_redissons_read_write_lock() {
                 .iter()
                 .all(|(_, kind)| *kind == distlock::LockKind::Read)
         );
-        // distlock's holders show their fields in the hash; Java's field is its owner.
+        // distlock's holders show their fields in the hash (Java's field is its owner),
+        // and each reader its own hold's time left, not the hash's.
         let in_hash = fields(&mut conn).await;
         for holder in &states[0].holders {
+            let left = holder.remaining_ms.unwrap_or(0);
             match &holder.stored_as {
-                Some(field) => assert!(in_hash.contains_key(field), "{field} in {in_hash:?}"),
-                None => assert_eq!(holder.owner, java),
+                Some(field) => {
+                    assert!(in_hash.contains_key(field), "{field} in {in_hash:?}");
+                    assert!((10_000..=20_000).contains(&left), "{holder:?}");
+                }
+                None => {
+                    assert_eq!(holder.owner, java);
+                    assert!(left > 50_000, "{holder:?}");
+                }
             }
         }
 
