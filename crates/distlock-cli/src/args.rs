@@ -519,6 +519,41 @@ pub struct BenchArgs {
     /// current-thread one many services (and every `#[tokio::test]`) run on.
     #[arg(long, value_enum, default_value_t = Runtime::MultiThread)]
     pub runtime: Runtime,
+    /// Also measure, in turns with the other uncontended cycles, a cycle on a new name
+    /// each time (as services lock `orders/<id>`): a store's first grant on a name may
+    /// cost it more.
+    #[arg(long)]
+    pub new_names: bool,
+    /// Run only `--cycles` cycles of this kind, one after another, and print how long
+    /// they took: for counting what a cycle costs the server (run it twice with different
+    /// counts under `valgrind --tool=callgrind` and divide the difference).
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub cycles_of: Option<CycleKind>,
+    /// How many cycles `--cycles-of` runs.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub cycles: u32,
+}
+
+/// The cycles `distlock bench --cycles-of` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CycleKind {
+    /// The backend's minimal lock cycle (on Redis: `SET NX PX`, then a compare-and-delete).
+    Minimal,
+    /// A lock cycle on one name.
+    SameName,
+    /// A lock cycle on a new name each time.
+    NewNames,
+}
+
+impl CycleKind {
+    /// The kind's name, as given on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CycleKind::Minimal => "minimal",
+            CycleKind::SameName => "same-name",
+            CycleKind::NewNames => "new-names",
+        }
+    }
 }
 
 /// A flavour of tokio runtime.

@@ -4,6 +4,7 @@
 mod median;
 mod names;
 mod stats;
+mod uncontended;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -37,6 +38,10 @@ const MAX_PHASE: Duration = Duration::from_secs(3600);
 const MAX_PROCESSES: u32 = 256;
 
 pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
+    if let Some(kind) = args.cycles_of {
+        let url = url.clone();
+        return on_worker(async move { uncontended::count_cycles(&url, kind, &args).await }).await;
+    }
     on_worker(run_bench(url.clone(), args)).await
 }
 
@@ -122,7 +127,7 @@ async fn one_run(
     let floor_concurrent = measure_floor_concurrent(client, args.clients, args.duration).await?;
     bar.inc(1);
     bar.set_message("uncontended");
-    let uncontended = measure_uncontended(client, names, args.duration).await?;
+    let uncontended = uncontended::measure(client, names, args.duration, args.new_names).await?;
     bar.inc(1);
     bar.set_message("contended");
     let acquisitions = if args.processes {
@@ -146,29 +151,7 @@ async fn one_run(
     if let serde_json::Value::Object(map) = &mut contended_json {
         map.extend(contended.into_json());
     }
-    let cycles = &uncontended.cycles;
-    // Both loops ran in turns for the phase: each one's rate is over its own time.
-    let cycle_p50 = cycles.percentile(50.0);
-    let mut uncontended_json = json!({
-        "cycles_per_s": ratio(1e6, cycles.mean_us()),
-        "p50_us": cycle_p50,
-        "p99_us": cycles.percentile(99.0),
-        "p50_vs_floor_p50": ratio(cycle_p50, floor_p50),
-        "cycles_vs_floor_ops": ratio(ratio(1e6, cycles.mean_us()), floor_ops),
-    });
-    if let (Some(minimal), Some(op), serde_json::Value::Object(map)) = (
-        &uncontended.minimal,
-        floor_of(client)?.cycle_op(),
-        &mut uncontended_json,
-    ) {
-        let minimal_p50 = minimal.percentile(50.0);
-        map.insert("minimal_cycle_op".into(), json!(op));
-        map.insert("minimal_cycle_p50_us".into(), json!(minimal_p50));
-        map.insert(
-            "p50_vs_minimal_cycle_p50".into(),
-            json!(ratio(cycle_p50, minimal_p50)),
-        );
-    }
+    let uncontended_json = uncontended.to_json(client, floor_p50, floor_ops)?;
     Ok(json!({
         "backend": client.scheme(),
         "runtime": args.runtime.as_str(),
@@ -248,6 +231,16 @@ fn print_table(r: &serde_json::Value) {
             op,
             f(&["uncontended", "minimal_cycle_p50_us"]),
             f(&["uncontended", "p50_vs_minimal_cycle_p50"]),
+        );
+    }
+    if r["uncontended"]["new_names"].is_object() {
+        outln!(
+            "new names    acquire+release, a new name each p50 {:>9.2} us ({:.2}x minimal lock)  p99 {:.2} us  {:.0} cycles/s ({:.2}x minimal lock's)",
+            f(&["uncontended", "new_names", "p50_us"]),
+            f(&["uncontended", "new_names", "p50_vs_minimal_cycle_p50"]),
+            f(&["uncontended", "new_names", "p99_us"]),
+            f(&["uncontended", "new_names", "cycles_per_s"]),
+            f(&["uncontended", "new_names", "cycles_vs_minimal_cycles"]),
         );
     }
     outln!(
@@ -351,37 +344,6 @@ where
             .map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??;
     }
     Ok(total as f64 / started.elapsed().as_secs_f64())
-}
-
-/// The uncontended lock cycle, and, where the backend has one, its minimal lock cycle,
-/// measured one after the other in turns so both see the same machine.
-struct Uncontended {
-    cycles: Samples,
-    minimal: Option<Samples>,
-}
-
-async fn measure_uncontended(
-    client: &Client,
-    names: &BenchNames,
-    duration: Duration,
-) -> Result<Uncontended> {
-    let floor = floor_of(client)?;
-    let mutex = client.mutex(names.uncontended());
-    let minimal_name = names.minimal_cycle();
-    let mut cycles = Samples::default();
-    let mut minimal = floor.cycle_op().map(|_| Samples::default());
-    let end = Instant::now() + duration;
-    while Instant::now() < end {
-        let started = Instant::now();
-        mutex.lock().await?.release().await?;
-        cycles.push(started.elapsed());
-        if let Some(minimal) = &mut minimal {
-            let started = Instant::now();
-            floor.cycle_round(&minimal_name).await?;
-            minimal.push(started.elapsed());
-        }
-    }
-    Ok(Uncontended { cycles, minimal })
 }
 
 /// Each client loops: lock, note the token, release; until `duration` passes.

@@ -2,6 +2,7 @@
 //! the bench's own), and forgetting them at its end, so a bench leaves no fencing counter
 //! behind for `fence_ttl`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::output::errln;
@@ -13,6 +14,8 @@ pub(super) struct BenchNames {
     id: String,
     /// How many names the many-names phase takes.
     many: u32,
+    /// How many new names the uncontended phase took, one per cycle.
+    new_names: AtomicU64,
 }
 
 impl BenchNames {
@@ -21,6 +24,7 @@ impl BenchNames {
         BenchNames {
             id: random_id(),
             many,
+            new_names: AtomicU64::new(0),
         }
     }
 
@@ -32,6 +36,12 @@ impl BenchNames {
     /// The key of the minimal lock cycle measured beside it (no fencing counter).
     pub(super) fn minimal_cycle(&self) -> String {
         self.named("minimal-cycle")
+    }
+
+    /// A name no cycle took before.
+    pub(super) fn new_name(&self) -> String {
+        let taken = self.new_names.fetch_add(1, Ordering::Relaxed);
+        self.named(&format!("new/{taken}"))
     }
 
     /// The lock every client contends for.
@@ -52,9 +62,11 @@ impl BenchNames {
     /// idle long enough to go (the bench's last phase has just ended). A store that
     /// refuses is told of on stderr: its counters go after `fence_ttl`.
     pub(super) async fn forget(&self, client: &Client) {
+        let new_names = self.new_names.load(Ordering::Relaxed);
         let names = [self.uncontended(), self.contended()]
             .into_iter()
-            .chain((0..self.many).map(|task| self.many(task)));
+            .chain((0..self.many).map(|task| self.many(task)))
+            .chain((0..new_names).map(|taken| self.named(&format!("new/{taken}"))));
         if let Err(err) = client.forget(names).await {
             errln!(
                 "distlock bench: the bench's fencing counters stay until their fence_ttl: {err}"

@@ -227,6 +227,34 @@ impl Channels {
         subscriptions.sink = Some(sink);
     }
 
+    /// `channel`'s subscription ended: subscribes to it again while someone watches it
+    /// and it was not unsubscribed on purpose (the server ends a sharded channel's
+    /// subscription when its slot moves to another node; subscribed again, it is on the
+    /// slot's node now).
+    pub(crate) async fn ended(&self, channel: String) {
+        let Ok(mut guard) = tokio::time::timeout(SUBSCRIBE_WITHIN, self.subscriptions.lock()).await
+        else {
+            return;
+        };
+        let subscriptions = &mut *guard;
+        if !subscriptions.subscribed.remove(&channel)
+            || !self.state().watched.contains_key(&channel)
+        {
+            return;
+        }
+        let Some(sink) = subscriptions.sink.as_mut() else {
+            return;
+        };
+        let again = std::slice::from_ref(&channel);
+        match tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(again)).await {
+            Ok(Ok(())) => {
+                subscriptions.subscribed.insert(channel);
+            }
+            // Its waiters poll meanwhile; the next watch of it subscribes again.
+            failed => tracing::debug!(?failed, %channel, "cannot subscribe to a channel again"),
+        }
+    }
+
     /// The wake-up connection dropped.
     pub(crate) async fn disconnected(&self) {
         let mut subscriptions = self.subscriptions.lock().await;

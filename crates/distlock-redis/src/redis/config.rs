@@ -240,6 +240,7 @@ impl RedisConfig {
         let connections = params
             .number("connections", 1..=MAX_CONNECTIONS)?
             .unwrap_or(DEFAULT_CONNECTIONS);
+        let fence_ttl_given = url.query_pairs().any(|(key, _)| key == "fence_ttl");
         let fence_ttl = fence_ttl(&mut params)?;
         let connect_timeout = match params.text("connect_timeout") {
             None => DEFAULT_CONNECT_TIMEOUT,
@@ -289,6 +290,11 @@ impl RedisConfig {
             ca => ca.map(Into::into),
         };
         let layout = layout(&mut params, &prefix, min_replicas)?;
+        if fence_ttl_given && matches!(layout, Layout::Redisson { .. }) {
+            return Err(Error::invalid(
+                "layout=redisson takes no fence_ttl: Redisson's fenced-lock counter lives for good, as the Java clients keep it",
+            ));
+        }
         // The Redis client's own parameter (RESP2 or RESP3).
         let passed: Vec<(&str, String)> = params
             .text("protocol")

@@ -165,20 +165,26 @@ pub(crate) async fn cluster(
 }
 
 /// A cluster connection for sharded pub/sub, learning the layout from `seeds`: it speaks
-/// RESP3, subscribes each channel on the node serving its slot (again after a reconnect
-/// or a slot's move), and hands every message (a channel's name and payload) to
-/// `heard`.
+/// RESP3, subscribes each channel on the node serving its slot (again after a
+/// reconnect), hands every message (a channel's name and payload) to `heard`, and every
+/// channel whose subscription ended (the server ends it when the channel's slot moves to
+/// another node, as well as when asked) to `ended`.
 pub(crate) async fn sharded_listener(
     seeds: &[Url],
     tls_ca: Option<&Path>,
     connect_timeout: Duration,
     heard: impl Fn(&str, &str) + Send + Sync + 'static,
+    ended: impl Fn(String) + Send + Sync + 'static,
 ) -> Result<ClusterConnection> {
     let urls: Vec<&str> = seeds.iter().map(Url::as_str).collect();
     let mut builder = ClusterClientBuilder::new(urls)
         .use_protocol(redis::ProtocolVersion::RESP3)
         .push_sender(move |push: redis::PushInfo| {
-            if let Some(message) = redis::Msg::from_push_info(push)
+            if push.kind == redis::PushKind::SUnsubscribe {
+                if let Some(Ok(channel)) = push.data.first().map(redis::from_redis_value_ref) {
+                    ended(channel);
+                }
+            } else if let Some(message) = redis::Msg::from_push_info(push)
                 && let Ok(payload) = message.get_payload::<String>()
             {
                 heard(message.get_channel_name(), &payload);

@@ -153,9 +153,9 @@ impl RedissonBackend {
         let mut names = Vec::new();
         let mut recorded = Vec::new();
         for key in self.scan_hashes().await? {
-            match layout::names_of_holders_key(&key) {
-                found if found.is_empty() => names.push(key),
-                found => recorded.extend(found),
+            match layout::name_of_holders_key(&key) {
+                None => names.push(key),
+                Some(name) => recorded.push(name),
             }
         }
         let mut conn = self.redis.any_conn();

@@ -2,8 +2,8 @@
 //! after it so a cluster keeps them in its slot (`redisson_lock__channel:{name}`, or
 //! `redisson_lock__channel:name` when the name carries a `{` of its own, as Java users
 //! put hash tags in names); a holder is a hash field `<client uuid>:<thread id>`.
-//! distlock's own records of holders and waiters (for `status`) are named by the same
-//! rule.
+//! distlock's own records of holders and waiters (for `status`) are in the same slot, but
+//! named so that `x` and `{x}`, which Redisson's rule names alike, keep their own.
 
 use std::sync::LazyLock;
 
@@ -27,7 +27,7 @@ pub(crate) fn queue_keys(name: &str) -> [String; 3] {
     [
         prefixed("redisson_lock_queue", name),
         prefixed("redisson_lock_timeout", name),
-        prefixed("distlock_fair_heard", name),
+        own("distlock_fair_heard", name),
     ]
 }
 
@@ -65,36 +65,63 @@ pub(crate) fn hold_prefix(name: &str) -> String {
 /// field to record, for `status`): beside the lock, since Java's write unlock counts the
 /// lock hash's fields, and a semaphore is a number. Java clients never read it.
 pub(crate) fn holders_key(name: &str) -> String {
-    prefixed("distlock_holders", name)
+    own(HOLDERS, name)
 }
 
-/// The locks a key of [`holders_key`] may record the holders of: Redisson's rule names
-/// `x` and `{x}` alike (`distlock_holders:{x}`).
-pub(crate) fn names_of_holders_key(key: &str) -> Vec<String> {
-    let Some(name) = key.strip_prefix("distlock_holders:") else {
-        return Vec::new();
-    };
-    let bare = name
+const HOLDERS: &str = "distlock_holders";
+
+/// The lock a key of [`holders_key`] records the holders of, if it is one.
+pub(crate) fn name_of_holders_key(key: &str) -> Option<String> {
+    let rest = key.strip_prefix(HOLDERS)?.strip_prefix(':')?;
+    let bare = rest
         .strip_prefix('{')
         .and_then(|inner| inner.strip_suffix('}'))
-        .filter(|inner| !inner.contains('{'));
-    bare.into_iter()
-        .chain(name.contains('{').then_some(name))
+        .filter(|inner| !inner.contains(['{', '}']));
+    if let Some(name) = bare {
+        return Some(name.to_owned());
+    }
+    // `{tag}:name`: the name follows one of the `}:`.
+    rest.match_indices("}:")
+        .map(|(at, _)| &rest[at + 2..])
+        .find(|name| holders_key(name) == key)
         .map(str::to_owned)
-        .collect()
+}
+
+/// The key `prefix` names of distlock's own for lock `name`, in the lock's slot:
+/// `prefix:{name}`, or `prefix:{tag}:name` for a name that holds a brace (its hash tag,
+/// or the whole name without one), so `x` and `{x}` have keys of their own.
+fn own(prefix: &str, name: &str) -> String {
+    match name.contains(['{', '}']) {
+        false => format!("{prefix}:{{{name}}}"),
+        true => format!("{prefix}:{{{}}}:{name}", hash_tag(name).unwrap_or(name)),
+    }
+}
+
+/// The hash tag of a key, as Redis Cluster reads it: what is between its first `{` and
+/// the first `}` after it, if that is not empty.
+pub(crate) fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let close = key[open + 1..].find('}')?;
+    (close > 0).then(|| &key[open + 1..open + 1 + close])
+}
+
+/// Whether every key Redisson's rule derives from lock `name` shares the name's slot on a
+/// cluster: a name without braces (wrapped in them), or one with a hash tag.
+pub(crate) fn fits_one_slot(name: &str) -> bool {
+    !name.contains(['{', '}']) || hash_tag(name).is_some()
 }
 
 /// distlock's waiting writers of a read-write lock (a sorted set of request tokens by the
 /// end of their record's life), whom distlock's readers let go first.
 pub(crate) fn writers_key(name: &str) -> String {
-    prefixed("distlock_writers", name)
+    own("distlock_writers", name)
 }
 
 /// When each of distlock's holders of a semaphore stops being renewed (a sorted set of
 /// fields by server ms): Redisson's semaphore leases no permit, so this tells `status`
 /// which holders stopped, whose permits are lost.
 pub(crate) fn renewed_key(name: &str) -> String {
-    prefixed("distlock_renewed", name)
+    own("distlock_renewed", name)
 }
 
 /// The channel a semaphore's releases publish the permits available on.
@@ -121,8 +148,8 @@ pub(crate) const RECORD_SUFFIX: &str = ":distlock";
 /// by the end of their record's life, and a hash of their records.
 pub(crate) fn waiting_keys(name: &str) -> [String; 2] {
     [
-        prefixed("distlock_waiting", name),
-        prefixed("distlock_waiting_info", name),
+        own("distlock_waiting", name),
+        own("distlock_waiting_info", name),
     ]
 }
 
@@ -227,11 +254,39 @@ mod tests {
         assert_eq!(holder("u:7:write"), Some(("u", 7)));
         assert_eq!(writers_key("x"), "distlock_writers:{x}");
         assert_eq!(semaphore_channel("x"), "redisson_sc:{x}");
-        for name in ["x", "a{b}", "{x}", "a}"] {
-            assert!(names_of_holders_key(&holders_key(name)).contains(&name.to_owned()));
+        for name in ["x", "a{b}", "{x}", "a}", "x}:y", "{}", "a{}b{c}"] {
+            assert_eq!(
+                name_of_holders_key(&holders_key(name)).as_deref(),
+                Some(name)
+            );
         }
-        assert_eq!(names_of_holders_key("distlock_holders:{x}"), ["x", "{x}"]);
-        assert!(names_of_holders_key("distlock_holders:x").is_empty());
+        assert_eq!(
+            name_of_holders_key("distlock_holders:{x}").as_deref(),
+            Some("x")
+        );
+        assert_eq!(name_of_holders_key("distlock_holders:x"), None);
+        assert_eq!(name_of_holders_key("distlock_holdersx:{x}"), None);
+    }
+
+    /// distlock's own keys of `x` and `{x}` differ, where Redisson's are the same; each is
+    /// in its lock's slot.
+    #[test]
+    fn distlocks_own_keys_of_names_redisson_names_alike_differ() {
+        assert_eq!(holders_key("x"), "distlock_holders:{x}");
+        assert_eq!(holders_key("{x}"), "distlock_holders:{x}:{x}");
+        assert_eq!(
+            writers_key("orders{eu}"),
+            "distlock_writers:{eu}:orders{eu}"
+        );
+        assert_eq!(waiting_keys("{x}")[0], "distlock_waiting:{x}:{x}");
+        assert_eq!(channel("x"), channel("{x}"), "Redisson's rule");
+        for (name, tag) in [("x", Some("x")), ("{x}", Some("x")), ("a{b}c", Some("b"))] {
+            assert_eq!(hash_tag(&holders_key(name)), tag);
+            assert!(fits_one_slot(name));
+        }
+        for name in ["{}", "a{}b", "{", "a}b", "a}b{c"] {
+            assert!(!fits_one_slot(name), "{name}");
+        }
     }
 
     #[test]

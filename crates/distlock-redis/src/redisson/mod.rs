@@ -104,7 +104,15 @@ async fn sharded_channels(
             channels.deliver(channel, payload, &wakers);
         }
     };
-    let conn = connection::sharded_listener(seeds, tls_ca, connect_timeout, heard).await?;
+    let watched = Arc::downgrade(&channels);
+    let ended = move |channel: String| {
+        let channels = watched.upgrade();
+        if let (Some(channels), Ok(runtime)) = (channels, tokio::runtime::Handle::try_current()) {
+            runtime.spawn(async move { channels.ended(channel).await });
+        }
+    };
+    let conn = connection::sharded_listener(seeds, tls_ca, connect_timeout, heard, ended);
+    let conn = conn.await?;
     channels.connected(Sink::Sharded(conn)).await;
     Ok(channels)
 }
@@ -304,6 +312,7 @@ impl RedissonBackend {
     /// clients' watchdog timeout (their renewal sets the lock's TTL to it, which would end
     /// the hash before this hold's lease).
     fn check_request(&self, request: &LockRequest) -> Result<()> {
+        self.check_name(&request.name)?;
         let kind = match request.kind {
             LockKind::Read | LockKind::Write => "read-write lock",
             LockKind::Semaphore { .. } => "semaphore",
@@ -321,6 +330,19 @@ impl RedissonBackend {
             return Err(read_lease_too_long(self.lease));
         }
         Ok(())
+    }
+
+    /// Refuses a name whose keys a cluster would put in different slots: Redisson's rule
+    /// wraps a name without `{` in braces and keeps a name's own `{`, so a name with
+    /// braces must hold a hash tag.
+    fn check_name(&self, name: &str) -> Result<()> {
+        match self.redis.is_cluster() && !layout::fits_one_slot(name) {
+            true => Err(Error::invalid(format!(
+                "lock name `{}` cannot be shared with Redisson on a Redis Cluster: a name with `{{` or `}}` must hold a hash tag (`{{` then `}}` with something between, as in `orders{{eu}}`) so that every key of the lock is in one slot",
+                name.escape_debug()
+            ))),
+            false => Ok(()),
+        }
     }
 
     /// One try at a grant for `ticket`'s request. Until it is answered, the ticket says a
@@ -374,7 +396,7 @@ impl RedissonBackend {
             (0, -1) => Ok(Tried::Busy(None)),
             (0, left) => Ok(Tried::Busy(Some(Duration::from_millis(left.max(1) as u64)))),
             (-2, _) => Err(Error::invalid(format!(
-                    "the key `{}` is a Redisson read-write lock, not a lock: a client uses this name as getReadWriteLock, so take it with Client::rwlock",
+                    "the key `{}` is a Redisson read-write lock, not a lock: a client uses this name as getReadWriteLock, so take it as one (Client::rwlock; distlock run --shared or --exclusive)",
                 request.name
             ))
             .with_backend("redis")
@@ -642,7 +664,10 @@ impl Backend for RedissonBackend {
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
         match name {
-            Some(name) => Ok(vec![self.state_of(name).await?]),
+            Some(name) => {
+                self.check_name(name)?;
+                Ok(vec![self.state_of(name).await?])
+            }
             None => self.all_states().await,
         }
     }

@@ -241,6 +241,113 @@ fn with_sharded_pubsub_releases_are_published_and_heard_on_the_locks_shard() {
     });
 }
 
+/// With sharded pub/sub, a waiter whose lock's slot moves to another node (the server
+/// ends the subscription there) subscribes again on the slot's new node, where a Java
+/// release then wakes it at once.
+#[test]
+fn a_waiter_listens_again_on_the_node_its_locks_slot_moved_to() {
+    distlock_testkit::block_on(async {
+        let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("{}?layout=redisson", cluster.url());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let home = cluster.primary_of("mig").unwrap();
+        let next = (home + 1) % cluster.nodes.len();
+        let (mut from, mut to) = (
+            connect(&cluster.nodes[home]).await,
+            connect(&cluster.nodes[next]).await,
+        );
+        let channel = "redisson_lock__channel:{mig}";
+        let _: () = redis::pipe()
+            .hset("mig", format!("{JAVA}:13"), 1)
+            .pexpire("mig", 30_000)
+            .query_async(&mut from)
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let client = client.clone();
+            async move {
+                let guard = client.mutex("mig").lock().await.unwrap();
+                let at = Instant::now();
+                guard.release().await.unwrap();
+                at
+            }
+        });
+        super::listened_on_by(std::slice::from_mut(&mut from), channel, 1).await;
+
+        let slot = slot(&mut from, "mig").await;
+        let (from_id, to_id): (String, String) = (
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query_async(&mut from)
+                .await
+                .unwrap(),
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query_async(&mut to)
+                .await
+                .unwrap(),
+        );
+        let setslot = |state: &str, id: &str| {
+            let mut cmd = redis::cmd("CLUSTER");
+            cmd.arg("SETSLOT").arg(slot).arg(state).arg(id);
+            cmd
+        };
+        let _: () = setslot("IMPORTING", &from_id)
+            .query_async(&mut to)
+            .await
+            .unwrap();
+        let _: () = setslot("MIGRATING", &to_id)
+            .query_async(&mut from)
+            .await
+            .unwrap();
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query_async(&mut from)
+            .await
+            .unwrap();
+        let to_addr = cluster.nodes[next].addr();
+        let _: () = redis::cmd("MIGRATE")
+            .arg(to_addr.ip().to_string())
+            .arg(to_addr.port())
+            .arg("")
+            .arg(0)
+            .arg(5_000)
+            .arg("KEYS")
+            .arg(&keys)
+            .query_async(&mut from)
+            .await
+            .unwrap();
+        for node in &cluster.nodes {
+            let _: () = setslot("NODE", &to_id)
+                .query_async(&mut connect(node).await)
+                .await
+                .unwrap();
+        }
+        super::listened_on_by(std::slice::from_mut(&mut to), channel, 1).await;
+
+        let _: () = redis::cmd("DEL")
+            .arg("mig")
+            .query_async(&mut to)
+            .await
+            .unwrap();
+        let released = Instant::now();
+        let _: i64 = redis::cmd("SPUBLISH")
+            .arg(channel)
+            .arg("0")
+            .query_async(&mut to)
+            .await
+            .unwrap();
+        let granted = waiter.await.unwrap();
+        assert!(
+            granted.duration_since(released) < Duration::from_millis(200),
+            "woken {:?} after the release",
+            granted.duration_since(released)
+        );
+    });
+}
+
 /// A subscriber of shard channels on one node, speaking RESP2 on a socket of its own.
 struct ShardListener {
     reader: tokio::io::BufReader<tokio::net::TcpStream>,
