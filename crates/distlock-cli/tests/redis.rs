@@ -104,7 +104,15 @@ fn run_status_demo_and_bench_work_on_redis() {
     let out = distlock(
         &url,
         state.path(),
-        &["bench", "--json", "--clients", "4", "--duration", "300ms"],
+        &[
+            "bench",
+            "--json",
+            "--clients",
+            "4",
+            "--duration",
+            "300ms",
+            "--new-names",
+        ],
     );
     let report: Value = serde_json::from_str(&ok(&out)).unwrap();
     assert_eq!(report["backend"], "redis");
@@ -120,6 +128,16 @@ fn run_status_demo_and_bench_work_on_redis() {
     let minimal = uncontended["minimal_cycle_p50_us"].as_f64().unwrap();
     let ratio = uncontended["p50_vs_minimal_cycle_p50"].as_f64().unwrap();
     assert!(minimal > 0.0 && ratio > 0.0, "{uncontended}");
+    let new_names = &uncontended["new_names"];
+    for figure in ["cycles_per_s", "p50_us", "cycles_vs_minimal_cycles"] {
+        let value = new_names[figure].as_f64().unwrap_or(0.0);
+        assert!(value > 0.0, "{figure} in {uncontended}");
+    }
+    for kind in ["minimal", "same-name", "new-names"] {
+        let args = ["bench", "--cycles-of", kind, "--cycles", "50"];
+        let said = ok(&distlock(&url, state.path(), &args));
+        assert!(said.starts_with(&format!("50 {kind} cycles in ")), "{said}");
+    }
     // The bench leaves no key behind, its fencing counters included: at most a queue's
     // arrival counter, which expires within seconds.
     let port = redis.addr().port().to_string();
