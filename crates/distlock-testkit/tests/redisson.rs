@@ -321,6 +321,9 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
             ),
             ("layout=redisson&fair_wait_timeout=2d", "at most a day"),
             ("layout=jedis", "distlock (the default) or redisson"),
+            ("layout=redisson&fence_ttl=1h", "takes no fence_ttl"),
+            ("layout=redisson&pubsub=sharded", "is for a Redis Cluster"),
+            ("layout=redisson&pubsub=loud", "shardedSubscriptionMode"),
         ] {
             let err = distlock::Client::connect(&format!("{base}?{query}"))
                 .await

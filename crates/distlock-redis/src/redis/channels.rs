@@ -255,6 +255,39 @@ impl Channels {
         }
     }
 
+    /// The wake-up connection lost a node, whose slots may now be served by another:
+    /// subscribes again to every channel watched (routed by slot, so on the node that
+    /// serves it now). A channel it cannot subscribe to again counts as unsubscribed, so
+    /// the next watch of it tries once more.
+    pub(crate) async fn subscribe_again(&self) {
+        let Ok(mut guard) = tokio::time::timeout(SUBSCRIBE_WITHIN, self.subscriptions.lock()).await
+        else {
+            return;
+        };
+        let subscriptions = &mut *guard;
+        let watched: Vec<String> = {
+            let state = self.state();
+            subscriptions
+                .subscribed
+                .iter()
+                .filter(|channel| state.watched.contains_key(*channel))
+                .cloned()
+                .collect()
+        };
+        let Some(sink) = subscriptions.sink.as_mut() else {
+            return;
+        };
+        for channel in watched {
+            let again = std::slice::from_ref(&channel);
+            if !matches!(
+                tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(again)).await,
+                Ok(Ok(()))
+            ) {
+                subscriptions.subscribed.remove(&channel);
+            }
+        }
+    }
+
     /// The wake-up connection dropped.
     pub(crate) async fn disconnected(&self) {
         let mut subscriptions = self.subscriptions.lock().await;

@@ -291,7 +291,8 @@ impl RedisConfig {
         };
         let layout = layout(&mut params, &prefix, min_replicas)?;
         if fence_ttl_given && matches!(layout, Layout::Redisson { .. }) {
-            return Err(Error::invalid(
+            return Err(Error::new(
+                ErrorKind::Unsupported,
                 "layout=redisson takes no fence_ttl: Redisson's fenced-lock counter lives for good, as the Java clients keep it",
             ));
         }

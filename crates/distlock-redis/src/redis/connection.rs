@@ -164,25 +164,35 @@ pub(crate) async fn cluster(
     Ok(Conn::Cluster(conn))
 }
 
+/// What a sharded listener lost.
+pub(crate) enum Ended {
+    /// A channel's subscription (the server ends it when the channel's slot moves to
+    /// another node, as well as when asked).
+    Channel(String),
+    /// Its connection to a node (which may be gone for good, its slots served elsewhere).
+    Connection,
+}
+
 /// A cluster connection for sharded pub/sub, learning the layout from `seeds`: it speaks
-/// RESP3, subscribes each channel on the node serving its slot (again after a
-/// reconnect), hands every message (a channel's name and payload) to `heard`, and every
-/// channel whose subscription ended (the server ends it when the channel's slot moves to
-/// another node, as well as when asked) to `ended`.
+/// RESP3, subscribes each channel on the node serving its slot (again after a reconnect
+/// to that node), hands every message (a channel's name and payload) to `heard`, and
+/// what it lost to `ended`.
 pub(crate) async fn sharded_listener(
     seeds: &[Url],
     tls_ca: Option<&Path>,
     connect_timeout: Duration,
     heard: impl Fn(&str, &str) + Send + Sync + 'static,
-    ended: impl Fn(String) + Send + Sync + 'static,
+    ended: impl Fn(Ended) + Send + Sync + 'static,
 ) -> Result<ClusterConnection> {
     let urls: Vec<&str> = seeds.iter().map(Url::as_str).collect();
     let mut builder = ClusterClientBuilder::new(urls)
         .use_protocol(redis::ProtocolVersion::RESP3)
         .push_sender(move |push: redis::PushInfo| {
-            if push.kind == redis::PushKind::SUnsubscribe {
+            if push.kind == redis::PushKind::Disconnection {
+                ended(Ended::Connection);
+            } else if push.kind == redis::PushKind::SUnsubscribe {
                 if let Some(Ok(channel)) = push.data.first().map(redis::from_redis_value_ref) {
-                    ended(channel);
+                    ended(Ended::Channel(channel));
                 }
             } else if let Some(message) = redis::Msg::from_push_info(push)
                 && let Ok(payload) = message.get_payload::<String>()
@@ -202,13 +212,18 @@ pub(crate) async fn sharded_listener(
 }
 
 /// Whether a cluster's servers have sharded pub/sub (Redis 7.0 and later), as Redisson's
-/// clients decide it (`PUBSUB SHARDNUMSUB` answers).
-pub(crate) async fn has_sharded_pubsub(conn: &mut Conn) -> bool {
-    redis::cmd("PUBSUB")
+/// clients decide it: `PUBSUB SHARDNUMSUB` answers, where an older server refuses it as
+/// an unknown subcommand. Any other failure is an error, not an answer.
+pub(crate) async fn has_sharded_pubsub(conn: &mut Conn) -> Result<bool> {
+    let asked = redis::cmd("PUBSUB")
         .arg("SHARDNUMSUB")
         .query_async::<Value>(conn)
-        .await
-        .is_ok()
+        .await;
+    match asked {
+        Ok(_) => Ok(true),
+        Err(err) if err.code() == Some("ERR") => Ok(false),
+        Err(err) => Err(connect_error(err)),
+    }
 }
 
 /// The addresses (`host:port`) of a cluster's primaries, from `CLUSTER NODES`.

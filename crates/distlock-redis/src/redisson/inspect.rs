@@ -135,12 +135,16 @@ impl RedissonBackend {
             }
             holds.push(count);
         }
+        if holds.iter().all(|&count| count == 0) {
+            return Ok(vec![-2; fields.len()]);
+        }
         let mut conn = self.redis.conn_for(name);
         let lefts: Vec<i64> = pipe
             .query_async(&mut conn)
             .await
             .map_err(redis_error("inspect"))?;
         let mut lefts = lefts.into_iter();
+        debug_assert!(holds.iter().sum::<usize>() == lefts.len());
         Ok(holds
             .into_iter()
             .map(|count| lefts.by_ref().take(count).max().unwrap_or(-2))
@@ -171,6 +175,11 @@ impl RedissonBackend {
         }
         names.sort();
         names.dedup();
+        // Another program's hash whose braces hold no hash tag has no Redisson lock's keys
+        // in its slot.
+        if self.redis.is_cluster() {
+            names.retain(|name| layout::fits_one_slot(name));
+        }
         let mut states = Vec::new();
         for name in names {
             let state = self.state_of(&name).await?;

@@ -24,14 +24,17 @@ use redis::Script;
 
 use crate::record::RequestRecord;
 use crate::redis::RedisBackend;
-use crate::redis::channels::{Channels, Sink, Wakes, Watch};
-use crate::redis::config::{Layout, PubSub, RedisConfig};
-use crate::redis::connection;
+use crate::redis::channels::{Channels, Wakes, Watch};
+use crate::redis::config::{Layout, RedisConfig};
 use crate::scripts::Call;
+use grants::{GRANTS, Recorded, acquire_script};
+use pubsub::LayoutScript;
 
 mod fair;
+mod grants;
 mod inspect;
 mod layout;
+mod pubsub;
 mod rwlock;
 mod semaphore;
 
@@ -65,103 +68,6 @@ struct Scripts {
     acquire: LayoutScript,
     release: LayoutScript,
     renew: Script,
-}
-
-/// A script of this layout that publishes, as the Java clients publish: with `PUBLISH`,
-/// or with `SPUBLISH` on a cluster where they use sharded pub/sub. The channels it
-/// publishes on are in its lock's slot.
-pub(super) struct LayoutScript {
-    plain: Script,
-    sharded: Script,
-}
-
-impl LayoutScript {
-    pub(super) fn new(source: &str) -> LayoutScript {
-        LayoutScript {
-            plain: Script::new(source),
-            sharded: Script::new(&sharded_source(source)),
-        }
-    }
-}
-
-/// `source` publishing with `SPUBLISH`.
-fn sharded_source(source: &str) -> String {
-    source.replace("redis.call('PUBLISH',", "redis.call('SPUBLISH',")
-}
-
-/// Channels subscribed on their shards, for a client of `redis`'s cluster (found from
-/// `seeds`), whose messages wake the client's waiters.
-async fn sharded_channels(
-    redis: &RedisBackend,
-    seeds: &[distlock_core::Url],
-    tls_ca: Option<&std::path::Path>,
-    connect_timeout: Duration,
-) -> Result<Arc<Channels>> {
-    let channels = Channels::new();
-    let (watched, wakers) = (Arc::downgrade(&channels), redis.wakers().clone());
-    let heard = move |channel: &str, payload: &str| {
-        if let Some(channels) = watched.upgrade() {
-            channels.deliver(channel, payload, &wakers);
-        }
-    };
-    let watched = Arc::downgrade(&channels);
-    let ended = move |channel: String| {
-        let channels = watched.upgrade();
-        if let (Some(channels), Ok(runtime)) = (channels, tokio::runtime::Handle::try_current()) {
-            runtime.spawn(async move { channels.ended(channel).await });
-        }
-    };
-    let conn = connection::sharded_listener(seeds, tls_ca, connect_timeout, heard, ended);
-    let conn = conn.await?;
-    channels.connected(Sink::Sharded(conn)).await;
-    Ok(channels)
-}
-
-/// The helpers of this layout's grants (plain and fair), put before the scripts that
-/// grant.
-const GRANTS: &str = include_str!("../scripts/redisson_grant.lua");
-
-/// An acquire script: its `helpers`, then its `body` as the function `try_grant`, whose
-/// grant also drops the waiter's record for `status` (see [`Recorded`]), saving a
-/// granted waiter a round trip.
-fn acquire_script(helpers: &[&str], body: &str) -> LayoutScript {
-    let mut source = helpers.join("\n");
-    source.push_str("\nlocal function try_grant()\n");
-    source.push_str(body);
-    source.push_str("\nend\n");
-    source.push_str(include_str!("../scripts/redisson_granted.lua"));
-    LayoutScript::new(&source)
-}
-
-/// What a try tells its acquire script of the request's record for `status`, which a
-/// grant drops: the lock's waiter records (the script's last two keys) and the request's
-/// token (its last argument; empty when no record was written).
-struct Recorded {
-    keys: [String; 2],
-    token: String,
-}
-
-impl Recorded {
-    fn of(ticket: &Ticket) -> Recorded {
-        let request = &ticket.request;
-        let noted = ticket
-            .state::<Waiting>()
-            .is_some_and(|w| w.since_ms.is_some());
-        Recorded {
-            keys: layout::waiting_keys(&request.name),
-            token: match noted {
-                true => request.token.clone(),
-                false => String::new(),
-            },
-        }
-    }
-
-    /// A script's `keys`, then the waiter records'.
-    fn keys<'a>(&'a self, keys: &[&'a str]) -> Vec<&'a str> {
-        let mut all = keys.to_vec();
-        all.extend(self.keys.iter().map(String::as_str));
-        all
-    }
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -202,7 +108,7 @@ pub struct RedissonBackend {
     /// On a cluster whose Java clients publish with sharded pub/sub: the channels this
     /// client's waiters watch, each subscribed on its shard; the scripts publish with
     /// `SPUBLISH`.
-    sharded: Option<Arc<Channels>>,
+    sharded_channels: Option<Arc<Channels>>,
 }
 
 /// A request's state: its subscription to its lock's channel while it waits, since when
@@ -232,7 +138,7 @@ impl std::fmt::Debug for RedissonBackend {
         f.debug_struct("RedissonBackend")
             .field("redis", &self.redis)
             .field("uuid", &self.uuid)
-            .field("sharded_pubsub", &self.sharded.is_some())
+            .field("sharded_pubsub", &self.sharded_channels.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -256,55 +162,30 @@ impl RedissonBackend {
                 "Redisson's layout is asked for with layout=redisson in the URL",
             ));
         };
-        let seeds = match config.cluster_seeds.is_empty() {
-            true => vec![config.server.clone()],
-            false => config.cluster_seeds.clone(),
-        };
-        let (tls_ca, connect_timeout) = (config.tls_ca.clone(), config.connect_timeout);
+        let sharded = pubsub::Sharded::of(&config);
         let redis = RedisBackend::open(config).await?;
-        // A `redis://` URL may name a node of a cluster.
-        let sharded = match (redis.is_cluster(), pubsub) {
-            (false, PubSub::Sharded) => {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    "pubsub=sharded is for a Redis Cluster: on one server Redisson's clients publish releases with PUBLISH (pubsub=auto or plain)",
-                ));
-            }
-            (false, _) | (true, PubSub::Plain) => false,
-            (true, PubSub::Sharded) => true,
-            // As Redisson's clients decide it.
-            (true, PubSub::Auto) => connection::has_sharded_pubsub(&mut redis.any_conn()).await,
-        };
-        let sharded = match sharded {
-            true => {
-                Some(sharded_channels(&redis, &seeds, tls_ca.as_deref(), connect_timeout).await?)
-            }
-            false => None,
-        };
+        let sharded_channels = sharded.channels(&redis, pubsub).await?;
         Ok(RedissonBackend {
             redis,
             uuid,
             fair_turn: fair_wait_timeout,
             lease,
             unleased_semaphores,
-            sharded,
+            sharded_channels,
         })
     }
 
     /// The channels this client's waiters watch: on their shards when the Java clients
     /// publish with sharded pub/sub, else on the client's wake-up connection.
     fn channels(&self) -> &Arc<Channels> {
-        self.sharded
+        self.sharded_channels
             .as_ref()
             .unwrap_or_else(|| self.redis.channels())
     }
 
     /// `script` as this client runs it: publishing as the Java clients do.
     fn script<'a>(&self, script: &'a LayoutScript) -> &'a Script {
-        match self.sharded {
-            Some(_) => &script.sharded,
-            None => &script.plain,
-        }
+        script.publishing(self.sharded_channels.is_some())
     }
 
     /// Refuses what this layout cannot give: a fair queue for a read-write lock or a
@@ -706,29 +587,4 @@ pub(crate) async fn open(config: RedisConfig) -> Result<Arc<dyn Backend>> {
         Layout::Distlock => Arc::new(RedisBackend::open(config).await?),
         Layout::Redisson { .. } => Arc::new(RedissonBackend::open(config).await?),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sharded_source;
-
-    #[test]
-    fn a_sharded_script_publishes_only_with_spublish() {
-        let sources = [
-            include_str!("../scripts/redisson_queue.lua"),
-            include_str!("../scripts/redisson_release.lua"),
-            include_str!("../scripts/redisson_rw_acquire.lua"),
-            include_str!("../scripts/redisson_rw_release.lua"),
-            include_str!("../scripts/redisson_rw_forget_writer.lua"),
-            include_str!("../scripts/redisson_sem_acquire.lua"),
-            include_str!("../scripts/redisson_sem_release.lua"),
-        ];
-        for source in sources {
-            let publishes = source.matches("'PUBLISH'").count();
-            assert!(publishes > 0);
-            let sharded = sharded_source(source);
-            assert_eq!(sharded.matches("'PUBLISH'").count(), 0);
-            assert_eq!(sharded.matches("redis.call('SPUBLISH',").count(), publishes);
-        }
-    }
 }

@@ -238,6 +238,26 @@ fn with_sharded_pubsub_releases_are_published_and_heard_on_the_locks_shard() {
                 "{url}"
             );
         }
+
+        // A name whose keys would not share a slot is refused before the cluster is asked;
+        // `status` of every lock passes over another program's such hash.
+        for name in ["a{}b", "a}b", "{"] {
+            let err = client.mutex(name).try_lock().await.unwrap_err();
+            assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
+            assert!(err.to_string().contains("hash tag"), "{err}");
+            let err = client.status(Some(name)).await.unwrap_err();
+            assert_eq!(err.kind(), distlock::ErrorKind::InvalidInput, "{err}");
+        }
+        let foreign = cluster.primary_of("a{}b").unwrap();
+        let mut on_its_node = connect(&cluster.nodes[foreign]).await;
+        let _: () = redis::cmd("HSET")
+            .arg("a{}b")
+            .arg("field")
+            .arg("value")
+            .query_async(&mut on_its_node)
+            .await
+            .unwrap();
+        client.status(None).await.unwrap();
     });
 }
 
