@@ -21,8 +21,9 @@ pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError)
 }
 
 /// Whether an error is the link's (the server out of reach, slow, or gone), or a server's
-/// that is not ready yet (loading its data after a restart, a cluster healing), not an
-/// answer.
+/// that is not ready yet (loading its data after a restart, a cluster healing: a
+/// redirection the cluster client still met after following its redirections, while a
+/// replica takes over a slot), not an answer.
 pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
     use redis::{ErrorKind as Kind, ServerErrorKind as Server};
     err.is_io_error()
@@ -32,7 +33,12 @@ pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
         || matches!(
             err.kind(),
             Kind::Server(
-                Server::BusyLoading | Server::TryAgain | Server::ClusterDown | Server::MasterDown
+                Server::BusyLoading
+                    | Server::TryAgain
+                    | Server::ClusterDown
+                    | Server::MasterDown
+                    | Server::Moved
+                    | Server::Ask
             )
         )
 }
@@ -98,7 +104,14 @@ mod tests {
     fn a_server_still_loading_or_healing_is_temporary_a_refusal_is_not() {
         use redis::{ErrorKind as Kind, ServerErrorKind as Server};
         let answer = |kind| redis::RedisError::from((kind, "answer"));
-        for kind in [Server::BusyLoading, Server::TryAgain, Server::ClusterDown] {
+        for kind in [
+            Server::BusyLoading,
+            Server::TryAgain,
+            Server::ClusterDown,
+            Server::MasterDown,
+            Server::Moved,
+            Server::Ask,
+        ] {
             let err = redis_error("acquire")(answer(Kind::Server(kind)));
             assert!(err.is_temporary(), "{kind:?}: {err}");
             assert_eq!(err.kind(), ErrorKind::Unavailable);

@@ -19,6 +19,9 @@ use tokio::time::Instant;
 
 /// How long a channel's subscription outlives its last watch.
 const LINGER: Duration = Duration::from_secs(1);
+/// How long a cluster's wake-up connection that lost a node keeps subscribing its
+/// channels again, while the cluster fails over.
+const SUBSCRIBE_AGAIN_FOR: Duration = Duration::from_secs(30);
 /// How long a subscription change may take before the wake-up connection counts as gone
 /// for these channels (until it is made again).
 pub(crate) const SUBSCRIBE_WITHIN: Duration = Duration::from_secs(1);
@@ -255,37 +258,44 @@ impl Channels {
         }
     }
 
-    /// The wake-up connection lost a node, whose slots may now be served by another:
-    /// subscribes again to every channel watched (routed by slot, so on the node that
-    /// serves it now). A channel it cannot subscribe to again counts as unsubscribed, so
-    /// the next watch of it tries once more.
+    /// The wake-up connection lost a node, whose slots may be served by another soon
+    /// (a replica promoted): subscribes again to every channel watched, routed by slot
+    /// to the node that serves it now, every half second until each is (for at most
+    /// [`SUBSCRIBE_AGAIN_FOR`]). A channel not subscribed again counts as unsubscribed,
+    /// so the next watch of it tries once more.
     pub(crate) async fn subscribe_again(&self) {
+        let end = Instant::now() + SUBSCRIBE_AGAIN_FOR;
+        while !self.subscribed_again().await && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// One round of [`subscribe_again`](Self::subscribe_again): whether every channel
+    /// watched is subscribed.
+    async fn subscribed_again(&self) -> bool {
         let Ok(mut guard) = tokio::time::timeout(SUBSCRIBE_WITHIN, self.subscriptions.lock()).await
         else {
-            return;
+            return false;
         };
         let subscriptions = &mut *guard;
-        let watched: Vec<String> = {
-            let state = self.state();
-            subscriptions
-                .subscribed
-                .iter()
-                .filter(|channel| state.watched.contains_key(*channel))
-                .cloned()
-                .collect()
-        };
+        let watched: Vec<String> = self.state().watched.keys().cloned().collect();
         let Some(sink) = subscriptions.sink.as_mut() else {
-            return;
+            return true;
         };
+        let mut all = true;
         for channel in watched {
             let again = std::slice::from_ref(&channel);
-            if !matches!(
-                tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(again)).await,
-                Ok(Ok(()))
-            ) {
-                subscriptions.subscribed.remove(&channel);
+            match tokio::time::timeout(SUBSCRIBE_WITHIN, sink.subscribe(again)).await {
+                Ok(Ok(())) => {
+                    subscriptions.subscribed.insert(channel);
+                }
+                _ => {
+                    subscriptions.subscribed.remove(&channel);
+                    all = false;
+                }
             }
         }
+        all
     }
 
     /// The wake-up connection dropped.

@@ -368,6 +368,92 @@ fn a_waiter_listens_again_on_the_node_its_locks_slot_moved_to() {
     });
 }
 
+/// With sharded pub/sub, a waiter whose lock's primary is killed listens again on the
+/// replica promoted in its place, where a Java release then wakes it at once.
+#[test]
+fn a_waiter_listens_again_on_the_replica_that_takes_over_its_locks_slot() {
+    distlock_testkit::block_on(async {
+        let mut cluster = distlock_testkit::redis_cluster(3, 1).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("{}?layout=redisson", cluster.url());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let home = cluster.primary_of("fo").unwrap();
+        let mut primary = connect(&cluster.nodes[home]).await;
+        let channel = "redisson_lock__channel:{fo}";
+        let _: () = redis::pipe()
+            .hset("fo", format!("{JAVA}:14"), 1)
+            .pexpire("fo", 60_000)
+            .cmd("WAIT")
+            .arg(1)
+            .arg(2_000)
+            .ignore()
+            .query_async(&mut primary)
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let client = client.clone();
+            async move {
+                let wait = distlock::LockOptions::new().wait(Duration::from_secs(60));
+                let guard = client.mutex("fo").lock_with(&wait).await.unwrap();
+                let at = Instant::now();
+                guard.release().await.unwrap();
+                at
+            }
+        });
+        super::listened_on_by(std::slice::from_mut(&mut primary), channel, 1).await;
+        cluster.nodes[home].kill();
+
+        // The replica promoted, with the waiter listening there again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut promoted = loop {
+            let mut found = None;
+            for (at, node) in cluster.nodes.iter().enumerate() {
+                if at == home {
+                    continue;
+                }
+                let mut conn = connect(node).await;
+                let role: Vec<redis::Value> =
+                    redis::cmd("ROLE").query_async(&mut conn).await.unwrap();
+                let primary = matches!(&role[0], redis::Value::BulkString(b) if b == b"master");
+                let (_, listeners): (String, u64) = redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(channel)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                if primary && listeners > 0 {
+                    found = Some(conn);
+                }
+            }
+            if let Some(conn) = found {
+                break conn;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nobody listens on the promoted replica"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let _: () = redis::cmd("DEL")
+            .arg("fo")
+            .query_async(&mut promoted)
+            .await
+            .unwrap();
+        let released = Instant::now();
+        let _: i64 = redis::cmd("SPUBLISH")
+            .arg(channel)
+            .arg("0")
+            .query_async(&mut promoted)
+            .await
+            .unwrap();
+        let granted = waiter.await.unwrap();
+        assert!(
+            granted.duration_since(released) < Duration::from_millis(200),
+            "woken {:?} after the release",
+            granted.duration_since(released)
+        );
+    });
+}
+
 /// A subscriber of shard channels on one node, speaking RESP2 on a socket of its own.
 struct ShardListener {
     reader: tokio::io::BufReader<tokio::net::TcpStream>,
