@@ -11,7 +11,7 @@
 -- waiters are woken on.
 -- Answers {1, token} when granted, {0, ms} while queued (ms: how long the wait ahead is
 -- expected to last), {0, -1} while a hash without a TTL stands there, {-1, 0} when the key
--- is not a lock hash.
+-- is not a lock hash, {-2, 0} when it is a read-write lock's.
 local lock, counter = KEYS[1], KEYS[2]
 local lease, field, record_field, record = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local turn, queues, channel = tonumber(ARGV[5]), ARGV[6] == '1', ARGV[9]

@@ -4,10 +4,10 @@
 -- `mode` read or write, each holder's field and hold count, the lease its TTL), its
 -- counter of grants, distlock's records of its holders (field -> record), distlock's
 -- waiting writers (request token -> end of its record, server ms), this reader's hold key
--- (the hold's lease its TTL), the lock's release channel. ARGV: the lease (ms), the holder's field (a writer's ends in
--- `:write`), `read` or `write`, the request's record (JSON; the token is appended as `f`),
--- `1` when a writer that finds the lock taken waits, its request token, how long its
--- waiting record lives (ms).
+-- (the hold's lease its TTL), the lock's release channel. ARGV: the lease (ms), the
+-- holder's field (a writer's ends in `:write`), `read` or `write`, the request's record
+-- (JSON; the token is appended as `f`), `1` when a writer that finds the lock taken
+-- waits, its request token, how long its waiting record lives (ms).
 -- Answers {1, token} when granted (or when asked again for a grant it made), {0, ms}
 -- while a holder keeps it for ms more, {0, -1} while a hash without a TTL stands there,
 -- {0, -3, ms} while a distlock writer waits for it (a reader waits behind it, up to ms),
