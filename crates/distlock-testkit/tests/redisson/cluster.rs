@@ -109,42 +109,19 @@ fn every_key_of_a_lock_is_in_its_slot_and_any_nodes_release_wakes_a_waiter() {
         read_guard.release().await.unwrap();
         write_guard.release().await.unwrap();
 
-        let java_field = format!("{JAVA}:11");
-        let _: () = redis::pipe()
-            .hset("stock{eu}", &java_field, 1)
-            .pexpire("stock{eu}", 20_000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let waiter = tokio::spawn({
-            let client = client.clone();
-            async move {
-                let guard = client.mutex("stock{eu}").lock().await.unwrap();
-                let at = Instant::now();
-                guard.release().await.unwrap();
-                at
-            }
-        });
+        java_holds(&mut conn, "stock{eu}", 11).await;
+        let waiter = waits(&client, "stock{eu}");
         let mut elsewhere = nodes[(home + 1) % nodes.len()].clone();
-        listened_on(&mut nodes, "redisson_lock__channel:stock{eu}").await;
-        let _: () = redis::cmd("DEL")
-            .arg("stock{eu}")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let released = Instant::now();
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg("redisson_lock__channel:stock{eu}")
-            .arg("0")
-            .query_async(&mut elsewhere)
-            .await
-            .unwrap();
-        let granted = waiter.await.unwrap();
-        assert!(
-            granted.duration_since(released) < Duration::from_millis(200),
-            "woken {:?} after the release",
-            granted.duration_since(released)
-        );
+        let channel = "redisson_lock__channel:stock{eu}";
+        listened_on(&mut nodes, channel).await;
+        java_releases(
+            &mut conn,
+            "stock{eu}",
+            ("PUBLISH", channel),
+            &mut elsewhere,
+            waiter,
+        )
+        .await;
     });
 }
 
@@ -189,42 +166,19 @@ fn with_sharded_pubsub_releases_are_published_and_heard_on_the_locks_shard() {
         permits.release().await.unwrap();
         assert_eq!(shard.next().await, (sem.to_owned(), "3".to_owned()));
 
-        let java_field = format!("{JAVA}:12");
-        let _: () = redis::pipe()
-            .hset("orders{eu}", &java_field, 1)
-            .pexpire("orders{eu}", 20_000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let waiter = tokio::spawn({
-            let client = client.clone();
-            async move {
-                let guard = client.mutex("orders{eu}").lock().await.unwrap();
-                let at = Instant::now();
-                guard.release().await.unwrap();
-                at
-            }
-        });
+        java_holds(&mut conn, "orders{eu}", 12).await;
+        let waiter = waits(&client, "orders{eu}");
         // The shard's own listener and the waiter's.
         super::listened_on_by(std::slice::from_mut(&mut conn), lock, 2).await;
-        let _: () = redis::cmd("DEL")
-            .arg("orders{eu}")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let released = Instant::now();
-        let _: i64 = redis::cmd("SPUBLISH")
-            .arg(lock)
-            .arg("0")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let granted = waiter.await.unwrap();
-        assert!(
-            granted.duration_since(released) < Duration::from_millis(200),
-            "woken {:?} after the release",
-            granted.duration_since(released)
-        );
+        let mut node = conn.clone();
+        java_releases(
+            &mut conn,
+            "orders{eu}",
+            ("SPUBLISH", lock),
+            &mut node,
+            waiter,
+        )
+        .await;
 
         let sharded = format!("{}?layout=redisson&pubsub=sharded", cluster.url());
         let one_node = format!("redis://{}/0?layout=redisson", cluster.nodes[home].addr());
@@ -277,21 +231,8 @@ fn a_waiter_listens_again_on_the_node_its_locks_slot_moved_to() {
             connect(&cluster.nodes[next]).await,
         );
         let channel = "redisson_lock__channel:{mig}";
-        let _: () = redis::pipe()
-            .hset("mig", format!("{JAVA}:13"), 1)
-            .pexpire("mig", 30_000)
-            .query_async(&mut from)
-            .await
-            .unwrap();
-        let waiter = tokio::spawn({
-            let client = client.clone();
-            async move {
-                let guard = client.mutex("mig").lock().await.unwrap();
-                let at = Instant::now();
-                guard.release().await.unwrap();
-                at
-            }
-        });
+        java_holds(&mut from, "mig", 13).await;
+        let waiter = waits(&client, "mig");
         super::listened_on_by(std::slice::from_mut(&mut from), channel, 1).await;
 
         let slot = slot(&mut from, "mig").await;
@@ -347,24 +288,8 @@ fn a_waiter_listens_again_on_the_node_its_locks_slot_moved_to() {
         }
         super::listened_on_by(std::slice::from_mut(&mut to), channel, 1).await;
 
-        let _: () = redis::cmd("DEL")
-            .arg("mig")
-            .query_async(&mut to)
-            .await
-            .unwrap();
-        let released = Instant::now();
-        let _: i64 = redis::cmd("SPUBLISH")
-            .arg(channel)
-            .arg("0")
-            .query_async(&mut to)
-            .await
-            .unwrap();
-        let granted = waiter.await.unwrap();
-        assert!(
-            granted.duration_since(released) < Duration::from_millis(200),
-            "woken {:?} after the release",
-            granted.duration_since(released)
-        );
+        let mut node = to.clone();
+        java_releases(&mut to, "mig", ("SPUBLISH", channel), &mut node, waiter).await;
     });
 }
 
@@ -379,26 +304,15 @@ fn a_waiter_listens_again_on_the_replica_that_takes_over_its_locks_slot() {
         let home = cluster.primary_of("fo").unwrap();
         let mut primary = connect(&cluster.nodes[home]).await;
         let channel = "redisson_lock__channel:{fo}";
-        let _: () = redis::pipe()
-            .hset("fo", format!("{JAVA}:14"), 1)
-            .pexpire("fo", 60_000)
-            .cmd("WAIT")
+        java_holds(&mut primary, "fo", 14).await;
+        // On the replica too, before its primary goes.
+        let _: () = redis::cmd("WAIT")
             .arg(1)
             .arg(2_000)
-            .ignore()
             .query_async(&mut primary)
             .await
             .unwrap();
-        let waiter = tokio::spawn({
-            let client = client.clone();
-            async move {
-                let wait = distlock::LockOptions::new().wait(Duration::from_secs(60));
-                let guard = client.mutex("fo").lock_with(&wait).await.unwrap();
-                let at = Instant::now();
-                guard.release().await.unwrap();
-                at
-            }
-        });
+        let waiter = waits(&client, "fo");
         super::listened_on_by(std::slice::from_mut(&mut primary), channel, 1).await;
         cluster.nodes[home].kill();
 
@@ -433,24 +347,15 @@ fn a_waiter_listens_again_on_the_replica_that_takes_over_its_locks_slot() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        let _: () = redis::cmd("DEL")
-            .arg("fo")
-            .query_async(&mut promoted)
-            .await
-            .unwrap();
-        let released = Instant::now();
-        let _: i64 = redis::cmd("SPUBLISH")
-            .arg(channel)
-            .arg("0")
-            .query_async(&mut promoted)
-            .await
-            .unwrap();
-        let granted = waiter.await.unwrap();
-        assert!(
-            granted.duration_since(released) < Duration::from_millis(200),
-            "woken {:?} after the release",
-            granted.duration_since(released)
-        );
+        let mut node = promoted.clone();
+        java_releases(
+            &mut promoted,
+            "fo",
+            ("SPUBLISH", channel),
+            &mut node,
+            waiter,
+        )
+        .await;
     });
 }
 
@@ -510,6 +415,54 @@ impl ShardListener {
         self.reader.read_line(&mut line).await.unwrap();
         line.trim_end_matches("\r\n").to_owned()
     }
+}
+
+/// A Java client's hold of `name` (thread `thread`), as Redisson writes it, for 60 s.
+async fn java_holds(conn: &mut MultiplexedConnection, name: &str, thread: u32) {
+    let _: () = redis::pipe()
+        .hset(name, format!("{JAVA}:{thread}"), 1)
+        .pexpire(name, 60_000)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// A distlock waiter for `name` (for up to a minute): when it was granted.
+fn waits(client: &distlock::Client, name: &str) -> tokio::task::JoinHandle<Instant> {
+    let (client, name) = (client.clone(), name.to_owned());
+    tokio::spawn(async move {
+        let wait = distlock::LockOptions::new().wait(Duration::from_secs(60));
+        let guard = client.mutex(&name).lock_with(&wait).await.unwrap();
+        let at = Instant::now();
+        guard.release().await.unwrap();
+        at
+    })
+}
+
+/// A Java client's release of `name`: the hash deleted on `conn`, then `0` published
+/// with `publish` (`PUBLISH` or `SPUBLISH`, and the channel) on `publisher`; `waiter`
+/// goes in within 200 ms.
+async fn java_releases(
+    conn: &mut MultiplexedConnection,
+    name: &str,
+    (publish, channel): (&str, &str),
+    publisher: &mut MultiplexedConnection,
+    waiter: tokio::task::JoinHandle<Instant>,
+) {
+    let _: () = redis::cmd("DEL").arg(name).query_async(conn).await.unwrap();
+    let released = Instant::now();
+    let _: i64 = redis::cmd(publish)
+        .arg(channel)
+        .arg("0")
+        .query_async(publisher)
+        .await
+        .unwrap();
+    let granted = waiter.await.unwrap();
+    assert!(
+        granted.duration_since(released) < Duration::from_millis(200),
+        "woken {:?} after the release",
+        granted.duration_since(released)
+    );
 }
 
 async fn connect(node: &distlock_testkit::Server) -> MultiplexedConnection {
