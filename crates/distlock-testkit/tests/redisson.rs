@@ -333,6 +333,57 @@ fn what_the_layout_cannot_give_is_refused_with_a_reason() {
     });
 }
 
+/// Over TLS (`rediss://`) the layout is the same: a grant is a holder's field in the hash,
+/// and a release wakes a waiter of another client at once, through its wake-up
+/// subscription over TLS.
+#[test]
+fn over_tls_a_grant_and_the_wake_up_of_its_release_are_the_same() {
+    distlock_testkit::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let certs =
+            distlock_testkit::TestCertificates::make(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let redis = distlock_testkit::redis_tls_server(&certs).unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "rediss://{}/0?tls_ca={}&layout=redisson&uuid=rust-tls",
+            redis.addr(),
+            certs.ca.display()
+        );
+        let (holder, other) = (
+            distlock::Client::connect(&url).await.unwrap(),
+            distlock::Client::connect(&url).await.unwrap(),
+        );
+        let guard = holder.mutex("tls").lock().await.unwrap();
+        let states = other.status(Some("tls")).await.unwrap();
+        let field = states[0].holders[0].stored_as.clone().unwrap();
+        assert!(field.starts_with("rust-tls:"), "{field}");
+        let waiter = tokio::spawn(async move {
+            let wait = distlock::LockOptions::new().wait(Duration::from_secs(20));
+            let next = other.mutex("tls").lock_with(&wait).await.unwrap();
+            let at = Instant::now();
+            next.release().await.unwrap();
+            at
+        });
+        // The waiter listens (its record shows in status) before the release.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while holder.status(Some("tls")).await.unwrap()[0]
+            .waiters
+            .is_empty()
+        {
+            assert!(Instant::now() < deadline, "the waiter never waited");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        let granted = waiter.await.unwrap();
+        assert!(
+            granted.duration_since(released) < Duration::from_millis(200),
+            "woken {:?} after the release",
+            granted.duration_since(released)
+        );
+    });
+}
+
 /// A Redisson-layout holder whose server stops answering past its lease loses it before
 /// anyone else can get it.
 #[test]
