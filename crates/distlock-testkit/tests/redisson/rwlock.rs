@@ -26,6 +26,23 @@ async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
+/// Waits (up to 10 s) until one distlock writer says it waits for `doc`.
+async fn writer_waits(conn: &mut MultiplexedConnection) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: u64 = redis::cmd("ZCARD")
+            .arg("distlock_writers:{doc}")
+            .query_async(&mut *conn)
+            .await
+            .unwrap();
+        if waiting == 1 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the writer never said it waits");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The field of the one holder in `fields` (besides `mode`).
 fn holder_field(fields: &HashMap<String, String>) -> String {
     let mut holders = fields.keys().filter(|f| *f != "mode");
@@ -152,19 +169,7 @@ fn read_and_write_holds_are_written_as_redissons_read_write_lock() {
                 (guard, Instant::now())
             }
         });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let waiting: u64 = redis::cmd("ZCARD")
-                .arg("distlock_writers:{doc}")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            if waiting == 1 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the writer never said it waits");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        writer_waits(&mut conn).await;
         assert!(
             lock.try_read().await.unwrap().is_none(),
             "a reader jumped the writer"
@@ -372,19 +377,7 @@ fn a_writer_that_stops_waiting_lets_the_readers_behind_it_in_at_once() {
                 (started, Instant::now())
             }
         });
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let waiting: u64 = redis::cmd("ZCARD")
-                .arg("distlock_writers:{doc}")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            if waiting == 1 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the writer never waited");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        writer_waits(&mut conn).await;
         let reader = tokio::spawn({
             let client = client.clone();
             async move {
