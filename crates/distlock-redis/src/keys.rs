@@ -59,8 +59,12 @@ impl Key {
         Key::Note,
     ];
 
-    /// The keys the fast-path scripts take: the first four of [`ALL`](Self::ALL).
-    pub(crate) const FAST: [Key; 4] = [Key::Lock, Key::Fence, Key::Queue, Key::Leases];
+    /// The keys the acquire fast path and adopt take: the first four of
+    /// [`ALL`](Self::ALL).
+    pub(crate) const TRY: [Key; 4] = [Key::Lock, Key::Fence, Key::Queue, Key::Leases];
+
+    /// The keys the release fast path takes.
+    pub(crate) const RELEASE_FAST: [Key; 2] = [Key::Lock, Key::Queue];
 
     /// The suffix after the hash tag; `None` for the lock's own key, which has no tag.
     fn suffix(self) -> Option<&'static str> {

@@ -54,6 +54,16 @@ impl<'a> RequestRecord<'a> {
         })
     }
 
+    /// The record as the acquire fast path takes it: the JSON object with its closing
+    /// brace replaced by `,"f":"`, for the script to complete with the fencing token and
+    /// `"}` (it then reads as a [`HolderRecord`]).
+    pub(crate) fn to_grant_head(&self) -> Result<String> {
+        let mut head = self.to_json()?;
+        head.pop();
+        head.push_str(",\"f\":\"");
+        Ok(head)
+    }
+
     /// The record of a waiter kept beside a layout without distlock's queue (RedLock's,
     /// Redisson's) waiting since `since_ms`, whose record lives for `lease`, and which
     /// waits in a fair queue or not, as JSON.
@@ -82,6 +92,25 @@ impl<'a> RequestRecord<'a> {
             acquired_at_unix_ms: since_ms,
         }
     }
+}
+
+/// How the holder record of the request with `token` starts, `{"t":"<token>"`: what the
+/// release fast path recognizes its grant by.
+pub(crate) fn record_start(token: &str) -> Result<String> {
+    // distlock's own tokens are hex digits, which JSON writes as they are.
+    if token.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        let mut start = String::with_capacity(token.len() + 7);
+        start.push_str("{\"t\":\"");
+        start.push_str(token);
+        start.push('"');
+        return Ok(start);
+    }
+    let token = serde_json::to_string(token).map_err(|err| {
+        Error::new(ErrorKind::Backend, "could not encode the request token")
+            .with_backend("redis")
+            .with_source(err)
+    })?;
+    Ok(format!("{{\"t\":{token}"))
 }
 
 /// Who holds a lock: the request's record and the grant's fencing token.
@@ -391,6 +420,26 @@ mod tests {
                 }
                 Err(err) => prop_assert_eq!(err.kind(), ErrorKind::Backend),
             }
+        }
+
+        #[test]
+        fn a_fast_path_grant_reads_as_a_holder_record_that_starts_as_its_release_expects(
+            token in prop_oneof!["[0-9a-f]{32}", any::<String>()],
+            owner in "[a-z][a-z0-9-]{0,20}",
+            fence in any::<u64>(),
+        ) {
+            let mut request = request(&owner);
+            request.token = token.clone();
+            let stored = format!("{}{fence}\"}}", RequestRecord::of(&request).to_grant_head().unwrap());
+            let holder: HolderRecord = serde_json::from_str(&stored).unwrap();
+            prop_assert_eq!(holder.f, fence.to_string());
+            prop_assert_eq!(holder.request.t, token.as_str());
+            prop_assert!(stored.starts_with(&record_start(&token).unwrap()));
+            // The start ends with the token's closing quote: the grant of a longer token
+            // that begins with this one is not taken for this one's.
+            request.token = format!("{token}x");
+            let longer = RequestRecord::of(&request).to_grant_head().unwrap();
+            prop_assert!(!longer.starts_with(&record_start(&token).unwrap()));
         }
 
         #[test]

@@ -1,8 +1,10 @@
-//! The Lua scripts, kept as `.lua` files beside this one and put together here: every
-//! script starts with the lock's keys (`keys.lua`); acquire and release then take their
-//! fast path before the shared helpers (`helpers.lua`) are defined, so the common case does
-//! not pay for them. `redis::Script` sends them with EVALSHA and loads them again when the
-//! server answers NOSCRIPT (after a restart).
+//! The Lua scripts, kept as `.lua` files beside this one and put together here: every full
+//! script starts with the lock's keys (`keys.lua`) and the shared helpers (`helpers.lua`).
+//! The fast paths of acquire and release are scripts of their own, as small as the grant
+//! allows: on the server, each key, argument and command of a script costs about as much
+//! as a short script's whole work, and they run on every uncontended cycle.
+//! `redis::Script` sends them with EVALSHA and loads them again when the server answers
+//! NOSCRIPT (after a restart).
 
 use std::sync::LazyLock;
 
@@ -13,25 +15,18 @@ use crate::keys::{Key, LockKeys};
 const KEYS: &str = include_str!("scripts/keys.lua");
 const HELPERS: &str = include_str!("scripts/helpers.lua");
 
-/// A script made of the key names, an optional fast path (and the line that answers its
-/// grant), the helpers and `body`.
-fn compose(fast_path: &str, fast_answer: &str, body: &str) -> Script {
-    Script::new(&[KEYS, fast_path, fast_answer, HELPERS, body].join("\n"))
-}
-
-/// A script made of the key names and `fast_path` alone, with `answer` as its last line:
-/// what it answers, -1 where the fast path does not apply (the caller then runs the full
-/// script). It takes only the first four keys and is a fraction of the full script's cost
-/// on the server.
-fn fast_only(fast_path: &str, answer: &str) -> Script {
-    Script::new(&[KEYS, fast_path, answer].join("\n"))
+/// A full script: the key names, the helpers and `body`.
+fn compose(body: &str) -> Script {
+    Script::new(&[KEYS, HELPERS, body].join("\n"))
 }
 
 pub(crate) struct Scripts {
     pub(crate) acquire: Script,
-    /// The acquire fast path alone: the grant's fencing token, or -1 when it does not apply.
+    /// The acquire fast path (keys [`Key::TRY`](crate::keys::Key::TRY)): the grant's
+    /// fencing token, or -1 when it does not apply.
     pub(crate) try_exclusive: Script,
-    /// The release fast path alone: `-1` when it does not apply.
+    /// The release fast path (keys [`Key::RELEASE_FAST`](crate::keys::Key::RELEASE_FAST)):
+    /// `-1` when it does not apply.
     pub(crate) release_exclusive: Script,
     pub(crate) release: Script,
     pub(crate) renew: Script,
@@ -54,30 +49,19 @@ pub(crate) struct Scripts {
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: compose(
-        include_str!("scripts/acquire_fast.lua"),
-        "if fast_fence then return {1, fast_fence} end",
-        include_str!("scripts/acquire.lua"),
-    ),
-    try_exclusive: fast_only(
-        include_str!("scripts/acquire_fast.lua"),
-        "return fast_fence or -1",
-    ),
-    release: compose(
-        include_str!("scripts/release_fast.lua"),
-        "",
-        include_str!("scripts/release.lua"),
-    ),
-    release_exclusive: fast_only(include_str!("scripts/release_fast.lua"), "return -1"),
-    renew: compose("", "", include_str!("scripts/renew.lua")),
-    cancel: compose("", "", include_str!("scripts/cancel.lua")),
+    acquire: compose(include_str!("scripts/acquire.lua")),
+    try_exclusive: Script::new(include_str!("scripts/acquire_fast.lua")),
+    release: compose(include_str!("scripts/release.lua")),
+    release_exclusive: Script::new(include_str!("scripts/release_fast.lua")),
+    renew: compose(include_str!("scripts/renew.lua")),
+    cancel: compose(include_str!("scripts/cancel.lua")),
     restamp: Script::new(include_str!("scripts/restamp.lua")),
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
     forget: Script::new(include_str!("scripts/forget.lua")),
-    force_release: compose("", "", include_str!("scripts/force_release.lua")),
-    note_write: compose("", "", include_str!("scripts/note_write.lua")),
+    force_release: compose(include_str!("scripts/force_release.lua")),
+    note_write: compose(include_str!("scripts/note_write.lua")),
     note_read: Script::new(include_str!("scripts/note_read.lua")),
-    adopt: compose("", "", include_str!("scripts/adopt.lua")),
+    adopt: compose(include_str!("scripts/adopt.lua")),
     compare_and_delete: Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
     ),

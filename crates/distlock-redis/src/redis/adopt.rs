@@ -20,7 +20,7 @@ impl RedisBackend {
     ) -> Result<u64> {
         let request = &ticket.request;
         let record = RequestRecord::of(request).to_json()?;
-        let mut adopt = Call::new(&SCRIPTS.adopt, self.keys(&request.name)?, &Key::FAST);
+        let mut adopt = Call::new(&SCRIPTS.adopt, self.keys(&request.name)?, &Key::TRY);
         adopt
             .arg(&handed.token)
             .arg(fencing_token)

@@ -12,7 +12,7 @@ use tokio::task::AbortHandle;
 
 use crate::error::{connect_error, redis_error, refusal};
 use crate::keys::{Key, LockKeys};
-use crate::record::{AcquireAnswer, RequestRecord};
+use crate::record::{AcquireAnswer, RequestRecord, record_start};
 use crate::scripts::{Call, SCRIPTS};
 use channels::Channels;
 use config::RedisConfig;
@@ -411,22 +411,20 @@ impl Backend for RedisBackend {
     /// request, which has queued itself, go to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let queued = ticket.state::<RedisTicket>().is_some_and(|s| s.queued);
-        let record = RequestRecord::of(&ticket.request).to_json()?;
         let conn = self.request_conn(&ticket.request.name);
         if !queued && ticket.request.kind.is_exclusive() {
             let request = &ticket.request;
             let keys = self.keys(&request.name)?;
-            let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::FAST);
-            fast.arg(&request.token)
-                .arg(request.ttl.as_millis() as u64)
-                .arg(&record)
-                .arg(request.kind.as_str())
+            let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::TRY);
+            fast.arg(request.ttl.as_millis() as u64)
+                .arg(RequestRecord::of(request).to_grant_head()?)
                 .arg(self.fence_ttl_ms);
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
             if fence > 0 {
                 return self.granted(ticket, fence as u64).await;
             }
         }
+        let record = RequestRecord::of(&ticket.request).to_json()?;
         // The full script may queue the request: its wake-up slot must exist first, so no
         // hand-off can miss it. A grant on the fast path needs none.
         if ticket.request.wait {
@@ -513,8 +511,8 @@ impl Backend for RedisBackend {
         let keys = self.keys(&grant.name)?;
         let mut released: i64 = -1;
         if grant.kind.is_exclusive() {
-            let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::FAST);
-            fast.arg(&grant.token);
+            let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::RELEASE_FAST);
+            fast.arg(record_start(&grant.token)?);
             released = self.invoke(&grant.name, "release", &fast).await?;
         }
         if released == -1 {

@@ -1,4 +1,17 @@
--- The general path: queues, shared grants, fairness, starvation.
+-- Decide a request, granting it if it may go now (the rules of distlock_core::admit):
+-- queues, shared grants, fairness, starvation. The client tries an exclusive request on
+-- acquire_fast.lua first, so this runs when that does not apply.
+-- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
+--       starvation_ms, wake channel, permits, limit, fence_ttl_ms (always the last).
+-- `record` is the holder record without its fencing token, a JSON object the client wrote:
+-- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
+-- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1,
+-- 1 if a foreign client (not distlock) holds the lock, else 0}.
+-- A request that may never mix with the current holders fails with "INVALID …".
+local token = ARGV[1]
+local ttl = tonumber(ARGV[2])
+local record = ARGV[3]
+
 local held = redis.call('GET', LOCK)
 local holder_token = token_of(held)
 local wait = ARGV[5] == '1'

@@ -1,5 +1,5 @@
--- Helpers shared by the scripts' general paths. Each script's fast path comes before
--- them, so the common case does not pay for creating these functions.
+-- Helpers shared by the full scripts. The fast paths (acquire_fast.lua, release_fast.lua)
+-- are scripts of their own, so the common case does not pay for creating these functions.
 
 local now_cached
 local function now()

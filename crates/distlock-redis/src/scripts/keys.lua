@@ -1,5 +1,5 @@
--- Heads every script. The keys of one lock, always in this order:
--- The fast-path scripts take only the first four.
+-- Heads every full script. The keys of one lock, always in this order (the fast paths,
+-- scripts of their own, take a few of them by number):
 local LOCK, FENCE, QUEUE, LEASES, WAITERS, SEQ, LEASE_INFO =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 -- LOCK        string: the exclusive holder (mutex or writer) with PX: its holder record,
