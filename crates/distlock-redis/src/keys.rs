@@ -36,7 +36,7 @@ pub(crate) enum Key {
 }
 
 impl Key {
-    /// The keys every lock script takes, in this order (see `scripts/keys.lua`).
+    /// The keys every full lock script takes, in this order (see `scripts/keys.lua`).
     pub(crate) const ALL: [Key; 7] = [
         Key::Lock,
         Key::Fence,

@@ -406,25 +406,28 @@ impl Backend for RedisBackend {
         Ok(())
     }
 
-    /// A request's first poll tries the fast-path script alone when the request is
-    /// exclusive (the common case: a free lock nobody waits for); later polls of a waiting
-    /// request, which has queued itself, go to the full script at once.
+    /// A poll of an exclusive request that has not queued itself tries the fast-path
+    /// script first (the common case: a free lock nobody waits for); a request that has
+    /// queued itself, or a shared one, goes to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let queued = ticket.state::<RedisTicket>().is_some_and(|s| s.queued);
         let conn = self.request_conn(&ticket.request.name);
-        if !queued && ticket.request.kind.is_exclusive() {
+        let record = if !queued && ticket.request.kind.is_exclusive() {
             let request = &ticket.request;
             let keys = self.keys(&request.name)?;
+            let head = RequestRecord::of(request).to_grant_head()?;
             let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::TRY);
             fast.arg(request.ttl.as_millis() as u64)
-                .arg(RequestRecord::of(request).to_grant_head()?)
+                .arg(&head)
                 .arg(self.fence_ttl_ms);
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
             if fence > 0 {
                 return self.granted(ticket, fence as u64).await;
             }
-        }
-        let record = RequestRecord::of(&ticket.request).to_json()?;
+            RequestRecord::of_grant_head(head)
+        } else {
+            RequestRecord::of(&ticket.request).to_json()?
+        };
         // The full script may queue the request: its wake-up slot must exist first, so no
         // hand-off can miss it. A grant on the fast path needs none.
         if ticket.request.wait {
@@ -512,7 +515,7 @@ impl Backend for RedisBackend {
         let mut released: i64 = -1;
         if grant.kind.is_exclusive() {
             let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::RELEASE_FAST);
-            fast.arg(record_start(&grant.token)?);
+            fast.arg(record_start(&grant.token));
             released = self.invoke(&grant.name, "release", &fast).await?;
         }
         if released == -1 {

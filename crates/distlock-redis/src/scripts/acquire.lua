@@ -1,8 +1,8 @@
 -- Decide a request, granting it if it may go now (the rules of distlock_core::admit):
--- queues, shared grants, fairness, starvation. The client tries an exclusive request on
--- acquire_fast.lua first, so this runs when that does not apply.
+-- queues, shared grants, fairness, starvation. An exclusive request that has not queued
+-- itself tries acquire_fast.lua first, and comes here where that does not apply.
 -- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
---       starvation_ms, wake channel, permits, limit, fence_ttl_ms (always the last).
+--       starvation_ms, wake channel, permits, limit, fence_ttl_ms (the last, ARGV[#ARGV]).
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
 -- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
 -- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1,
