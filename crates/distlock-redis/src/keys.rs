@@ -95,7 +95,7 @@ impl<'a> LockKeys<'a> {
     /// The keys of lock `name` under `prefix`; names with braces are refused (they would
     /// change the hash tag).
     pub(crate) fn new(prefix: &'a str, name: &'a str) -> Result<LockKeys<'a>> {
-        if name.contains(['{', '}']) {
+        if name.bytes().any(|b| b == b'{' || b == b'}') {
             return Err(Error::invalid(format!(
                 "redis lock names may not contain `{{` or `}}` (they pick the cluster slot): `{name}`"
             )));
