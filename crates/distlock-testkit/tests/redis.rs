@@ -435,6 +435,38 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
 
 /// The server frozen (SIGSTOP) mid-use: acquire, release, `status` and `forget` each
 /// return within their bounds.
+/// The fast path writes a grant's fencing token into its record in whole decimal digits,
+/// whatever its size: small, across the 10^8 at which the script prints it in two parts,
+/// and past what 32 bits hold; the record shows the token the holder was given.
+#[test]
+fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let url = format!("redis://{}/0", redis.addr());
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let raw = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+        for last in [41_u64, 99_999_999, 100_000_041, 4_000_000_000_000_000] {
+            let _: () = redis::cmd("SET")
+                .arg("{sized}:fence")
+                .arg(last)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let guard = client.mutex("sized").lock().await.unwrap();
+            assert_eq!(guard.fencing_token(), last + 1);
+            let value: String = redis::cmd("GET")
+                .arg("sized")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let record: serde_json::Value = serde_json::from_str(&value).unwrap();
+            assert_eq!(record["f"], (last + 1).to_string(), "{value}");
+            guard.release().await.unwrap();
+        }
+    });
+}
+
 #[test]
 fn a_hung_server_bounds_every_call_by_its_deadline() {
     distlock_testkit::block_on(async {
