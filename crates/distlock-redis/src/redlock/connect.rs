@@ -21,9 +21,13 @@ pub(super) struct Master {
 }
 
 impl Master {
+    /// The master's backend, connected first if need be. The connect is boxed: a future
+    /// holds room for the largest thing it may await, and every call on a master awaits
+    /// this one, so an unboxed connect (tens of kilobytes of state) was copied along with
+    /// each call, most of what a RedLock cycle cost the client.
     pub(super) async fn get(&self) -> Result<&RedisBackend> {
         self.backend
-            .get_or_try_init(|| RedisBackend::open(self.config.clone()))
+            .get_or_try_init(|| Box::pin(RedisBackend::open(self.config.clone())))
             .await
     }
 }
