@@ -367,6 +367,19 @@ fn a_hand_off_costs_the_same_however_long_the_queue() {
     });
 }
 
+/// A distlock client of `redis`, and a plain connection to look at its keys with.
+async fn client_and_raw_connection(
+    redis: &distlock_testkit::Server,
+) -> (distlock::Client, redis::aio::MultiplexedConnection) {
+    let url = format!("redis://{}/0", redis.addr());
+    let client = distlock::Client::connect(&url).await.unwrap();
+    let raw = redis::Client::open(url.as_str()).unwrap();
+    (
+        client,
+        raw.get_multiplexed_async_connection().await.unwrap(),
+    )
+}
+
 /// The lock's key holds our holder record, our request token first: one key per grant, read
 /// by `status`, renewed and deleted as ours. A key another Redis lock client set holds its
 /// bare token, and `status` shows it as a foreign holder that excludes us.
@@ -374,10 +387,7 @@ fn a_hand_off_costs_the_same_however_long_the_queue() {
 fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        let url = format!("redis://{}/0", redis.addr());
-        let client = distlock::Client::connect(&url).await.unwrap();
-        let raw = redis::Client::open(url.as_str()).unwrap();
-        let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+        let (client, mut conn) = client_and_raw_connection(&redis).await;
 
         let guard = client
             .mutex("record")
@@ -433,8 +443,6 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
     });
 }
 
-/// The server frozen (SIGSTOP) mid-use: acquire, release, `status` and `forget` each
-/// return within their bounds.
 /// The fast path writes a grant's fencing token into its record in whole decimal digits,
 /// whatever its size: small, across the 10^8 at which the script prints it in two parts,
 /// and past what 32 bits hold; the record shows the token the holder was given.
@@ -442,10 +450,7 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
 fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        let url = format!("redis://{}/0", redis.addr());
-        let client = distlock::Client::connect(&url).await.unwrap();
-        let raw = redis::Client::open(url.as_str()).unwrap();
-        let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
+        let (client, mut conn) = client_and_raw_connection(&redis).await;
         for last in [41_u64, 99_999_999, 100_000_041, 4_000_000_000_000_000] {
             let _: () = redis::cmd("SET")
                 .arg("{sized}:fence")
@@ -467,6 +472,8 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
     });
 }
 
+/// The server frozen (SIGSTOP) mid-use: acquire, release, `status` and `forget` each
+/// return within their bounds.
 #[test]
 fn a_hung_server_bounds_every_call_by_its_deadline() {
     distlock_testkit::block_on(async {
