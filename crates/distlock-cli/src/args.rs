@@ -305,22 +305,21 @@ pub struct TortureArgs {
     /// Each lease's TTL.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub ttl: Duration,
-    /// How long each critical section lasts.
-    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
-    pub hold: Duration,
+    /// How long each critical section lasts (default 20 ms; with `--server redlock`, half
+    /// the TTL, so that a holder is still at work when a master loses its grant).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub hold: Option<Duration>,
     /// The faults to inject, comma-separated, taking turns: step-crash (a worker killed at
     /// a step of its lock scheme, say between two store calls), step-pause (a worker stopped
     /// at such a step past its TTL), pause (a holder stopped past its TTL and its guard's
     /// validity at a random moment), kill (a holder killed at a random moment), cut and
     /// black-hole (a holder's link to the store), clock-jump (a waiter's wall clock),
-    /// server-pause and server-restart (with --server), or none. A killed worker is
-    /// replaced by a new one; a paused one is resumed while another holds the lock.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "step-crash,step-pause,pause,kill"
-    )]
+    /// server-pause and server-restart (with --server), master-restart, failover and
+    /// master-clock-jump (with --server redlock), or none. A killed worker is replaced by a
+    /// new one; a paused one is resumed while another holds the lock. Default:
+    /// step-crash,step-pause,pause,kill, after the three master faults with --server
+    /// redlock.
+    #[arg(long, value_enum, value_delimiter = ',')]
     pub faults: Vec<FaultKind>,
     /// The lock scheme the workers use: distlock, its election or job, or a broken scheme
     /// as a negative control the checker must catch.
@@ -363,6 +362,46 @@ pub struct TortureArgs {
     /// Print the verdict as one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The critical section of a run that does not say (`--hold`).
+const DEFAULT_HOLD: Duration = Duration::from_millis(20);
+
+/// The faults of a run that does not say (`--faults`).
+const DEFAULT_FAULTS: [FaultKind; 4] = [
+    FaultKind::StepCrash,
+    FaultKind::StepPause,
+    FaultKind::Pause,
+    FaultKind::Kill,
+];
+
+/// The faults a RedLock run adds to them: the documents' three ways to grant it twice.
+pub const MASTER_FAULTS: [FaultKind; 3] = [
+    FaultKind::MasterRestart,
+    FaultKind::Failover,
+    FaultKind::MasterClockJump,
+];
+
+impl TortureArgs {
+    /// How long each critical section lasts.
+    pub fn hold(&self) -> Duration {
+        self.hold.unwrap_or(match self.server {
+            Some(ServerKind::Redlock) => self.ttl / 2,
+            _ => DEFAULT_HOLD,
+        })
+    }
+
+    /// The faults to inject, in turn.
+    pub fn faults(&self) -> Vec<FaultKind> {
+        if !self.faults.is_empty() {
+            return self.faults.clone();
+        }
+        let masters: &[FaultKind] = match self.server {
+            Some(ServerKind::Redlock) => &MASTER_FAULTS,
+            _ => &[],
+        };
+        masters.iter().chain(&DEFAULT_FAULTS).copied().collect()
+    }
 }
 
 /// A lock scheme `distlock torture` runs.
@@ -444,6 +483,10 @@ pub enum ServerKind {
     Zookeeper,
     /// etcd, with 2 s session leases.
     Etcd,
+    /// A RedLock over three `redis-server` masters that keep nothing on disk, each with a
+    /// replica, each reached through a proxy of the run's (so that a failover can move it)
+    /// and run under libfaketime (so that its clock can jump).
+    Redlock,
 }
 
 impl ServerKind {
@@ -457,6 +500,7 @@ impl ServerKind {
             ServerKind::MariadbLease => "mariadb-lease",
             ServerKind::Zookeeper => "zookeeper",
             ServerKind::Etcd => "etcd",
+            ServerKind::Redlock => "redlock",
         }
     }
 }
@@ -489,6 +533,17 @@ pub enum FaultKind {
     ServerPause,
     /// Kill the server (SIGKILL) and start it again on its port and data (`--server`).
     ServerRestart,
+    /// Kill a RedLock master of the holder's and start it again empty, as a master that
+    /// keeps nothing on disk (or had not yet written the grant) comes back
+    /// (`--server redlock`). Like the two below, it strikes a grant made while one other
+    /// master was out of reach, so held on a bare majority, as the documents' ABC of five.
+    MasterRestart,
+    /// Kill a RedLock master of the holder's and promote its replica, which had not yet
+    /// received the grant (`--server redlock`).
+    Failover,
+    /// Step a RedLock master's wall clock ahead past the lease, under libfaketime, so the
+    /// grant expires there early (`--server redlock`).
+    MasterClockJump,
     /// No faults.
     None,
 }

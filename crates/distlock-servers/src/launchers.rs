@@ -29,6 +29,19 @@ pub fn redis_server() -> Result<Server, LaunchError> {
 /// # Ok::<(), distlock_servers::LaunchError>(())
 /// ```
 pub fn redis_server_with(extra: &[&str]) -> Result<Server, LaunchError> {
+    Server::start(redis_spec(extra))
+}
+
+/// What [`redis_server_with`] starts, to add to before it starts: an environment, files.
+///
+/// # Examples
+///
+/// ```no_run
+/// use distlock_servers::{Server, redis_spec};
+/// let redis = Server::start(redis_spec(&[]).env("MALLOC_ARENA_MAX", "2"))?;
+/// # Ok::<(), distlock_servers::LaunchError>(())
+/// ```
+pub fn redis_spec(extra: &[&str]) -> ServerSpec {
     let base = [
         "--port",
         "{port}",
@@ -41,11 +54,9 @@ pub fn redis_server_with(extra: &[&str]) -> Result<Server, LaunchError> {
         "--dir",
         "{dir}",
     ];
-    Server::start(
-        ServerSpec::new("redis-server", base.iter().chain(extra).copied())
-            .ready(Ready::LogLine("Ready to accept connections".into()))
-            .install_hint("apt-get install redis-server"),
-    )
+    ServerSpec::new("redis-server", base.iter().chain(extra).copied())
+        .ready(Ready::LogLine("Ready to accept connections".into()))
+        .install_hint("apt-get install redis-server")
 }
 
 /// A certificate authority and a server certificate for 127.0.0.1, made with the installed

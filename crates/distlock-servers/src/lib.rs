@@ -15,7 +15,7 @@ pub use etcd::{
 pub use launchers::{
     DATABASE_PASSWORD, RedisCluster, TestCertificates, mariadb_server, mariadb_tls_server,
     mariadb_url, postgres_server, postgres_tls_server, postgres_url, redis_cluster, redis_server,
-    redis_server_with, redis_tls_server,
+    redis_server_with, redis_spec, redis_tls_server,
 };
 pub use proxy::{FaultProxy, ProxyMode};
 pub use server::{Server, free_port, servers_in_own_process_groups};

@@ -43,7 +43,12 @@ pub enum ProxyMode {
 pub struct FaultProxy {
     addr: SocketAddr,
     mode: Arc<watch::Sender<ProxyMode>>,
-    tasks: Arc<StdMutex<Vec<AbortHandle>>>,
+    /// Where new connections go.
+    target: Arc<StdMutex<SocketAddr>>,
+    /// The task accepting connections.
+    accept: AbortHandle,
+    /// The tasks copying each connection's two directions.
+    connections: Arc<StdMutex<Vec<AbortHandle>>>,
 }
 
 impl FaultProxy {
@@ -57,22 +62,25 @@ impl FaultProxy {
         let addr = listener.local_addr()?;
         let (mode, _) = watch::channel(ProxyMode::Pass);
         let mode = Arc::new(mode);
-        let tasks = Arc::new(StdMutex::new(Vec::new()));
+        let target = Arc::new(StdMutex::new(target));
+        let connections = Arc::new(StdMutex::new(Vec::<AbortHandle>::new()));
         let accept = {
-            let (mode, tasks) = (mode.clone(), tasks.clone());
+            let (mode, target, connections) = (mode.clone(), target.clone(), connections.clone());
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     if *mode.borrow() == ProxyMode::Cut {
                         continue;
                     }
-                    let Ok(server) = TcpStream::connect(target).await else {
+                    let to = *target.lock().unwrap_or_else(|p| p.into_inner());
+                    let Ok(server) = TcpStream::connect(to).await else {
                         continue;
                     };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
-                    let mut handles = tasks.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut handles = connections.lock().unwrap_or_else(|p| p.into_inner());
+                    handles.retain(|handle| !handle.is_finished());
                     for (from, to) in [(client_read, server_write), (server_read, client_write)] {
                         let rx = mode.subscribe();
                         handles.push(tokio::spawn(pump(from, to, rx)).abort_handle());
@@ -80,11 +88,13 @@ impl FaultProxy {
                 }
             })
         };
-        tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(accept.abort_handle());
-        Ok(FaultProxy { addr, mode, tasks })
+        Ok(FaultProxy {
+            addr,
+            mode,
+            target,
+            accept: accept.abort_handle(),
+            connections,
+        })
     }
 
     /// Where clients connect.
@@ -106,16 +116,38 @@ impl FaultProxy {
     }
 }
 
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        for task in self
-            .tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
+impl FaultProxy {
+    /// Sends new connections to `target` from now on, and closes those open (a client
+    /// told by a failover where its server went reconnects so).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() {
+    /// use distlock_servers::FaultProxy;
+    /// let (old, new) = (distlock_servers::redis_server().unwrap(), distlock_servers::redis_server().unwrap());
+    /// let proxy = FaultProxy::start(old.addr()).await.unwrap();
+    /// proxy.redirect(new.addr());
+    /// # }
+    /// ```
+    pub fn redirect(&self, target: SocketAddr) {
+        *self.target.lock().unwrap_or_else(|p| p.into_inner()) = target;
+        self.close_connections();
+    }
+
+    fn close_connections(&self) {
+        let mut connections = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+        for task in connections.drain(..) {
             task.abort();
         }
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.close_connections();
     }
 }
 

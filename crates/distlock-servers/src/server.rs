@@ -194,6 +194,12 @@ impl Server {
         let mut command = Command::new(&self.program);
         command
             .args(self.spec.args.iter().map(|a| self.fill(a)))
+            .envs(
+                self.spec
+                    .env
+                    .iter()
+                    .map(|(key, value)| (key, self.fill(value))),
+            )
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(log)

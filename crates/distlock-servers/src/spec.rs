@@ -40,6 +40,7 @@ pub struct ServerSpec {
     pub(crate) files: Vec<(String, String)>,
     pub(crate) prepare: Vec<(String, Vec<String>)>,
     pub(crate) run_as: Option<String>,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl ServerSpec {
@@ -63,6 +64,7 @@ impl ServerSpec {
             files: Vec::new(),
             prepare: Vec::new(),
             run_as: None,
+            env: Vec::new(),
         }
     }
 
@@ -118,6 +120,20 @@ impl ServerSpec {
             program.to_owned(),
             args.into_iter().map(Into::into).collect(),
         ));
+        self
+    }
+
+    /// Sets the environment variable `key` to `value` (placeholders filled in) for the
+    /// server, at every start, e.g. to preload a library into it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let spec = distlock_servers::ServerSpec::new("redis-server", ["--port", "{port}"])
+    ///     .env("FAKETIME_TIMESTAMP_FILE", "{dir}/clock");
+    /// ```
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
         self
     }
 

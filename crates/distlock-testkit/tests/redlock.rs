@@ -24,6 +24,44 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(target, liveness = Lease, lacks = [rwlock, semaphore, fair]);
 distlock_testkit::process_suite!(target);
 
+/// Masters that lost their counters (a replica promoted before it had the last grants)
+/// still give a token above every one granted before: each grant's token is raised to the
+/// client's clock where a master's counter is behind it.
+#[test]
+fn masters_whose_counters_fell_behind_still_give_a_greater_token() {
+    distlock_testkit::block_on(async {
+        let (servers, url) = masters();
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let held = client.mutex("job").lock().await.unwrap();
+        let first = held.fencing_token();
+        held.release().await.unwrap();
+        for server in &servers {
+            let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
+            let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
+            let fences: Vec<String> = redis::cmd("KEYS")
+                .arg("*job*:fence")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            assert_eq!(fences.len(), 1, "{fences:?}");
+            redis::cmd("SET")
+                .arg(&fences[0])
+                .arg(first - 100)
+                .arg("KEEPTTL")
+                .query_async::<()>(&mut raw)
+                .await
+                .unwrap();
+        }
+        let next = client.mutex("job").lock().await.unwrap();
+        assert!(
+            next.fencing_token() > first,
+            "{} after {first}",
+            next.fencing_token()
+        );
+        next.release().await.unwrap();
+    });
+}
+
 #[test]
 fn semaphores_and_fair_mode_are_refused_as_unsupported() {
     distlock_testkit::block_on(async {

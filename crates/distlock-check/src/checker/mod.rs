@@ -359,15 +359,32 @@ fn check_overlaps(timeline: &Timeline, verdict: &mut Verdict) {
         .filter(|hold| !hold.span.is_empty())
         .collect();
     holds.sort_by_key(|hold| (hold.span.start, hold.grant));
+    // The faults the run's coordinator (worker 0) struck the store with, in order.
+    let store_faults: Vec<&Event> = timeline
+        .events
+        .iter()
+        .filter(|event| event.worker == 0 && matches!(event.what, What::Fault { .. }))
+        .collect();
     for (position, earlier) in holds.iter().enumerate() {
         let overlapping = holds[position + 1..]
             .iter()
             .take_while(|later| later.span.start < earlier.span.end);
         for later in overlapping.filter(|later| later.worker != earlier.worker) {
+            let struck = store_faults.partition_point(|fault| fault.at <= later.span.start);
+            let after = match struck.checked_sub(1).map(|last| store_faults[last]) {
+                Some(Event {
+                    at,
+                    what: What::Fault { fault, .. },
+                    ..
+                }) if *at >= earlier.span.start => {
+                    format!(", after {fault} at {}", timeline.ms(*at))
+                }
+                _ => String::new(),
+            };
             verdict.violations.push(Violation {
                 kind: Kind::Overlap,
                 message: format!(
-                    "{} and {} held the lock at once from {} to {}",
+                    "{} and {} held the lock at once from {} to {}{after}",
                     timeline.describe(earlier),
                     timeline.describe(later),
                     timeline.ms(later.span.start),

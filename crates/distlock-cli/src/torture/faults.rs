@@ -32,6 +32,7 @@ use super::worker::Task;
 use crate::args::FaultKind;
 
 mod ending;
+mod masters;
 use crate::worker_task;
 
 /// How long a worker ordered to fault at a step gets to reach it.
@@ -64,6 +65,8 @@ pub struct Workers {
     /// (on the shared clock).
     read: u64,
     holding: BTreeMap<u32, u64>,
+    /// When the last grant was made, by the history.
+    last_grant: u64,
     /// Who is paused, by the history.
     paused: BTreeSet<u32>,
     /// When each worker last did a step fault to itself, by the history; who killed
@@ -89,6 +92,8 @@ enum Undo {
     Clock(u32),
     /// The server frozen.
     ServerPause,
+    /// A RedLock master out of its clients' reach.
+    MasterAside(usize),
 }
 
 impl Workers {
@@ -112,6 +117,7 @@ impl Workers {
             stepped: [0; 2],
             read: 0,
             holding: BTreeMap::new(),
+            last_grant: 0,
             paused: BTreeSet::new(),
             struck: BTreeMap::new(),
             killed_itself: BTreeSet::new(),
@@ -196,7 +202,11 @@ impl Workers {
                 continue;
             };
             match event.what {
-                What::Granted { safe_until, .. } | What::Renewed { safe_until } => {
+                What::Granted { safe_until, .. } => {
+                    self.holding.insert(event.worker, safe_until);
+                    self.last_grant = self.last_grant.max(event.at);
+                }
+                What::Renewed { safe_until } => {
                     self.holding.insert(event.worker, safe_until);
                 }
                 What::Release => {
@@ -264,6 +274,9 @@ impl Workers {
             FaultKind::ServerPause | FaultKind::ServerRestart => {
                 self.at_server(kind == FaultKind::ServerRestart, recorder)
                     .await
+            }
+            FaultKind::MasterRestart | FaultKind::Failover | FaultKind::MasterClockJump => {
+                self.at_master(kind, rng, recorder).await
             }
             FaultKind::None => Ok(()),
         }

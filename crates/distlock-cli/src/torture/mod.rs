@@ -7,6 +7,7 @@ mod hand_off;
 mod jobs;
 mod leading;
 mod link;
+mod masters;
 mod process;
 mod record;
 mod resource;
@@ -28,7 +29,7 @@ use rand::rngs::StdRng;
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::args::{FaultKind, Scheme, ServerKind, TortureArgs};
+use crate::args::{FaultKind, MASTER_FAULTS, Scheme, ServerKind, TortureArgs};
 use crate::location::{connect_shared, state_dir};
 use crate::output::{errln, outln};
 
@@ -196,7 +197,7 @@ async fn check_store(
         scheme::redis_client(&url)?;
     }
     let link = match args
-        .faults
+        .faults()
         .iter()
         .any(|kind| matches!(kind, FaultKind::Cut | FaultKind::BlackHole))
     {
@@ -262,7 +263,7 @@ async fn run(
         fair: args.fair,
         worker: 0,
         ttl: args.ttl,
-        hold: args.hold,
+        hold: args.hold(),
         at_least: args.at_least,
         once_per: args.once_per,
         start: started,
@@ -271,7 +272,8 @@ async fn run(
         counter: files.dir.join("counter"),
         resource,
     };
-    let clocks = match args.faults.contains(&FaultKind::ClockJump) {
+    let faults = args.faults();
+    let clocks = match faults.contains(&FaultKind::ClockJump) {
         true => Some(clock::Clocks::find(&files.dir)?),
         false => None,
     };
@@ -286,7 +288,7 @@ async fn run(
         let mut next = started + args.fault_every.as_nanos() as u64;
         while next < until {
             tokio::time::sleep(Duration::from_nanos(next.saturating_sub(monotonic_ns()))).await;
-            workers.inject(&args.faults, &mut rng, &recorder).await?;
+            workers.inject(&faults, &mut rng, &recorder).await?;
             next = monotonic_ns() + args.fault_every.as_nanos() as u64;
         }
         tokio::time::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns()))).await;
@@ -300,7 +302,7 @@ async fn run(
         workers.stop(&recorder).await;
     }
     let finished = tokio::select! {
-        finished = workers.finish(STOP_GRACE + args.hold + args.ttl * 2, &recorder) => finished,
+        finished = workers.finish(STOP_GRACE + args.hold() + args.ttl * 2, &recorder) => finished,
         // Dropping the workers kills those still running.
         signal = interruption.next() => {
             interrupted = interrupted.or(Some(signal));
@@ -352,13 +354,22 @@ fn check_args(args: &TortureArgs) -> Result<()> {
             "torture needs a TTL and a fault interval of 100 ms or more",
         ));
     }
-    let server_faults = args
-        .faults
+    let faults = args.faults();
+    let server_faults = faults
         .iter()
         .any(|kind| matches!(kind, FaultKind::ServerPause | FaultKind::ServerRestart));
-    if server_faults && args.server.is_none() {
+    let redlock = args.server == Some(ServerKind::Redlock);
+    if server_faults && (args.server.is_none() || redlock) {
         return Err(Error::invalid(
-            "server faults need the run's own server: add --server redis|postgres|…",
+            "server faults need the run's own server: add --server redis|postgres|… \
+             (a RedLock's masters take master-restart, failover and master-clock-jump)",
+        ));
+    }
+    let master_faults = faults.iter().any(|kind| MASTER_FAULTS.contains(kind));
+    if master_faults && !redlock {
+        return Err(Error::invalid(
+            "master-restart, failover and master-clock-jump strike a RedLock's masters: \
+             add --server redlock",
         ));
     }
     if args.fair
@@ -403,7 +414,7 @@ fn check_args(args: &TortureArgs) -> Result<()> {
     let liveness = args.liveness.unwrap_or_default();
     if [
         args.duration,
-        args.hold,
+        args.hold(),
         args.ttl,
         args.fault_every,
         liveness,
@@ -496,7 +507,7 @@ fn print_verdict(args: &TortureArgs, verdict: &Verdict, files: &Files, seed: u64
         args.workers,
         args.duration,
         args.ttl,
-        args.faults
+        args.faults()
     );
     outln!(
         "  {} acquisitions, {} transfers, {} faults; counter {} after {} critical sections ({} lost updates, {} stale unfenced writes)",

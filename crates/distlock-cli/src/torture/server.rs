@@ -8,12 +8,19 @@ use std::sync::{Arc, Mutex};
 use distlock::{Error, ErrorKind, Result};
 use distlock_servers::Server;
 
+use super::masters::Masters;
 use crate::args::ServerKind;
 
 /// The server of a run, shared with the fault schedule.
 #[derive(Clone)]
 pub struct OwnServer {
-    server: Arc<Mutex<Server>>,
+    own: Arc<Own>,
+}
+
+/// What a run started: one server, or a RedLock's masters.
+enum Own {
+    One(Box<Mutex<Server>>),
+    Masters(Masters),
 }
 
 /// Starts a server of `kind`: it, and the lock URL that reaches it.
@@ -21,13 +28,21 @@ pub async fn start(kind: ServerKind) -> Result<(OwnServer, String)> {
     // Ctrl-C in the terminal reaches the run's process group: the run stops its workers
     // on a healthy store, and then the server.
     distlock_servers::servers_in_own_process_groups();
-    let (server, url) = tokio::task::spawn_blocking(move || launch(kind))
-        .await
-        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot start the server: {e}")))??;
-    let server = OwnServer {
-        server: Arc::new(Mutex::new(server)),
+    let (own, url) = match kind {
+        ServerKind::Redlock => {
+            let (masters, url) = Masters::start().await?;
+            (Own::Masters(masters), url)
+        }
+        _ => {
+            let (server, url) = tokio::task::spawn_blocking(move || launch(kind))
+                .await
+                .map_err(|e| {
+                    Error::new(ErrorKind::Backend, format!("cannot start the server: {e}"))
+                })??;
+            (Own::One(Box::new(Mutex::new(server))), url)
+        }
     };
-    Ok((server, url))
+    Ok((OwnServer { own: Arc::new(own) }, url))
 }
 
 /// Launches a server of `kind` (blocking until it serves).
@@ -73,6 +88,10 @@ fn launch(kind: ServerKind) -> Result<(Server, String)> {
             let url = format!("etcd://{}/torture?session_ttl=2s", server.addr());
             (server, url)
         }
+        // Several servers: `Masters::start`.
+        ServerKind::Redlock => {
+            return Err(Error::invalid("a RedLock's masters are no one server"));
+        }
     };
     // The database servers' lease mode: the same server, another URL.
     Ok(match kind {
@@ -84,27 +103,46 @@ fn launch(kind: ServerKind) -> Result<(Server, String)> {
 }
 
 impl OwnServer {
+    /// The one server, if the run started one (not a RedLock's masters).
+    fn one(&self) -> Option<&Mutex<Server>> {
+        match &*self.own {
+            Own::One(server) => Some(server),
+            Own::Masters(_) => None,
+        }
+    }
+
+    /// The RedLock's masters, if the run started them.
+    pub fn masters(&self) -> Option<&Masters> {
+        match &*self.own {
+            Own::Masters(masters) => Some(masters),
+            Own::One(_) => None,
+        }
+    }
+
     /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
     pub fn pause(&self) {
-        self.server
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pause();
+        if let Some(server) = self.one() {
+            server.lock().unwrap_or_else(|p| p.into_inner()).pause();
+        }
     }
 
     /// Thaws it.
     pub fn resume(&self) {
-        self.server
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .resume();
+        if let Some(server) = self.one() {
+            server.lock().unwrap_or_else(|p| p.into_inner()).resume();
+        }
     }
 
-    /// Kills it (SIGKILL) and starts it again on its port and data, waiting until it
-    /// serves.
+    /// Kills it and starts it again on its port and data, waiting until it serves.
     pub async fn restart(&self) -> Result<()> {
-        let server = self.server.clone();
+        if self.one().is_none() {
+            return Ok(());
+        }
+        let own = self.own.clone();
         tokio::task::spawn_blocking(move || {
+            let Own::One(server) = &*own else {
+                return Ok(());
+            };
             server
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

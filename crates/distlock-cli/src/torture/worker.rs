@@ -124,15 +124,16 @@ pub async fn worker() -> Result<u8> {
 }
 
 /// Records an acquire that failed with `err`; `Ok` if the worker goes on (a wait that
-/// timed out ends at the deadline; a store out of reach is asked again after a pause), the
-/// error if it ends: anything else (refused credentials, a backend that calls a fault
-/// permanent when it is not) ends the worker, and the run with it.
+/// timed out ends at the deadline; a store out of reach, or too few of a RedLock's masters
+/// in reach, is asked again after a pause), the error if it ends: anything else (refused
+/// credentials, a backend that calls a fault permanent when it is not) ends the worker,
+/// and the run with it.
 pub(super) async fn acquire_failed(recorder: &Recorder, me: u32, err: Error) -> Result<()> {
     let error = err.to_string();
     recorder.record(me, What::AcquireFailed { error });
     match err.kind() {
         ErrorKind::Timeout => Ok(()),
-        _ if err.is_temporary() => {
+        _ if err.is_temporary() || err.kind() == ErrorKind::QuorumNotReached => {
             tokio::time::sleep(Duration::from_millis(50)).await;
             Ok(())
         }

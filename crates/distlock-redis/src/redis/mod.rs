@@ -67,6 +67,9 @@ pub struct RedisBackend {
     prefix: String,
     /// How long a lock's fencing counter lives after it is seeded, in ms (`fence_ttl`).
     fence_ttl_ms: u64,
+    /// Whether a grant's fencing token is raised to this client's clock, in microseconds,
+    /// when the counter is behind it: a RedLock master's (see `with_tokens_at_clock`).
+    tokens_at_clock: bool,
     channel: String,
     wakers: Arc<LocalWakers>,
     /// The channels this client's waiters watch, on its wake-up connection.
@@ -102,6 +105,26 @@ impl Drop for RedisBackend {
 }
 
 impl RedisBackend {
+    /// Has every grant's fencing token raised to this client's wall clock in microseconds
+    /// where the lock's counter is behind it, as a RedLock's masters do: a master that
+    /// lost its counter (restarted empty, or a replica promoted before it had the last
+    /// grants) would otherwise give a majority a token at or below one already granted.
+    /// Tokens then increase across such a loss as long as the clients' clocks disagree by
+    /// less than the time between two grants, the bound RedLock's leases assume already.
+    pub(crate) fn with_tokens_at_clock(mut self) -> Self {
+        self.tokens_at_clock = true;
+        self
+    }
+
+    /// The least fencing token a grant now may take, where tokens follow the clock.
+    fn token_floor(&self) -> Option<u64> {
+        self.tokens_at_clock.then(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_micros() as u64)
+        })
+    }
+
     /// Connects, checks the server answers, and subscribes for wake-ups.
     ///
     /// # Examples
@@ -181,6 +204,7 @@ impl RedisBackend {
             acknowledged,
             prefix: config.prefix,
             fence_ttl_ms: config.fence_ttl.as_millis() as u64,
+            tokens_at_clock: false,
             channel,
             wakers,
             channels,
@@ -420,6 +444,9 @@ impl Backend for RedisBackend {
             fast.arg(request.ttl.as_millis() as u64)
                 .arg(&head)
                 .arg(self.fence_ttl_ms);
+            if let Some(floor) = self.token_floor() {
+                fast.arg(floor);
+            }
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
             if fence > 0 {
                 return self.granted(ticket, fence as u64).await;
@@ -447,6 +474,9 @@ impl Backend for RedisBackend {
             .arg(request.permits)
             .arg(request.kind.limit())
             .arg(self.fence_ttl_ms);
+        if let Some(floor) = self.token_floor() {
+            full.arg(floor);
+        }
         let answer: Vec<i64> = self.invoke_on(conn, "acquire", &full).await?;
         match AcquireAnswer::decode(&answer)? {
             AcquireAnswer::Granted(fence) => self.granted(ticket, fence).await,

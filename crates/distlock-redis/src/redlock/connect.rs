@@ -27,7 +27,12 @@ impl Master {
     /// each call, most of what a RedLock cycle cost the client.
     pub(super) async fn get(&self) -> Result<&RedisBackend> {
         self.backend
-            .get_or_try_init(|| Box::pin(RedisBackend::open(self.config.clone())))
+            .get_or_try_init(|| {
+                Box::pin(async {
+                    let backend = RedisBackend::open(self.config.clone()).await?;
+                    Ok(backend.with_tokens_at_clock())
+                })
+            })
             .await
     }
 }

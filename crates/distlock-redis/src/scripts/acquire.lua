@@ -2,7 +2,8 @@
 -- queues, shared grants, fairness, starvation. An exclusive request that has not queued
 -- itself tries acquire_fast.lua first, and comes here where that does not apply.
 -- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
---       starvation_ms, wake channel, permits, limit, fence_ttl_ms (the last, ARGV[#ARGV]).
+--       starvation_ms, wake channel, permits, limit, fence_ttl_ms; for a RedLock master,
+--       the least token (the client's clock in microseconds).
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
 -- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
 -- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1,
@@ -55,9 +56,14 @@ local function grant(queued)
   -- or the end of its lifetime, fence_ttl after it was seeded) starts at the server's clock
   -- in microseconds, above every token granted before.
   local fence = redis.call('INCR', FENCE)
+  local floor = tonumber(ARGV[13])
   if fence == 1 then
-    fence = now() * 1000
-    redis.call('SET', FENCE, text(fence), 'PX', ARGV[#ARGV])
+    fence = math.max(now() * 1000, floor or 0)
+    redis.call('SET', FENCE, text(fence), 'PX', ARGV[12])
+  elseif floor and fence < floor then
+    -- A RedLock master's counter behind the client's clock: raised to it.
+    fence = floor
+    redis.call('SET', FENCE, text(fence), 'KEEPTTL')
   end
   if queued then
     redis.call('ZREM', QUEUE, token)

@@ -5,7 +5,8 @@
 -- KEYS: LOCK, FENCE, QUEUE, LEASES (as keys.lua names them).
 -- ARGV: ttl_ms; the holder record's head: the request's record (t first) with its closing
 --       brace replaced by `,"f":"`, so that the fencing token and `"}` complete it;
---       fence_ttl_ms.
+--       fence_ttl_ms; for a RedLock master, the least token (the client's clock in
+--       microseconds).
 -- Returns the grant's fencing token, or -1 where the fast path does not apply (the client
 -- then runs acquire.lua).
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) ~= 0 then
@@ -19,6 +20,11 @@ if seeded then
   local t = redis.call('TIME')
   fence = t[1] * 1000000 + math.floor(t[2] / 1000) * 1000
 end
+local floor = tonumber(ARGV[4])
+local raised = floor ~= nil and fence < floor
+if raised then
+  fence = floor
+end
 -- The token in decimal, printed as whole numbers that fit the C `long` Lua's '%d' takes on
 -- every platform (32 bits on some): '%.0f' would print it too, at the cost of printing a
 -- floating-point number, which is most of what formatting costs here.
@@ -26,6 +32,8 @@ local text = fence < 1e8 and string.format('%d', fence)
   or string.format('%d%08d', math.floor(fence / 1e8), fence % 1e8)
 if seeded then
   redis.call('SET', KEYS[2], text, 'PX', ARGV[3])
+elseif raised then
+  redis.call('SET', KEYS[2], text, 'KEEPTTL')
 end
 redis.call('SET', KEYS[1], ARGV[2] .. text .. '"}', 'PX', ARGV[1])
 return fence

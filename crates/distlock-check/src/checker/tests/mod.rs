@@ -145,6 +145,37 @@ fn overlapping_holds_are_an_overlap() {
 }
 
 #[test]
+fn an_overlap_names_the_store_fault_struck_while_the_first_held() {
+    let fault = |name: &str| What::Fault {
+        fault: name.into(),
+        step: None,
+    };
+    let mut history = History::new();
+    history.add(1, 0, fault("server-pause"));
+    history.granted(2, 1, 1, 102);
+    history.add(10, 0, fault("master-aside 0"));
+    history.add(20, 0, fault("master-restart 1"));
+    history.add(30, 3, fault("pause"));
+    history.granted(50, 2, 2, 150);
+    let verdict = history.check();
+    assert_eq!(kinds(&verdict), [Kind::Overlap]);
+    assert!(
+        verdict.violations[0]
+            .message
+            .ends_with(", after master-restart 1 at 20.000 ms"),
+        "{}",
+        verdict.violations[0].message
+    );
+
+    let mut before = History::new();
+    before.add(1, 0, fault("server-pause"));
+    before.granted(2, 1, 1, 102);
+    before.granted(50, 2, 2, 150);
+    let message = &before.check().violations[0].message;
+    assert!(message.ends_with("to 102.000 ms"), "{message}");
+}
+
+#[test]
 fn renewals_extend_a_hold_and_a_loss_ends_it() {
     let mut renewed = History::new();
     let first = renewed.granted(1, 1, 1, 50);

@@ -34,7 +34,7 @@ impl Workers {
     }
 
     /// Ends the fault in force, if one is (a link healed, a clock set right, the server
-    /// thawed), recording it.
+    /// thawed, a master back in reach), recording it.
     pub(super) fn undo_fault(&mut self, recorder: &Recorder) -> Result<()> {
         match self.undo.take() {
             Some(Undo::Link(target)) => {
@@ -48,6 +48,12 @@ impl Workers {
                     clocks.set(target, 0)?;
                 }
                 recorder.record(target, fault("clock-back"));
+            }
+            Some(Undo::MasterAside(at)) => {
+                if let Some(masters) = self.server.as_ref().and_then(|s| s.masters()) {
+                    masters.reach(at, true);
+                }
+                recorder.record(0, fault("master-back"));
             }
             Some(Undo::ServerPause) => {
                 if let Some(server) = &self.server {
