@@ -77,9 +77,13 @@ impl FaultProxy {
                     };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
+                    let mut handles = connections.lock().unwrap_or_else(|p| p.into_inner());
+                    // Redirected while it connected: its connections are to be closed.
+                    if *target.lock().unwrap_or_else(|p| p.into_inner()) != to {
+                        continue;
+                    }
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
-                    let mut handles = connections.lock().unwrap_or_else(|p| p.into_inner());
                     handles.retain(|handle| !handle.is_finished());
                     for (from, to) in [(client_read, server_write), (server_read, client_write)] {
                         let rx = mode.subscribe();

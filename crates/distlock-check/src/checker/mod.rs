@@ -359,11 +359,16 @@ fn check_overlaps(timeline: &Timeline, verdict: &mut Verdict) {
         .filter(|hold| !hold.span.is_empty())
         .collect();
     holds.sort_by_key(|hold| (hold.span.start, hold.grant));
-    // The faults the run's coordinator (worker 0) struck the store with, in order.
+    // The faults the run's coordinator (worker 0) struck the store with, in order (not
+    // the store's recoveries from them).
     let store_faults: Vec<&Event> = timeline
         .events
         .iter()
-        .filter(|event| event.worker == 0 && matches!(event.what, What::Fault { .. }))
+        .filter(|event| {
+            event.worker == 0
+                && matches!(&event.what, What::Fault { fault, .. }
+                    if !RECOVERIES.contains(&fault.as_str()))
+        })
         .collect();
     for (position, earlier) in holds.iter().enumerate() {
         let overlapping = holds[position + 1..]
@@ -396,6 +401,9 @@ fn check_overlaps(timeline: &Timeline, verdict: &mut Verdict) {
         }
     }
 }
+
+/// The coordinator's records of a store coming back from a fault, not faults themselves.
+const RECOVERIES: [&str; 3] = ["server-up", "server-resume", "master-back"];
 
 /// (b) Each counter write against the other workers' writes since its read. A stale
 /// write (its writer's hold over, on either side) is no lost update of the lock's: only

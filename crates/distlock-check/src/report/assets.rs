@@ -10,7 +10,7 @@ svg{display:block;border:1px solid #ddd;background:#fff}\
 .row{fill:#fff}.row.alt{fill:#f3f4f6}.label,.time,.note{font-size:11px;fill:#444}\
 .time{text-anchor:middle}.tick{stroke:#e5e7eb}\
 .hold{fill:#3b82f6}.hold.bad{stroke:#dc2626;stroke-width:2}.token{font-size:10px;fill:#fff;pointer-events:none}\
-.pause{fill:#9ca3af;fill-opacity:.35}.link{fill:#a855f7;fill-opacity:.2}.server{fill:#0ea5e9;fill-opacity:.15}.clock{fill:#eab308;fill-opacity:.25}.kill{stroke:#111;stroke-width:2}\
+.pause{fill:#9ca3af;fill-opacity:.35}.link{fill:#a855f7;fill-opacity:.2}.server{fill:#0ea5e9;fill-opacity:.15}.clock{fill:#eab308;fill-opacity:.25}.kill{stroke:#111;stroke-width:2}.strike{stroke:#ea580c;stroke-width:2;stroke-dasharray:4 2}\
 .renew{stroke:#16a34a;stroke-width:1.5}.atrisk{fill:#f59e0b}.lost{fill:#dc2626;font-size:13px}\
 .write{fill:#1e3a8a}.refused{fill:none;stroke:#dc2626;stroke-width:1.5}\
 .mark{fill:none;stroke:#dc2626;stroke-width:2}.band{fill:#dc2626;fill-opacity:.18}.focus{stroke:#f0f;stroke-width:4}\
@@ -21,7 +21,7 @@ svg{display:block;border:1px solid #ddd;background:#fff}\
 pub(super) const LEGEND: &str = "<p class=\"legend\"><span style=\"color:#3b82f6\">■ hold (token)</span>\
 <span style=\"color:#dc2626\">□ hold a violation names</span><span style=\"color:#16a34a\">| renewal</span>\
 <span style=\"color:#f59e0b\">▲ at risk</span><span style=\"color:#dc2626\">✕ lost</span>\
-<span style=\"color:#9ca3af\">■ paused</span><span style=\"color:#a855f7\">■ link cut or black-holed</span><span style=\"color:#0ea5e9\">■ server paused or restarting</span><span style=\"color:#eab308\">■ wall clock ahead</span><span>| killed</span>\
+<span style=\"color:#9ca3af\">■ paused</span><span style=\"color:#a855f7\">■ link cut or black-holed</span><span style=\"color:#0ea5e9\">■ server paused or restarting, or a RedLock master out of reach</span><span style=\"color:#ea580c\">┆ RedLock master struck</span><span style=\"color:#eab308\">■ wall clock ahead</span><span>| killed</span>\
 <span style=\"color:#dc2626\">○ stale write refused, or an event a violation names</span>\
 <span style=\"color:#f87171\">▮ while a violation went on</span></p>";
 

@@ -36,6 +36,9 @@ const MOST_HOLDS: usize = 20_000;
 const MOST_MARKS: usize = 50_000;
 const MOST_VIOLATIONS: usize = 1_000;
 
+/// How a strike at a RedLock master is recorded (then the master's number).
+const MASTER_STRIKES: [&str; 3] = ["master-restart", "failover", "master-clock-jump"];
+
 /// Where the plot starts (after the row labels), how wide it is, and how tall a row is.
 const LEFT: f64 = 80.0;
 const WIDTH: f64 = 1100.0;
@@ -225,7 +228,9 @@ impl<'a> Plot<'a> {
     }
 
     /// Pauses shaded (to their resume, or the end), cut and black-holed links shaded (to
-    /// their heal), kills struck through.
+    /// their heal), kills struck through; a server's pause or restart, and a RedLock
+    /// master out of reach, shaded across every row, and a strike at a master drawn
+    /// across them.
     fn faults(&self, html: &mut String) {
         // What is open on each worker: a pause or a link fault, since when, and its title.
         let mut open: BTreeMap<(u32, &str), (u64, String)> = BTreeMap::new();
@@ -236,10 +241,14 @@ impl<'a> Plot<'a> {
             };
             match fault.as_str() {
                 "server-pause" | "server-restart" => server = Some((event.at, fault)),
-                "server-resume" | "server-up" => {
+                "server-resume" | "server-up" | "master-back" => {
                     if let Some((since, what)) = server.take() {
                         self.server_window(html, (since, event.at), what);
                     }
+                }
+                aside if aside.starts_with("master-aside") => server = Some((event.at, fault)),
+                strike if MASTER_STRIKES.iter().any(|s| strike.starts_with(s)) => {
+                    self.strike(html, event.at, strike);
                 }
                 _ => {}
             }
@@ -293,6 +302,18 @@ impl<'a> Plot<'a> {
         if let Some((since, what)) = server {
             self.server_window(html, (since, self.to), what);
         }
+    }
+
+    /// A strike at a RedLock master (`what`, as recorded), across every row.
+    fn strike(&self, html: &mut String, at: u64, what: &str) {
+        let x = self.x(at);
+        let _ = write!(
+            html,
+            "<line class=\"strike\" x1=\"{x:.1}\" y1=\"{AXIS}\" x2=\"{x:.1}\" y2=\"{}\"><title>{} at {}</title></line>",
+            AXIS + self.rows.len() as f64 * ROW,
+            escape(what),
+            self.time(at)
+        );
     }
 
     /// A server fault's window, across every row.
@@ -501,4 +522,40 @@ fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+    use crate::checker::{Limits, check};
+    use crate::history::{Event, What};
+
+    #[test]
+    fn a_master_out_of_reach_is_shaded_and_a_strike_drawn_across_the_rows() {
+        let fault = |at: u64, name: &str| Event {
+            at,
+            worker: 0,
+            what: What::Fault {
+                fault: name.into(),
+                step: None,
+            },
+        };
+        let events = [
+            Event {
+                at: 0,
+                worker: 1,
+                what: What::Granted {
+                    token: 1,
+                    safe_until: 1_000,
+                },
+            },
+            fault(100, "master-aside 2"),
+            fault(200, "master-back"),
+            fault(300, "failover 1"),
+        ];
+        let html = render(&events, &check(&events, &Limits { liveness: 1 }), "run");
+        assert!(html.contains("<title>master-aside 2 from "), "{html}");
+        assert!(html.contains("class=\"strike\""), "{html}");
+        assert!(html.contains("<title>failover 1 at "), "{html}");
+    }
 }

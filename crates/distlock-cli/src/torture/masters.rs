@@ -22,6 +22,11 @@ struct Pair {
     replica: Server,
     /// How far the primary's wall clock is ahead, in seconds.
     ahead: u64,
+    /// Whether the primary started as a replica (promoted by a failover): started again,
+    /// it comes back as one, and is promoted again.
+    promoted: bool,
+    /// Whether the servers run under a clock of their own.
+    faked_clock: bool,
 }
 
 /// One master's place in the RedLock: the proxy its clients reach it through, and what
@@ -36,14 +41,23 @@ pub struct Masters {
     places: Vec<Place>,
 }
 
-/// A `redis-server` keeping nothing on disk, under a clock of its own, a replica of
-/// `primary` if given.
-fn spec(primary: Option<SocketAddr>) -> Result<ServerSpec> {
+/// A `redis-server` keeping nothing on disk, a replica of `primary` if given, under a
+/// clock of its own if `faked_clock`.
+fn spec(primary: Option<SocketAddr>, faked_clock: bool) -> Result<ServerSpec> {
     let replica_of = primary.map(|addr| (addr.ip().to_string(), addr.port().to_string()));
-    // A replica copies its master from the start, not after Redis's default 5 s.
-    let mut extra = vec!["--repl-diskless-sync-delay", "0"];
+    // A replica copies its master over the socket (no file a restarted master could load)
+    // from the start, not after Redis's default 5 s.
+    let mut extra = vec![
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
     if let Some((host, port)) = &replica_of {
         extra.extend(["--replicaof", host, port]);
+    }
+    if !faked_clock {
+        return Ok(redis_spec(&extra));
     }
     let spec = faked_server_clock()?
         .iter()
@@ -63,14 +77,16 @@ fn launch(spec: ServerSpec) -> Result<Server> {
     })
 }
 
-/// A master and a replica of it.
-fn launch_pair() -> Result<Pair> {
-    let primary = launch(spec(None)?)?;
-    let replica = launch(spec(Some(primary.addr()))?)?;
+/// A master and a replica of it, under clocks of their own if `faked_clock`.
+fn launch_pair(faked_clock: bool) -> Result<Pair> {
+    let primary = launch(spec(None, faked_clock)?)?;
+    let replica = launch(spec(Some(primary.addr()), faked_clock)?)?;
     Ok(Pair {
         primary,
         replica,
         ahead: 0,
+        promoted: false,
+        faked_clock,
     })
 }
 
@@ -86,12 +102,12 @@ async fn on_pair<T: Send + 'static>(
 }
 
 impl Masters {
-    /// Starts the masters and their replicas: them, and the `redlock://` URL that reaches
-    /// them.
-    pub async fn start() -> Result<(Masters, String)> {
+    /// Starts the masters and their replicas, under clocks of their own if `faked_clock`
+    /// (for clock jumps): them, and the `redlock://` URL that reaches them.
+    pub async fn start(faked_clock: bool) -> Result<(Masters, String)> {
         let mut places = Vec::with_capacity(MASTERS);
         for _ in 0..MASTERS {
-            let pair = tokio::task::spawn_blocking(launch_pair)
+            let pair = tokio::task::spawn_blocking(move || launch_pair(faked_clock))
                 .await
                 .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot start: {e}")))??;
             let proxy = FaultProxy::start(pair.primary.addr()).await.map_err(|e| {
@@ -139,7 +155,11 @@ impl Masters {
                     ErrorKind::Unavailable,
                     format!("the master did not come back: {e}"),
                 )
-            })
+            })?;
+            match pair.promoted {
+                true => promote(pair.primary.addr()),
+                false => Ok(()),
+            }
         })
         .await
     }
@@ -156,13 +176,10 @@ impl Masters {
         .await?;
         place.proxy.redirect(promoted);
         on_pair(&place.pair, move |pair| {
-            let replica = launch(spec(Some(promoted))?)?;
-            let old = std::mem::replace(
-                &mut pair.primary,
-                std::mem::replace(&mut pair.replica, replica),
-            );
-            drop(old);
+            let replica = launch(spec(Some(promoted), pair.faked_clock)?)?;
+            pair.primary = std::mem::replace(&mut pair.replica, replica);
             pair.ahead = 0;
+            pair.promoted = true;
             Ok(())
         })
         .await
@@ -175,6 +192,9 @@ impl Masters {
             .pair
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        if !pair.faked_clock {
+            return Ok(());
+        }
         pair.ahead += seconds;
         let path = pair.primary.dir().join("clock");
         std::fs::write(&path, format!("+{}\n", pair.ahead)).map_err(|e| {

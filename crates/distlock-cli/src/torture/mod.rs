@@ -85,7 +85,7 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     let (own, given) = match args.server {
         Some(kind) => {
             let (own, url) = tokio::select! {
-                started = server::start(kind) => started?,
+                started = server::start(kind, args.faults().contains(&FaultKind::MasterClockJump)) => started?,
                 signal = interruption.next() => return Ok(128 + signal as u8),
             };
             (Some(own), Some(url))
@@ -271,6 +271,7 @@ async fn run(
         history: files.history.clone(),
         counter: files.dir.join("counter"),
         resource,
+        writes_first: args.server == Some(ServerKind::Redlock),
     };
     let faults = args.faults();
     let clocks = match faults.contains(&FaultKind::ClockJump) {

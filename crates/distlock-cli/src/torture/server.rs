@@ -23,14 +23,15 @@ enum Own {
     Masters(Masters),
 }
 
-/// Starts a server of `kind`: it, and the lock URL that reaches it.
-pub async fn start(kind: ServerKind) -> Result<(OwnServer, String)> {
+/// Starts a server of `kind` (a RedLock's masters under clocks of their own if
+/// `faked_clock`, for clock jumps): it, and the lock URL that reaches it.
+pub async fn start(kind: ServerKind, faked_clock: bool) -> Result<(OwnServer, String)> {
     // Ctrl-C in the terminal reaches the run's process group: the run stops its workers
     // on a healthy store, and then the server.
     distlock_servers::servers_in_own_process_groups();
     let (own, url) = match kind {
         ServerKind::Redlock => {
-            let (masters, url) = Masters::start().await?;
+            let (masters, url) = Masters::start(faked_clock).await?;
             (Own::Masters(masters), url)
         }
         _ => {

@@ -41,6 +41,10 @@ pub struct Task {
     pub history: PathBuf,
     pub counter: PathBuf,
     pub resource: SocketAddr,
+    /// Whether a holder writes its token to the resource as its section begins too, so that
+    /// a stale holder's last write comes after its successor's first (a RedLock's own run,
+    /// whose master faults make stale holders).
+    pub writes_first: bool,
 }
 
 /// Runs the task read from standard input, then obeys the step faults ordered there.
@@ -226,9 +230,10 @@ impl Section<'_> {
     ) -> Result<()> {
         let (recorder, me) = (self.recorder, self.task.worker);
         recorder.record(me, What::Enter);
-        if self.task.scheme == Scheme::Election {
-            // A leader makes its term known to the resource as its term begins: from then
-            // on an earlier leader's late write is refused.
+        if self.task.scheme == Scheme::Election || self.task.writes_first {
+            // A leader (a holder) makes its term (its token) known to the resource as its
+            // term (its section) begins: from then on an earlier one's late write is
+            // refused.
             resource.write(me, token).await?;
         }
         if counted.is_none() && !self.count(guard).await? {

@@ -155,6 +155,7 @@ fn an_overlap_names_the_store_fault_struck_while_the_first_held() {
     history.granted(2, 1, 1, 102);
     history.add(10, 0, fault("master-aside 0"));
     history.add(20, 0, fault("master-restart 1"));
+    history.add(25, 0, fault("master-back"));
     history.add(30, 3, fault("pause"));
     history.granted(50, 2, 2, 150);
     let verdict = history.check();

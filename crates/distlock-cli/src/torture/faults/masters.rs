@@ -53,13 +53,17 @@ impl Workers {
             masters.detach_replica(struck).await?;
             asked = monotonic_ns() + self.template.ttl.as_nanos() as u64;
         }
-        let give_up = asked + GRANT_WAIT.as_nanos() as u64;
+        let give_up = (asked + GRANT_WAIT.as_nanos() as u64).min(self.template.until);
         while self.last_grant < asked && monotonic_ns() < give_up {
             tokio::time::sleep(Duration::from_millis(1)).await;
             self.holders();
         }
-        // Back in reach, and found so by the waiters' next tries, before the strike.
+        // Back in reach, and found so by the waiters' next tries, before the strike; no
+        // strike without a grant to strike at (the run ended first).
         self.undo_fault(recorder)?;
+        if self.last_grant < asked {
+            return Ok(());
+        }
         tokio::time::sleep(REACHED).await;
         let masters = self.server.clone();
         let Some(masters) = masters.as_ref().and_then(|s| s.masters()) else {
@@ -76,10 +80,7 @@ impl Workers {
         match kind {
             FaultKind::MasterRestart => masters.restart_empty(struck).await?,
             FaultKind::Failover => masters.fail_over(struck).await?,
-            _ => {
-                let lease = self.template.ttl.as_secs() + 1;
-                masters.jump_clock(struck, lease * 10)?;
-            }
+            _ => masters.jump_clock(struck, (self.template.ttl * 10).as_secs().max(10))?,
         }
         let valid_until = self.holders().iter().map(|&(_, until)| until).max();
         self.wait_out(0, valid_until.unwrap_or(0)).await;
