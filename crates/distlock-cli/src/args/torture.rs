@@ -18,7 +18,8 @@ pub struct TortureArgs {
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub ttl: Duration,
     /// How long each critical section lasts (default 20 ms; with `--server redlock`, half
-    /// the TTL, so that a holder is still at work when a master loses its grant).
+    /// the TTL, so that a holder is still at work when a master loses its grant, and at
+    /// most a tenth of the run).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub hold: Option<Duration>,
     /// The faults to inject, comma-separated, taking turns: step-crash (a worker killed at
@@ -98,7 +99,7 @@ impl TortureArgs {
     /// How long each critical section lasts.
     pub fn hold(&self) -> Duration {
         self.hold.unwrap_or(match self.server {
-            Some(ServerKind::Redlock) => self.ttl / 2,
+            Some(ServerKind::Redlock) => (self.ttl / 2).min(self.duration / 10),
             _ => DEFAULT_HOLD,
         })
     }
