@@ -113,3 +113,50 @@ fn master_faults_go_with_the_runs_own_redlock() {
     assert_eq!(out.status.code(), Some(64), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("master-restart"));
 }
+
+/// Ctrl-C while the masters start (six servers, in their own process groups) stops the
+/// run with 130 and leaves none of them running: the start finishes, then what it started
+/// is stopped.
+#[test]
+fn ctrl_c_while_the_masters_start_leaves_no_server_behind() {
+    let mark = format!("torture-start-{}", std::process::id());
+    for delay_ms in [100, 300] {
+        let state = tempfile::tempdir().unwrap();
+        let mut run = Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env("DISTLOCK_TEST_MARK", &mark)
+            .env_remove("DISTLOCK_URL")
+            .args(["torture", "--server", "redlock", "--duration", "3s"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        // SAFETY: kill(2) on the child's pid, which it still is until waited for.
+        unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+        let status = run.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "after {delay_ms} ms: {status:?}");
+        assert_eq!(
+            marked_processes(&mark),
+            0,
+            "servers left after {delay_ms} ms"
+        );
+    }
+}
+
+/// How many processes carry `mark` in their environment.
+fn marked_processes(mark: &str) -> usize {
+    let wanted = format!("DISTLOCK_TEST_MARK={mark}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|entry| std::fs::read(entry.path().join("environ")).ok())
+        .filter(|environ| {
+            environ
+                .split(|b| *b == 0)
+                .any(|var| var == wanted.as_bytes())
+        })
+        .count()
+}

@@ -84,10 +84,20 @@ pub async fn torture(given: &Option<String>, args: TortureArgs) -> Result<u8> {
     // The run's own server, if asked for: its URL is the run's (DISTLOCK_URL is not).
     let (own, given) = match args.server {
         Some(kind) => {
-            let (own, url) = tokio::select! {
-                started = server::start(kind, args.faults().contains(&FaultKind::MasterClockJump)) => started?,
-                signal = interruption.next() => return Ok(128 + signal as u8),
+            // A signal lets the start finish, and then stops what it started: a server
+            // dropped half-launched would run on in its own process group.
+            let faked_clock = args.faults().contains(&FaultKind::MasterClockJump);
+            let mut starting = tokio::spawn(server::start(kind, faked_clock));
+            let started = tokio::select! {
+                started = &mut starting => started,
+                signal = interruption.next() => {
+                    drop(starting.await);
+                    return Ok(128 + signal as u8);
+                }
             };
+            let (own, url) = started.map_err(|e| {
+                Error::new(ErrorKind::Backend, format!("cannot start the server: {e}"))
+            })??;
             (Some(own), Some(url))
         }
         None => (None, given.clone()),
