@@ -67,10 +67,14 @@ fn distlock_and_rslock_exclude_each_other_on_one_key() {
             let start = start.clone();
             tokio::spawn(async move {
                 let manager = rslock::LockManager::new(uris);
-                manager
-                    .lock("warm-up", Duration::from_millis(10))
+                // Connects to the masters. The TTL leaves room for a slow first round trip:
+                // rslock gives up on a grant whose validity the round trips used up, and
+                // a warm-up that failed would leave the other side at the barrier.
+                let warm = manager
+                    .lock("warm-up", Duration::from_secs(5))
                     .await
-                    .unwrap();
+                    .expect("rslock reaches the masters");
+                manager.unlock(&warm).await;
                 start.wait().await;
                 let began = Instant::now();
                 for _ in 0..ROUNDS {
@@ -87,7 +91,9 @@ fn distlock_and_rslock_exclude_each_other_on_one_key() {
                 (began, Instant::now())
             })
         };
-        let (ours, theirs) = (ours.await.unwrap(), theirs.await.unwrap());
+        // Either side's panic ends the test at once: the other may wait at the barrier.
+        let (ours, theirs) = tokio::try_join!(ours, theirs)
+            .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()));
         let overlap = ours
             .1
             .min(theirs.1)
