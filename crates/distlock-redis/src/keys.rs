@@ -1,4 +1,6 @@
-//! Key layout: the lock's key, and its companions under the same hash tag.
+//! Key layout: the lock's key, its companions under the same hash tag, and the fencing
+//! counter it shares with the names of its server or, in a cluster, its slot (see
+//! [`crate::slots`]).
 //!
 //! Key names are written straight into the command that carries them ([`KeyName`] is a
 //! Redis argument), so an operation builds no strings for them.
@@ -8,13 +10,15 @@ use std::io::Write;
 use distlock_core::{Error, Result};
 use redis::{RedisWrite, ToRedisArgs, ToSingleRedisArg};
 
+use crate::slots::{SlotTags, slot_of};
+
 /// One of a lock's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Key {
     /// The exclusive holder: the key other Redis lock clients use too. It holds our holder
     /// record (request token first, for `distlock status` too), or a foreign client's token.
     Lock,
-    /// The fencing counter.
+    /// The fencing counter, shared by the names of the lock's server (cluster: slot).
     Fence,
     /// Queued request tokens by arrival number.
     Queue,
@@ -67,10 +71,10 @@ impl Key {
     pub(crate) const RELEASE_FAST: [Key; 2] = [Key::Lock, Key::Queue];
 
     /// The suffix after the hash tag; `None` for the lock's own key, which has no tag.
-    fn suffix(self) -> Option<&'static str> {
+    pub(crate) fn suffix(self) -> Option<&'static str> {
         Some(match self {
             Key::Lock => return None,
-            Key::Fence => "fence",
+            Key::Fence => "slot-fence",
             Key::Queue => "queue",
             Key::Leases => "leases",
             Key::Waiters => "waiters",
@@ -83,24 +87,35 @@ impl Key {
     }
 }
 
-/// The keys of one lock: `prefix` + `name` for the lock itself, and
-/// `{prefix + name}:suffix` for each companion, so all share one cluster slot.
+/// The keys of one lock: `prefix` + `name` for the lock itself, `{prefix + name}:suffix`
+/// for each companion, and `{prefix + tag}:slot-fence` for the fencing counter, where in a
+/// cluster `tag` puts it in the lock's slot (on one server it is empty): all in one slot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LockKeys<'a> {
     prefix: &'a str,
     name: &'a str,
+    /// The tag of the fencing counter of the name's slot (empty: the server's one).
+    fence_tag: &'a str,
 }
 
 impl<'a> LockKeys<'a> {
-    /// The keys of lock `name` under `prefix`; names with braces are refused (they would
-    /// change the hash tag).
-    pub(crate) fn new(prefix: &'a str, name: &'a str) -> Result<LockKeys<'a>> {
-        if name.bytes().any(|b| b == b'{' || b == b'}') {
-            return Err(Error::invalid(format!(
-                "redis lock names may not contain `{{` or `}}` (they pick the cluster slot): `{name}`"
-            )));
-        }
-        Ok(LockKeys { prefix, name })
+    /// The keys of lock `name` under `prefix`, in a cluster whose counters' tags are
+    /// `tags` (`None`: one server); names with braces are refused (they would change the
+    /// hash tag).
+    pub(crate) fn new(
+        prefix: &'a str,
+        name: &'a str,
+        tags: Option<&'a SlotTags>,
+    ) -> Result<LockKeys<'a>> {
+        check_name(name)?;
+        let fence_tag = tags.map_or("", |tags| {
+            tags.tag(slot_of(&[prefix.as_bytes(), name.as_bytes()]))
+        });
+        Ok(LockKeys {
+            prefix,
+            name,
+            fence_tag,
+        })
     }
 
     /// Key `which`, as a command argument.
@@ -108,30 +123,63 @@ impl<'a> LockKeys<'a> {
         KeyName { keys: self, which }
     }
 
+    /// Key `which`, as text.
+    pub(crate) fn text(self, which: Key) -> String {
+        self.named(which).parts().concat()
+    }
+
     /// Keys `which`, in order, as command arguments.
     pub(crate) fn list(self, which: &'a [Key]) -> impl Iterator<Item = KeyName<'a>> + 'a {
         which.iter().map(move |&k| self.named(k))
     }
 
-    /// The glob matching every lock's fencing counter under `prefix`.
-    pub(crate) fn fence_pattern(prefix: &str) -> String {
-        let escaped: String = prefix
-            .chars()
-            .flat_map(|c| match c {
-                '*' | '?' | '[' | ']' | '\\' => vec!['\\', c],
-                c => vec![c],
-            })
-            .collect();
-        format!("{{{escaped}*}}:fence")
+    /// The glob matching every lock's key under `prefix` (and any other key that starts
+    /// with it).
+    pub(crate) fn lock_pattern(prefix: &str) -> String {
+        format!("{}*", glob_escaped(prefix))
     }
 
-    /// The lock name inside a fencing counter's key, if it is one of ours.
-    pub(crate) fn name_of_fence<'k>(prefix: &str, fence_key: &'k str) -> Option<&'k str> {
-        fence_key
-            .strip_prefix('{')?
-            .strip_suffix("}:fence")?
-            .strip_prefix(prefix)
+    /// The glob matching companion `which` of every lock under `prefix`.
+    pub(crate) fn companion_pattern(prefix: &str, which: Key) -> String {
+        let suffix = which.suffix().unwrap_or_default();
+        format!("{{{}*}}:{suffix}", glob_escaped(prefix))
     }
+
+    /// The lock name inside companion key `key`, if it is `which` of one of ours.
+    pub(crate) fn name_of_companion<'k>(prefix: &str, which: Key, key: &'k str) -> Option<&'k str> {
+        let name = key
+            .strip_prefix('{')?
+            .strip_suffix(which.suffix()?)?
+            .strip_suffix("}:")?
+            .strip_prefix(prefix)?;
+        check_name(name).ok().map(|()| name)
+    }
+
+    /// The lock name of lock key `key`, if it could be one under `prefix`.
+    pub(crate) fn name_of_lock<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
+        let name = key.strip_prefix(prefix)?;
+        check_name(name).ok().map(|()| name)
+    }
+}
+
+/// Refuses names with braces, which would change the hash tag.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.bytes().any(|b| b == b'{' || b == b'}') {
+        return Err(Error::invalid(format!(
+            "redis lock names may not contain `{{` or `}}` (they pick the cluster slot): `{name}`"
+        )));
+    }
+    Ok(())
+}
+
+/// `text` with the characters a `SCAN MATCH` glob gives a meaning escaped.
+fn glob_escaped(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '*' | '?' | '[' | ']' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect()
 }
 
 /// One key of one lock, written as a command argument without building a string first.
@@ -144,9 +192,14 @@ pub(crate) struct KeyName<'a> {
 impl KeyName<'_> {
     /// The key's parts, to be written one after the other.
     fn parts(&self) -> [&str; 5] {
-        let LockKeys { prefix, name } = self.keys;
+        let LockKeys {
+            prefix,
+            name,
+            fence_tag,
+        } = self.keys;
         match self.which.suffix() {
             None => [prefix, name, "", "", ""],
+            Some(suffix) if self.which == Key::Fence => ["{", prefix, fence_tag, "}:", suffix],
             Some(suffix) => ["{", prefix, name, "}:", suffix],
         }
     }
@@ -170,19 +223,67 @@ mod tests {
 
     #[test]
     fn companions_share_the_lock_key_as_hash_tag() {
-        let keys = LockKeys::new("locks:", "orders/42").unwrap();
+        let tags = SlotTags::for_prefix("locks:");
+        let keys = LockKeys::new("locks:", "orders/42", Some(&tags)).unwrap();
         let text = |which| String::from_utf8(keys.named(which).to_redis_args().remove(0)).unwrap();
         assert_eq!(text(Key::Lock), "locks:orders/42");
-        let fence = text(Key::Fence);
-        assert_eq!(fence, "{locks:orders/42}:fence");
-        assert_eq!(LockKeys::name_of_fence("locks:", &fence), Some("orders/42"));
-        assert!(LockKeys::new("", "a{b}").is_err());
-        assert_eq!(LockKeys::fence_pattern("a*"), "{a\\**}:fence");
+        let queue = text(Key::Queue);
+        assert_eq!(queue, "{locks:orders/42}:queue");
+        assert_eq!(
+            LockKeys::name_of_companion("locks:", Key::Queue, &queue),
+            Some("orders/42")
+        );
+        assert_eq!(
+            LockKeys::name_of_companion("locks:", Key::Leases, &queue),
+            None
+        );
+        assert_eq!(
+            LockKeys::name_of_lock("locks:", "locks:orders/42"),
+            Some("orders/42")
+        );
+        assert_eq!(
+            LockKeys::name_of_lock("locks:", "{locks:orders/42}:queue"),
+            None
+        );
+        assert!(LockKeys::new("", "a{b}", None).is_err());
+        assert_eq!(
+            LockKeys::companion_pattern("a*", Key::Queue),
+            "{a\\**}:queue"
+        );
+        assert_eq!(LockKeys::lock_pattern("a*"), "a\\**");
+    }
+
+    #[test]
+    fn a_cluster_s_fencing_counter_is_in_the_lock_s_slot() {
+        let tags = SlotTags::for_prefix("locks:");
+        let keys = LockKeys::new("locks:", "orders/42", Some(&tags)).unwrap();
+        let fence = String::from_utf8(keys.named(Key::Fence).to_redis_args().remove(0)).unwrap();
+        let tag = fence
+            .strip_prefix("{locks:")
+            .and_then(|rest| rest.strip_suffix("}:slot-fence"))
+            .unwrap();
+        assert_eq!(
+            slot_of(&[b"locks:", tag.as_bytes()]),
+            slot_of(&[b"locks:orders/42"])
+        );
+        // Names of one slot share it.
+        let other = LockKeys::new("locks:", "orders/43", Some(&tags)).unwrap();
+        let same_slot = slot_of(&[b"locks:orders/43"]) == slot_of(&[b"locks:orders/42"]);
+        let other_fence = other.named(Key::Fence).to_redis_args().remove(0);
+        assert_eq!(other_fence == fence.as_bytes(), same_slot);
+    }
+
+    #[test]
+    fn one_server_has_one_fencing_counter() {
+        for name in ["orders/42", "orders/43"] {
+            let keys = LockKeys::new("locks:", name, None).unwrap();
+            assert_eq!(keys.text(Key::Fence), "{locks:}:slot-fence");
+        }
     }
 
     #[test]
     fn a_key_is_written_as_one_argument() {
-        let keys = LockKeys::new("p:", "n");
+        let keys = LockKeys::new("p:", "n", None);
         let args = keys.unwrap().named(Key::LeaseInfo).to_redis_args();
         assert_eq!(args, vec![b"{p:n}:lease-info".to_vec()]);
     }

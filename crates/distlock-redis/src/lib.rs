@@ -8,6 +8,7 @@ mod redis;
 mod redisson;
 pub mod redlock;
 mod scripts;
+mod slots;
 
 use std::sync::Arc;
 
@@ -22,6 +23,29 @@ pub use self::redisson::RedissonBackend;
 pub use distlock_core::backend::DEFAULT_FENCE_TTL;
 pub use error::connect_error;
 pub use redlock::{RedlockBackend, RedlockConfig};
+
+/// The key of the fencing counter that lock `name` counts on, under `prefix` (the URL's
+/// `?prefix=`), on one server (a RedLock master too) or in a cluster: names share one
+/// counter per server, one per slot in a cluster, so a name leaves no key of its own
+/// behind once released. For an operator who reads or resets it: a counter deleted by hand
+/// is seeded again from the server's clock, above every token it gave. Names with `{` or
+/// `}` are refused, as on every Redis URL.
+///
+/// # Examples
+///
+/// ```
+/// use distlock_redis::fencing_counter_key;
+/// assert_eq!(fencing_counter_key("locks:", "orders/42", false)?, "{locks:}:slot-fence");
+/// let in_cluster = fencing_counter_key("locks:", "orders/42", true)?;
+/// assert!(in_cluster.starts_with("{locks:") && in_cluster.ends_with("}:slot-fence"));
+/// assert!(fencing_counter_key("", "a{b}", false).is_err());
+/// # Ok::<(), distlock_core::Error>(())
+/// ```
+pub fn fencing_counter_key(prefix: &str, name: &str, cluster: bool) -> Result<String> {
+    let tags = cluster.then(|| slots::SlotTags::for_prefix(prefix));
+    let keys = keys::LockKeys::new(prefix, name, tags.as_deref())?;
+    Ok(keys.text(keys::Key::Fence))
+}
 
 /// Decodes `reply` (RESP bytes) as every reply distlock reads from Redis, for the fuzz
 /// target `redis_reply` in `fuzz/`: built only by `cargo fuzz`.

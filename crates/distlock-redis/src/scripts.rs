@@ -33,8 +33,6 @@ pub(crate) struct Scripts {
     pub(crate) cancel: Script,
     pub(crate) restamp: Script,
     pub(crate) redlock_waiting: Script,
-    /// Deletes a lock's fencing counter that is idle long enough (`Client::forget`).
-    pub(crate) forget: Script,
     /// Breaks grants whoever holds them (`Client::force_release`).
     pub(crate) force_release: Script,
     /// Writes a lock's note under a live grant (`Backend::write_note`).
@@ -57,7 +55,6 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     cancel: compose(include_str!("scripts/cancel.lua")),
     restamp: Script::new(include_str!("scripts/restamp.lua")),
     redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
-    forget: Script::new(include_str!("scripts/forget.lua")),
     force_release: compose(include_str!("scripts/force_release.lua")),
     note_write: compose(include_str!("scripts/note_write.lua")),
     note_read: Script::new(include_str!("scripts/note_read.lua")),

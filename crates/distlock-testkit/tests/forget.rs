@@ -2,8 +2,9 @@
 //! counters at once, rather than after `fence_ttl`. Only counters a second or more below
 //! the clock go; a holder keeps its lock, and a name locked again gets a token above every
 //! one it had.
-//! On every backend that keeps a counter per name. And a counter an operator deletes by
-//! hand is seeded again above every token it gave.
+//! On every backend that keeps a counter per name (not Redis, whose names share their
+//! slot's). And a counter an operator deletes by hand is seeded again above every token it
+//! gave.
 
 use std::time::Duration;
 
@@ -97,66 +98,65 @@ fn mariadb_forgets_in_both_modes() {
     });
 }
 
+/// Redis keeps no counter per name: names count on their server's counter (in a cluster,
+/// their slot's), which stays, so there is nothing to forget and a released name leaves no
+/// key behind — alone, in a cluster and on RedLock's masters — and each name's tokens
+/// still grow.
 #[test]
-fn redis_forgets_alone_and_in_a_cluster() {
+fn redis_keeps_nothing_per_name_to_forget() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let url = format!("redis://{}/0", redis.addr());
-        forgets_idle_counters(&url).await;
+        leaves_nothing_per_name(&url, &[redis.addr().to_string()]).await;
         refuses_a_name_with_braces(&url).await;
         let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
-        forgets_idle_counters(&cluster.url()).await;
-    });
-}
-
-/// RedLock's masters may disagree on the time: a counter goes only once idle a minute.
-#[test]
-fn redlock_forgets_counters_idle_a_minute() {
-    distlock_testkit::block_on(async {
+        leaves_nothing_per_name(&cluster.url(), &[]).await;
         let masters: Vec<_> = (0..3)
             .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
             .collect();
         let hosts: Vec<String> = masters.iter().map(|m| m.addr().to_string()).collect();
-        let client = Client::connect(&format!("redlock://{}/0", hosts.join(",")))
+        let url = format!("redlock://{}/0", hosts.join(","));
+        leaves_nothing_per_name(&url, &hosts).await;
+        refuses_a_name_with_braces(&url).await;
+    });
+}
+
+/// Locks 200 new names on `url` and releases each: `forget` has nothing to drop, each
+/// name's next token is above its first, and each single server of `servers` (host:port)
+/// holds only its one counter afterwards.
+async fn leaves_nothing_per_name(url: &str, servers: &[String]) {
+    const NAMES: usize = 200;
+    let client = Client::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let run = distlock::random_id();
+    let names: Vec<String> = (0..NAMES).map(|n| format!("orders/{run}/{n}")).collect();
+    let mut first = Vec::new();
+    for name in &names {
+        first.push(token_of(&client, name).await);
+    }
+    assert_eq!(client.forget(&names).await.unwrap(), 0, "{url}");
+    for (name, first) in names.iter().zip(first) {
+        assert!(token_of(&client, name).await > first, "{url}: {name}");
+    }
+    for server in servers {
+        let mut conn = redis::Client::open(format!("redis://{server}/0"))
+            .unwrap()
+            .get_multiplexed_async_connection()
             .await
             .unwrap();
-        let recent = token_of(&client, "forget/recent").await;
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        assert_eq!(client.forget(["forget/recent"]).await.unwrap(), 0);
-        // Kept (a master that answered the grant late may show a higher count of its own).
-        assert!(shown_token(&client, "forget/recent").await >= recent);
-        // A counter two minutes behind every master's clock, as one idle that long is.
-        let old_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_micros() as u64
-            - 120_000_000;
-        for master in &masters {
-            let mut conn = redis::Client::open(format!("redis://{}/0", master.addr()))
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap();
-            let _: () = redis::cmd("SET")
-                .arg("{forget/old}:fence")
-                .arg(old_us)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-        }
-        assert_eq!(shown_token(&client, "forget/old").await, old_us);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
         assert_eq!(
-            client
-                .forget(["forget/old", "forget/recent"])
-                .await
-                .unwrap(),
-            1
+            keys,
+            ["{}:slot-fence"],
+            "{url}: only the server's counter is left"
         );
-        assert_eq!(shown_token(&client, "forget/old").await, 0);
-        assert!(token_of(&client, "forget/old").await > old_us);
-        assert!(shown_token(&client, "forget/recent").await >= recent);
-        refuses_a_name_with_braces(&format!("redlock://{}/0", hosts.join(","))).await;
-    });
+    }
+    client.close().await.unwrap();
 }
 
 /// A name Redis keys cannot hold (braces pick the cluster slot) is refused as bad input by

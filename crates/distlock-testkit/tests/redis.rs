@@ -180,15 +180,16 @@ fn bookkeeping_of_abandoned_locks_expires() {
     });
 }
 
-/// A name locked once keeps no key for ever: its fencing counter lives `fence_ttl` after it
-/// was seeded, and tokens still only grow across the counter's expiry, a restart that lost
-/// it, and its deletion by hand (each time it is seeded again from the server's clock).
+/// The fencing counter a name counts on (its slot's) lives `fence_ttl` after it was seeded,
+/// and tokens still only grow across the counter's expiry, a restart that lost it, and its
+/// deletion by hand (each time it is seeded again from the server's clock).
 #[test]
 fn fencing_counters_expire_and_tokens_still_only_grow() {
     distlock_testkit::block_on(async {
         let mut redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let url = format!("redis://{}/0?fence_ttl=2s", redis.addr());
-        let counter = "{orders/1}:fence";
+        let counter = distlock::redis::fencing_counter_key("", "orders/1", false).unwrap();
+        let counter = counter.as_str();
         let mut tokens = Vec::new();
         for step in ["first", "expired", "restarted", "deleted"] {
             let raw = redis::Client::open(format!("redis://{}/0", redis.addr())).unwrap();
@@ -453,7 +454,7 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
         let (client, mut conn) = client_and_raw_connection(&redis).await;
         for last in [41_u64, 99_999_999, 100_000_041, 4_000_000_000_000_000] {
             let _: () = redis::cmd("SET")
-                .arg("{sized}:fence")
+                .arg(distlock::redis::fencing_counter_key("", "sized", false).unwrap())
                 .arg(last)
                 .query_async(&mut conn)
                 .await

@@ -1,7 +1,7 @@
-//! How long a lock's fencing counter is kept (`fence_ttl` in a lock URL: on Redis from
-//! when the counter was seeded, on SQL databases from its last grant), for backends that
-//! keep one counter per name: without a lifetime, a service that
-//! locks `orders/<id>` would grow the store by one counter per order, for ever. A counter
+//! How long a lock's fencing counter is kept (`fence_ttl` in a lock URL: on SQL databases
+//! from its last grant, for their counter per name, without which a service that locks
+//! `orders/<id>` would grow the store by one counter per order, for ever; on Redis, whose
+//! names share their cluster slot's counter, from when that was seeded). A counter
 //! that is gone is seeded again from the server's clock in microseconds, which is above
 //! every token it handed out, so tokens still only increase.
 

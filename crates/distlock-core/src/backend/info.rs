@@ -304,7 +304,9 @@ mod waiting_meta {
 pub struct LockState {
     /// The lock's name.
     pub name: String,
-    /// The last fencing token minted for this name.
+    /// The last fencing token minted for this name; on a store whose names share a
+    /// counter (Redis: a cluster slot's), that counter's, which is at least this name's
+    /// last.
     pub last_fencing_token: u64,
     /// Current grants.
     pub holders: Vec<HolderInfo>,

@@ -270,8 +270,8 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
 
     /// Lets the store drop what it keeps of `names` between their grants: each name's
     /// fencing counter, where it is the backend's shortest `fence_ttl` or more below the
-    /// server's clock ([`MIN_FENCE_TTL`]; a backend whose servers' clocks may differ, such
-    /// as RedLock's masters, waits longer) — the rule by which `fence_ttl` ends an idle
+    /// server's clock ([`MIN_FENCE_TTL`]; a backend whose servers' clocks may differ waits
+    /// longer) — the rule by which `fence_ttl` ends an idle
     /// counter: a later grant seeds it again from that clock, above every token it gave
     /// (as long as the clock does not step back by more than that margin). Holders and
     /// waiters are untouched. Answers how many counters went. The default: nothing is

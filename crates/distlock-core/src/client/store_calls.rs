@@ -109,9 +109,9 @@ impl Client {
     /// Lets the store drop the fencing counters of `names`, locks this program is done
     /// with (a service that locks `orders/<id>` can forget an order once it is shipped,
     /// rather than leave its counter for `fence_ttl`). A counter goes only if it is at
-    /// least a second below the server's clock (a minute on RedLock, whose masters' clocks
-    /// may differ): on a SQL database, one idle that long; on Redis, whose counters count
-    /// up from the clock when first made, one made that long ago. A lock used again is
+    /// least a second below the server's clock: on a SQL database, one idle that long.
+    /// Redis (and RedLock) keeps no counter per name — names share their cluster slot's —
+    /// so there is nothing to forget there, and the answer is 0. A lock used again is
     /// seeded anew from the clock, above every token it gave, and holders and waiters are
     /// untouched, so forgetting a name in use is safe.
     ///

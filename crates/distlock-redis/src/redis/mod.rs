@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{
-    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, MIN_FENCE_TTL, Note,
-    PollOutcome, STARVATION, Ticket, async_trait,
+    Backend, Capabilities, Floor, Grant, LeaseOutcome, LocalWakers, Note, PollOutcome, STARVATION,
+    Ticket, async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result, Url, random_id, redact_url};
 use tokio::task::AbortHandle;
@@ -14,6 +14,7 @@ use crate::error::{connect_error, redis_error, refusal};
 use crate::keys::{Key, LockKeys};
 use crate::record::{AcquireAnswer, RequestRecord, record_start};
 use crate::scripts::{Call, SCRIPTS};
+use crate::slots::SlotTags;
 use channels::Channels;
 use config::RedisConfig;
 use connection::Conn;
@@ -27,7 +28,6 @@ pub(crate) mod channels;
 pub(crate) mod config;
 pub(crate) mod connection;
 mod force_release;
-mod forget;
 mod inspect;
 pub(crate) mod keyspace;
 mod notes;
@@ -65,6 +65,9 @@ pub struct RedisBackend {
     nodes: Option<(Url, Option<std::path::PathBuf>)>,
     acknowledged: Option<Acknowledged>,
     prefix: String,
+    /// In a cluster, the tags of the fencing counters of `prefix`'s slots; a single
+    /// server has one counter.
+    fence_tags: Option<Arc<SlotTags>>,
     /// How long a lock's fencing counter lives after it is seeded, in ms (`fence_ttl`).
     fence_ttl_ms: u64,
     /// Whether a grant's fencing token is raised to this client's clock, in microseconds,
@@ -197,11 +200,15 @@ impl RedisBackend {
         )
         .await?;
         let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
+        let fence_tags = nodes
+            .is_some()
+            .then(|| SlotTags::for_prefix(&config.prefix));
         Ok(RedisBackend {
             commands,
             next: std::sync::atomic::AtomicUsize::new(0),
             nodes,
             acknowledged,
+            fence_tags,
             prefix: config.prefix,
             fence_ttl_ms: config.fence_ttl.as_millis() as u64,
             tokens_at_clock: false,
@@ -409,7 +416,7 @@ impl RedisBackend {
     }
 
     fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {
-        LockKeys::new(&self.prefix, name)
+        LockKeys::new(&self.prefix, name, self.fence_tags.as_deref())
     }
 }
 
@@ -591,10 +598,9 @@ impl Backend for RedisBackend {
         if let Some(name) = name {
             return Ok(vec![self.state_of(name).await?]);
         }
-        let pattern = LockKeys::fence_pattern(&self.prefix);
         let mut names = Vec::new();
         for mut server in self.key_servers().await? {
-            names.extend(self.scan_names(&mut server, &pattern).await?);
+            names.extend(self.scan_names(&mut server).await?);
         }
         names.sort();
         names.dedup();
@@ -606,10 +612,6 @@ impl Backend for RedisBackend {
             }
         }
         Ok(states)
-    }
-
-    async fn forget(&self, names: &[&str]) -> Result<usize> {
-        self.forget_names(names, MIN_FENCE_TTL).await
     }
 
     fn floor(&self) -> Option<&dyn Floor> {

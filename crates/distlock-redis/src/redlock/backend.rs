@@ -15,10 +15,9 @@ use futures_util::stream::FuturesUnordered;
 use rand::Rng;
 use tokio::sync::OnceCell;
 
-use super::config::{MIN_REDLOCK_FENCE_TTL, RedlockConfig};
+use super::config::RedlockConfig;
 use super::connect::Master;
 use crate::foreign::ForeignBackoff;
-use crate::keys::LockKeys;
 use crate::redis::{RedisBackend, refused_for_foreign};
 
 /// The shortest and longest default bound on one master's answer.
@@ -533,7 +532,7 @@ impl Backend for RedlockBackend {
 
     /// Names with braces are refused, as on Redis.
     fn check_name(&self, name: &str) -> Result<()> {
-        LockKeys::new("", name).map(drop)
+        crate::keys::check_name(name)
     }
 
     async fn inspect(&self, name: Option<&str>) -> Result<Vec<LockState>> {
@@ -583,23 +582,6 @@ impl Backend for RedlockBackend {
             .await;
         self.quorum_of("force_release", &answers)?;
         Ok(self.merged(answers.into_iter().flatten().flatten(), 1))
-    }
-
-    /// Deletes each name's fencing counter a minute (the least fence TTL) or more below the
-    /// master's clock (the masters' clocks may differ) on every master that answers, a
-    /// hundred names a call; a majority must answer each. The most names one master forgot.
-    async fn forget(&self, names: &[&str]) -> Result<usize> {
-        let mut forgotten = 0;
-        for chunk in names.chunks(100) {
-            let answers = self
-                .on_all(Duration::from_secs(5), |master| {
-                    master.forget_names(chunk, MIN_REDLOCK_FENCE_TTL)
-                })
-                .await;
-            self.quorum_of("forget", &answers)?;
-            forgotten += answers.into_iter().flatten().max().unwrap_or(0);
-        }
-        Ok(forgotten)
     }
 
     fn floor(&self) -> Option<&dyn Floor> {
