@@ -56,6 +56,64 @@ fn masters_whose_counters_fell_behind_still_give_a_greater_token() {
     });
 }
 
+/// One acquire tries every master with one least token (the client's clock), so masters
+/// whose counters are behind it give the same token and none needs stamping with the
+/// agreed one afterwards: an uncontended cycle costs each master two script calls, its
+/// acquire and its release.
+#[test]
+fn an_uncontended_cycle_costs_each_master_two_calls() {
+    const CYCLES: u64 = 50;
+    distlock_testkit::block_on(async {
+        let (servers, url) = masters();
+        let client = distlock::Client::connect(&url).await.unwrap();
+        // Connects and sends each master the scripts.
+        client
+            .mutex("cycle")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        let mut raws = Vec::new();
+        for server in &servers {
+            let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
+            let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            raws.push(raw);
+        }
+        let mut tokens = Vec::new();
+        for _ in 0..CYCLES {
+            let guard = client.mutex("cycle").lock().await.unwrap();
+            tokens.push(guard.fencing_token());
+            guard.release().await.unwrap();
+        }
+        assert!(
+            tokens.windows(2).all(|pair| pair[0] < pair[1]),
+            "{tokens:?}"
+        );
+        // Late answers are stamped on a task of their own: give them a moment.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for (at, raw) in raws.iter_mut().enumerate() {
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(raw)
+                .await
+                .unwrap();
+            let calls = stats
+                .lines()
+                .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |calls| calls.parse::<u64>().unwrap());
+            assert_eq!(calls, 2 * CYCLES, "master {at}: {stats}");
+        }
+    });
+}
+
 #[test]
 fn semaphores_and_fair_mode_are_refused_as_unsupported() {
     distlock_testkit::block_on(async {

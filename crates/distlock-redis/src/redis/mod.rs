@@ -21,7 +21,7 @@ use connection::Conn;
 pub(crate) use connection::ServerConn;
 use keyspace::Keyspace;
 use refused::RedisTicket;
-pub(crate) use refused::refused_for_foreign;
+pub(crate) use refused::{refused_for_foreign, ticket_with_token_floor};
 
 mod adopt;
 pub(crate) mod channels;
@@ -119,13 +119,12 @@ impl RedisBackend {
         self
     }
 
-    /// The least fencing token a grant now may take, where tokens follow the clock.
-    fn token_floor(&self) -> Option<u64> {
-        self.tokens_at_clock.then(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |since| since.as_micros() as u64)
-        })
+    /// The least fencing token `ticket`'s grant may take, where tokens follow the clock:
+    /// the one its RedLock set for every master, or the clock now.
+    fn token_floor(&self, ticket: &Ticket) -> Option<u64> {
+        let set = ticket.state::<RedisTicket>().and_then(|s| s.token_floor);
+        self.tokens_at_clock
+            .then(|| set.unwrap_or_else(clock_floor))
     }
 
     /// Connects, checks the server answers, and subscribes for wake-ups.
@@ -451,7 +450,7 @@ impl Backend for RedisBackend {
             fast.arg(request.ttl.as_millis() as u64)
                 .arg(&head)
                 .arg(self.fence_ttl_ms);
-            if let Some(floor) = self.token_floor() {
+            if let Some(floor) = self.token_floor(ticket) {
                 fast.arg(floor);
             }
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
@@ -481,7 +480,7 @@ impl Backend for RedisBackend {
             .arg(request.permits)
             .arg(request.kind.limit())
             .arg(self.fence_ttl_ms);
-        if let Some(floor) = self.token_floor() {
+        if let Some(floor) = self.token_floor(ticket) {
             full.arg(floor);
         }
         let answer: Vec<i64> = self.invoke_on(conn, "acquire", &full).await?;
@@ -665,4 +664,12 @@ impl Floor for RedisBackend {
         let _: i64 = self.invoke_on(conn, "release", &release).await?;
         Ok(())
     }
+}
+
+/// The least fencing token a grant may take now where tokens follow the clock: this
+/// client's clock, in microseconds.
+pub(crate) fn clock_floor() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64)
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::Ticket;
+use distlock_core::backend::{LockRequest, Ticket};
 
 use super::RedisBackend;
 use crate::foreign::ForeignBackoff;
@@ -19,6 +19,21 @@ pub(super) struct RedisTicket {
     foreign: ForeignBackoff,
     /// Its last poll was refused for a lock a foreign client holds.
     refused_for_foreign: bool,
+    /// The least fencing token its grant may take, where a RedLock set one for all its
+    /// masters' tries (see [`ticket_with_token_floor`]).
+    pub(super) token_floor: Option<u64>,
+}
+
+/// A ticket for one master's try of a RedLock request whose grant's token is at least
+/// `floor` on every master: tried with one floor, the masters give one token, and none
+/// needs stamping with the token agreed on afterwards.
+pub(crate) fn ticket_with_token_floor(request: LockRequest, floor: u64) -> Ticket {
+    let mut ticket = Ticket::new(request);
+    ticket.set_state(RedisTicket {
+        token_floor: Some(floor),
+        ..RedisTicket::default()
+    });
+    ticket
 }
 
 /// Whether the last poll of `ticket` was refused for a lock a client other than distlock

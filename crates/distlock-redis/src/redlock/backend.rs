@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 use super::config::RedlockConfig;
 use super::connect::Master;
 use crate::foreign::ForeignBackoff;
-use crate::redis::{RedisBackend, refused_for_foreign};
+use crate::redis::{RedisBackend, clock_floor, refused_for_foreign, ticket_with_token_floor};
 
 /// The shortest and longest default bound on one master's answer.
 const NODE_TIMEOUT_RANGE: (Duration, Duration) =
@@ -352,8 +352,13 @@ impl Backend for RedlockBackend {
         attempt.wait = false;
         let started = Instant::now();
         let timeout = self.node_timeout(request.ttl);
-        // A master that grants after the majority was counted holds the same grant: it is
-        // stamped with the token the holder is given, once that is decided.
+        // One floor for every master's try, so that masters whose counters are behind it
+        // give one token (none to stamp afterwards).
+        let floor = clock_floor();
+        // A master that grants after the majority was counted holds the same grant: if it
+        // gave a lesser token, it is stamped with the one the holder is given, once that is
+        // decided. One granted after a try that failed is left: the request's next try
+        // (same token) finds it its own.
         let (decided, token_of_grant) = tokio::sync::watch::channel(None::<u64>);
         let late = {
             let (name, token) = (request.name.clone(), request.token.clone());
@@ -361,15 +366,21 @@ impl Backend for RedlockBackend {
                 let (name, token) = (name.clone(), token.clone());
                 let mut token_of_grant = token_of_grant.clone();
                 async move {
-                    if !matches!(answer, PollOutcome::Granted { .. }) {
+                    let PollOutcome::Granted {
+                        fencing_token: given,
+                        ..
+                    } = answer
+                    else {
                         return;
-                    }
+                    };
                     let decided = tokio::time::timeout(
                         Duration::from_secs(5),
                         token_of_grant.wait_for(Option::is_some),
                     )
-                    .await;
-                    let Ok(Ok(Some(value))) = decided.map(|v| v.map(|v| *v)) else {
+                    .await
+                    .ok()
+                    .and_then(|decided| decided.ok().and_then(|token| *token));
+                    let Some(value) = decided.filter(|value| given < *value) else {
                         return;
                     };
                     let stamped = async { master.get().await?.restamp(&name, &token, value).await };
@@ -392,7 +403,7 @@ impl Backend for RedlockBackend {
             .on_all_until(
                 timeout,
                 |master| {
-                    let mut attempt = Ticket::new(attempt.clone());
+                    let mut attempt = ticket_with_token_floor(attempt.clone(), floor);
                     let foreign = foreign.clone();
                     async move {
                         let answer = master.get().await?.poll(&mut attempt).await?;
