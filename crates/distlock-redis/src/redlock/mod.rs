@@ -27,11 +27,13 @@
 //!
 //! # Fencing tokens
 //!
-//! Each master counts grants of a name (starting from its clock in microseconds, as the
-//! Redis backend does). A grant's token is the highest count among the majority that
-//! granted it, and before the grant is reported that token is written back as the floor of
-//! the counter on the masters of that majority that counted less (when all agree, which is
-//! the steady state, this costs nothing). Any later majority shares a master with it, whose next
+//! Each master counts grants (on one counter for all names, starting from its clock in
+//! microseconds, as the Redis backend does), and an acquire raises every master's count to
+//! one least token, the client's clock in microseconds when it began, where the count is
+//! behind it. A grant's token is the highest count among the majority that granted it,
+//! and before the grant is reported that token is written back as the floor of the counter
+//! on the masters of that majority that counted less (with one least token for all of
+//! them, they agree, which is the steady state, and this costs nothing). Any later majority shares a master with it, whose next
 //! count is higher, so tokens strictly increase — as long as masters keep their counters.
 //! A master restarted without persistence forgets its counter and locks; its count restarts
 //! from its clock, so tokens stay increasing unless its clock went back, but the lock itself

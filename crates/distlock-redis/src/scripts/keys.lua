@@ -5,7 +5,8 @@ local LOCK, FENCE, QUEUE, LEASES, WAITERS, SEQ, LEASE_INFO =
 -- LOCK        string: the exclusive holder (mutex or writer) with PX: its holder record,
 --             json {t, k, n, l, o, h, p, a, f} with the request token t first; a foreign
 --             client's lock holds its own token instead
--- FENCE       string: the fencing counter
+-- FENCE       string: the fencing counter, shared by the server's names (a cluster's: the
+--             slot's)
 -- QUEUE       zset: queued request token -> arrival number
 -- LEASES      zset: shared grant token (reader, semaphore permits) -> expiry (server ms)
 -- WAITERS     hash: queued request token -> json {s, e, c, f, x, k, n, l, o, h, p}; x: when
