@@ -1,6 +1,5 @@
 //! Key layout: the lock's key, its companions under the same hash tag, and the fencing
-//! counter it shares with the names of its server or, in a cluster, its slot (see
-//! [`crate::slots`]).
+//! counter it shares with the names of its cluster slot (see [`crate::slots`]).
 //!
 //! Key names are written straight into the command that carries them ([`KeyName`] is a
 //! Redis argument), so an operation builds no strings for them.
@@ -18,7 +17,7 @@ pub(crate) enum Key {
     /// The exclusive holder: the key other Redis lock clients use too. It holds our holder
     /// record (request token first, for `distlock status` too), or a foreign client's token.
     Lock,
-    /// The fencing counter, shared by the names of the lock's server (cluster: slot).
+    /// The fencing counter, shared by the names of the lock's cluster slot.
     Fence,
     /// Queued request tokens by arrival number.
     Queue,
@@ -71,7 +70,7 @@ impl Key {
     pub(crate) const RELEASE_FAST: [Key; 2] = [Key::Lock, Key::Queue];
 
     /// The suffix after the hash tag; `None` for the lock's own key, which has no tag.
-    pub(crate) fn suffix(self) -> Option<&'static str> {
+    fn suffix(self) -> Option<&'static str> {
         Some(match self {
             Key::Lock => return None,
             Key::Fence => "slot-fence",
@@ -88,29 +87,23 @@ impl Key {
 }
 
 /// The keys of one lock: `prefix` + `name` for the lock itself, `{prefix + name}:suffix`
-/// for each companion, and `{prefix + tag}:slot-fence` for the fencing counter, where in a
-/// cluster `tag` puts it in the lock's slot (on one server it is empty): all in one slot.
+/// for each companion, and `{prefix + tag}:slot-fence` for the fencing counter, where
+/// `tag` puts it in the lock's slot: all in one cluster slot (a proxy that shards one
+/// server's keys, or a cluster, sees every script touch one slot).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LockKeys<'a> {
     prefix: &'a str,
     name: &'a str,
-    /// The tag of the fencing counter of the name's slot (empty: the server's one).
+    /// The tag of the fencing counter of the name's slot.
     fence_tag: &'a str,
 }
 
 impl<'a> LockKeys<'a> {
-    /// The keys of lock `name` under `prefix`, in a cluster whose counters' tags are
-    /// `tags` (`None`: one server); names with braces are refused (they would change the
-    /// hash tag).
-    pub(crate) fn new(
-        prefix: &'a str,
-        name: &'a str,
-        tags: Option<&'a SlotTags>,
-    ) -> Result<LockKeys<'a>> {
+    /// The keys of lock `name` under `prefix`, whose counters' tags are `tags`; names with
+    /// braces are refused (they would change the hash tag).
+    pub(crate) fn new(prefix: &'a str, name: &'a str, tags: &'a SlotTags) -> Result<LockKeys<'a>> {
         check_name(name)?;
-        let fence_tag = tags.map_or("", |tags| {
-            tags.tag(slot_of(&[prefix.as_bytes(), name.as_bytes()]))
-        });
+        let fence_tag = tags.tag(slot_of(&[prefix.as_bytes(), name.as_bytes()]));
         Ok(LockKeys {
             prefix,
             name,
@@ -224,7 +217,7 @@ mod tests {
     #[test]
     fn companions_share_the_lock_key_as_hash_tag() {
         let tags = SlotTags::for_prefix("locks:");
-        let keys = LockKeys::new("locks:", "orders/42", Some(&tags)).unwrap();
+        let keys = LockKeys::new("locks:", "orders/42", &tags).unwrap();
         let text = |which| String::from_utf8(keys.named(which).to_redis_args().remove(0)).unwrap();
         assert_eq!(text(Key::Lock), "locks:orders/42");
         let queue = text(Key::Queue);
@@ -245,7 +238,7 @@ mod tests {
             LockKeys::name_of_lock("locks:", "{locks:orders/42}:queue"),
             None
         );
-        assert!(LockKeys::new("", "a{b}", None).is_err());
+        assert!(LockKeys::new("", "a{b}", &tags).is_err());
         assert_eq!(
             LockKeys::companion_pattern("a*", Key::Queue),
             "{a\\**}:queue"
@@ -254,9 +247,9 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_s_fencing_counter_is_in_the_lock_s_slot() {
+    fn the_fencing_counter_is_in_the_lock_s_slot() {
         let tags = SlotTags::for_prefix("locks:");
-        let keys = LockKeys::new("locks:", "orders/42", Some(&tags)).unwrap();
+        let keys = LockKeys::new("locks:", "orders/42", &tags).unwrap();
         let fence = String::from_utf8(keys.named(Key::Fence).to_redis_args().remove(0)).unwrap();
         let tag = fence
             .strip_prefix("{locks:")
@@ -267,23 +260,16 @@ mod tests {
             slot_of(&[b"locks:orders/42"])
         );
         // Names of one slot share it.
-        let other = LockKeys::new("locks:", "orders/43", Some(&tags)).unwrap();
+        let other = LockKeys::new("locks:", "orders/43", &tags).unwrap();
         let same_slot = slot_of(&[b"locks:orders/43"]) == slot_of(&[b"locks:orders/42"]);
         let other_fence = other.named(Key::Fence).to_redis_args().remove(0);
         assert_eq!(other_fence == fence.as_bytes(), same_slot);
     }
 
     #[test]
-    fn one_server_has_one_fencing_counter() {
-        for name in ["orders/42", "orders/43"] {
-            let keys = LockKeys::new("locks:", name, None).unwrap();
-            assert_eq!(keys.text(Key::Fence), "{locks:}:slot-fence");
-        }
-    }
-
-    #[test]
     fn a_key_is_written_as_one_argument() {
-        let keys = LockKeys::new("p:", "n", None);
+        let tags = SlotTags::for_prefix("p:");
+        let keys = LockKeys::new("p:", "n", &tags);
         let args = keys.unwrap().named(Key::LeaseInfo).to_redis_args();
         assert_eq!(args, vec![b"{p:n}:lease-info".to_vec()]);
     }

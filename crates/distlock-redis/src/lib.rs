@@ -25,25 +25,27 @@ pub use error::connect_error;
 pub use redlock::{RedlockBackend, RedlockConfig};
 
 /// The key of the fencing counter that lock `name` counts on, under `prefix` (the URL's
-/// `?prefix=`), on one server (a RedLock master too) or in a cluster: names share one
-/// counter per server, one per slot in a cluster, so a name leaves no key of its own
-/// behind once released. For an operator who reads or resets it: a counter deleted by hand
-/// is seeded again from the server's clock, above every token it gave. Names with `{` or
-/// `}` are refused, as on every Redis URL.
+/// `?prefix=`): the names of one cluster slot share one (on a single server and a RedLock
+/// master too), so a name leaves no key of its own behind once released. For an operator
+/// who reads or resets it: a counter deleted by hand is seeded again from the server's
+/// clock, above every token it gave. Names and prefixes are checked as a Redis URL checks
+/// them.
 ///
 /// # Examples
 ///
 /// ```
 /// use distlock_redis::fencing_counter_key;
-/// assert_eq!(fencing_counter_key("locks:", "orders/42", false)?, "{locks:}:slot-fence");
-/// let in_cluster = fencing_counter_key("locks:", "orders/42", true)?;
-/// assert!(in_cluster.starts_with("{locks:") && in_cluster.ends_with("}:slot-fence"));
-/// assert!(fencing_counter_key("", "a{b}", false).is_err());
+/// let key = fencing_counter_key("locks:", "orders/42")?;
+/// assert!(key.starts_with("{locks:") && key.ends_with("}:slot-fence"));
+/// assert!(fencing_counter_key("", "a{b}").is_err());
+/// assert!(fencing_counter_key("{", "a").is_err());
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
-pub fn fencing_counter_key(prefix: &str, name: &str, cluster: bool) -> Result<String> {
-    let tags = cluster.then(|| slots::SlotTags::for_prefix(prefix));
-    let keys = keys::LockKeys::new(prefix, name, tags.as_deref())?;
+pub fn fencing_counter_key(prefix: &str, name: &str) -> Result<String> {
+    distlock_core::validate_name(name)?;
+    redis::config::check_prefix(prefix)?;
+    let tags = slots::SlotTags::for_prefix(prefix);
+    let keys = keys::LockKeys::new(prefix, name, &tags)?;
     Ok(keys.text(keys::Key::Fence))
 }
 

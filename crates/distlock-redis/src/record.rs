@@ -243,7 +243,9 @@ pub(crate) fn lock_state(name: &str, snapshot: Snapshot) -> LockState {
         .map(WaiterRecord::into_info)
         .collect();
     let mut state = LockState::new(name);
-    state.last_fencing_token = fence.unwrap_or(0);
+    // The shared counter, or a holder's token where the counter was lost under it.
+    let held_tokens = holders.iter().map(|holder| holder.fencing_token);
+    state.last_fencing_token = held_tokens.fold(fence.unwrap_or(0), u64::max);
     state.holders = holders;
     state.waiters = waiters;
     state

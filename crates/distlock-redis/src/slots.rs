@@ -1,14 +1,16 @@
-//! In a cluster, one fencing counter per slot, not per name: the key of the counter that
-//! lock names in a slot share (a single server has one, `{<prefix>}:slot-fence`).
+//! One fencing counter per cluster slot, not per name: the key of the counter that lock
+//! names in a slot share (on a single server too, so a proxy that shards one server's keys
+//! by slot sees every script touch one slot).
 //!
 //! A counter per name would be made on a name's first grant and kept for `fence_ttl`
 //! after: a service that locks `orders/<id>` would leave one key per order for a day, and
 //! the first grant on each name would pay for making it. Names that hash to one slot share
 //! a counter instead, `{<prefix><tag>}:slot-fence`, where `<tag>` is the first string (one
 //! to three characters of `0-9a-zA-Z-_`, shortest first, in that order) that puts the key
-//! in that slot. Every client with the same prefix finds the same tag, so every grant of
-//! a name counts on the one counter, strictly increasing; the tokens of one name are no
-//! longer consecutive, which fencing never needed.
+//! in that slot (CRC16 is linear, so the three-character tags reach every slot from any
+//! prefix). Every client with the same prefix finds the same tag, so every grant of a name
+//! counts on the one counter, strictly increasing; the tokens of one name are no longer
+//! consecutive, which fencing never needed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -30,10 +32,13 @@ pub(crate) fn slot_of(bytes: &[&[u8]]) -> usize {
     usize::from(crc.get()) % SLOTS
 }
 
-/// For one prefix, the tag that puts a counter key in each slot.
+/// The longest tag: three characters reach every slot.
+const LONGEST: usize = 3;
+
+/// For one prefix, the tag that puts a counter key in each slot: its length and characters.
 #[derive(Debug)]
 pub(crate) struct SlotTags {
-    tags: Box<[Box<str>]>,
+    tags: Box<[(u8, [u8; LONGEST])]>,
 }
 
 impl SlotTags {
@@ -51,43 +56,36 @@ impl SlotTags {
             .clone()
     }
 
-    /// Tries tags shortest first, in alphabet order, until every slot has one.
+    /// Tries tags shortest first, in alphabet order, each slot keeping the first.
     fn compute(prefix: &str) -> SlotTags {
         let mut after_prefix = State::<XMODEM>::new();
         after_prefix.update(prefix.as_bytes());
-        let mut tags: Vec<Option<Box<str>>> = vec![None; SLOTS];
-        let mut missing = SLOTS;
-        let mut tag = Vec::new();
-        let mut length = 1;
-        while missing > 0 {
+        let mut tags = vec![(0_u8, [0_u8; LONGEST]); SLOTS];
+        for length in 1..=LONGEST {
             // Every tag of `length` characters, as a number in base 64.
-            let count = ALPHABET.len().pow(length);
-            for n in 0..count {
-                tag.clear();
+            for n in 0..ALPHABET.len().pow(length as u32) {
+                let mut tag = [0_u8; LONGEST];
                 let mut rest = n;
-                for _ in 0..length {
-                    tag.push(ALPHABET[rest % ALPHABET.len()]);
+                for at in (0..length).rev() {
+                    tag[at] = ALPHABET[rest % ALPHABET.len()];
                     rest /= ALPHABET.len();
                 }
-                tag.reverse();
                 let mut crc = after_prefix;
-                crc.update(&tag);
+                crc.update(&tag[..length]);
                 let slot = &mut tags[usize::from(crc.get()) % SLOTS];
-                if slot.is_none() {
-                    *slot = Some(String::from_utf8_lossy(&tag).into());
-                    missing -= 1;
+                if slot.0 == 0 {
+                    *slot = (length as u8, tag);
                 }
             }
-            length += 1;
         }
-        SlotTags {
-            tags: tags.into_iter().flatten().collect(),
-        }
+        SlotTags { tags: tags.into() }
     }
 
     /// The tag of slot `slot`.
     pub(crate) fn tag(&self, slot: usize) -> &str {
-        &self.tags[slot % SLOTS]
+        let (length, tag) = &self.tags[slot % SLOTS];
+        // The alphabet is ASCII.
+        std::str::from_utf8(&tag[..usize::from(*length)]).unwrap_or_default()
     }
 }
 
@@ -105,9 +103,9 @@ mod tests {
 
     #[test]
     fn every_slot_has_a_short_tag_that_lands_in_it() {
-        for prefix in ["", "locks:", "a"] {
+        for prefix in ["", "locks:", "a", "ünïcode/"] {
             let tags = SlotTags::for_prefix(prefix);
-            for slot in [0, 1, 5000, 12182, SLOTS - 1] {
+            for slot in 0..SLOTS {
                 let tag = tags.tag(slot);
                 assert!((1..=3).contains(&tag.len()), "{tag:?}");
                 assert_eq!(slot_of(&[prefix.as_bytes(), tag.as_bytes()]), slot);

@@ -188,7 +188,7 @@ fn fencing_counters_expire_and_tokens_still_only_grow() {
     distlock_testkit::block_on(async {
         let mut redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let url = format!("redis://{}/0?fence_ttl=2s", redis.addr());
-        let counter = distlock::redis::fencing_counter_key("", "orders/1", false).unwrap();
+        let counter = distlock::redis::fencing_counter_key("", "orders/1").unwrap();
         let counter = counter.as_str();
         let mut tokens = Vec::new();
         for step in ["first", "expired", "restarted", "deleted"] {
@@ -454,7 +454,7 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
         let (client, mut conn) = client_and_raw_connection(&redis).await;
         for last in [41_u64, 99_999_999, 100_000_041, 4_000_000_000_000_000] {
             let _: () = redis::cmd("SET")
-                .arg(distlock::redis::fencing_counter_key("", "sized", false).unwrap())
+                .arg(distlock::redis::fencing_counter_key("", "sized").unwrap())
                 .arg(last)
                 .query_async(&mut conn)
                 .await

@@ -39,7 +39,7 @@ fn masters_whose_counters_fell_behind_still_give_a_greater_token() {
             let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
             let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
             redis::cmd("SET")
-                .arg(distlock::redis::fencing_counter_key("", "job", false).unwrap())
+                .arg(distlock::redis::fencing_counter_key("", "job").unwrap())
                 .arg(first - 100)
                 .arg("KEEPTTL")
                 .query_async::<()>(&mut raw)
@@ -66,7 +66,8 @@ fn an_uncontended_cycle_costs_each_master_two_calls() {
     distlock_testkit::block_on(async {
         let (servers, url) = masters();
         let client = distlock::Client::connect(&url).await.unwrap();
-        // Connects and sends each master the scripts.
+        // Connects and sends each master the scripts; a late master's stamp of it lands
+        // before the count starts.
         client
             .mutex("cycle")
             .lock()
@@ -75,6 +76,7 @@ fn an_uncontended_cycle_costs_each_master_two_calls() {
             .release()
             .await
             .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let mut raws = Vec::new();
         for server in &servers {
             let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();

@@ -94,7 +94,8 @@ pub enum Command {
     Status(StatusArgs),
     /// Free a stuck lock: show its grants, ask, then delete them whoever holds them.
     ///
-    /// The name's fencing counter is bumped first, so every later grant's token is above
+    /// The fencing counter is bumped first (the name's; on Redis, the one its cluster slot
+    /// shares), so every later grant's token is above
     /// the broken holder's: a resource that checks tokens refuses its late writes. The
     /// broken holder's own guard goes lost at its next renewal (or at once where the store
     /// tells it). Only the grants shown are broken, each by its token. A PostgreSQL or MySQL

@@ -14,7 +14,7 @@ pub const DEFAULT_FENCE_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// The shortest `fence_ttl`: a counter seeded again one second after it was last seeded or
 /// granted, from the server's clock in microseconds, is above every token it handed out (a million
-/// grants of one name a second is far beyond any server).
+/// grants a second on one counter is far beyond any server).
 pub const MIN_FENCE_TTL: Duration = Duration::from_secs(1);
 
 /// The longest `fence_ttl`: ten years, as `10y` reads (a year of 365.25 days).

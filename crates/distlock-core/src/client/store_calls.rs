@@ -118,9 +118,8 @@ impl Client {
     /// What that needs: the server's clock never steps back by more than that second (for
     /// the names forgotten; `fence_ttl`'s sweep asks it only within `fence_ttl`), and no
     /// client of a distlock that counted from 1 (PostgreSQL's lease mode before counters
-    /// took the clock's floor) uses the same tables. Answers how many counters went (on
-    /// RedLock, the most one master dropped), within the operation timeout of the client's
-    /// defaults.
+    /// took the clock's floor) uses the same tables. Answers how many counters went, within
+    /// the operation timeout of the client's defaults.
     ///
     /// # Examples
     ///

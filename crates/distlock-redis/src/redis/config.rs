@@ -307,11 +307,7 @@ impl RedisConfig {
                 "unknown parameter `{other}` in a redis URL; known: {KNOWN_PARAMETERS}"
             )));
         }
-        if prefix.contains(['{', '}']) {
-            return Err(Error::invalid(
-                "the redis key prefix may not contain `{` or `}`: they would split a lock's keys across cluster slots",
-            ));
-        }
+        check_prefix(&prefix)?;
         if passed.is_empty() {
             server.set_query(None);
         } else {
@@ -478,4 +474,14 @@ pub(crate) fn seed(server: &Url, host: &str) -> Result<Url> {
     seed.set_port(Some(port.parse().map_err(|_| bad())?))
         .map_err(|()| bad())?;
     Ok(seed)
+}
+
+/// Refuses a key prefix with braces: they would split a lock's keys across cluster slots.
+pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
+    match prefix.contains(['{', '}']) {
+        true => Err(Error::invalid(
+            "the redis key prefix may not contain `{` or `}`: they would split a lock's keys across cluster slots",
+        )),
+        false => Ok(()),
+    }
 }

@@ -13,52 +13,55 @@ const RECORD_START: &[u8] = br#"{"t":""#;
 
 impl RedisBackend {
     /// The names of the locks on one server that distlock holds (a lock key with our
-    /// holder record) or shares (shared grants) or that have waiters. A foreign client's
-    /// lock, a bare token, is not told from any other key: it is listed where distlock
-    /// waiters queue behind it.
+    /// holder record) or shares (shared grants), or that have waiters (a RedLock's too). A
+    /// foreign client's lock, a bare token, is not told from any other key: it is listed
+    /// where distlock waiters queue behind it. With no prefix, every string key of the
+    /// database is looked at (its first bytes, a page of keys a round trip); keys that are
+    /// not UTF-8, or that change under the walk, are passed over.
     pub(super) async fn scan_names(
         &self,
         conn: &mut impl redis::aio::ConnectionLike,
     ) -> Result<Vec<String>> {
         let prefix = self.prefix.as_str();
         let mut names = Vec::new();
-        for which in [Key::Queue, Key::Leases] {
+        for which in [Key::Queue, Key::Leases, Key::RedlockWaiting] {
             let pattern = LockKeys::companion_pattern(prefix, which);
-            scan(conn, &pattern, None, |keys| {
+            let mut cursor = Some(0);
+            while let Some(at) = cursor {
+                let (next, keys) = scan_step(conn, at, &pattern, None).await?;
                 let named = keys
                     .iter()
                     .filter_map(|k| LockKeys::name_of_companion(prefix, which, k));
                 names.extend(named.map(str::to_owned));
-            })
-            .await?;
+                cursor = next;
+            }
         }
         let pattern = LockKeys::lock_pattern(prefix);
-        let mut candidates = Vec::new();
-        scan(conn, &pattern, Some("string"), |keys| {
-            candidates.extend(
-                keys.into_iter()
-                    .filter(|k| LockKeys::name_of_lock(prefix, k).is_some()),
-            );
-        })
-        .await?;
-        for page in candidates.chunks(SCAN_PAGE) {
-            let mut starts = redis::pipe();
-            for key in page {
-                starts
-                    .cmd("GETRANGE")
-                    .arg(key)
-                    .arg(0)
-                    .arg(RECORD_START.len() - 1);
-            }
-            let starts: Vec<Vec<u8>> = starts
-                .query_async(conn)
-                .await
-                .map_err(redis_error("inspect"))?;
-            for (key, start) in page.iter().zip(starts) {
-                if start == RECORD_START {
-                    names.extend(LockKeys::name_of_lock(prefix, key).map(str::to_owned));
+        let mut cursor = Some(0);
+        while let Some(at) = cursor {
+            let (next, keys) = scan_step(conn, at, &pattern, Some("string")).await?;
+            let candidates: Vec<(&str, String)> = keys
+                .iter()
+                .filter_map(|k| Some((LockKeys::name_of_lock(prefix, k)?, k.clone())))
+                .collect();
+            if !candidates.is_empty() {
+                let mut starts = redis::pipe();
+                starts.ignore_errors();
+                for (_, key) in &candidates {
+                    let last = RECORD_START.len() - 1;
+                    starts.cmd("GETRANGE").arg(key).arg(0).arg(last);
+                }
+                let starts: Vec<redis::Value> = starts
+                    .query_async(conn)
+                    .await
+                    .map_err(redis_error("inspect"))?;
+                for ((name, _), start) in candidates.iter().zip(starts) {
+                    if matches!(&start, redis::Value::BulkString(b) if b == RECORD_START) {
+                        names.push((*name).to_owned());
+                    }
                 }
             }
+            cursor = next;
         }
         Ok(names)
     }
@@ -83,37 +86,34 @@ impl RedisBackend {
     }
 }
 
-/// How many keys one `SCAN` step asks for, and one pipeline reads.
+/// How many keys one `SCAN` step asks for.
 const SCAN_PAGE: usize = 500;
 
-/// Walks the keys matching `pattern` (of type `of_type`, if given) with `SCAN`, handing
-/// each step's keys to `step`.
-async fn scan(
+/// One `SCAN` step from `cursor` over the keys matching `pattern` (of type `of_type`, if
+/// given): the next cursor (`None` at the end) and the keys that are UTF-8.
+async fn scan_step(
     conn: &mut impl redis::aio::ConnectionLike,
+    cursor: u64,
     pattern: &str,
     of_type: Option<&str>,
-    mut step: impl FnMut(Vec<String>),
-) -> Result<()> {
-    let mut cursor: u64 = 0;
-    loop {
-        let mut command = redis::cmd("SCAN");
-        command
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(SCAN_PAGE);
-        if let Some(of_type) = of_type {
-            command.arg("TYPE").arg(of_type);
-        }
-        let (next, keys): (u64, Vec<String>) = command
-            .query_async(conn)
-            .await
-            .map_err(redis_error("inspect"))?;
-        step(keys);
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
+) -> Result<(Option<u64>, Vec<String>)> {
+    let mut command = redis::cmd("SCAN");
+    command
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(SCAN_PAGE);
+    if let Some(of_type) = of_type {
+        command.arg("TYPE").arg(of_type);
     }
+    let (next, keys): (u64, Vec<Vec<u8>>) = command
+        .query_async(conn)
+        .await
+        .map_err(redis_error("inspect"))?;
+    let keys = keys
+        .into_iter()
+        .filter_map(|key| String::from_utf8(key).ok())
+        .collect();
+    Ok(((next != 0).then_some(next), keys))
 }

@@ -65,9 +65,8 @@ pub struct RedisBackend {
     nodes: Option<(Url, Option<std::path::PathBuf>)>,
     acknowledged: Option<Acknowledged>,
     prefix: String,
-    /// In a cluster, the tags of the fencing counters of `prefix`'s slots; a single
-    /// server has one counter.
-    fence_tags: Option<Arc<SlotTags>>,
+    /// The tags of the fencing counters of `prefix`'s slots.
+    fence_tags: Arc<SlotTags>,
     /// How long a lock's fencing counter lives after it is seeded, in ms (`fence_ttl`).
     fence_ttl_ms: u64,
     /// Whether a grant's fencing token is raised to this client's clock, in microseconds,
@@ -199,9 +198,7 @@ impl RedisBackend {
         )
         .await?;
         let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
-        let fence_tags = nodes
-            .is_some()
-            .then(|| SlotTags::for_prefix(&config.prefix));
+        let fence_tags = SlotTags::for_prefix(&config.prefix);
         Ok(RedisBackend {
             commands,
             next: std::sync::atomic::AtomicUsize::new(0),
@@ -415,7 +412,7 @@ impl RedisBackend {
     }
 
     fn keys<'a>(&'a self, name: &'a str) -> Result<LockKeys<'a>> {
-        LockKeys::new(&self.prefix, name, self.fence_tags.as_deref())
+        LockKeys::new(&self.prefix, name, &self.fence_tags)
     }
 }
 

@@ -356,8 +356,8 @@ impl Backend for RedlockBackend {
         // give one token (none to stamp afterwards).
         let floor = clock_floor();
         // A master that grants after the majority was counted holds the same grant: if it
-        // gave a lesser token, it is stamped with the one the holder is given, once that is
-        // decided. One granted after a try that failed is left: the request's next try
+        // gave another token, it is stamped with the one the holder is given, once that is
+        // decided (so adopting and breaking the grant by its token find it there too). One granted after a try that failed is left: the request's next try
         // (same token) finds it its own.
         let (decided, token_of_grant) = tokio::sync::watch::channel(None::<u64>);
         let late = {
@@ -380,7 +380,7 @@ impl Backend for RedlockBackend {
                     .await
                     .ok()
                     .and_then(|decided| decided.ok().and_then(|token| *token));
-                    let Some(value) = decided.filter(|value| given < *value) else {
+                    let Some(value) = decided.filter(|value| given != *value) else {
                         return;
                     };
                     let stamped = async { master.get().await?.restamp(&name, &token, value).await };

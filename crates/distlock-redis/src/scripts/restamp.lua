@@ -1,5 +1,5 @@
--- RedLock: stamp a grant with the token its majority agreed on. Raises the lock's fencing
--- counter to at least ARGV[1] (so any later majority, which shares a master with this one,
+-- RedLock: stamp a grant with the token its majority agreed on. Raises the fencing counter
+-- the lock counts on (its slot's) to at least ARGV[1] (so any later majority, which shares a master with this one,
 -- counts on from it) and, if the lock holds the grant's holder record (ARGV[2] its request
 -- token), writes that token into it, so every master shows the token the holder was given.
 -- KEYS[1] the fencing counter, KEYS[2] the lock; ARGV[3] the counter's lifetime in ms
