@@ -145,19 +145,29 @@ impl<'a> LockKeys<'a> {
             .strip_suffix(which.suffix()?)?
             .strip_suffix("}:")?
             .strip_prefix(prefix)?;
-        check_name(name).ok().map(|()| name)
+        could_be_a_name(name).then_some(name)
     }
 
     /// The lock name of lock key `key`, if it could be one under `prefix`.
     pub(crate) fn name_of_lock<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
         let name = key.strip_prefix(prefix)?;
-        check_name(name).ok().map(|()| name)
+        could_be_a_name(name).then_some(name)
     }
+}
+
+/// Whether `name` could be a lock's: not empty, no braces.
+fn could_be_a_name(name: &str) -> bool {
+    !name.is_empty() && !has_braces(name)
+}
+
+/// Whether `name` has braces, which would change the hash tag.
+fn has_braces(name: &str) -> bool {
+    name.bytes().any(|b| b == b'{' || b == b'}')
 }
 
 /// Refuses names with braces, which would change the hash tag.
 pub(crate) fn check_name(name: &str) -> Result<()> {
-    if name.bytes().any(|b| b == b'{' || b == b'}') {
+    if has_braces(name) {
         return Err(Error::invalid(format!(
             "redis lock names may not contain `{{` or `}}` (they pick the cluster slot): `{name}`"
         )));
