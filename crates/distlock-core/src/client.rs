@@ -459,7 +459,9 @@ impl Client {
 
     /// Waits, at most `within`, for the clean-ups this client runs in the background: the
     /// cancel of an acquire that was dropped while it waited, the release of a guard that
-    /// was dropped. A program about to exit (on Ctrl-C, say) calls it after dropping what it
+    /// was dropped, and what the backend finishes on its own (a RedLock release's calls to
+    /// its slower masters, see [`Backend::settle`](crate::backend::Backend::settle)). A
+    /// program about to exit (on Ctrl-C, say) calls it after dropping what it
     /// waited for, so it leaves no queue entry or grant behind to delay the next holder
     /// until it expires. True if none is left running.
     ///
@@ -477,7 +479,10 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn settle(&self, within: Duration) -> bool {
-        self.inner.cleanups.settle(within).await
+        let started = tokio::time::Instant::now();
+        let cleaned = self.inner.cleanups.settle(within).await;
+        let left = within.saturating_sub(started.elapsed());
+        self.inner.backend.settle(left).await && cleaned
     }
 
     /// Waits until none of this client's writes that others would wait on is under way,
@@ -575,7 +580,7 @@ impl Client {
                 .with_operation("close"),
             );
         }
-        if !self.inner.cleanups.settle(CLOSE_WITHIN).await {
+        if !self.settle(CLOSE_WITHIN).await {
             failed.get_or_insert(
                 Error::new(
                     ErrorKind::Unavailable,

@@ -116,6 +116,37 @@ fn an_uncontended_cycle_costs_each_master_two_calls() {
     });
 }
 
+/// A release answers once a majority released; its call to a slower master goes on in the
+/// background, and `settle` (which `close` and `distlock run` call before they end) waits
+/// for it, so a program that exits then does not drop it and leave that master holding
+/// the lock for its TTL.
+#[test]
+fn settle_waits_for_the_release_on_a_slower_master() {
+    distlock_testkit::block_on(async {
+        let (servers, url) = masters();
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let guard = client.mutex("tail").lock().await.unwrap();
+        let raw = redis::Client::open(format!("redis://{}/0", servers[2].addr())).unwrap();
+        let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
+        // The third master answers nobody for a while.
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(400)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        guard.release().await.unwrap();
+        let settling = Instant::now();
+        assert!(client.settle(Duration::from_secs(5)).await);
+        assert!(
+            settling.elapsed() >= Duration::from_millis(100),
+            "settle waited for the third master's release: {:?}",
+            settling.elapsed()
+        );
+        client.close().await.unwrap();
+    });
+}
+
 #[test]
 fn semaphores_and_fair_mode_are_refused_as_unsupported() {
     distlock_testkit::block_on(async {

@@ -99,7 +99,7 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
     bar.set_message("tidying up");
     tokio::time::sleep(names::IDLE).await;
     for (client, names) in clients.iter().zip(&names) {
-        names.forget(client).await;
+        names.tidy_up(client).await;
     }
     bar.finish_and_clear();
     let reports: Vec<serde_json::Value> = runs.iter().map(|r| median::median_report(r)).collect();

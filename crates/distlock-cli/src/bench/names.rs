@@ -59,9 +59,11 @@ impl BenchNames {
     }
 
     /// Lets `client`'s store drop the fencing counters of these names, once they have been
-    /// idle long enough to go (the bench's last phase has just ended). A store that
-    /// refuses is told of on stderr: its counters go after `fence_ttl`.
-    pub(super) async fn forget(&self, client: &Client) {
+    /// idle long enough to go (the bench's last phase has just ended), and waits for what
+    /// the client still finishes in the background (a RedLock release's calls to its
+    /// slower masters), so the bench leaves no lock held behind it. A store that refuses is
+    /// told of on stderr: its counters go after `fence_ttl`.
+    pub(super) async fn tidy_up(&self, client: &Client) {
         let new_names = self.new_names.load(Ordering::Relaxed);
         let names = [self.uncontended(), self.contended()]
             .into_iter()
@@ -72,8 +74,12 @@ impl BenchNames {
                 "distlock bench: the bench's fencing counters stay until their fence_ttl: {err}"
             );
         }
+        client.settle(SETTLE_WITHIN).await;
     }
 }
+
+/// How long the bench waits at its end for what its clients finish in the background.
+const SETTLE_WITHIN: Duration = Duration::from_secs(5);
 
 /// How long after its last grant a counter can be forgotten, with a margin.
 pub(super) const IDLE: Duration = MIN_FENCE_TTL.saturating_add(Duration::from_millis(100));

@@ -177,7 +177,7 @@ pub(super) async fn count_cycles(
     );
     if kind != CycleKind::Minimal {
         tokio::time::sleep(names::IDLE).await;
-        names.forget(&client).await;
+        names.tidy_up(&client).await;
     }
     Ok(0)
 }

@@ -459,6 +459,30 @@ pub trait Backend: Any + Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Waits, at most `within`, for the calls this backend left running on tasks of its
+    /// own once it had its answer (a RedLock's calls to its slower masters after a
+    /// majority answered), so that a program that exits after [`Client::settle`] or
+    /// [`Client::close`](crate::Client::close) leaves none of them half-done: a release
+    /// dropped with the runtime would leave its lock held until its lease ends. True if
+    /// none is left. The default: the backend leaves nothing running.
+    ///
+    /// [`Client::settle`]: crate::Client::settle
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// use distlock_core::MemoryBackend;
+    /// use distlock_core::backend::Backend;
+    /// assert!(MemoryBackend::new().settle(Duration::from_secs(1)).await);
+    /// # }
+    /// ```
+    async fn settle(&self, within: Duration) -> bool {
+        let _ = within;
+        true
+    }
+
     /// Waits until none of this client's writes that others would wait on is under way,
     /// and holds new ones back until the answer is dropped. A process about to stop itself
     /// (as job control stops it on Ctrl-Z) takes it first, so that it does not stop in the

@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use super::config::RedlockConfig;
 use super::connect::Master;
+use super::tails::Tails;
 use crate::foreign::ForeignBackoff;
 use crate::redis::{RedisBackend, clock_floor, refused_for_foreign, ticket_with_token_floor};
 
@@ -61,6 +62,8 @@ pub struct RedlockBackend {
     masters: Vec<Arc<Master>>,
     pub(super) quorum: usize,
     node_timeout: Option<Duration>,
+    /// The calls left running once a majority answered.
+    tails: Arc<Tails>,
 }
 
 impl std::fmt::Debug for RedlockBackend {
@@ -87,6 +90,7 @@ impl RedlockBackend {
         let backend = RedlockBackend {
             quorum: config.quorum(),
             node_timeout: config.node_timeout,
+            tails: Arc::default(),
             masters: config
                 .masters
                 .into_iter()
@@ -145,7 +149,8 @@ impl RedlockBackend {
 
     /// Runs `op` on every master at once, each bounded by `timeout`, until the answers so
     /// far are `enough`; the calls still running then finish in the background, each
-    /// answer handed to `late` with its master.
+    /// answer handed to `late` with its master (and counted until it ends, for
+    /// [`settle`](Backend::settle)).
     async fn on_all_until<T, F, Fut, L, LateFut>(
         &self,
         timeout: Duration,
@@ -178,7 +183,9 @@ impl RedlockBackend {
         }
         if !calls.is_empty() {
             let masters = self.masters.clone();
+            let tail = self.tails.start();
             tokio::spawn(async move {
+                let _tail = tail;
                 while let Some((at, answer)) = calls.next().await {
                     if let Some(value) = answer {
                         late(masters[at].clone(), value).await;
@@ -593,6 +600,12 @@ impl Backend for RedlockBackend {
             .await;
         self.quorum_of("force_release", &answers)?;
         Ok(self.merged(answers.into_iter().flatten().flatten(), 1))
+    }
+
+    /// Waits for the calls to slower masters that operations left running (a release's
+    /// to the masters after the majority that answered first).
+    async fn settle(&self, within: Duration) -> bool {
+        self.tails.settle(within).await
     }
 
     fn floor(&self) -> Option<&dyn Floor> {

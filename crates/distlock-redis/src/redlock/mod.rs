@@ -55,6 +55,7 @@ mod config;
 mod connect;
 mod inspect;
 mod notes;
+mod tails;
 
 pub use backend::RedlockBackend;
 pub use config::RedlockConfig;
