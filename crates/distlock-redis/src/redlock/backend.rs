@@ -13,7 +13,6 @@ use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
 use rand::Rng;
-use tokio::sync::OnceCell;
 
 use super::config::RedlockConfig;
 use super::connect::Master;
@@ -91,18 +90,13 @@ impl RedlockBackend {
             quorum: config.quorum(),
             node_timeout: config.node_timeout,
             tails: Arc::default(),
-            masters: config
-                .masters
-                .into_iter()
-                .map(|config| {
-                    Arc::new(Master {
-                        config,
-                        backend: OnceCell::new(),
-                    })
-                })
-                .collect(),
+            masters: config.masters.into_iter().map(Master::new).collect(),
         };
         let opened = super::connect::until_a_quorum(&backend.masters, backend.quorum).await;
+        // The rest are connected on tasks of their own, not by the first calls to them.
+        for master in &backend.masters {
+            master.connect_in_background();
+        }
         super::connect::refused(&opened, backend.quorum)?;
         let answers: Answers<()> = opened.into_iter().map(Result::ok).collect();
         // Masters out of reach may be back soon: worth trying again, within a deadline.
@@ -142,7 +136,7 @@ impl RedlockBackend {
     {
         let calls = these.iter().map(|&at| {
             let (op, master) = (&op, &self.masters[at]);
-            bounded(timeout, async move { op(master.get().await?).await })
+            bounded(timeout, async move { op(master.ready()?).await })
         });
         join_all(calls).await
     }
@@ -390,7 +384,7 @@ impl Backend for RedlockBackend {
                     let Some(value) = decided.filter(|value| given != *value) else {
                         return;
                     };
-                    let stamped = async { master.get().await?.restamp(&name, &token, value).await };
+                    let stamped = async { master.ready()?.restamp(&name, &token, value).await };
                     if let Err(err) = stamped.await {
                         tracing::debug!(error = %err, "stamping a late RedLock grant failed");
                     }
@@ -413,7 +407,7 @@ impl Backend for RedlockBackend {
                     let mut attempt = ticket_with_token_floor(attempt.clone(), floor);
                     let foreign = foreign.clone();
                     async move {
-                        let answer = master.get().await?.poll(&mut attempt).await?;
+                        let answer = master.ready()?.poll(&mut attempt).await?;
                         if refused_for_foreign(&attempt) {
                             foreign.fetch_add(1, Ordering::Relaxed);
                         }
@@ -534,7 +528,7 @@ impl Backend for RedlockBackend {
                 timeout,
                 |master| {
                     let lease = lease.clone();
-                    async move { Ok(master.get().await?.release(&lease).await? == LeaseOutcome::Done) }
+                    async move { Ok(master.ready()?.release(&lease).await? == LeaseOutcome::Done) }
                 },
                 |released| released.iter().flatten().filter(|r| **r).count() >= self.quorum,
                 |_, _| async {},

@@ -2,6 +2,7 @@
 //! refusal of the URL told as the bad input it is.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use distlock_core::{Error, ErrorKind, Result};
@@ -13,14 +14,60 @@ use tokio::sync::OnceCell;
 use crate::redis::RedisBackend;
 use crate::redis::config::RedisConfig;
 
-/// One master, connected on first use (and again after a failed connection), so a client
-/// starts while a minority of masters is down.
+/// One master, connected at the start or else on a task of its own once an operation
+/// finds it unconnected (and again after a failed connection), so a client starts while a
+/// minority of masters is down.
 pub(super) struct Master {
     pub(super) config: RedisConfig,
     pub(super) backend: OnceCell<RedisBackend>,
+    /// Whether a connect runs on a task of its own.
+    connecting: AtomicBool,
 }
 
+/// How long a connect that failed keeps the next one back.
+const RECONNECT_AFTER: Duration = Duration::from_millis(100);
+
 impl Master {
+    /// A master of `config`, not connected yet.
+    pub(super) fn new(config: RedisConfig) -> Arc<Master> {
+        Arc::new(Master {
+            config,
+            backend: OnceCell::new(),
+            connecting: AtomicBool::new(false),
+        })
+    }
+
+    /// The master's backend, if it is connected; else it takes no part in this operation,
+    /// and is connected on a task of its own. No call waits for a connect: calls queued
+    /// behind one could reach the master in another order than they were made (a release
+    /// before its acquire, which would leave a grant nobody holds until its TTL).
+    pub(super) fn ready(self: &Arc<Self>) -> Result<&RedisBackend> {
+        if let Some(backend) = self.backend.get() {
+            return Ok(backend);
+        }
+        self.connect_in_background();
+        Err(Error::new(
+            ErrorKind::Unavailable,
+            "this RedLock master is not connected yet",
+        )
+        .temporary())
+    }
+
+    /// Connects on a task of its own, unless a connect already runs.
+    pub(super) fn connect_in_background(self: &Arc<Self>) {
+        if self.backend.initialized() || self.connecting.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let master = self.clone();
+        tokio::spawn(async move {
+            let connected = tokio::time::timeout(CONNECT_WITHIN, master.get()).await;
+            if !matches!(connected, Ok(Ok(_))) {
+                tokio::time::sleep(RECONNECT_AFTER).await;
+            }
+            master.connecting.store(false, Ordering::SeqCst);
+        });
+    }
+
     /// The master's backend, connected first if need be. The connect is boxed: a future
     /// holds room for the largest thing it may await, and every call on a master awaits
     /// this one, so an unboxed connect (tens of kilobytes of state) was copied along with
