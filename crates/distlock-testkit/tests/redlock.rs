@@ -122,6 +122,8 @@ fn settle_waits_for_the_release_on_a_slower_master() {
     distlock_testkit::block_on(async {
         let (servers, url) = masters();
         let client = distlock::Client::connect(&url).await.unwrap();
+        // Every master connected (a client starts once a majority answered).
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let guard = client.mutex("tail").lock().await.unwrap();
         let raw = redis::Client::open(format!("redis://{}/0", servers[2].addr())).unwrap();
         let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
