@@ -9,16 +9,14 @@ use distlock_core::backend::{
     async_trait,
 };
 use distlock_core::{Error, ErrorKind, HolderInfo, LockState, Result};
-use futures_util::StreamExt;
-use futures_util::future::join_all;
-use futures_util::stream::FuturesUnordered;
 use rand::Rng;
 
 use super::config::RedlockConfig;
 use super::connect::Master;
+use super::fanout::Answers;
 use super::tails::Tails;
 use crate::foreign::ForeignBackoff;
-use crate::redis::{RedisBackend, clock_floor, refused_for_foreign, ticket_with_token_floor};
+use crate::redis::{clock_floor, refused_for_foreign, ticket_with_token_floor};
 
 /// The shortest and longest default bound on one master's answer.
 const NODE_TIMEOUT_RANGE: (Duration, Duration) =
@@ -58,11 +56,11 @@ struct RedlockTicket {
 /// # Ok(()) }
 /// ```
 pub struct RedlockBackend {
-    masters: Vec<Arc<Master>>,
+    pub(super) masters: Vec<Arc<Master>>,
     pub(super) quorum: usize,
     node_timeout: Option<Duration>,
     /// The calls left running once a majority answered.
-    tails: Arc<Tails>,
+    pub(super) tails: Arc<Tails>,
 }
 
 impl std::fmt::Debug for RedlockBackend {
@@ -74,10 +72,6 @@ impl std::fmt::Debug for RedlockBackend {
             .finish()
     }
 }
-
-/// What the masters answered to one operation, in master order; `None` where a master did
-/// not answer in time or failed.
-type Answers<T> = Vec<Option<T>>;
 
 impl RedlockBackend {
     /// Connects to the masters; fails unless a majority answers.
@@ -110,84 +104,6 @@ impl RedlockBackend {
     pub(super) fn node_timeout(&self, ttl: Duration) -> Duration {
         self.node_timeout
             .unwrap_or_else(|| (ttl / 20).clamp(NODE_TIMEOUT_RANGE.0, NODE_TIMEOUT_RANGE.1))
-    }
-
-    /// Runs `op` on every master at once, each bounded by `timeout`.
-    pub(super) async fn on_all<'a, T, F, Fut>(&'a self, timeout: Duration, op: F) -> Answers<T>
-    where
-        F: Fn(&'a RedisBackend) -> Fut,
-        Fut: Future<Output = Result<T>> + 'a,
-    {
-        let every: Vec<usize> = (0..self.masters.len()).collect();
-        self.on_these(&every, timeout, op).await
-    }
-
-    /// Runs `op` on the masters at positions `these` at once, each bounded by `timeout`;
-    /// the answers are in the order of `these`.
-    pub(super) async fn on_these<'a, T, F, Fut>(
-        &'a self,
-        these: &[usize],
-        timeout: Duration,
-        op: F,
-    ) -> Answers<T>
-    where
-        F: Fn(&'a RedisBackend) -> Fut,
-        Fut: Future<Output = Result<T>> + 'a,
-    {
-        let calls = these.iter().map(|&at| {
-            let (op, master) = (&op, &self.masters[at]);
-            bounded(timeout, async move { op(master.ready()?).await })
-        });
-        join_all(calls).await
-    }
-
-    /// Runs `op` on every master at once, each bounded by `timeout`, until the answers so
-    /// far are `enough`; the calls still running then finish in the background, each
-    /// answer handed to `late` with its master (and counted until it ends, for
-    /// [`settle`](Backend::settle)).
-    async fn on_all_until<T, F, Fut, L, LateFut>(
-        &self,
-        timeout: Duration,
-        op: F,
-        enough: impl Fn(&Answers<T>) -> bool,
-        late: L,
-    ) -> Answers<T>
-    where
-        T: Send + 'static,
-        F: Fn(Arc<Master>) -> Fut,
-        Fut: Future<Output = Result<T>> + Send + 'static,
-        L: Fn(Arc<Master>, T) -> LateFut + Send + 'static,
-        LateFut: Future<Output = ()> + Send,
-    {
-        let mut calls: FuturesUnordered<_> = self
-            .masters
-            .iter()
-            .enumerate()
-            .map(|(at, master)| {
-                let call = bounded(timeout, op(master.clone()));
-                async move { (at, call.await) }
-            })
-            .collect();
-        let mut answers: Answers<T> = self.masters.iter().map(|_| None).collect();
-        while let Some((at, answer)) = calls.next().await {
-            answers[at] = answer;
-            if enough(&answers) {
-                break;
-            }
-        }
-        if !calls.is_empty() {
-            let masters = self.masters.clone();
-            let tail = self.tails.start();
-            tokio::spawn(async move {
-                let _tail = tail;
-                while let Some((at, answer)) = calls.next().await {
-                    if let Some(value) = answer {
-                        late(masters[at].clone(), value).await;
-                    }
-                }
-            });
-        }
-        answers
     }
 
     /// The fencing token a majority of masters show for `request`'s grant, made on the
@@ -292,22 +208,6 @@ impl RedlockBackend {
             Ok(master.release(lease).await? == LeaseOutcome::Done)
         })
         .await
-    }
-}
-
-/// One master's answer to `call` within `timeout`; `None` (logged) if it failed or was
-/// late.
-async fn bounded<T>(timeout: Duration, call: impl Future<Output = Result<T>>) -> Option<T> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(value)) => Some(value),
-        Ok(Err(err)) => {
-            tracing::debug!(error = %err, "a RedLock master failed");
-            None
-        }
-        Err(_) => {
-            tracing::debug!(?timeout, "a RedLock master did not answer in time");
-            None
-        }
     }
 }
 

@@ -53,6 +53,7 @@ mod adopt;
 mod backend;
 mod config;
 mod connect;
+mod fanout;
 mod inspect;
 mod notes;
 mod tails;
