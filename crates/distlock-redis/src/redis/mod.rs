@@ -27,12 +27,14 @@ mod adopt;
 pub(crate) mod channels;
 pub(crate) mod config;
 pub(crate) mod connection;
+mod floor;
 mod force_release;
 mod inspect;
 pub(crate) mod keyspace;
 mod notes;
 mod redlock_calls;
 mod refused;
+mod renewals;
 mod wakeups;
 
 /// How long a waiter's queue entry lives without being refreshed. The core polls at least
@@ -313,55 +315,6 @@ impl RedisBackend {
         self.commands[index].clone()
     }
 
-    /// Renews `leases` in one pipeline on `conn`, answering for each in order.
-    async fn renew_pipeline(
-        &self,
-        mut conn: Conn,
-        leases: impl Iterator<Item = &Grant>,
-        ttl: Duration,
-    ) -> Result<Vec<LeaseOutcome>> {
-        let mut pipe = redis::pipe();
-        for lease in leases {
-            let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
-            renew.arg(&lease.token).arg(ttl.as_millis() as u64);
-            pipe.add_command(renew.into_command());
-        }
-        let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-            {
-                SCRIPTS
-                    .renew
-                    .prepare_invoke()
-                    .load_async(&mut conn)
-                    .await
-                    .map_err(redis_error("renew"))?;
-                pipe.query_async(&mut conn).await
-            }
-            answers => answers,
-        }
-        .map_err(redis_error("renew"))?;
-        Ok(answers
-            .into_iter()
-            .map(|renewed| match renewed {
-                1 => LeaseOutcome::Done,
-                _ => LeaseOutcome::NotHeld,
-            })
-            .collect())
-    }
-
-    /// Renews one grant on its lock's connection.
-    async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
-        let mut renew = Call::new(&SCRIPTS.renew, self.keys(&grant.name)?, &Key::ALL);
-        renew.arg(&grant.token).arg(ttl.as_millis() as u64);
-        let renewed: i64 = self.invoke(&grant.name, "renew", &renew).await?;
-        Ok(if renewed == 1 {
-            LeaseOutcome::Done
-        } else {
-            LeaseOutcome::NotHeld
-        })
-    }
-
     /// The connection for a request's polls and its cancellation: with replicas to wait
     /// for, the connection their `WAIT` counts on; otherwise the lock's.
     fn request_conn(&self, name: &str) -> Conn {
@@ -612,54 +565,6 @@ impl Backend for RedisBackend {
 
     fn floor(&self) -> Option<&dyn Floor> {
         Some(self)
-    }
-}
-
-#[async_trait]
-impl Floor for RedisBackend {
-    fn op(&self) -> &'static str {
-        "PING"
-    }
-
-    async fn round(&self) -> Result<()> {
-        let mut conn = self.any_conn();
-        let _: String = redis::cmd("PING")
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error("ping"))?;
-        Ok(())
-    }
-
-    fn cycle_op(&self) -> Option<&'static str> {
-        Some("SET NX PX + EVALSHA compare-and-delete")
-    }
-
-    /// The least a correct lock costs on this server: no fencing, no queue, no record of
-    /// the holder; on the connection the lock `name` would use.
-    async fn cycle_round(&self, name: &str) -> Result<()> {
-        let keys = self.keys(name)?;
-        let token = random_id();
-        let mut conn = self.request_conn(name);
-        let taken: Option<String> = redis::cmd("SET")
-            .arg(keys.named(Key::Lock))
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(30_000)
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error("acquire"))?;
-        if taken.is_none() {
-            return Err(Error::new(
-                ErrorKind::Backend,
-                format!("the bench's own key `{name}` was taken by someone else"),
-            )
-            .with_backend("redis"));
-        }
-        let mut release = Call::new(&SCRIPTS.compare_and_delete, keys, &[Key::Lock]);
-        release.arg(&token);
-        let _: i64 = self.invoke_on(conn, "release", &release).await?;
-        Ok(())
     }
 }
 

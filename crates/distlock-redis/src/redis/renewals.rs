@@ -1,0 +1,63 @@
+//! Renewing grants: many in one pipeline, or one on its lock's connection.
+
+use std::time::Duration;
+
+use distlock_core::Result;
+use distlock_core::backend::{Grant, LeaseOutcome};
+
+use super::RedisBackend;
+use super::connection::Conn;
+use crate::error::redis_error;
+use crate::keys::Key;
+use crate::scripts::{Call, SCRIPTS};
+
+impl RedisBackend {
+    /// Renews `leases` in one pipeline on `conn`, answering for each in order.
+    pub(super) async fn renew_pipeline(
+        &self,
+        mut conn: Conn,
+        leases: impl Iterator<Item = &Grant>,
+        ttl: Duration,
+    ) -> Result<Vec<LeaseOutcome>> {
+        let mut pipe = redis::pipe();
+        for lease in leases {
+            let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
+            renew.arg(&lease.token).arg(ttl.as_millis() as u64);
+            pipe.add_command(renew.into_command());
+        }
+        let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                SCRIPTS
+                    .renew
+                    .prepare_invoke()
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(redis_error("renew"))?;
+                pipe.query_async(&mut conn).await
+            }
+            answers => answers,
+        }
+        .map_err(redis_error("renew"))?;
+        Ok(answers
+            .into_iter()
+            .map(|renewed| match renewed {
+                1 => LeaseOutcome::Done,
+                _ => LeaseOutcome::NotHeld,
+            })
+            .collect())
+    }
+
+    /// Renews one grant on its lock's connection.
+    pub(super) async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
+        let mut renew = Call::new(&SCRIPTS.renew, self.keys(&grant.name)?, &Key::ALL);
+        renew.arg(&grant.token).arg(ttl.as_millis() as u64);
+        let renewed: i64 = self.invoke(&grant.name, "renew", &renew).await?;
+        Ok(if renewed == 1 {
+            LeaseOutcome::Done
+        } else {
+            LeaseOutcome::NotHeld
+        })
+    }
+}
