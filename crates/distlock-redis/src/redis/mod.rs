@@ -123,9 +123,10 @@ impl RedisBackend {
     /// The least fencing token `ticket`'s grant may take, where tokens follow the clock:
     /// the one its RedLock set for every master, or the clock now.
     fn token_floor(&self, ticket: &Ticket) -> Option<u64> {
-        let set = ticket.state::<RedisTicket>().and_then(|s| s.token_floor);
-        self.tokens_at_clock
-            .then(|| set.unwrap_or_else(clock_floor))
+        self.tokens_at_clock.then(|| {
+            let set = ticket.state::<RedisTicket>().and_then(|s| s.token_floor);
+            set.unwrap_or_else(clock_floor)
+        })
     }
 
     /// Connects, checks the server answers, and subscribes for wake-ups.
