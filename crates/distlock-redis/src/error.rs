@@ -23,7 +23,8 @@ pub(crate) fn redis_error(operation: &'static str) -> impl Fn(redis::RedisError)
 /// Whether an error is the link's (the server out of reach, slow, or gone), or a server's
 /// that is not ready yet (loading its data after a restart, a cluster healing: a
 /// redirection the cluster client still met after following its redirections, while a
-/// replica takes over a slot), not an answer.
+/// replica takes over a slot; a server that lost its scripts, which the call that met that
+/// gave it again), not an answer.
 pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
     use redis::{ErrorKind as Kind, ServerErrorKind as Server};
     err.is_io_error()
@@ -39,8 +40,17 @@ pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
                     | Server::MasterDown
                     | Server::Moved
                     | Server::Ask
+                    | Server::NoScript
             )
         )
+}
+
+/// Whether `err` is a call's that failed because the server had lost its scripts (it
+/// restarted, or they were flushed); the call gave them back.
+pub(crate) fn lost_scripts(err: &Error) -> bool {
+    std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<redis::RedisError>())
+        .is_some_and(crate::scripts::lacks_script)
 }
 
 /// A failed connect. A server that refuses what the URL asks (a wrong or missing password,

@@ -3,22 +3,18 @@
 //! The fast paths of acquire and release are scripts of their own, as small as the grant
 //! allows: on the server, each key, argument and command of a script costs about as much
 //! as a short script's whole work, and they run on every uncontended cycle.
-//! `redis::Script` sends them with EVALSHA and loads them again when the server answers
-//! NOSCRIPT (after a restart).
+//! [`Call`] sends them with EVALSHA; a server that answers NOSCRIPT (it restarted, or its
+//! scripts were flushed) is given every script again at once.
 
 use std::sync::LazyLock;
 
 use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 use crate::keys::{Key, LockKeys};
+use crate::redis::connection::Conn;
 
 const KEYS: &str = include_str!("scripts/keys.lua");
 const HELPERS: &str = include_str!("scripts/helpers.lua");
-
-/// A full script: the key names, the helpers and `body`.
-fn compose(body: &str) -> Script {
-    Script::new(&[KEYS, HELPERS, body].join("\n"))
-}
 
 pub(crate) struct Scripts {
     pub(crate) acquire: Script,
@@ -44,24 +40,60 @@ pub(crate) struct Scripts {
     /// The minimal lock's release, measured against by `distlock bench`: delete the key if
     /// it still holds the token.
     pub(crate) compare_and_delete: Script,
+    /// Every script's source, the releasing ones first: loaded in this order on one
+    /// connection, no call that takes a lock can run while one that gives it back would
+    /// still find its script missing.
+    /// Each with its hash.
+    sources: Vec<(String, String)>,
 }
 
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: compose(include_str!("scripts/acquire.lua")),
-    try_exclusive: Script::new(include_str!("scripts/acquire_fast.lua")),
-    release: compose(include_str!("scripts/release.lua")),
-    release_exclusive: Script::new(include_str!("scripts/release_fast.lua")),
-    renew: compose(include_str!("scripts/renew.lua")),
-    cancel: compose(include_str!("scripts/cancel.lua")),
-    restamp: Script::new(include_str!("scripts/restamp.lua")),
-    redlock_waiting: Script::new(include_str!("scripts/redlock_waiting.lua")),
-    force_release: compose(include_str!("scripts/force_release.lua")),
-    note_write: compose(include_str!("scripts/note_write.lua")),
-    note_read: Script::new(include_str!("scripts/note_read.lua")),
-    adopt: compose(include_str!("scripts/adopt.lua")),
-    compare_and_delete: Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    ),
+impl Scripts {
+    /// Whether `script` is one of these.
+    fn holds(&self, script: &Script) -> bool {
+        self.sources
+            .iter()
+            .any(|(_, hash)| hash == script.get_hash())
+    }
+}
+
+/// Builds the scripts, keeping each one's source in the order built (to load them all).
+#[derive(Default)]
+struct Sources(Vec<(String, String)>);
+
+impl Sources {
+    fn plain(&mut self, code: &str) -> Script {
+        let script = Script::new(code);
+        self.0.push((code.to_owned(), script.get_hash().to_owned()));
+        script
+    }
+
+    /// A full script: the key names, the helpers and `body`.
+    fn full(&mut self, body: &str) -> Script {
+        self.plain(&[KEYS, HELPERS, body].join("\n"))
+    }
+}
+
+/// The scripts, built in the order [`Scripts::sources`] keeps: the releasing ones first.
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let mut sources = Sources::default();
+    Scripts {
+        release_exclusive: sources.plain(include_str!("scripts/release_fast.lua")),
+        release: sources.full(include_str!("scripts/release.lua")),
+        cancel: sources.full(include_str!("scripts/cancel.lua")),
+        force_release: sources.full(include_str!("scripts/force_release.lua")),
+        compare_and_delete: sources.plain(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+        ),
+        renew: sources.full(include_str!("scripts/renew.lua")),
+        note_write: sources.full(include_str!("scripts/note_write.lua")),
+        note_read: sources.plain(include_str!("scripts/note_read.lua")),
+        redlock_waiting: sources.plain(include_str!("scripts/redlock_waiting.lua")),
+        restamp: sources.plain(include_str!("scripts/restamp.lua")),
+        adopt: sources.full(include_str!("scripts/adopt.lua")),
+        try_exclusive: sources.plain(include_str!("scripts/acquire_fast.lua")),
+        acquire: sources.full(include_str!("scripts/acquire.lua")),
+        sources: sources.0,
+    }
 });
 
 /// One call of a script on one lock's keys: an EVALSHA command, loading the script when the
@@ -104,19 +136,75 @@ impl<'a> Call<'a> {
         self.cmd
     }
 
-    /// Runs the call on `conn`, loading the script first if the server lacks it.
-    pub(crate) async fn run<T: FromRedisValue>(
-        &self,
-        conn: &mut impl redis::aio::ConnectionLike,
-    ) -> RedisResult<T> {
+    /// Runs the call on `conn`, and once more if the server lacked the script, once it
+    /// has been given it (with the others of its layout: see [`load_ours`]).
+    pub(crate) async fn run<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
         match self.cmd.query_async(conn).await {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-            {
-                self.script.prepare_invoke().load_async(conn).await?;
+            Err(err) if lacks_script(&err) => {
+                self.load(conn).await?;
                 self.cmd.query_async(conn).await
             }
             answer => answer,
+        }
+    }
+
+    /// Runs the call on `conn` once, never sending it again: a server that lacked the
+    /// script is given it (with the others of its layout) and the call fails, not having
+    /// run. A RedLock master's calls go so: sent again, an acquire could reach the master
+    /// after the release that followed it, and leave a grant nobody holds.
+    pub(crate) async fn run_once<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
+        let answer = self.cmd.query_async(conn).await;
+        if let Err(err) = &answer
+            && lacks_script(err)
+        {
+            self.load(conn).await?;
+        }
+        answer
+    }
+
+    /// Gives the server this call's script: every script of this layout where it is one
+    /// (see [`load_ours`]).
+    async fn load(&self, conn: &mut Conn) -> RedisResult<()> {
+        match SCRIPTS.holds(self.script) {
+            true => load_ours(conn).await,
+            false => self
+                .script
+                .prepare_invoke()
+                .load_async(conn)
+                .await
+                .map(drop),
+        }
+    }
+}
+
+/// Whether the server answered that it lacks the script.
+pub(crate) fn lacks_script(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// Loads every script of [`SCRIPTS`], the releasing ones first. A server that lost one
+/// script lost them all (a restart, a flush): loading the others with it spares each its
+/// own failed call, and no call that needs a second script finds only the first. One
+/// server's are loaded in one pipeline; a cluster's one by one, each on every primary.
+pub(crate) async fn load_ours(conn: &mut Conn) -> RedisResult<()> {
+    let loads = SCRIPTS.sources.iter().map(|(code, _)| {
+        let mut load = redis::cmd("SCRIPT");
+        load.arg("LOAD").arg(code);
+        load
+    });
+    match conn {
+        Conn::Single(_) => {
+            let mut pipe = redis::pipe();
+            for load in loads {
+                pipe.add_command(load).ignore();
+            }
+            pipe.query_async(conn).await
+        }
+        Conn::Cluster(_) => {
+            for load in loads {
+                let _: String = load.query_async(conn).await?;
+            }
+            Ok(())
         }
     }
 }

@@ -507,3 +507,50 @@ fn connecting_is_bounded_by_connect_timeout() {
         }
     });
 }
+
+/// A server that lost its scripts (a restart, `SCRIPT FLUSH`) answers the first call
+/// NOSCRIPT; that call gives it every script at once, so no other operation meets it again.
+#[test]
+fn a_server_that_lost_its_scripts_gets_them_all_back_at_once() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let (client, mut raw) = client_and_raw_connection(&redis).await;
+        client
+            .mutex("warm")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let held = client.mutex("flushed").lock().await.unwrap();
+        let quick = LockOptions::new().wait(Duration::from_millis(50));
+        let refused = client.mutex("flushed").lock_with(&quick).await;
+        assert_eq!(refused.unwrap_err().kind(), ErrorKind::Timeout);
+        held.renew().await.unwrap();
+        client.status(Some("flushed")).await.unwrap();
+        held.release().await.unwrap();
+        let reader = client.rwlock("flushed-rw").read().await.unwrap();
+        reader.release().await.unwrap();
+        let errors: String = redis::cmd("INFO")
+            .arg("errorstats")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let noscript = errors
+            .lines()
+            .find_map(|line| line.strip_prefix("errorstat_NOSCRIPT:count="))
+            .map_or(0, |count| count.trim().parse::<u64>().unwrap());
+        assert_eq!(noscript, 1, "{errors}");
+    });
+}

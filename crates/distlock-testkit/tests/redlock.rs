@@ -326,3 +326,75 @@ fn redlocks_reaches_every_master_over_tls_and_passwords_stay_hidden() {
         assert!(!format!("{err} {err:?}").contains("hunter2"), "{err:?}");
     });
 }
+
+/// A master that lost its scripts (restarted, or flushed) fails the calls that meet that,
+/// as a master that does not answer, and none is sent again: sent again, a slower
+/// master's acquire could reach it after the release that followed, and leave it holding
+/// a grant nobody has until its TTL. The call that met the loss gave the master every
+/// script back, and it takes part again from the next call on.
+#[test]
+fn a_master_that_lost_its_scripts_is_left_no_grant() {
+    distlock_testkit::block_on(async {
+        let (servers, url) = masters();
+        let mut raws = Vec::new();
+        for server in &servers {
+            let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
+            raws.push(raw.get_multiplexed_async_connection().await.unwrap());
+        }
+        let client = distlock::Client::connect(&url).await.unwrap();
+        // Every master connected (a client starts once a majority answered).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for round in 0..6 {
+            for raw in &mut raws[round % 2..round % 2 + 2] {
+                let _: () = redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query_async(raw)
+                    .await
+                    .unwrap();
+            }
+            let names: Vec<String> = (0..4).map(|n| format!("flushed/{round}/{n}")).collect();
+            let cycles = names.iter().map(|name| {
+                let client = client.clone();
+                async move {
+                    for _ in 0..3 {
+                        let guard = client.mutex(name).lock().await.unwrap();
+                        guard.release().await.unwrap();
+                    }
+                }
+            });
+            futures_util::future::join_all(cycles).await;
+            assert!(client.settle(Duration::from_secs(5)).await);
+            for (at, raw) in raws.iter_mut().enumerate() {
+                for name in &names {
+                    let left: bool = redis::cmd("EXISTS")
+                        .arg(name)
+                        .query_async(raw)
+                        .await
+                        .unwrap();
+                    assert!(!left, "round {round}: master {at} kept a grant of {name}");
+                }
+            }
+        }
+        // The masters take part again: one cycle runs its acquire and release on each.
+        for raw in &mut raws {
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(raw)
+                .await
+                .unwrap();
+        }
+        client
+            .mutex("after")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        assert!(client.settle(Duration::from_secs(5)).await);
+        for raw in &mut raws {
+            assert!(script_calls(raw).await >= 2);
+        }
+        client.close().await.unwrap();
+    });
+}

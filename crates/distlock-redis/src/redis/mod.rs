@@ -13,7 +13,7 @@ use tokio::task::AbortHandle;
 use crate::error::{connect_error, redis_error, refusal};
 use crate::keys::{Key, LockKeys};
 use crate::record::{AcquireAnswer, RequestRecord, record_start};
-use crate::scripts::{Call, SCRIPTS};
+use crate::scripts::{Call, SCRIPTS, load_ours};
 use crate::slots::SlotTags;
 use channels::Channels;
 use config::RedisConfig;
@@ -74,6 +74,9 @@ pub struct RedisBackend {
     /// Whether a grant's fencing token is raised to this client's clock, in microseconds,
     /// when the counter is behind it: a RedLock master's (see `with_tokens_at_clock`).
     tokens_at_clock: bool,
+    /// Whether a call is sent again where it may not have run (a dropped connection, a
+    /// server that lacked the script): not on a RedLock master (see `into_redlock_master`).
+    resends: bool,
     channel: String,
     wakers: Arc<LocalWakers>,
     /// The channels this client's waiters watch, on its wake-up connection.
@@ -109,14 +112,22 @@ impl Drop for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Has every grant's fencing token raised to this client's wall clock in microseconds
-    /// where the lock's counter is behind it, as a RedLock's masters do: a master that
-    /// lost its counter (restarted empty, or a replica promoted before it had the last
-    /// grants) would otherwise give a majority a token at or below one already granted.
-    /// Tokens then increase across such a loss as long as the clients' clocks disagree by
-    /// less than the time between two grants, the bound RedLock's leases assume already.
-    pub(crate) fn with_tokens_at_clock(mut self) -> Self {
+    /// Makes this a RedLock's master:
+    /// * every grant's fencing token is raised to this client's wall clock in microseconds
+    ///   where the lock's counter is behind it: a master that lost its counter (restarted
+    ///   empty, or a replica promoted before it had the last grants) would otherwise give
+    ///   a majority a token at or below one already granted. Tokens then increase across
+    ///   such a loss as long as the clients' clocks disagree by less than the time between
+    ///   two grants, the bound RedLock's leases assume already;
+    /// * no call is sent twice. A RedLock sends its release to every master once a
+    ///   majority answered the acquire, while a slower master's acquire may still be on its
+    ///   way: sent again (after a dropped connection, or a NOSCRIPT from a master that
+    ///   restarted), that acquire could reach the master after the release, and leave a
+    ///   grant nobody holds until its lease ends. A call that failed so fails, as a master
+    ///   that did not answer does.
+    pub(crate) fn into_redlock_master(mut self) -> Self {
         self.tokens_at_clock = true;
+        self.resends = false;
         self
     }
 
@@ -200,6 +211,13 @@ impl RedisBackend {
             channels.clone(),
         )
         .await?;
+        // Scripts are the server's, not a connection's: given them now, the first calls
+        // find them (a RedLock master's calls are never sent twice; see
+        // `into_redlock_master`). Loading is retried at any call that finds them missing, so
+        // a server that refuses it (an ACL) says so at that call.
+        if let Err(err) = load_ours(&mut commands[0].clone()).await {
+            tracing::debug!(error = %err, "loading the lock scripts failed");
+        }
         let nodes = (!seeds.is_empty()).then(|| (config.server.clone(), config.tls_ca.clone()));
         let fence_tags = SlotTags::for_prefix(&config.prefix);
         Ok(RedisBackend {
@@ -211,6 +229,7 @@ impl RedisBackend {
             prefix: config.prefix,
             fence_ttl_ms: config.fence_ttl.as_millis() as u64,
             tokens_at_clock: false,
+            resends: true,
             channel,
             wakers,
             channels,
@@ -221,8 +240,9 @@ impl RedisBackend {
     }
 
     /// Runs a script, once more if the connection dropped under it (the connection manager
-    /// reconnects in the background). Every script is safe to repeat: acquire answers the
-    /// same grant to the same token, the others compare the token.
+    /// reconnects in the background), but on a RedLock master (see `into_redlock_master`).
+    /// Every script is safe to repeat on its own: acquire answers the same grant to the
+    /// same token, the others compare the token.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
         name: &str,
@@ -239,8 +259,12 @@ impl RedisBackend {
         operation: &'static str,
         call: &Call<'_>,
     ) -> Result<T> {
-        let answer = match call.run(&mut conn).await {
-            Err(err) if err.is_connection_dropped() || err.is_io_error() => {
+        let answer = match self.resends {
+            false => call.run_once(&mut conn).await,
+            true => call.run(&mut conn).await,
+        };
+        let answer = match answer {
+            Err(err) if self.resends && (err.is_connection_dropped() || err.is_io_error()) => {
                 tracing::debug!(error = %err, operation, "redis connection dropped; trying once more");
                 call.run(&mut conn).await
             }

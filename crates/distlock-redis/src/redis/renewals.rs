@@ -9,7 +9,7 @@ use super::RedisBackend;
 use super::connection::Conn;
 use crate::error::redis_error;
 use crate::keys::Key;
-use crate::scripts::{Call, SCRIPTS};
+use crate::scripts::{Call, SCRIPTS, lacks_script, load_ours};
 
 impl RedisBackend {
     /// Renews `leases` in one pipeline on `conn`, answering for each in order.
@@ -26,15 +26,9 @@ impl RedisBackend {
             pipe.add_command(renew.into_command());
         }
         let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-            {
-                SCRIPTS
-                    .renew
-                    .prepare_invoke()
-                    .load_async(&mut conn)
-                    .await
-                    .map_err(redis_error("renew"))?;
+            // Sent again, a renewal only renews a grant that is still there.
+            Err(err) if lacks_script(&err) => {
+                load_ours(&mut conn).await.map_err(redis_error("renew"))?;
                 pipe.query_async(&mut conn).await
             }
             answers => answers,

@@ -77,7 +77,7 @@ impl Master {
             .get_or_try_init(|| {
                 Box::pin(async {
                     let backend = RedisBackend::open(self.config.clone()).await?;
-                    Ok(backend.with_tokens_at_clock())
+                    Ok(backend.into_redlock_master())
                 })
             })
             .await

@@ -49,6 +49,7 @@
 //! and `Lost` report what the client can know; fencing tokens checked by the resource are the
 //! remedy for what it cannot.
 
+mod acquire;
 mod adopt;
 mod backend;
 mod config;

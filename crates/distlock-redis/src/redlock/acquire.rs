@@ -1,0 +1,202 @@
+//! A RedLock acquire: one try on every master at once, granted where a majority grant and
+//! agree on a fencing token.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use distlock_core::Result;
+use distlock_core::backend::{Backend, PollOutcome, Ticket};
+use rand::Rng;
+
+use super::backend::{MAX_RETRY_DELAY, RedlockBackend, grant_of};
+use super::connect::Master;
+use super::fanout::Answers;
+use crate::error::lost_scripts;
+use crate::foreign::ForeignBackoff;
+use crate::redis::{clock_floor, refused_for_foreign, ticket_with_token_floor};
+
+/// How long a waiter's status record lives without being written again; it is written
+/// again after [`WAITER_NOTE_EVERY`], so the record of a waiter whose process died is gone
+/// within this.
+const WAITER_NOTE_LEASE: Duration = Duration::from_secs(5);
+const WAITER_NOTE_EVERY: Duration = Duration::from_secs(1);
+
+/// What a RedLock ticket remembers (a ticket keeps one state, so all of it is here).
+#[derive(Default)]
+struct RedlockTicket {
+    /// When its waiter's status record was last written.
+    noted: Option<Instant>,
+    /// How it waits while a foreign RedLock client (rslock, redsync, …) holds the lock.
+    foreign: ForeignBackoff,
+}
+
+impl RedlockBackend {
+    /// One try of `ticket` on every master; counts in `restored` the masters whose call
+    /// failed for their lost scripts (given them again by that call).
+    pub(super) async fn try_masters(
+        &self,
+        ticket: &mut Ticket,
+        restored: &Arc<AtomicUsize>,
+    ) -> Result<PollOutcome> {
+        let request = ticket.request.clone();
+        let request = &request;
+        // The masters never queue a RedLock request: each poll is a try on all of them.
+        let mut attempt = request.clone();
+        attempt.wait = false;
+        let started = Instant::now();
+        let timeout = self.node_timeout(request.ttl);
+        // One floor for every master's try, so that masters whose counters are behind it
+        // give one token (none to stamp afterwards).
+        let floor = clock_floor();
+        // A master that grants after the majority was counted holds the same grant: if it
+        // gave another token, it is stamped with the one the holder is given, once that is
+        // decided (so adopting and breaking the grant by its token find it there too). One granted after a try that failed is left: the request's next try
+        // (same token) finds it its own.
+        let (decided, token_of_grant) = tokio::sync::watch::channel(None::<u64>);
+        let late = {
+            let (name, token) = (request.name.clone(), request.token.clone());
+            move |master: Arc<Master>, answer: PollOutcome| {
+                let (name, token) = (name.clone(), token.clone());
+                let mut token_of_grant = token_of_grant.clone();
+                async move {
+                    let PollOutcome::Granted {
+                        fencing_token: given,
+                        ..
+                    } = answer
+                    else {
+                        return;
+                    };
+                    let decided = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        token_of_grant.wait_for(Option::is_some),
+                    )
+                    .await
+                    .ok()
+                    .and_then(|decided| decided.ok().and_then(|token| *token));
+                    let Some(value) = decided.filter(|value| given != *value) else {
+                        return;
+                    };
+                    let stamped = async { master.ready()?.restamp(&name, &token, value).await };
+                    if let Err(err) = stamped.await {
+                        tracing::debug!(error = %err, "stamping a late RedLock grant failed");
+                    }
+                }
+            }
+        };
+        let granted = |answers: &Answers<PollOutcome>| {
+            let granted = answers.iter().flatten();
+            granted
+                .filter(|a| matches!(a, PollOutcome::Granted { .. }))
+                .count()
+                >= self.quorum
+        };
+        // How many masters refused it for a lock a client other than distlock holds.
+        let foreign = Arc::new(AtomicUsize::new(0));
+        let answers = self
+            .on_all_until(
+                timeout,
+                |master| {
+                    let mut attempt = ticket_with_token_floor(attempt.clone(), floor);
+                    let foreign = foreign.clone();
+                    let restored = restored.clone();
+                    async move {
+                        let answer = master.ready()?.poll(&mut attempt).await;
+                        let answer = answer.inspect_err(|err| {
+                            if lost_scripts(err) {
+                                restored.fetch_add(1, Ordering::Relaxed);
+                            }
+                        })?;
+                        if refused_for_foreign(&attempt) {
+                            foreign.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(answer)
+                    }
+                },
+                granted,
+                late,
+            )
+            .await;
+        let fences: Vec<(usize, u64)> = answers
+            .iter()
+            .enumerate()
+            .filter_map(|(at, a)| match a {
+                Some(PollOutcome::Granted { fencing_token, .. }) => Some((at, *fencing_token)),
+                _ => None,
+            })
+            .collect();
+        let holder_left = answers
+            .iter()
+            .flatten()
+            .filter_map(|a| match a {
+                PollOutcome::Pending { retry_within, .. } => *retry_within,
+                _ => None,
+            })
+            .min();
+        if let Some(token) = self
+            .agree_on_token(&fences, request, started, timeout)
+            .await
+        {
+            let _ = decided.send(Some(token));
+            self.note_waiter(ticket, false).await;
+            return Ok(PollOutcome::granted(token));
+        }
+        if !fences.is_empty() {
+            self.release_everywhere(&grant_of(request), timeout).await;
+        }
+        if let Err(err) = self.quorum_of("acquire", &answers) {
+            self.note_waiter(ticket, false).await;
+            return Err(err);
+        }
+        if request.wait {
+            self.note_waiter(ticket, true).await;
+        }
+        // Foreign clients retry within milliseconds and wake nobody when they release: a
+        // waiter behind one polls from a millisecond up, as on one Redis server (the core
+        // polls a millisecond after `retry_within`).
+        let backoff = &mut ticket.state_or_default::<RedlockTicket>().foreign;
+        let retry_within = match foreign.load(Ordering::Relaxed) > 0 && request.wait {
+            true => backoff
+                .next(holder_left)
+                .saturating_sub(Duration::from_millis(1))
+                .min(holder_left.unwrap_or(Duration::MAX)),
+            false => {
+                backoff.restart();
+                retry_delay(holder_left)
+            }
+        };
+        Ok(PollOutcome::pending(Some(retry_within)))
+    }
+
+    /// Writes the status record of the ticket's waiting request on every master, unless
+    /// written recently; with `waiting` false, removes it if it was written.
+    pub(super) async fn note_waiter(&self, ticket: &mut Ticket, waiting: bool) {
+        let noted = &mut ticket.state_or_default::<RedlockTicket>().noted;
+        let due = match waiting {
+            true => match noted {
+                Some(at) if at.elapsed() < WAITER_NOTE_EVERY => false,
+                _ => {
+                    *noted = Some(Instant::now());
+                    true
+                }
+            },
+            false => noted.take().is_some(),
+        };
+        let request = &ticket.request;
+        if due {
+            let lease = waiting.then_some(WAITER_NOTE_LEASE);
+            let since = request.meta.acquired_at_unix_ms;
+            self.on_all(self.node_timeout(request.ttl), |master| {
+                master.note_redlock_waiter(request, since, lease)
+            })
+            .await;
+        }
+    }
+}
+
+/// A pause before trying again, spread so that contenders do not retry in step.
+fn retry_delay(holder_left: Option<Duration>) -> Duration {
+    let most = holder_left.map_or(MAX_RETRY_DELAY, |left| left.min(MAX_RETRY_DELAY));
+    let most_ms = most.as_millis().max(2) as u64;
+    Duration::from_millis(rand::rng().random_range(1..=most_ms))
+}
