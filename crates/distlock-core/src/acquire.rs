@@ -171,13 +171,17 @@ enum Granted {
     InDeadSession,
 }
 
-/// A ticket the backend granted: its fencing token, when the poll that granted it was sent,
-/// and the session it lives in (for session backends).
+/// A ticket the backend granted: its fencing token, when the poll that granted it was sent
+/// (for a grant handed over, when the store made it, at the latest), and the session it
+/// lives in (for session backends).
 pub(crate) struct GrantedTicket {
     pub(crate) ticket: Ticket,
     pub(crate) fencing_token: u64,
     pub(crate) sent: Instant,
     pub(crate) session: Option<u64>,
+    /// For a grant handed over: its first lease, shorter than the TTL (see
+    /// [`HandedOver`](crate::backend::HandedOver)).
+    pub(crate) first_lease: Option<Duration>,
 }
 
 /// Enqueues `request` and polls it until it is granted, refused (a single attempt), or the
@@ -224,6 +228,7 @@ async fn wait_for_grant(
             Ok(PollOutcome::Granted {
                 fencing_token,
                 session,
+                handed_over,
             }) => {
                 if !plan.in_live_session(session) {
                     tracing::debug!("granted in a session that ended; asking again");
@@ -233,8 +238,9 @@ async fn wait_for_grant(
                 return Ok(Granted::Yes(GrantedTicket {
                     ticket: pending.disarm(),
                     fencing_token,
-                    sent,
+                    sent: handed_over.map_or(sent, |lease| lease.from),
                     session,
+                    first_lease: handed_over.map(|lease| lease.lasts),
                 }));
             }
             Ok(PollOutcome::Pending { .. }) if !plan.waits => {
@@ -321,6 +327,7 @@ pub(crate) fn grant(
         fencing_token,
         sent,
         session,
+        first_lease,
     } = granted;
     let (kind, permits, owner, ttl) = (
         ticket.request.kind,
@@ -338,6 +345,7 @@ pub(crate) fn grant(
             fencing_token,
             ttl,
             sent,
+            first_lease,
             reentrant: options.reentrant.is_some(),
             plan: RenewPlan {
                 auto: options.auto_renew,

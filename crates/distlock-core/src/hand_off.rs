@@ -348,6 +348,7 @@ impl Client {
             fencing_token,
             sent,
             session,
+            first_lease: None,
         };
         Ok(grant(self, granted, channel, &options))
     }
@@ -371,6 +372,7 @@ fn adopted_grant(
         PollOutcome::Granted {
             fencing_token,
             session,
+            ..
         } => match (caps.liveness, session) {
             (Liveness::Session, None) => Err(broken("without the session it lives in")),
             (Liveness::Session, session) => Ok((fencing_token, session)),

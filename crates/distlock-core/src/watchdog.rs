@@ -48,11 +48,15 @@ pub(crate) struct Schedule {
     renewal: Option<AbortHandle>,
     /// Its place in the list of held grants, from its first scheduling until it is stopped.
     held: Option<usize>,
+    /// A grant handed over whose first renewal, which confirms it, has not succeeded yet:
+    /// renewed even where renewals are not automatic.
+    pub(crate) unconfirmed: bool,
 }
 
 impl Schedule {
-    /// A grant not yet scheduled, first renewed at `next_renew`.
-    pub(crate) fn new(next_renew: Instant) -> Self {
+    /// A grant not yet scheduled, first renewed at `next_renew`; `unconfirmed` for a grant
+    /// handed over.
+    pub(crate) fn new(next_renew: Instant, unconfirmed: bool) -> Self {
         Schedule {
             slot: None,
             next_renew,
@@ -60,6 +64,7 @@ impl Schedule {
             runtime: None,
             renewal: None,
             held: None,
+            unconfirmed,
         }
     }
 }
@@ -411,10 +416,12 @@ fn first_check(core: &LeaseCore) -> Instant {
 
 /// When the lease is next renewed, if it is renewed at all.
 fn renews_at(core: &LeaseCore) -> Option<Instant> {
-    if core.session.is_some() || !core.plan.auto {
+    let schedule = core.schedule();
+    if core.session.is_some() || !(core.plan.auto || schedule.unconfirmed) {
         return None;
     }
-    let next_renew = core.schedule().next_renew;
+    let next_renew = schedule.next_renew;
+    drop(schedule);
     let renew_until = core.plan.max_hold.and_then(|m| core.sent.checked_add(m));
     renew_until
         .is_none_or(|until| next_renew < until)

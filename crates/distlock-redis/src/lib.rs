@@ -17,7 +17,8 @@ use distlock_core::{Result, Url};
 
 pub use self::redis::RedisBackend;
 pub use self::redis::config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, Layout, MAX_CONNECTIONS, PubSub, RedisConfig,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECTIONS, DEFAULT_HANDOFF_CLAIM, Layout, MAX_CONNECTIONS,
+    PubSub, RedisConfig,
 };
 pub use self::redisson::RedissonBackend;
 pub use distlock_core::backend::DEFAULT_FENCE_TTL;

@@ -279,18 +279,24 @@ pub(crate) enum AcquireAnswer {
     Refused {
         left: Option<Duration>,
         foreign: bool,
+        /// The server's clock when it refused, in ms.
+        server_ms: u64,
     },
 }
 
 impl AcquireAnswer {
-    /// Decodes `[1, fence]` or `[0, pttl, foreign]`; anything else is a backend error.
+    /// Decodes `[1, fence]` or `[0, pttl, foreign, server ms]`; anything else is a backend
+    /// error.
     pub(crate) fn decode(answer: &[i64]) -> Result<AcquireAnswer> {
         match *answer {
             [1, fence] if fence > 0 => Ok(AcquireAnswer::Granted(fence as u64)),
-            [0, pttl, foreign @ (0 | 1)] => Ok(AcquireAnswer::Refused {
-                left: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
-                foreign: foreign == 1,
-            }),
+            [0, pttl, foreign @ (0 | 1), server_ms] if server_ms >= 0 => {
+                Ok(AcquireAnswer::Refused {
+                    left: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
+                    foreign: foreign == 1,
+                    server_ms: server_ms as u64,
+                })
+            }
             _ => Err(Error::new(
                 ErrorKind::Backend,
                 format!("unexpected answer from the acquire script: {answer:?}"),
@@ -408,7 +414,7 @@ mod tests {
         }
 
         #[test]
-        fn only_the_two_answer_shapes_decode(answer in proptest::collection::vec(-3i64..3, 0..5), fence in any::<i64>()) {
+        fn only_the_two_answer_shapes_decode(answer in proptest::collection::vec(-3i64..3, 0..6), fence in any::<i64>()) {
             let mut answer = answer;
             if answer.first() == Some(&1) && answer.len() == 2 {
                 answer[1] = fence;
@@ -418,8 +424,9 @@ mod tests {
                     prop_assert_eq!(answer.as_slice(), &[1, token as i64][..]);
                     prop_assert!(token > 0);
                 }
-                Ok(AcquireAnswer::Refused { left, foreign }) => {
-                    prop_assert!(answer.len() == 3 && answer[0] == 0);
+                Ok(AcquireAnswer::Refused { left, foreign, server_ms }) => {
+                    prop_assert!(answer.len() == 4 && answer[0] == 0);
+                    prop_assert_eq!(server_ms as i64, answer[3]);
                     prop_assert_eq!(left.is_some(), answer[1] >= 0);
                     prop_assert_eq!(foreign, answer[2] == 1);
                 }

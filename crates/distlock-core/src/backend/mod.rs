@@ -108,7 +108,7 @@ pub use request::{LockKind, LockRequest};
 pub use runtime::SideRuntime;
 pub use session::{Liveness, Session, SessionState};
 pub use sessions::{Attempt, LossFlag, LossWatch, PendingDeletes, SessionSlot};
-pub use ticket::{Grant, LeaseOutcome, PollOutcome, Ticket};
+pub use ticket::{Grant, HandedOver, LeaseOutcome, PollOutcome, Ticket};
 pub use url::{UrlParams, duration_within, fence_ttl, url_credentials, url_path};
 pub use wakers::LocalWakers;
 pub use writes::WritesPaused;

@@ -7,6 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::request::{LockKind, LockRequest};
 
 /// A request registered with a backend, waiting for its grant.
@@ -189,6 +191,25 @@ impl Grant {
     }
 }
 
+/// The first lease of a grant a store made on its own, for a waiting request, and told it
+/// of by a message rather than in answer to a poll (a release that passed the lock
+/// straight on to the next waiter, so that it changes hands in one trip instead of a
+/// release and a poll). The grant is held from when the message arrives, but its lease is
+/// short (a waiter that died or stopped must not keep the lock for a TTL): it runs from no
+/// earlier than `from` for `lasts`, and the core confirms it with a renewal, for the TTL,
+/// within the first quarter of that.
+///
+/// # Examples
+///
+/// See [`PollOutcome::handed_over`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandedOver {
+    /// No later than when the store made the grant, on this process's clock.
+    pub from: Instant,
+    /// How long the store keeps the grant unconfirmed.
+    pub lasts: Duration,
+}
+
 /// The answer to [`Backend::poll`](super::Backend::poll).
 ///
 /// # Examples
@@ -210,6 +231,10 @@ pub enum PollOutcome {
         /// The session the grant lives in, on a backend whose grants live by session
         /// ([`Liveness::Session`](super::Liveness::Session)); `None` for leases.
         session: Option<u64>,
+        /// For a grant the store handed over on its own (see [`HandedOver`]): its first,
+        /// short lease. `None` for a grant this poll made, whose lease runs for the
+        /// request's TTL from when the poll was sent.
+        handed_over: Option<HandedOver>,
     },
     /// Not yet. `retry_within` bounds how long the caller may wait before polling again
     /// (typically the current holders' remaining lease); `None` asks for no poll until a
@@ -231,6 +256,30 @@ impl PollOutcome {
         PollOutcome::Granted {
             fencing_token,
             session: None,
+            handed_over: None,
+        }
+    }
+
+    /// A grant with `fencing_token` the store made on its own and told the waiter of (a
+    /// release that passed the lock straight on), whose lease is `lease` until confirmed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use distlock_core::backend::{HandedOver, PollOutcome};
+    /// let lease = HandedOver {
+    ///     from: tokio::time::Instant::now(),
+    ///     lasts: Duration::from_millis(50),
+    /// };
+    /// let granted = PollOutcome::handed_over(9, lease);
+    /// assert!(matches!(granted, PollOutcome::Granted { handed_over: Some(_), .. }));
+    /// ```
+    pub fn handed_over(fencing_token: u64, lease: HandedOver) -> Self {
+        PollOutcome::Granted {
+            fencing_token,
+            session: None,
+            handed_over: Some(lease),
         }
     }
 
@@ -248,6 +297,7 @@ impl PollOutcome {
         PollOutcome::Granted {
             fencing_token,
             session: Some(session),
+            handed_over: None,
         }
     }
 

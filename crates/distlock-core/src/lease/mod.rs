@@ -128,8 +128,12 @@ pub(crate) struct GrantInfo {
     pub(crate) owner: Owner,
     pub(crate) fencing_token: u64,
     pub(crate) ttl: Duration,
-    /// When the request that was granted was sent: the lease runs from no earlier.
+    /// When the request that was granted was sent: the lease runs from no earlier. For a
+    /// grant handed over, no later than when the store made it.
     pub(crate) sent: Instant,
+    /// For a grant handed over: its first lease, until the renewal that confirms it, due
+    /// within its first quarter (see [`HandedOver`](crate::backend::HandedOver)).
+    pub(crate) first_lease: Option<Duration>,
     pub(crate) reentrant: bool,
     pub(crate) plan: RenewPlan,
     /// For a grant that lives by session: the session it lives in.
@@ -185,25 +189,31 @@ impl LeaseCore {
         let safe_until = match (&grant.session, release_at) {
             (Some(_), Some(at)) => at,
             (Some(_), None) => far_future(),
-            (None, _) => safe_deadline(grant.sent, grant.ttl),
+            (None, _) => safe_deadline(grant.sent, grant.first_lease.unwrap_or(grant.ttl)),
         };
         let (status, _) = watch::channel(Status {
             health: Health::Held,
             safe_until,
         });
-        let next_renew = client.renewals.align(
-            grant
-                .sent
-                .checked_add(grant.plan.every)
-                .unwrap_or_else(far_future),
-            grant.plan.every,
-        );
+        let first_lease = grant.first_lease;
+        let next_renew = match first_lease {
+            // A renewal the lease cannot do without: confirmed whether renewals are
+            // automatic or not, and on its own time, not aligned with the others.
+            Some(lease) => grant.sent + lease / 4,
+            None => client.renewals.align(
+                grant
+                    .sent
+                    .checked_add(grant.plan.every)
+                    .unwrap_or_else(far_future),
+                grant.plan.every,
+            ),
+        };
         let core = Arc::new(LeaseCore {
             client,
             grant,
             status,
             holds: AtomicUsize::new(1),
-            schedule: StdMutex::new(Schedule::new(next_renew)),
+            schedule: StdMutex::new(Schedule::new(next_renew, first_lease.is_some())),
             release_at,
             offered_until: StdMutex::new(None),
         });
@@ -411,7 +421,10 @@ impl LeaseCore {
                     true
                 });
                 match revived {
-                    true => Ok(()),
+                    true => {
+                        self.schedule().unconfirmed = false;
+                        Ok(())
+                    }
                     false => {
                         let why = "the lease was lost while the renewal was in flight";
                         self.mark_lost(why);

@@ -280,6 +280,7 @@ impl Space {
         let granted = |fencing_token| PollOutcome::Granted {
             fencing_token,
             session,
+            handed_over: None,
         };
         let (outcome, queued) = self.with_name(&request.name, |fencing, state| {
             let now = Instant::now();

@@ -37,10 +37,24 @@ pub const MAX_CONNECTIONS: usize = 16;
 
 /// The query parameters a `redis://` URL may carry; any other is refused, so a typo
 /// (`min_replica=1`) is not silently dropped.
-const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing, fair_wait_timeout, lease, semaphore and pubsub (layout=redisson)";
+const KNOWN_PARAMETERS: &str = "prefix, connections, connect_timeout, min_replicas, replica_timeout, fence_ttl, handoff_claim, tls_ca (rediss://), hosts (redis+cluster://), protocol, layout, uuid, fencing, fair_wait_timeout, lease, semaphore and pubsub (layout=redisson)";
 
 /// How long a connection to a server may take to open, unless `connect_timeout` says.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long a lock handed straight on to its next waiter by a release stays granted
+/// before the waiter confirms it (`handoff_claim`): a waiter that stopped (paused, or its
+/// messages held up) keeps it no longer.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(distlock_redis::DEFAULT_HANDOFF_CLAIM.as_millis(), 100);
+/// ```
+pub const DEFAULT_HANDOFF_CLAIM: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The longest `handoff_claim` taken.
+const MAX_HANDOFF_CLAIM: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The longest `connect_timeout` taken.
 const MAX_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -58,7 +72,9 @@ const MAX_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// that many replicas have it, waiting at most that long; default none and 1 s); and, for
 /// TLS, `tls_ca` (a PEM file of the certificate authority to trust instead of the
 /// system's); `fence_ttl` (how long a lock's fencing counter is kept after it was seeded,
-/// default a day). Other query parameters go to the Redis client.
+/// default a day); `handoff_claim` (how long a lock a release handed straight to the
+/// next waiter stays granted unconfirmed, default [`DEFAULT_HANDOFF_CLAIM`], `0s` for no
+/// hand-offs). Other query parameters go to the Redis client.
 ///
 /// # Examples
 ///
@@ -78,6 +94,8 @@ const MAX_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// assert_eq!(RedisConfig::from_url(&url)?.fence_ttl.as_secs(), 3600);
 /// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?fence_ttl=10ms").unwrap();
 /// assert!(RedisConfig::from_url(&url).is_err());
+/// let url = distlock_core::Url::parse("redis://127.0.0.1:6379/0?handoff_claim=0s").unwrap();
+/// assert!(RedisConfig::from_url(&url)?.handoff_claim.is_zero());
 /// # Ok::<(), distlock_core::Error>(())
 /// ```
 #[derive(Clone)]
@@ -103,6 +121,12 @@ pub struct RedisConfig {
     /// the counter again from the server's clock in microseconds, above every token it
     /// handed out before, as after a restart that lost it.
     pub fence_ttl: std::time::Duration,
+    /// How long a lock a release handed straight on to this client's waiter stays
+    /// granted before the waiter confirms it with its first renewal (`handoff_claim`,
+    /// default [`DEFAULT_HANDOFF_CLAIM`]; zero: this client's waiters take no hand-offs,
+    /// and wait to be woken and try, as they do on a cluster, and where grants wait for
+    /// replicas).
+    pub handoff_claim: std::time::Duration,
     /// The nodes to learn a Redis Cluster's layout from, for `redis+cluster://` (empty for
     /// a single server; a single server that says it is in a cluster is used as one).
     pub(crate) cluster_seeds: Vec<Url>,
@@ -200,6 +224,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("connections", &self.connections)
             .field("connect_timeout", &self.connect_timeout)
             .field("fence_ttl", &self.fence_ttl)
+            .field("handoff_claim", &self.handoff_claim)
             .field("cluster_nodes", &self.cluster_seeds.len())
             .field("layout", &self.layout)
             .finish()
@@ -252,6 +277,14 @@ impl RedisConfig {
                         "connect_timeout `{value}` is not a duration above zero and at most a minute, e.g. 3s"
                     ))
                 })?,
+        };
+        let handoff_claim = match params.text("handoff_claim") {
+            None => DEFAULT_HANDOFF_CLAIM,
+            Some(value) => distlock_core::backend::duration_within(
+                "handoff_claim",
+                &value,
+                std::time::Duration::ZERO..=MAX_HANDOFF_CLAIM,
+            )?,
         };
         let hosts = params.text("hosts");
         if hosts.is_some() && !cluster {
@@ -330,6 +363,7 @@ impl RedisConfig {
             connections,
             connect_timeout,
             fence_ttl,
+            handoff_claim,
             cluster_seeds,
             layout,
         })

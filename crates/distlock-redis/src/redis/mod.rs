@@ -19,6 +19,7 @@ use channels::Channels;
 use config::RedisConfig;
 use connection::Conn;
 pub(crate) use connection::ServerConn;
+use handovers::Handovers;
 use keyspace::Keyspace;
 use refused::RedisTicket;
 pub(crate) use refused::{refused_for_foreign, ticket_with_token_floor};
@@ -29,6 +30,8 @@ pub(crate) mod config;
 pub(crate) mod connection;
 mod floor;
 mod force_release;
+mod handoff;
+pub(crate) mod handovers;
 mod inspect;
 pub(crate) mod keyspace;
 mod notes;
@@ -74,6 +77,11 @@ pub struct RedisBackend {
     /// Whether a grant's fencing token is raised to this client's clock, in microseconds,
     /// when the counter is behind it: a RedLock master's (see `with_tokens_at_clock`).
     tokens_at_clock: bool,
+    /// How long a lock a release hands this client's waiter stays granted unconfirmed
+    /// (`handoff_claim`); zero where its waiters take no hand-offs.
+    handoff_claim: Duration,
+    /// The news releases send this client's waiters (see [`Handovers`]).
+    handovers: Arc<Handovers>,
     /// Whether a call is sent again where it may not have run (a dropped connection, a
     /// server that lacked the script): not on a RedLock master (see `into_redlock_master`).
     resends: bool,
@@ -200,6 +208,7 @@ impl RedisBackend {
         let wakers = Arc::new(LocalWakers::new());
         let channel = format!("distlock:wake:{}", random_id());
         let channels = Channels::new();
+        let handovers = Arc::new(Handovers::default());
         let keyspace = seeds.is_empty().then(|| {
             let db = client.get_connection_info().redis_settings().db();
             Keyspace::new(db, channels.clone())
@@ -209,6 +218,7 @@ impl RedisBackend {
             channel.clone(),
             wakers.clone(),
             channels.clone(),
+            handovers.clone(),
         )
         .await?;
         // Scripts are the server's, not a connection's: given them now, the first calls
@@ -229,6 +239,14 @@ impl RedisBackend {
             prefix: config.prefix,
             fence_ttl_ms: config.fence_ttl.as_millis() as u64,
             tokens_at_clock: false,
+            // A grant a release hands on is not one whose replicas were waited for; and on
+            // a cluster, a release cannot tell whether the waiter's client listens (a
+            // PUBLISH counts the receivers of its own node only).
+            handoff_claim: match config.min_replicas > 0 || !seeds.is_empty() {
+                true => Duration::ZERO,
+                false => config.handoff_claim,
+            },
+            handovers,
             resends: true,
             channel,
             wakers,
@@ -318,6 +336,7 @@ impl RedisBackend {
     /// for them.
     async fn granted(&self, ticket: &mut Ticket, fence: u64) -> Result<PollOutcome> {
         self.wakers.forget(&ticket.request.token);
+        self.handovers.take(&ticket.request.token);
         RedisTicket::stop_waiting(ticket);
         if let Some(acknowledged) = &self.acknowledged {
             self.await_replicas(acknowledged, ticket).await?;
@@ -415,6 +434,9 @@ impl Backend for RedisBackend {
     /// script first (the common case: a free lock nobody waits for); a request that has
     /// queued itself, or a shared one, goes to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
+        if let Some(handed) = self.handed_over(ticket) {
+            return Ok(handed);
+        }
         let queued = ticket.state::<RedisTicket>().is_some_and(|s| s.queued);
         let conn = self.request_conn(&ticket.request.name);
         let record = if !queued && ticket.request.kind.is_exclusive() {
@@ -454,14 +476,21 @@ impl Backend for RedisBackend {
             .arg(&self.channel)
             .arg(request.permits)
             .arg(request.kind.limit())
-            .arg(self.fence_ttl_ms);
+            .arg(self.fence_ttl_ms)
+            .arg(self.handoff_claim.as_millis() as u64);
         if let Some(floor) = self.token_floor(ticket) {
             full.arg(floor);
         }
+        let sent = tokio::time::Instant::now();
         let answer: Vec<i64> = self.invoke_on(conn, "acquire", &full).await?;
         match AcquireAnswer::decode(&answer)? {
             AcquireAnswer::Granted(fence) => self.granted(ticket, fence).await,
-            AcquireAnswer::Refused { left, foreign } => {
+            AcquireAnswer::Refused {
+                left,
+                foreign,
+                server_ms,
+            } => {
+                ticket.state_or_default::<RedisTicket>().last_refused = Some((sent, server_ms));
                 let retry_within = self.refused(ticket, left, foreign).await;
                 Ok(PollOutcome::pending(retry_within))
             }
@@ -469,7 +498,7 @@ impl Backend for RedisBackend {
     }
 
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
-        self.wakers.wait(ticket, backstop).await;
+        self.wait_for_news(ticket, backstop).await;
         Ok(())
     }
 
@@ -485,13 +514,14 @@ impl Backend for RedisBackend {
 
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         self.wakers.forget(&ticket.request.token);
+        self.handovers.take(&ticket.request.token);
         RedisTicket::stop_waiting(ticket);
         // A name that makes no key never reached the server: nothing to withdraw.
         let Ok(keys) = self.keys(&ticket.request.name) else {
             return Ok(());
         };
         let mut cancel = Call::new(&SCRIPTS.cancel, keys, &Key::ALL);
-        cancel.arg(&ticket.request.token);
+        cancel.arg(&ticket.request.token).arg(self.fence_ttl_ms);
         let conn = self.request_conn(&ticket.request.name);
         let _: i64 = self.invoke_on(conn, "cancel", &cancel).await?;
         Ok(())
@@ -531,7 +561,7 @@ impl Backend for RedisBackend {
         }
         if released == -1 {
             let mut full = Call::new(&SCRIPTS.release, keys, &Key::ALL);
-            full.arg(&grant.token);
+            full.arg(&grant.token).arg(self.fence_ttl_ms);
             released = self.invoke(&grant.name, "release", &full).await?;
         }
         Ok(if released == 1 {

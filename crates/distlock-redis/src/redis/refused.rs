@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, Ticket};
+use tokio::time::Instant;
 
 use super::RedisBackend;
 use crate::foreign::ForeignBackoff;
@@ -22,6 +23,10 @@ pub(super) struct RedisTicket {
     /// The least fencing token its grant may take, where a RedLock set one for all its
     /// masters' tries (see [`ticket_with_token_floor`]).
     pub(super) token_floor: Option<u64>,
+    /// When its last refused poll was sent, and the server's clock (ms) as it refused it:
+    /// a grant handed over later, stamped with the server's clock, was made no earlier
+    /// than that much after the poll was sent.
+    pub(super) last_refused: Option<(Instant, u64)>,
 }
 
 /// A ticket for one master's try of a RedLock request whose grant's token is at least

@@ -12,16 +12,18 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use crate::redis::channels::{Channels, Sink};
+use crate::redis::handovers::Handovers;
 
 /// Subscribes to `channel` on the first of `servers` that answers and keeps the
 /// subscription up (moving on to the next server, with backoff) until aborted; hands the
-/// connection to `channels` for the channels waiters watch. Returns once the first
-/// subscription is in place.
+/// connection to `channels` for the channels waiters watch, and the news a release sends
+/// its waiters to `handovers`. Returns once the first subscription is in place.
 pub(crate) async fn listen(
     servers: Vec<redis::Client>,
     channel: String,
     wakers: Arc<LocalWakers>,
     channels: Arc<Channels>,
+    handovers: Arc<Handovers>,
 ) -> Result<AbortHandle> {
     let (ready, subscribed) = oneshot::channel();
     let task = tokio::spawn(async move {
@@ -44,7 +46,7 @@ pub(crate) async fn listen(
                         };
                         let watched =
                             channels.deliver(message.get_channel_name(), &payload, &wakers);
-                        if !watched {
+                        if !watched && !handovers.deliver(&payload, &wakers) {
                             wakers.wake(&payload);
                         }
                     }

@@ -2,12 +2,15 @@
 -- queues, shared grants, fairness, starvation. An exclusive request that has not queued
 -- itself tries acquire_fast.lua first, and comes here where that does not apply.
 -- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
---       starvation_ms, wake channel, permits, limit, fence_ttl_ms; for a RedLock master,
---       the least token (the client's clock in microseconds).
+--       starvation_ms, wake channel, permits, limit, fence_ttl_ms, hand-off claim ms (0:
+--       the request takes no hand-offs; see `hand_on`); for a RedLock master, the least
+--       token (the client's clock in microseconds).
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
 -- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
--- Returns {1, fencing_token} when granted, {0, ms until a holder's lease ends or -1,
--- 1 if a foreign client (not distlock) holds the lock, else 0}.
+-- Returns {1, fencing_token} when granted (a grant already made under the token, by a
+-- hand-off say, is renewed for ttl_ms and answered so again), {0, ms until a holder's
+-- lease ends or -1, 1 if a foreign client (not distlock) holds the lock, else 0, the
+-- server's clock in ms}.
 -- A request that may never mix with the current holders fails with "INVALID …".
 local token = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -19,7 +22,6 @@ local wait = ARGV[5] == '1'
 local fair = ARGV[6] == '1'
 local me = { k = ARGV[4], n = tonumber(ARGV[10]), l = tonumber(ARGV[11]) }
 
-local function exclusive(kind) return kind == 'mutex' or kind == 'write' end
 local function semaphore(kind) return kind == 'semaphore' end
 
 local function fits(claims)
@@ -52,19 +54,7 @@ end
 
 -- Grants the request; `queued` says whether it has a place in the queue to give up.
 local function grant(queued)
-  -- Strictly increasing. A counter that starts afresh (first use, a restart that lost it,
-  -- or the end of its lifetime, fence_ttl after it was seeded) starts at the server's clock
-  -- in microseconds, above every token granted before.
-  local fence = redis.call('INCR', FENCE)
-  local floor = tonumber(ARGV[13])
-  if fence == 1 then
-    fence = math.max(now() * 1000, floor or 0)
-    redis.call('SET', FENCE, text(fence), 'PX', ARGV[12])
-  elseif floor and fence < floor then
-    -- A RedLock master's counter behind the client's clock: raised to it.
-    fence = floor
-    redis.call('SET', FENCE, text(fence), 'KEEPTTL')
-  end
+  local fence = next_fence(ARGV[12], tonumber(ARGV[14]))
   if queued then
     redis.call('ZREM', QUEUE, token)
     redis.call('HDEL', WAITERS, token)
@@ -90,12 +80,17 @@ local holders = {}
 if holder_token then
   -- Our own holder record, or a foreign client's token (which holds it as a mutex).
   local current = holder_token ~= held and cjson.decode(held) or { k = 'mutex' }
-  if holder_token == token and current.f then return {1, tonumber(current.f)} end
+  if holder_token == token and current.f then
+    redis.call('PEXPIRE', LOCK, ttl)
+    return {1, tonumber(current.f)}
+  end
   table.insert(holders, { k = current.k, n = 1, l = 1 })
 end
 if shared then
   local mine = redis.call('HGET', LEASE_INFO, token)
-  if mine and redis.call('ZSCORE', LEASES, token) then
+  local expiry = redis.call('ZSCORE', LEASES, token)
+  if mine and expiry and tonumber(expiry) > now() then
+    redis.call('ZADD', LEASES, 'XX', now() + ttl, token)
     return {1, tonumber(cjson.decode(mine).f)}
   end
   purge_leases()
@@ -107,9 +102,6 @@ end
 
 -- How soon a request that yielded a free lock to the waiters ahead of it looks again.
 local YIELDED_RETRY_MS = 50
-
--- A foreign client's lock seen by a waiter within this many milliseconds.
-local FOREIGN_RECENT = 1000
 
 -- A waiter that has waited past the starvation limit keeps newcomers from overtaking it,
 -- unless it was refused for a foreign client's lock lately: clients other than distlock
@@ -198,7 +190,7 @@ if wait then
   local info = raw and cjson.decode(raw)
   if not info then
     info = cjson.decode(record)
-    info.s, info.c, info.f = text(now()), ARGV[9], fair
+    info.s, info.c, info.f, info.g = text(now()), ARGV[9], fair, tonumber(ARGV[13])
     redis.call('ZADD', QUEUE, redis.call('INCR', SEQ), token)
   end
   info.e = text(now() + tonumber(ARGV[7]))
@@ -223,4 +215,4 @@ if soonest < 0 and not held and #ahead > 0 then
 end
 -- A lock a foreign client holds gets no wake-up when it goes: the caller polls it with a
 -- backoff instead of sleeping on the holder's TTL.
-return {0, soonest, foreign and 1 or 0}
+return {0, soonest, foreign and 1 or 0, now()}
