@@ -273,3 +273,100 @@ fn a_waiter_giving_up_as_the_lock_comes_gives_it_back() {
         }
     });
 }
+
+/// A writer's release grants every reader queued behind it at once, up to the next
+/// writer, which is told to watch their claims and gets the lock from the last reader's
+/// release.
+#[test]
+fn a_writers_release_hands_the_lock_to_the_readers_behind_it() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let mut raw = raw(&redis).await;
+        let a = Client::connect(&url(&redis)).await.unwrap();
+        let writer = a.rwlock("shared").write().await.unwrap();
+        let mut readers = Vec::new();
+        for n in 1..=3 {
+            let client = Client::connect(&url(&redis)).await.unwrap();
+            readers.push(tokio::spawn(async move {
+                client
+                    .rwlock("shared")
+                    .read()
+                    .await
+                    .map(|guard| (guard, client))
+            }));
+            wait_for_waiters(&a, "shared", n).await;
+        }
+        let next_writer = {
+            let client = Client::connect(&url(&redis)).await.unwrap();
+            tokio::spawn(async move { client.rwlock("shared").write().await })
+        };
+        wait_for_waiters(&a, "shared", 4).await;
+        reset_stats(&mut raw).await;
+        let token = writer.fencing_token();
+        writer.release().await.unwrap();
+        let mut held = Vec::new();
+        for reader in readers {
+            let (guard, client) = reader.await.unwrap().unwrap();
+            assert!(guard.fencing_token() > token);
+            held.push((guard, client));
+        }
+        // The writer's release (its fast path, then the full script): no reader ran one.
+        assert_eq!(script_calls(&mut raw).await, 2);
+        assert!(!next_writer.is_finished());
+        let mut last = 0;
+        for (guard, _client) in held {
+            last = last.max(guard.fencing_token());
+            guard.release().await.unwrap();
+        }
+        let writer = tokio::time::timeout(Duration::from_secs(5), next_writer)
+            .await
+            .expect("the writer behind the readers got the lock")
+            .unwrap()
+            .unwrap();
+        assert!(writer.fencing_token() > last);
+        writer.release().await.unwrap();
+    });
+}
+
+/// Permits given back are handed to the waiters at the head of the queue whose requests
+/// fit, in order; the first that does not fit waits for more.
+#[test]
+fn permits_given_back_are_handed_to_the_waiters_they_fit() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let mut raw = raw(&redis).await;
+        let a = Client::connect(&url(&redis)).await.unwrap();
+        let all = a.semaphore("pool", 3).acquire_many(3).await.unwrap();
+        let mut waiting = Vec::new();
+        for (n, permits) in [1u32, 1, 2].into_iter().enumerate() {
+            let client = Client::connect(&url(&redis)).await.unwrap();
+            waiting.push(tokio::spawn(async move {
+                client
+                    .semaphore("pool", 3)
+                    .acquire_many(permits)
+                    .await
+                    .map(|p| (p, client))
+            }));
+            wait_for_waiters(&a, "pool", n + 1).await;
+        }
+        reset_stats(&mut raw).await;
+        all.release().await.unwrap();
+        let third = waiting.pop().unwrap();
+        let mut fitted = Vec::new();
+        for permit in waiting {
+            fitted.push(permit.await.unwrap().unwrap());
+        }
+        // The release alone: the two that fit ran no script to take their permits.
+        assert_eq!(script_calls(&mut raw).await, 1);
+        assert!(!third.is_finished());
+        for (permit, _client) in fitted {
+            permit.release().await.unwrap();
+        }
+        let (permit, _client) = tokio::time::timeout(Duration::from_secs(5), third)
+            .await
+            .expect("the request for two permits got them")
+            .unwrap()
+            .unwrap();
+        permit.release().await.unwrap();
+    });
+}

@@ -64,86 +64,6 @@ local function wake_head()
   end)
 end
 
-local function exclusive(kind) return kind == 'mutex' or kind == 'write' end
-
--- The next fencing token: strictly increasing. A counter that starts afresh (first use, a
--- restart that lost it, or the end of its lifetime, fence_ttl_ms after it was seeded)
--- starts at the server's clock in microseconds, above every token granted before; a
--- RedLock master's counter behind the client's clock (`floor`) is raised to it.
-local function next_fence(fence_ttl_ms, floor)
-  local fence = redis.call('INCR', FENCE)
-  if fence == 1 then
-    fence = math.max(now() * 1000, floor or 0)
-    redis.call('SET', FENCE, text(fence), 'PX', fence_ttl_ms)
-  elseif floor and fence < floor then
-    fence = floor
-    redis.call('SET', FENCE, text(fence), 'KEEPTTL')
-  end
-  return fence
-end
-
--- How many hand-offs in a row a lock makes before one release leaves it free for a
--- moment instead (waking the head waiter to try, as without hand-offs): clients other
--- than distlock, which poll the key and wait in no queue, then get their chance.
-local HAND_OFFS_IN_A_ROW = 16
-
--- A waiter refused for a foreign client's lock within this many milliseconds.
-local FOREIGN_RECENT = 1000
-
--- Passes a lock just freed on: grants it at once to the first live waiter where that one
--- asked for hand-offs (its record's g: the claim's milliseconds) and is exclusive, the
--- lock free and shared by nobody, and no client other than distlock was met lately;
--- otherwise wakes the head as `wake_head` does. The grant lives for the claim only: its
--- waiter confirms it with its first renewal, or it lapses. The waiter learns of it by a
--- message on its client's channel, `<token> <fencing token> <server ms>`; where no client
--- listens there (gone), the grant is withdrawn and the next waiter looked at. The waiter
--- after the one granted is told `<token> watch <claim ms>`, so that it looks again when an
--- unconfirmed claim would have lapsed. `released` is the holder record of the grant just
--- released, or false; `fence_ttl_ms` as for `next_fence`.
-local function hand_on(released, fence_ttl_ms)
-  local row = released and tonumber(string.match(released, '"v":(%d+)')) or 0
-  if row >= HAND_OFFS_IN_A_ROW or redis.call('EXISTS', LOCK) == 1 then
-    wake_head()
-    return
-  end
-  purge_leases()
-  local shared = redis.call('EXISTS', LEASES) == 1
-  local granted = false
-  each_live(function(head, _, info)
-    if granted then
-      redis.call('PUBLISH', info.c, head .. ' watch ' .. granted)
-      return true
-    end
-    local claim = tonumber(info.g or 0)
-    local foreign = info.x and tonumber(info.x) > now() - FOREIGN_RECENT
-    if shared or foreign or claim <= 0 or not exclusive(info.k) then
-      redis.call('PUBLISH', info.c, head)
-      return true
-    end
-    local fence = text(next_fence(fence_ttl_ms))
-    local fields = {}
-    for key, value in pairs(info) do
-      if key ~= 't' and key ~= 's' and key ~= 'e' and key ~= 'c' and key ~= 'f'
-        and key ~= 'x' and key ~= 'g' then
-        fields[key] = value
-      end
-    end
-    fields.v = row + 1
-    local record = '{"t":"' .. head .. '",' .. string.sub(cjson.encode(fields), 2, -2)
-      .. ',"f":"' .. fence .. '"}'
-    redis.call('SET', LOCK, record, 'PX', claim)
-    redis.call('ZREM', QUEUE, head)
-    redis.call('HDEL', WAITERS, head)
-    if redis.call('PUBLISH', info.c, head .. ' ' .. fence .. ' ' .. text(now())) > 0 then
-      granted = text(claim)
-      return false
-    end
-    -- Nobody listens on its client's channel: that client is gone.
-    redis.call('DEL', LOCK)
-    return false
-  end)
-end
-
 -- Deletes the grant made under `token`, exclusive or shared. Returns 1 if it was there
 -- and still valid, 0 otherwise.
 local function delete_grant(token)
@@ -170,4 +90,120 @@ local function keep_alive(ms, ...)
       redis.call('PEXPIRE', key, ms)
     end
   end
+end
+
+local function exclusive(kind) return kind == 'mutex' or kind == 'write' end
+
+-- The next fencing token: strictly increasing. A counter that starts afresh (first use, a
+-- restart that lost it, or the end of its lifetime, fence_ttl_ms after it was seeded)
+-- starts at the server's clock in microseconds, above every token granted before; a
+-- RedLock master's counter behind the client's clock (`floor`) is raised to it.
+local function next_fence(fence_ttl_ms, floor)
+  local fence = redis.call('INCR', FENCE)
+  if fence == 1 then
+    fence = math.max(now() * 1000, floor or 0)
+    redis.call('SET', FENCE, text(fence), 'PX', fence_ttl_ms)
+  elseif floor and fence < floor then
+    fence = floor
+    redis.call('SET', FENCE, text(fence), 'KEEPTTL')
+  end
+  return fence
+end
+
+-- How many hand-offs in a row a lock makes before one release leaves it free for a
+-- moment instead (waking the head waiter to try, as without hand-offs): clients other
+-- than distlock, which poll the key and wait in no queue, then get their chance.
+local HAND_OFFS_IN_A_ROW = 16
+
+-- A waiter refused for a foreign client's lock within this many milliseconds.
+local FOREIGN_RECENT = 1000
+
+-- Passes a lock just freed on: grants it at once to the waiters at the head of the queue
+-- that it now admits, in queue order, where each asked for hand-offs (its record's g: the
+-- claim's milliseconds) and no client other than distlock was met lately: one writer (or
+-- mutex), or the readers up to the first writer, or the semaphore requests whose permits
+-- fit; otherwise wakes the head as `wake_head` does. Each grant lives for the claim only:
+-- its waiter confirms it with its first renewal, or it lapses. A waiter learns of its
+-- grant by a message on its client's channel, `<token> <fencing token> <server ms>`; where
+-- no client listens there (gone), the grant is withdrawn and the next waiter looked at.
+-- The waiter after those granted is told `<token> watch <claim ms>`, so that it looks
+-- again when an unconfirmed claim would have lapsed. `released` is the holder record of
+-- the exclusive grant just released, or false; `fence_ttl_ms` as for `next_fence`.
+local function hand_on(released, fence_ttl_ms)
+  local row = released and tonumber(string.match(released, '"v":(%d+)')) or 0
+  if row >= HAND_OFFS_IN_A_ROW or redis.call('EXISTS', LOCK) == 1 then
+    wake_head()
+    return
+  end
+  purge_leases()
+  -- What the shared grants still held take: readers, or semaphore permits.
+  local readers, taken = false, 0
+  for _, raw in ipairs(redis.call('HVALS', LEASE_INFO)) do
+    local holder = cjson.decode(raw)
+    if holder.k == 'read' then readers = true else taken = taken + holder.n end
+  end
+  -- How many were granted, the longest claim among them, and whether the last took the
+  -- lock whole.
+  local granted, longest, whole = 0, 0, false
+  each_live(function(head, _, info)
+    local claim = tonumber(info.g or 0)
+    local foreign = info.x and tonumber(info.x) > now() - FOREIGN_RECENT
+    local fits
+    if whole then
+      fits = false
+    elseif exclusive(info.k) then
+      fits = granted == 0 and not readers and taken == 0
+    elseif info.k == 'read' then
+      fits = true
+    else
+      fits = taken + info.n <= info.l
+    end
+    if foreign or claim <= 0 or not fits then
+      if granted == 0 then
+        redis.call('PUBLISH', info.c, head)
+      else
+        redis.call('PUBLISH', info.c, head .. ' watch ' .. text(longest))
+      end
+      return true
+    end
+    local fence = text(next_fence(fence_ttl_ms))
+    local fields = {}
+    for key, value in pairs(info) do
+      if key ~= 't' and key ~= 's' and key ~= 'e' and key ~= 'c' and key ~= 'f'
+        and key ~= 'x' and key ~= 'g' then
+        fields[key] = value
+      end
+    end
+    fields.v = row + 1
+    local record = '{"t":"' .. head .. '",' .. string.sub(cjson.encode(fields), 2, -2)
+      .. ',"f":"' .. fence .. '"}'
+    if exclusive(info.k) then
+      redis.call('SET', LOCK, record, 'PX', claim)
+    else
+      redis.call('ZADD', LEASES, now() + claim, head)
+      redis.call('HSET', LEASE_INFO, head, record)
+      keep_alive(claim + 1000, LEASES, LEASE_INFO)
+    end
+    redis.call('ZREM', QUEUE, head)
+    redis.call('HDEL', WAITERS, head)
+    if redis.call('PUBLISH', info.c, head .. ' ' .. fence .. ' ' .. text(now())) > 0 then
+      granted, longest = granted + 1, math.max(longest, claim)
+      if exclusive(info.k) then
+        whole = true
+      elseif info.k == 'read' then
+        readers = true
+      else
+        taken = taken + info.n
+      end
+      return false
+    end
+    -- Nobody listens on its client's channel: that client is gone.
+    if exclusive(info.k) then
+      redis.call('DEL', LOCK)
+    else
+      redis.call('ZREM', LEASES, head)
+      redis.call('HDEL', LEASE_INFO, head)
+    end
+    return false
+  end)
 end
