@@ -19,6 +19,7 @@ use channels::Channels;
 use config::RedisConfig;
 use connection::Conn;
 pub(crate) use connection::ServerConn;
+use contended::Contended;
 use handovers::Handovers;
 use keyspace::Keyspace;
 use refused::RedisTicket;
@@ -28,6 +29,7 @@ mod adopt;
 pub(crate) mod channels;
 pub(crate) mod config;
 pub(crate) mod connection;
+mod contended;
 mod floor;
 mod force_release;
 mod handoff;
@@ -82,6 +84,8 @@ pub struct RedisBackend {
     handoff_claim: Duration,
     /// The news releases send this client's waiters (see [`Handovers`]).
     handovers: Arc<Handovers>,
+    /// The names lately found taken (see [`Contended`]).
+    contended: Contended,
     /// Whether a call is sent again where it may not have run (a dropped connection, a
     /// server that lacked the script): not on a RedLock master (see `into_redlock_master`).
     resends: bool,
@@ -247,6 +251,7 @@ impl RedisBackend {
                 false => config.handoff_claim,
             },
             handovers,
+            contended: Contended::default(),
             resends: true,
             channel,
             wakers,
@@ -432,14 +437,18 @@ impl Backend for RedisBackend {
 
     /// A poll of an exclusive request that has not queued itself tries the fast-path
     /// script first (the common case: a free lock nobody waits for); a request that has
-    /// queued itself, or a shared one, goes to the full script at once.
+    /// queued itself, a shared one, or one on a name this client lately found taken (see
+    /// [`Contended`]), goes to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         if let Some(handed) = self.handed_over(ticket) {
             return Ok(handed);
         }
         let queued = ticket.state::<RedisTicket>().is_some_and(|s| s.queued);
         let conn = self.request_conn(&ticket.request.name);
-        let record = if !queued && ticket.request.kind.is_exclusive() {
+        let fast = !queued
+            && ticket.request.kind.is_exclusive()
+            && !self.contended.lately(&ticket.request.name);
+        let record = if fast {
             let request = &ticket.request;
             let keys = self.keys(&request.name)?;
             let head = RequestRecord::of(request).to_grant_head()?;
@@ -454,6 +463,7 @@ impl Backend for RedisBackend {
             if fence > 0 {
                 return self.granted(ticket, fence as u64).await;
             }
+            self.contended.note(&request.name);
             RequestRecord::of_grant_head(head)
         } else {
             RequestRecord::of(&ticket.request).to_json()?
@@ -491,6 +501,7 @@ impl Backend for RedisBackend {
                 server_ms,
             } => {
                 ticket.state_or_default::<RedisTicket>().last_refused = Some((sent, server_ms));
+                self.contended.note(&ticket.request.name);
                 let retry_within = self.refused(ticket, left, foreign).await;
                 Ok(PollOutcome::pending(retry_within))
             }
@@ -550,11 +561,13 @@ impl Backend for RedisBackend {
     }
 
     /// An exclusive grant is released by the fast-path script while nobody waits for it;
-    /// otherwise (or for shared grants) by the full one, which hands the lock on.
+    /// otherwise (or for shared grants) by the full one, which hands the lock on. A grant
+    /// its request waited for goes to the full one at once: others likely wait too.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
         let keys = self.keys(&grant.name)?;
         let mut released: i64 = -1;
-        if grant.kind.is_exclusive() {
+        let waited = grant.state::<RedisTicket>().is_some_and(|s| s.queued);
+        if grant.kind.is_exclusive() && !waited {
             let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::RELEASE_FAST);
             fast.arg(record_start(&grant.token));
             released = self.invoke(&grant.name, "release", &fast).await?;

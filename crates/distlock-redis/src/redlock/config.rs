@@ -61,6 +61,11 @@ impl RedlockConfig {
                 Some(timeout)
             }
         };
+        if url.query_pairs().any(|(key, _)| key == "handoff_claim") {
+            return Err(Error::invalid(
+                "handoff_claim is for one Redis server: a RedLock's releases hand nothing on (its masters keep no queue)",
+            ));
+        }
         // Every other parameter is each master's, which its own parse checks.
         let passed = params.into_rest();
         let hosts = match hosts {
