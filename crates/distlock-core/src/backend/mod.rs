@@ -48,6 +48,13 @@
 //! whose entries live with the session declares `None`, and its waiters then poll only when
 //! [`Backend::wait_for_change`] returns — on a push backend, only when woken.
 //!
+//! A store may also grant a waiter on its own, as a release passes the lock straight on,
+//! and tell it so in the wake-up: the next poll then answers
+//! [`PollOutcome::handed_over`] without asking the store, with the grant's first lease,
+//! short and dated from what the backend can prove ([`HandedOver`]); the core confirms it
+//! with a renewal within its first quarter, whether renewals are automatic or not. Redis
+//! does so: its locks change hands in one trip.
+//!
 //! # Background tasks
 //!
 //! The core spawns its own tasks (renewal batches, background cancels and releases) on the

@@ -53,6 +53,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::fr
 /// ```
 pub const DEFAULT_HANDOFF_CLAIM: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// The shortest `handoff_claim` taken but zero (none): a waiter confirms a grant within a
+/// quarter of it, and trusts one that comes with half of it left.
+const MIN_HANDOFF_CLAIM: std::time::Duration = std::time::Duration::from_millis(10);
 /// The longest `handoff_claim` taken.
 const MAX_HANDOFF_CLAIM: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -280,11 +283,19 @@ impl RedisConfig {
         };
         let handoff_claim = match params.text("handoff_claim") {
             None => DEFAULT_HANDOFF_CLAIM,
-            Some(value) => distlock_core::backend::duration_within(
-                "handoff_claim",
-                &value,
-                std::time::Duration::ZERO..=MAX_HANDOFF_CLAIM,
-            )?,
+            Some(value) => {
+                let claim = distlock_core::backend::duration_within(
+                    "handoff_claim",
+                    &value,
+                    std::time::Duration::ZERO..=MAX_HANDOFF_CLAIM,
+                )?;
+                if !claim.is_zero() && claim < MIN_HANDOFF_CLAIM {
+                    return Err(Error::invalid(format!(
+                        "handoff_claim `{value}` leaves a waiter no time to confirm a lock handed to it: give 0s (no hand-offs) or at least {MIN_HANDOFF_CLAIM:?}"
+                    )));
+                }
+                claim
+            }
         };
         let hosts = params.text("hosts");
         if hosts.is_some() && !cluster {
