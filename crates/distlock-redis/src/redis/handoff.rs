@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use distlock_core::backend::{HandedOver, PollOutcome, Ticket};
+use distlock_core::backend::{HandedOver, LockRequest, PollOutcome, Ticket};
 use tokio::time::Instant;
 
 use super::RedisBackend;
@@ -30,7 +30,7 @@ impl RedisBackend {
         };
         let (sent, refused_ms) = ticket.state::<RedisTicket>()?.last_refused?;
         let from = sent + Duration::from_millis(server_ms.saturating_sub(refused_ms));
-        let claim = self.handoff_claim;
+        let claim = self.claim_for(&ticket.request);
         if claim.is_zero() || from + claim / 2 <= Instant::now() {
             return None;
         }
@@ -40,6 +40,13 @@ impl RedisBackend {
             fence,
             HandedOver { from, lasts: claim },
         ))
+    }
+
+    /// How long a grant handed to `request` stays unconfirmed: the client's claim, or the
+    /// request's TTL where that is shorter (a lock handed over outlives no lease it asked
+    /// for).
+    pub(super) fn claim_for(&self, request: &LockRequest) -> Duration {
+        self.handoff_claim.min(request.ttl)
     }
 
     /// Waits for a wake-up of `ticket`, or `backstop`. Told that the waiter ahead was

@@ -438,7 +438,7 @@ impl Backend for RedisBackend {
     /// A poll of an exclusive request that has not queued itself tries the fast-path
     /// script first (the common case: a free lock nobody waits for); a request that has
     /// queued itself, a shared one, or one on a name this client lately found taken (see
-    /// [`Contended`]), goes to the full script at once.
+    /// `Contended`), goes to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         if let Some(handed) = self.handed_over(ticket) {
             return Ok(handed);
@@ -487,7 +487,7 @@ impl Backend for RedisBackend {
             .arg(request.permits)
             .arg(request.kind.limit())
             .arg(self.fence_ttl_ms)
-            .arg(self.handoff_claim.as_millis() as u64);
+            .arg(self.claim_for(request).as_millis() as u64);
         if let Some(floor) = self.token_floor(ticket) {
             full.arg(floor);
         }
