@@ -45,14 +45,6 @@ pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
         )
 }
 
-/// Whether `err` is a call's that failed because the server had lost its scripts (it
-/// restarted, or they were flushed); the call gave them back.
-pub(crate) fn lost_scripts(err: &Error) -> bool {
-    std::error::Error::source(err)
-        .and_then(|source| source.downcast_ref::<redis::RedisError>())
-        .is_some_and(crate::scripts::lacks_script)
-}
-
 /// A failed connect. A server that refuses what the URL asks (a wrong or missing password,
 /// a user without the rights, a database index out of range) makes the URL bad input; any
 /// other failure is the server's or the link's, as for every other call. For programs

@@ -148,20 +148,6 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// Runs the call on `conn` once, never sending it again: a server that lacked the
-    /// script is given it (with the others of its layout) and the call fails, not having
-    /// run. A RedLock master's calls go so: sent again, an acquire could reach the master
-    /// after the release that followed it, and leave a grant nobody holds.
-    pub(crate) async fn run_once<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
-        let answer = self.cmd.query_async(conn).await;
-        if let Err(err) = &answer
-            && lacks_script(err)
-        {
-            self.load(conn).await?;
-        }
-        answer
-    }
-
     /// Gives the server this call's script: every script of this layout where it is one
     /// (see [`load_ours`]).
     async fn load(&self, conn: &mut Conn) -> RedisResult<()> {

@@ -327,11 +327,11 @@ fn redlocks_reaches_every_master_over_tls_and_passwords_stay_hidden() {
     });
 }
 
-/// A master that lost its scripts (restarted, or flushed) fails the calls that meet that,
-/// as a master that does not answer, and none is sent again: sent again, a slower
-/// master's acquire could reach it after the release that followed, and leave it holding
-/// a grant nobody has until its TTL. The call that met the loss gave the master every
-/// script back, and it takes part again from the next call on.
+/// A master that lost its scripts (restarted, or flushed) is given them all back by the
+/// first call that meets the loss, which is then sent again; a release on that master
+/// waits for that acquire to end: sent after it, the acquire could reach the master after
+/// the release, and leave it holding a grant nobody has until its TTL. The masters take
+/// part in every cycle after.
 #[test]
 fn a_master_that_lost_its_scripts_is_left_no_grant() {
     distlock_testkit::block_on(async {

@@ -42,6 +42,10 @@ mod refused;
 mod renewals;
 mod wakeups;
 
+/// How many locks keep a RedLock master's calls in order (see
+/// `RedisBackend::into_redlock_master`): names share one by hash.
+const IN_ORDER_STRIPES: usize = 64;
+
 /// How long a waiter's queue entry lives without being refreshed. The core polls at least
 /// every two seconds, so a live waiter always refreshes it in time; a dead one is gone
 /// within this.
@@ -86,9 +90,9 @@ pub struct RedisBackend {
     handovers: Arc<Handovers>,
     /// The names lately found taken (see [`Contended`]).
     contended: Contended,
-    /// Whether a call is sent again where it may not have run (a dropped connection, a
-    /// server that lacked the script): not on a RedLock master (see `into_redlock_master`).
-    resends: bool,
+    /// On a RedLock master, the locks that keep the calls that take and give back one
+    /// lock's grants in order (see `into_redlock_master`); none elsewhere.
+    in_order: Vec<tokio::sync::Mutex<()>>,
     channel: String,
     wakers: Arc<LocalWakers>,
     /// The channels this client's waiters watch, on its wake-up connection.
@@ -131,16 +135,34 @@ impl RedisBackend {
     ///   a majority a token at or below one already granted. Tokens then increase across
     ///   such a loss as long as the clients' clocks disagree by less than the time between
     ///   two grants, the bound RedLock's leases assume already;
-    /// * no call is sent twice. A RedLock sends its release to every master once a
-    ///   majority answered the acquire, while a slower master's acquire may still be on its
-    ///   way: sent again (after a dropped connection, or a NOSCRIPT from a master that
-    ///   restarted), that acquire could reach the master after the release, and leave a
-    ///   grant nobody holds until its lease ends. A call that failed so fails, as a master
-    ///   that did not answer does.
+    /// * the calls that take and give back a lock's grants (acquire, adopt, release,
+    ///   cancel) run one after another per lock. A RedLock sends its release to every
+    ///   master once a majority answered the acquire, while a slower master's acquire may
+    ///   still be on its way; sent again (after a dropped connection, or a NOSCRIPT from a
+    ///   master that restarted), that acquire could reach the master after the release,
+    ///   and leave a grant nobody holds until its lease ends. The release waits for it.
     pub(crate) fn into_redlock_master(mut self) -> Self {
         self.tokens_at_clock = true;
-        self.resends = false;
+        self.in_order = (0..IN_ORDER_STRIPES)
+            .map(|_| tokio::sync::Mutex::new(()))
+            .collect();
         self
+    }
+
+    /// On a RedLock master, waits until no other call that takes or gives back a grant of
+    /// lock `name` runs (of this client; by stripe, so two names may share one), and holds
+    /// that off until the guard is dropped.
+    async fn in_order(&self, name: &str) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.in_order.is_empty() {
+            return None;
+        }
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
+        Some(
+            self.in_order[(hash % self.in_order.len() as u64) as usize]
+                .lock()
+                .await,
+        )
     }
 
     /// The least fencing token `ticket`'s grant may take, where tokens follow the clock:
@@ -223,6 +245,7 @@ impl RedisBackend {
             wakers.clone(),
             channels.clone(),
             handovers.clone(),
+            commands[0].clone(),
         )
         .await?;
         // Scripts are the server's, not a connection's: given them now, the first calls
@@ -252,7 +275,7 @@ impl RedisBackend {
             },
             handovers,
             contended: Contended::default(),
-            resends: true,
+            in_order: Vec::new(),
             channel,
             wakers,
             channels,
@@ -263,8 +286,7 @@ impl RedisBackend {
     }
 
     /// Runs a script, once more if the connection dropped under it (the connection manager
-    /// reconnects in the background), but on a RedLock master (see `into_redlock_master`).
-    /// Every script is safe to repeat on its own: acquire answers the same grant to the
+    /// reconnects in the background). Every script is safe to repeat on its own: acquire answers the same grant to the
     /// same token, the others compare the token.
     async fn invoke<T: redis::FromRedisValue>(
         &self,
@@ -282,12 +304,8 @@ impl RedisBackend {
         operation: &'static str,
         call: &Call<'_>,
     ) -> Result<T> {
-        let answer = match self.resends {
-            false => call.run_once(&mut conn).await,
-            true => call.run(&mut conn).await,
-        };
-        let answer = match answer {
-            Err(err) if self.resends && (err.is_connection_dropped() || err.is_io_error()) => {
+        let answer = match call.run(&mut conn).await {
+            Err(err) if err.is_connection_dropped() || err.is_io_error() => {
                 tracing::debug!(error = %err, operation, "redis connection dropped; trying once more");
                 call.run(&mut conn).await
             }
@@ -443,6 +461,7 @@ impl Backend for RedisBackend {
         if let Some(handed) = self.handed_over(ticket) {
             return Ok(handed);
         }
+        let _in_order = self.in_order(&ticket.request.name).await;
         let queued = ticket.state::<RedisTicket>().is_some_and(|s| s.queued);
         let conn = self.request_conn(&ticket.request.name);
         let fast = !queued
@@ -519,6 +538,7 @@ impl Backend for RedisBackend {
         fencing_token: u64,
         ticket: &mut Ticket,
     ) -> Result<PollOutcome> {
+        let _in_order = self.in_order(&handed.name).await;
         let adopted = self.adopt_grant(handed, fencing_token, ticket).await?;
         Ok(PollOutcome::granted(adopted))
     }
@@ -531,6 +551,7 @@ impl Backend for RedisBackend {
         let Ok(keys) = self.keys(&ticket.request.name) else {
             return Ok(());
         };
+        let _in_order = self.in_order(&ticket.request.name).await;
         let mut cancel = Call::new(&SCRIPTS.cancel, keys, &Key::ALL);
         cancel.arg(&ticket.request.token).arg(self.fence_ttl_ms);
         let conn = self.request_conn(&ticket.request.name);
@@ -565,6 +586,7 @@ impl Backend for RedisBackend {
     /// its request waited for goes to the full one at once: others likely wait too.
     async fn release(&self, grant: &Grant) -> Result<LeaseOutcome> {
         let keys = self.keys(&grant.name)?;
+        let _in_order = self.in_order(&grant.name).await;
         let mut released: i64 = -1;
         let waited = grant.state::<RedisTicket>().is_some_and(|s| s.queued);
         if grant.kind.is_exclusive() && !waited {

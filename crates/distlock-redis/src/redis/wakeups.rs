@@ -12,18 +12,23 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use crate::redis::channels::{Channels, Sink};
+use crate::redis::connection::Conn;
 use crate::redis::handovers::Handovers;
+use crate::scripts::load_ours;
 
 /// Subscribes to `channel` on the first of `servers` that answers and keeps the
 /// subscription up (moving on to the next server, with backoff) until aborted; hands the
 /// connection to `channels` for the channels waiters watch, and the news a release sends
-/// its waiters to `handovers`. Returns once the first subscription is in place.
+/// its waiters to `handovers`. Subscribed again after losing the server (restarted, it
+/// may have lost its scripts), it gives `scripts_to` the scripts back at once, so the
+/// client's next calls find them. Returns once the first subscription is in place.
 pub(crate) async fn listen(
     servers: Vec<redis::Client>,
     channel: String,
     wakers: Arc<LocalWakers>,
     channels: Arc<Channels>,
     handovers: Arc<Handovers>,
+    scripts_to: Conn,
 ) -> Result<AbortHandle> {
     let (ready, subscribed) = oneshot::channel();
     let task = tokio::spawn(async move {
@@ -35,8 +40,18 @@ pub(crate) async fn listen(
                 Ok(pubsub) => {
                     pause = Duration::from_millis(50);
                     failed_in_a_row = 0;
-                    if let Some(ready) = ready.take() {
-                        let _ = ready.send(Ok(()));
+                    match ready.take() {
+                        Some(ready) => {
+                            let _ = ready.send(Ok(()));
+                        }
+                        None => {
+                            let mut conn = scripts_to.clone();
+                            tokio::spawn(async move {
+                                if let Err(err) = load_ours(&mut conn).await {
+                                    tracing::debug!(error = %err, "loading the lock scripts again failed");
+                                }
+                            });
+                        }
                     }
                     let (sink, mut messages) = pubsub.split();
                     channels.connected(Sink::Plain(sink)).await;

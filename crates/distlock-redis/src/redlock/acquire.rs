@@ -12,7 +12,6 @@ use rand::Rng;
 use super::backend::{MAX_RETRY_DELAY, RedlockBackend, grant_of};
 use super::connect::Master;
 use super::fanout::Answers;
-use crate::error::lost_scripts;
 use crate::foreign::ForeignBackoff;
 use crate::redis::{clock_floor, refused_for_foreign, ticket_with_token_floor};
 
@@ -32,13 +31,8 @@ struct RedlockTicket {
 }
 
 impl RedlockBackend {
-    /// One try of `ticket` on every master; counts in `restored` the masters whose call
-    /// failed for their lost scripts (given them again by that call).
-    pub(super) async fn try_masters(
-        &self,
-        ticket: &mut Ticket,
-        restored: &Arc<AtomicUsize>,
-    ) -> Result<PollOutcome> {
+    /// One try of `ticket` on every master.
+    pub(super) async fn try_masters(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let request = ticket.request.clone();
         let request = &request;
         // The masters never queue a RedLock request: each poll is a try on all of them.
@@ -99,14 +93,8 @@ impl RedlockBackend {
                 |master| {
                     let mut attempt = ticket_with_token_floor(attempt.clone(), floor);
                     let foreign = foreign.clone();
-                    let restored = restored.clone();
                     async move {
-                        let answer = master.ready()?.poll(&mut attempt).await;
-                        let answer = answer.inspect_err(|err| {
-                            if lost_scripts(err) {
-                                restored.fetch_add(1, Ordering::Relaxed);
-                            }
-                        })?;
+                        let answer = master.ready()?.poll(&mut attempt).await?;
                         if refused_for_foreign(&attempt) {
                             foreign.fetch_add(1, Ordering::Relaxed);
                         }

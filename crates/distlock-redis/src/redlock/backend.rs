@@ -1,7 +1,6 @@
 //! The RedLock store: every operation goes to all masters at once and counts a majority.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use distlock_core::backend::{
@@ -196,20 +195,9 @@ impl Backend for RedlockBackend {
         caps
     }
 
-    /// One try on every master. A try that missed the majority only because masters had
-    /// lost their scripts (restarted, or flushed), which that try gave them again, is made
-    /// once more at once: those masters did not refuse, they had not run it.
+    /// One try on every master.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
-        let restored = Arc::new(AtomicUsize::new(0));
-        match self.try_masters(ticket, &restored).await {
-            Err(err)
-                if err.kind() == ErrorKind::QuorumNotReached
-                    && restored.load(Ordering::Relaxed) > 0 =>
-            {
-                self.try_masters(ticket, &Arc::default()).await
-            }
-            outcome => outcome,
-        }
+        self.try_masters(ticket).await
     }
 
     async fn wait_for_change(
