@@ -344,11 +344,19 @@ impl Floor for RedlockBackend {
         "PING (slowest master)"
     }
 
+    /// A `PING` of every master, each connected first if it is not yet (a client starts
+    /// once a majority connected): the floor is the slowest master's round trip, which no
+    /// lock call reorders.
     async fn round(&self) -> Result<()> {
-        let pinged = self
-            .on_all(Duration::from_secs(5), |master| master.round())
-            .await;
-        match pinged.iter().all(Option::is_some) {
+        let pings = self.masters.iter().map(|master| async move {
+            let ping = async { master.get().await?.round().await };
+            matches!(
+                tokio::time::timeout(Duration::from_secs(5), ping).await,
+                Ok(Ok(()))
+            )
+        });
+        let pinged = futures_util::future::join_all(pings).await;
+        match pinged.into_iter().all(|answered| answered) {
             true => Ok(()),
             false => Err(Error::new(
                 ErrorKind::Unavailable,
