@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 use distlock::{Client, ErrorKind, Health, LockOptions};
 use distlock_testkit::{ChildEvent, ChildProcess, ChildTask, Server, Signal};
 
+#[path = "redis_common/stats.rs"]
+mod stats;
+
+use stats::{reset_stats, script_calls};
+
 const CHILD: &str = "handoff_child";
 
 #[test]
@@ -35,28 +40,6 @@ async fn wait_for_waiters(client: &Client, name: &str, count: usize) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("lock {name} never had {count} waiters");
-}
-
-/// How many `EVALSHA`s the server ran since its statistics were reset.
-async fn script_calls(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(raw)
-        .await
-        .unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
-}
-
-async fn reset_stats(raw: &mut redis::aio::MultiplexedConnection) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(raw)
-        .await
-        .unwrap();
 }
 
 /// A waiter that its client's process runs, queued behind `held`'s holder.

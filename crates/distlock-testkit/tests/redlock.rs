@@ -6,6 +6,11 @@ use std::time::{Duration, Instant};
 use distlock::{ErrorKind, LockOptions};
 use distlock_testkit::Server;
 
+#[path = "redis_common/stats.rs"]
+mod stats;
+
+use stats::{reset_stats, script_calls};
+
 /// Three masters and the `redlock://` URL naming them.
 fn masters() -> (Vec<Server>, String) {
     let servers: Vec<Server> = (0..3)
@@ -90,11 +95,7 @@ fn an_uncontended_cycle_costs_each_master_two_calls() {
         // A late master's stamp of the last lands before the count starts.
         tokio::time::sleep(Duration::from_millis(200)).await;
         for raw in &mut raws {
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query_async(raw)
-                .await
-                .unwrap();
+            reset_stats(raw).await;
         }
         let mut tokens = Vec::new();
         for _ in 0..CYCLES {
@@ -121,20 +122,6 @@ fn an_uncontended_cycle_costs_each_master_two_calls() {
             "{calls:?} script calls for {CYCLES} cycles"
         );
     });
-}
-
-/// How many `EVALSHA`s the server behind `raw` ran since its statistics were reset.
-async fn script_calls(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(raw)
-        .await
-        .unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
 }
 
 /// A release answers once a majority released; its call to a slower master goes on in the
@@ -377,11 +364,7 @@ fn a_master_that_lost_its_scripts_is_left_no_grant() {
         }
         // The masters take part again: one cycle runs its acquire and release on each.
         for raw in &mut raws {
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query_async(raw)
-                .await
-                .unwrap();
+            reset_stats(raw).await;
         }
         client
             .mutex("after")
