@@ -56,16 +56,11 @@ end
 local function grant(queued)
   local fence = next_fence(ARGV[12], tonumber(ARGV[14]))
   if queued then
-    redis.call('ZREM', QUEUE, token)
-    redis.call('HDEL', WAITERS, token)
+    leave_queue(token)
   end
   local granted = string.sub(record, 1, -2) .. ',"f":"' .. text(fence) .. '"}'
-  if exclusive(me.k) then
-    redis.call('SET', LOCK, granted, 'PX', ttl)
-  else
-    redis.call('ZADD', LEASES, now() + ttl, token)
-    redis.call('HSET', LEASE_INFO, token, granted)
-    keep_alive(ttl + 1000, LEASES, LEASE_INFO)
+  store_grant(token, me.k, granted, ttl)
+  if not exclusive(me.k) then
     -- Others may share with us: let the next waiter look.
     wake_head()
   end

@@ -94,6 +94,24 @@ end
 
 local function exclusive(kind) return kind == 'mutex' or kind == 'write' end
 
+-- Stores a grant under `token` of kind `kind` with holder record `record`, for `ms`: the
+-- exclusive key, or a shared lease.
+local function store_grant(token, kind, record, ms)
+  if exclusive(kind) then
+    redis.call('SET', LOCK, record, 'PX', ms)
+  else
+    redis.call('ZADD', LEASES, now() + ms, token)
+    redis.call('HSET', LEASE_INFO, token, record)
+    keep_alive(ms + 1000, LEASES, LEASE_INFO)
+  end
+end
+
+-- Takes `token` out of the queue.
+local function leave_queue(token)
+  redis.call('ZREM', QUEUE, token)
+  redis.call('HDEL', WAITERS, token)
+end
+
 -- The next fencing token: strictly increasing. A counter that starts afresh (first use, a
 -- restart that lost it, or the end of its lifetime, fence_ttl_ms after it was seeded)
 -- starts at the server's clock in microseconds, above every token granted before; a
@@ -177,15 +195,8 @@ local function hand_on(released, fence_ttl_ms)
     fields.v = row + 1
     local record = '{"t":"' .. head .. '",' .. string.sub(cjson.encode(fields), 2, -2)
       .. ',"f":"' .. fence .. '"}'
-    if exclusive(info.k) then
-      redis.call('SET', LOCK, record, 'PX', claim)
-    else
-      redis.call('ZADD', LEASES, now() + claim, head)
-      redis.call('HSET', LEASE_INFO, head, record)
-      keep_alive(claim + 1000, LEASES, LEASE_INFO)
-    end
-    redis.call('ZREM', QUEUE, head)
-    redis.call('HDEL', WAITERS, head)
+    store_grant(head, info.k, record, claim)
+    leave_queue(head)
     if redis.call('PUBLISH', info.c, head .. ' ' .. fence .. ' ' .. text(now())) > 0 then
       granted, longest = granted + 1, math.max(longest, claim)
       if exclusive(info.k) then
@@ -198,12 +209,7 @@ local function hand_on(released, fence_ttl_ms)
       return false
     end
     -- Nobody listens on its client's channel: that client is gone.
-    if exclusive(info.k) then
-      redis.call('DEL', LOCK)
-    else
-      redis.call('ZREM', LEASES, head)
-      redis.call('HDEL', LEASE_INFO, head)
-    end
+    delete_grant(head)
     return false
   end)
 end
