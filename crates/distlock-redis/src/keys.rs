@@ -67,7 +67,7 @@ impl Key {
     pub(crate) const TRY: [Key; 4] = [Key::Lock, Key::Fence, Key::Queue, Key::Leases];
 
     /// The keys the release fast path takes.
-    pub(crate) const RELEASE_FAST: [Key; 2] = [Key::Lock, Key::Queue];
+    pub(crate) const RELEASE_FAST: [Key; 1] = [Key::Lock];
 
     /// The suffix after the hash tag; `None` for the lock's own key, which has no tag.
     fn suffix(self) -> Option<&'static str> {

@@ -105,22 +105,35 @@ impl<'a> RequestRecord<'a> {
     }
 }
 
-/// How the holder record of the request with `token` starts, `{"t":"<token>"`: what the
-/// release fast path recognizes its grant by. Like every script, it takes the token as it
-/// stands in the record, as distlock's tokens (hex digits) do.
-pub(crate) fn record_start(token: &str) -> String {
-    let mut start = String::with_capacity(token.len() + 7);
+/// How the holder record of the request with `token` starts, `{"t":"<token>"`. Like every
+/// script, it takes the token as it stands in the record, as distlock's tokens (hex digits)
+/// do.
+fn record_start(token: &str) -> String {
+    let mut start = String::with_capacity(token.len() + 12);
     start.push_str("{\"t\":\"");
     start.push_str(token);
     start.push('"');
     start
 }
 
-/// Who holds a lock: the request's record and the grant's fencing token.
+/// How the holder record of the request with `token` starts while nobody waited for its
+/// grant, `{"t":"<token>","k"`: what the release fast path recognizes its grant by. A
+/// waiter that queues behind a grant marks its record (`"w":1` after the token), and so
+/// does a grant made while waiters queue, so the release of such a grant finds no match
+/// and goes to the full script, which passes the lock on.
+pub(crate) fn unwaited_start(token: &str) -> String {
+    let mut start = record_start(token);
+    start.push_str(",\"k\"");
+    start
+}
+
+/// Who holds a lock: the request's record and the grant's fencing token (none yet in a
+/// record its client's first try wrote, until its first renewal: read as 0).
 #[derive(Deserialize)]
 struct HolderRecord {
     #[serde(flatten)]
     request: RequestRecord<'static>,
+    #[serde(default)]
     f: String,
 }
 
@@ -449,6 +462,7 @@ mod tests {
             prop_assert_eq!(holder.f, fence.to_string());
             prop_assert_eq!(holder.request.t, token.as_str());
             prop_assert!(stored.starts_with(&record_start(&token)));
+            prop_assert!(stored.starts_with(&unwaited_start(&token)));
             prop_assert_eq!(RequestRecord::of_grant_head(head), record.to_json().unwrap());
             // The start ends with the token's closing quote: the grant of a longer token
             // that begins with this one is not taken for this one's.

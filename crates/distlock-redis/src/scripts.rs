@@ -18,8 +18,9 @@ const HELPERS: &str = include_str!("scripts/helpers.lua");
 
 pub(crate) struct Scripts {
     pub(crate) acquire: Script,
-    /// The acquire fast path (keys [`Key::TRY`](crate::keys::Key::TRY)): the grant's
-    /// fencing token, or -1 when it does not apply.
+    /// The acquire fast path of a RedLock master (keys
+    /// [`Key::TRY`](crate::keys::Key::TRY)): the grant's fencing token, or -1 when it does
+    /// not apply.
     pub(crate) try_exclusive: Script,
     /// The release fast path (keys [`Key::RELEASE_FAST`](crate::keys::Key::RELEASE_FAST)):
     /// `-1` when it does not apply.

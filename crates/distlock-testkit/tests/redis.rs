@@ -382,14 +382,25 @@ async fn client_and_raw_connection(
 }
 
 /// The lock's key holds our holder record, our request token first: one key per grant, read
-/// by `status`, renewed and deleted as ours. A key another Redis lock client set holds its
-/// bare token, and `status` shows it as a foreign holder that excludes us.
+/// by `status`, renewed and deleted as ours. The first try's record gets its fencing token
+/// at the first renewal. A key another Redis lock client set holds its bare token, and
+/// `status` shows it as a foreign holder that excludes us.
 #[test]
 fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let (client, mut conn) = client_and_raw_connection(&redis).await;
 
+        // The first grant seeds the slot's fencing counter (with the full script); those
+        // after it are first tries.
+        client
+            .mutex("record")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
         let guard = client
             .mutex("record")
             .lock_with(&LockOptions::new().ttl(Duration::from_secs(2)))
@@ -402,9 +413,25 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
             .unwrap();
         assert!(value.starts_with("{\"t\":\""), "{value}");
         let record: serde_json::Value = serde_json::from_str(&value).unwrap();
-        assert_eq!(record["f"], guard.fencing_token().to_string());
         assert_eq!(record["k"], "mutex");
+        assert!(record.get("f").is_none(), "counted after the SET: {value}");
+        let state = &client.status(Some("record")).await.unwrap()[0];
+        assert_eq!(state.holders[0].fencing_token, 0, "not written in yet");
         guard.renew().await.unwrap();
+        let value: String = redis::cmd("GET")
+            .arg("record")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let record: serde_json::Value = serde_json::from_str(&value).unwrap();
+        assert_eq!(record["f"], guard.fencing_token().to_string());
+        guard.renew().await.unwrap();
+        let again: String = redis::cmd("GET")
+            .arg("record")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(again, value, "written in once");
         let pttl: i64 = redis::cmd("PTTL")
             .arg("record")
             .query_async(&mut conn)
@@ -444,15 +471,43 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
     });
 }
 
-/// The fast path writes a grant's fencing token into its record in whole decimal digits,
-/// whatever its size: small, across the 10^8 at which the script prints it in two parts,
-/// and past what 32 bits hold; the record shows the token the holder was given.
+/// A grant's fencing token goes into its record in whole decimal digits, whatever its
+/// size (the first try's at the first renewal), and the record shows the token the holder
+/// was given. A counter below 10^12 was never seeded: the grant seeds it from the server's
+/// clock, and its record has the token at once.
 #[test]
 fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let (client, mut conn) = client_and_raw_connection(&redis).await;
-        for last in [41_u64, 99_999_999, 100_000_041, 4_000_000_000_000_000] {
+        let before_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        for last in [41_u64, 999_999_999_990] {
+            let _: () = redis::cmd("SET")
+                .arg(distlock::redis::fencing_counter_key("", "sized").unwrap())
+                .arg(last)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let guard = client.mutex("sized").lock().await.unwrap();
+            // The server's clock, a second's slack for a machine whose clocks differ.
+            assert!(guard.fencing_token() > before_us - 1_000_000, "seeded");
+            let value: String = redis::cmd("GET")
+                .arg("sized")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let record: serde_json::Value = serde_json::from_str(&value).unwrap();
+            assert_eq!(record["f"], guard.fencing_token().to_string(), "{value}");
+            guard.release().await.unwrap();
+        }
+        for last in [
+            999_999_999_999_u64,
+            4_000_000_000_000_000,
+            9_007_199_254_740_000,
+        ] {
             let _: () = redis::cmd("SET")
                 .arg(distlock::redis::fencing_counter_key("", "sized").unwrap())
                 .arg(last)
@@ -461,6 +516,7 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
                 .unwrap();
             let guard = client.mutex("sized").lock().await.unwrap();
             assert_eq!(guard.fencing_token(), last + 1);
+            guard.renew().await.unwrap();
             let value: String = redis::cmd("GET")
                 .arg("sized")
                 .query_async(&mut conn)
@@ -470,6 +526,76 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
             assert_eq!(record["f"], (last + 1).to_string(), "{value}");
             guard.release().await.unwrap();
         }
+    });
+}
+
+/// Queues a waiter for `name` by hand, as a distlock client would: `fair` or not, waiting
+/// since `since_ms` (server clock), listening on a channel nobody listens on.
+async fn queue_waiter(conn: &mut redis::aio::MultiplexedConnection, name: &str, since_ms: u64) {
+    let record = serde_json::json!({
+        "t": "queued-by-hand", "k": "mutex", "n": 1, "l": 1, "o": "by-hand", "h": "h",
+        "p": 1, "a": "0", "s": since_ms.to_string(), "e": "99999999999999",
+        "c": "nobody-listens", "f": false,
+    });
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg(format!("{{{name}}}:queue"))
+        .arg(1)
+        .arg("queued-by-hand")
+        .cmd("HSET")
+        .arg(format!("{{{name}}}:waiters"))
+        .arg("queued-by-hand")
+        .arg(record.to_string())
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// A first try takes a free lock with plain commands and keeps it only where nobody queued
+/// for it; where someone did, the full script takes the try's record back and decides: a
+/// fair request, or any request behind a starving waiter, is refused and leaves the lock
+/// free for the waiter; a request that may overtake a waiter that is not starving gets the
+/// lock, with its token in its record at once.
+#[test]
+fn a_first_try_that_finds_a_queue_lets_the_queue_decide() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let (client, mut conn) = client_and_raw_connection(&redis).await;
+        let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let now_ms = secs * 1000;
+
+        queue_waiter(&mut conn, "fair", now_ms).await;
+        let fair = LockOptions::new()
+            .fair(true)
+            .wait(Duration::from_millis(30));
+        let tried = client.mutex("fair").lock_with(&fair).await;
+        assert_eq!(tried.unwrap_err().kind(), ErrorKind::Timeout);
+        let left: Option<String> = redis::cmd("GET")
+            .arg("fair")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(left, None, "the try's record was taken back");
+
+        // Waiting since an hour ago: past the starvation limit.
+        queue_waiter(&mut conn, "starving", now_ms - 3_600_000).await;
+        let plain = client
+            .mutex("starving")
+            .lock_with(&LockOptions::new().wait(Duration::from_millis(30)))
+            .await;
+        assert_eq!(plain.unwrap_err().kind(), ErrorKind::Timeout);
+
+        // Waiting since an hour from now: not starving for a while.
+        queue_waiter(&mut conn, "overtaken", now_ms + 3_600_000).await;
+        let guard = client.mutex("overtaken").try_lock().await.unwrap().unwrap();
+        let value: String = redis::cmd("GET")
+            .arg("overtaken")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let record: serde_json::Value = serde_json::from_str(&value).unwrap();
+        assert_eq!(record["f"], guard.fencing_token().to_string(), "{value}");
+        guard.release().await.unwrap();
     });
 }
 

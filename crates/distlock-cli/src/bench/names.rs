@@ -41,7 +41,8 @@ impl BenchNames {
     /// A name no cycle took before.
     pub(super) fn new_name(&self) -> String {
         let taken = self.new_names.fetch_add(1, Ordering::Relaxed);
-        self.named(&format!("new/{taken}"))
+        // One format: a cycle on a new name pays for naming it, as an application's does.
+        format!("bench/{}/new/{taken}", self.id)
     }
 
     /// The lock every client contends for.

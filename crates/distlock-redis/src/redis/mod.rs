@@ -12,7 +12,7 @@ use tokio::task::AbortHandle;
 
 use crate::error::{connect_error, redis_error, refusal};
 use crate::keys::{Key, LockKeys};
-use crate::record::{AcquireAnswer, RequestRecord, record_start};
+use crate::record::{AcquireAnswer, RequestRecord, unwaited_start};
 use crate::scripts::{Call, SCRIPTS, load_ours};
 use crate::slots::SlotTags;
 use channels::Channels;
@@ -20,6 +20,7 @@ use config::RedisConfig;
 use connection::Conn;
 pub(crate) use connection::ServerConn;
 use contended::Contended;
+use first_try::FirstTry;
 use handovers::Handovers;
 use keyspace::Keyspace;
 use refused::RedisTicket;
@@ -30,6 +31,7 @@ pub(crate) mod channels;
 pub(crate) mod config;
 pub(crate) mod connection;
 mod contended;
+mod first_try;
 mod floor;
 mod force_release;
 mod handoff;
@@ -453,10 +455,11 @@ impl Backend for RedisBackend {
         Ok(())
     }
 
-    /// A poll of an exclusive request that has not queued itself tries the fast-path
-    /// script first (the common case: a free lock nobody waits for); a request that has
-    /// queued itself, a shared one, or one on a name this client lately found taken (see
-    /// `Contended`), goes to the full script at once.
+    /// A poll of an exclusive request that has not queued itself tries a fast path first
+    /// (the common case: a free lock nobody waits for): three plain commands (see
+    /// `first_try`), or on a RedLock master, whose tokens follow the clock, the fast-path
+    /// script. A request that has queued itself, a shared one, or one on a name this
+    /// client lately found taken (see `Contended`), goes to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         if let Some(handed) = self.handed_over(ticket) {
             return Ok(handed);
@@ -467,17 +470,28 @@ impl Backend for RedisBackend {
         let fast = !queued
             && ticket.request.kind.is_exclusive()
             && !self.contended.lately(&ticket.request.name);
-        let record = if fast {
+        let floor = self.token_floor(ticket);
+        let record = if fast && floor.is_none() {
+            match self.first_try(conn.clone(), ticket).await? {
+                FirstTry::Granted(fence) => {
+                    ticket.state_or_default::<RedisTicket>().unrecorded_fence = Some(fence);
+                    return self.granted(ticket, fence).await;
+                }
+                FirstTry::Taken(record) => {
+                    self.contended.note(&ticket.request.name);
+                    record
+                }
+                FirstTry::Undecided(record) => record,
+            }
+        } else if fast {
             let request = &ticket.request;
             let keys = self.keys(&request.name)?;
             let head = RequestRecord::of(request).to_grant_head()?;
             let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::TRY);
             fast.arg(request.ttl.as_millis() as u64)
                 .arg(&head)
-                .arg(self.fence_ttl_ms);
-            if let Some(floor) = self.token_floor(ticket) {
-                fast.arg(floor);
-            }
+                .arg(self.fence_ttl_ms)
+                .arg(floor);
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
             if fence > 0 {
                 return self.granted(ticket, fence as u64).await;
@@ -591,7 +605,7 @@ impl Backend for RedisBackend {
         let waited = grant.state::<RedisTicket>().is_some_and(|s| s.queued);
         if grant.kind.is_exclusive() && !waited {
             let mut fast = Call::new(&SCRIPTS.release_exclusive, keys, &Key::RELEASE_FAST);
-            fast.arg(record_start(&grant.token));
+            fast.arg(unwaited_start(&grant.token));
             released = self.invoke(&grant.name, "release", &fast).await?;
         }
         if released == -1 {

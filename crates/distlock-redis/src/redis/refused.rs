@@ -27,6 +27,9 @@ pub(super) struct RedisTicket {
     /// a grant handed over later, stamped with the server's clock, was made no earlier
     /// than that much after the poll was sent.
     pub(super) last_refused: Option<(Instant, u64)>,
+    /// The fencing token of a grant made by the first try (see `first_try`), whose holder
+    /// record lacks it until a renewal writes it in.
+    pub(super) unrecorded_fence: Option<u64>,
 }
 
 /// A ticket for one master's try of a RedLock request whose grant's token is at least

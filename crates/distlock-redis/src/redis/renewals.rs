@@ -7,6 +7,7 @@ use distlock_core::backend::{Grant, LeaseOutcome};
 
 use super::RedisBackend;
 use super::connection::Conn;
+use super::refused::RedisTicket;
 use crate::error::redis_error;
 use crate::keys::Key;
 use crate::scripts::{Call, SCRIPTS, lacks_script, load_ours};
@@ -21,9 +22,7 @@ impl RedisBackend {
     ) -> Result<Vec<LeaseOutcome>> {
         let mut pipe = redis::pipe();
         for lease in leases {
-            let mut renew = Call::new(&SCRIPTS.renew, self.keys(&lease.name)?, &Key::ALL);
-            renew.arg(&lease.token).arg(ttl.as_millis() as u64);
-            pipe.add_command(renew.into_command());
+            pipe.add_command(self.renewal(lease, ttl)?.into_command());
         }
         let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
             // Sent again, a renewal only renews a grant that is still there.
@@ -45,13 +44,24 @@ impl RedisBackend {
 
     /// Renews one grant on its lock's connection.
     pub(super) async fn renew_one(&self, grant: &Grant, ttl: Duration) -> Result<LeaseOutcome> {
-        let mut renew = Call::new(&SCRIPTS.renew, self.keys(&grant.name)?, &Key::ALL);
-        renew.arg(&grant.token).arg(ttl.as_millis() as u64);
+        let renew = self.renewal(grant, ttl)?;
         let renewed: i64 = self.invoke(&grant.name, "renew", &renew).await?;
         Ok(if renewed == 1 {
             LeaseOutcome::Done
         } else {
             LeaseOutcome::NotHeld
         })
+    }
+
+    /// The renewal of `grant` for `ttl`; for a grant of the first try, it also writes the
+    /// fencing token into the holder record, which lacks it (see `first_try`).
+    fn renewal(&self, grant: &Grant, ttl: Duration) -> Result<Call<'static>> {
+        let mut renew = Call::new(&SCRIPTS.renew, self.keys(&grant.name)?, &Key::ALL);
+        renew.arg(&grant.token).arg(ttl.as_millis() as u64);
+        let unrecorded = grant
+            .state::<RedisTicket>()
+            .and_then(|s| s.unrecorded_fence);
+        renew.arg(unrecorded);
+        Ok(renew)
     }
 }

@@ -1,6 +1,7 @@
 -- Decide a request, granting it if it may go now (the rules of distlock_core::admit):
 -- queues, shared grants, fairness, starvation. An exclusive request that has not queued
--- itself tries acquire_fast.lua first, and comes here where that does not apply.
+-- itself tries first without a script (first_try.rs; on a RedLock master, with
+-- acquire_fast.lua), and comes here where that does not grant it.
 -- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
 --       starvation_ms, wake channel, permits, limit, fence_ttl_ms, hand-off claim ms (0:
 --       the request takes no hand-offs; see `hand_on`); for a RedLock master, the least
@@ -59,6 +60,10 @@ local function grant(queued)
     leave_queue(token)
   end
   local granted = string.sub(record, 1, -2) .. ',"f":"' .. text(fence) .. '"}'
+  if redis.call('EXISTS', QUEUE) == 1 then
+    -- Others wait: its release must pass the lock on.
+    granted = waited_for(granted)
+  end
   store_grant(token, me.k, granted, ttl)
   if not exclusive(me.k) then
     -- Others may share with us: let the next waiter look.
@@ -70,16 +75,23 @@ end
 local shared = redis.call('EXISTS', LEASES) == 1
 local queue_exists = redis.call('EXISTS', QUEUE) == 1
 
--- Current holders. A lock already ours (a retry after a lost answer) is the same grant.
+-- Current holders. A lock already ours (a retry after a lost answer) is the same grant;
+-- but a record of ours without a fencing token is the client's first try's, a grant that
+-- did not stand (see first_try.rs): taken back, and decided afresh.
 local holders = {}
+local took_back = false
 if holder_token then
   -- Our own holder record, or a foreign client's token (which holds it as a mutex).
   local current = holder_token ~= held and cjson.decode(held) or { k = 'mutex' }
-  if holder_token == token and current.f then
+  if holder_token ~= token then
+    table.insert(holders, { k = current.k, n = 1, l = 1 })
+  elseif current.f then
     redis.call('PEXPIRE', LOCK, ttl)
     return {1, tonumber(current.f)}
+  else
+    redis.call('DEL', LOCK)
+    held, holder_token, took_back = false, nil, true
   end
-  table.insert(holders, { k = current.k, n = 1, l = 1 })
 end
 if shared then
   local mine = redis.call('HGET', LEASE_INFO, token)
@@ -180,6 +192,12 @@ end
 -- A lock a foreign client holds (its bare token, not our record).
 local foreign = held and holder_token == held
 
+-- The lock this request took back is free again: it goes to those it was refused for,
+-- as a release would pass it on.
+if took_back then
+  hand_on(false, ARGV[12])
+end
+
 if wait then
   local raw = redis.call('HGET', WAITERS, token)
   local info = raw and cjson.decode(raw)
@@ -192,6 +210,8 @@ if wait then
   if foreign then info.x = text(now()) end
   redis.call('HSET', WAITERS, token, cjson.encode(info))
   keep_alive(2 * tonumber(ARGV[7]), QUEUE, WAITERS, SEQ)
+  -- Its release must wake this waiter.
+  mark_waited()
 end
 
 local soonest = redis.call('PTTL', LOCK)

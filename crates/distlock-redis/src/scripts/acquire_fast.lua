@@ -1,12 +1,12 @@
--- The acquire fast path, a script of its own: an exclusive request (mutex or write) that
--- nobody queued, on a free lock that nobody waits for or shares, the common case. Every
+-- The acquire fast path of a RedLock master, a script of its own (elsewhere the first try
+-- is no script: see first_try.rs): an exclusive request (mutex or write) that nobody
+-- queued, on a free lock that nobody waits for or shares, the common case. Every
 -- key, argument and command here is paid for on every uncontended cycle, so it takes the
 -- fewest that the grant needs, defines no function and decodes no JSON.
 -- KEYS: LOCK, FENCE, QUEUE, LEASES (as keys.lua names them).
 -- ARGV: ttl_ms; the holder record's head: the request's record (t first) with its closing
 --       brace replaced by `,"f":"`, so that the fencing token and `"}` complete it;
---       fence_ttl_ms; for a RedLock master, the least token (the client's clock in
---       microseconds).
+--       fence_ttl_ms; the least token (the client's clock in microseconds).
 -- Returns the grant's fencing token, or -1 where the fast path does not apply (the client
 -- then runs acquire.lua).
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) ~= 0 then
@@ -15,7 +15,8 @@ end
 -- As `grant` in acquire.lua: strictly increasing, and a counter that starts afresh starts
 -- at the server's clock in microseconds.
 local fence = redis.call('INCR', KEYS[2])
-local seeded = fence == 1
+-- Below 1e12 the counter was never seeded (see SEEDED_FROM in helpers.lua).
+local seeded = fence < 1e12
 if seeded then
   local t = redis.call('TIME')
   fence = t[1] * 1000000 + math.floor(t[2] / 1000) * 1000
@@ -25,11 +26,11 @@ local raised = floor ~= nil and fence < floor
 if raised then
   fence = floor
 end
--- The token in decimal, printed as whole numbers that fit the C `long` Lua's '%d' takes on
--- every platform (32 bits on some): '%.0f' would print it too, at the cost of printing a
--- floating-point number, which is most of what formatting costs here.
-local text = fence < 1e8 and string.format('%d', fence)
-  or string.format('%d%08d', math.floor(fence / 1e8), fence % 1e8)
+-- The token in decimal (seeded, it is past 10^12), printed as two whole numbers that fit
+-- the C `long` Lua's '%d' takes on every platform (32 bits on some): '%.0f' would print it
+-- too, at the cost of printing a floating-point number, which is most of what formatting
+-- costs here.
+local text = string.format('%d%08d', math.floor(fence / 1e8), fence % 1e8)
 if seeded then
   redis.call('SET', KEYS[2], text, 'PX', ARGV[3])
 elseif raised then

@@ -6,13 +6,17 @@ local held = redis.call('GET', LOCK)
 if not held or held == ARGV[1] or token_of(held) ~= ARGV[1] then
   return -1
 end
-if cjson.decode(held).f ~= ARGV[2] then
+-- A record the client's first try wrote may lack the token still (see `renew.lua`): the
+-- request token, a secret, names the grant alone then.
+local recorded = cjson.decode(held).f
+if recorded and recorded ~= ARGV[2] then
   return -1
 end
-local fence = redis.call('INCR', FENCE)
-if fence == 1 then
-  fence = now() * 1000
-  redis.call('SET', FENCE, text(fence), 'PX', ARGV[5])
+local fence = next_fence(ARGV[5])
+local adopted = string.sub(ARGV[3], 1, -2) .. ',"f":"' .. text(fence) .. '"}'
+if redis.call('EXISTS', QUEUE) == 1 then
+  -- Others wait: its release must pass the lock on.
+  adopted = waited_for(adopted)
 end
-redis.call('SET', LOCK, string.sub(ARGV[3], 1, -2) .. ',"f":"' .. text(fence) .. '"}', 'PX', ARGV[4])
+redis.call('SET', LOCK, adopted, 'PX', ARGV[4])
 return fence

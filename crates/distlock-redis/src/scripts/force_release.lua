@@ -1,6 +1,6 @@
 -- Breaks a lock's grants whoever holds them (an operator's `distlock break`): the grant
 -- whose fencing token is ARGV[1], or every grant when ARGV[1] is ''. A foreign client's
--- lock has token 0. The fencing counter is bumped before any grant goes (seeded as a
+-- lock has token 0, as has a holder record whose token is not written in yet. The fencing counter is bumped before any grant goes (seeded as a
 -- grant would seed it: ARGV[2] is fence_ttl_ms), then the head waiter is woken.
 -- Returns, for each grant broken, its stored value and its lease's milliseconds left
 -- (-1: a key without a TTL).
@@ -11,6 +11,8 @@ end
 
 local doomed = {}
 local held = redis.call('GET', LOCK)
+-- A holder record the client's first try wrote lacks its token until the grant's first
+-- renewal (see `renew.lua`): it reads as 0, as `inspect` shows it.
 if held and matches(string.match(held, '^{"t":.*"f":"(%d+)"}$')) then
   table.insert(doomed, { held, redis.call('PTTL', LOCK) })
 end
@@ -30,9 +32,7 @@ if #doomed == 0 then
   return {}
 end
 
-if redis.call('INCR', FENCE) == 1 then
-  redis.call('SET', FENCE, text(now() * 1000), 'PX', ARGV[2])
-end
+next_fence(ARGV[2])
 if held and doomed[1][1] == held then
   redis.call('DEL', LOCK)
 end

@@ -106,11 +106,55 @@ local function store_grant(token, kind, record, ms)
   end
 end
 
+-- Writes fencing token `fence` (text) into `held`, our exclusive holder record, where the
+-- client's first try wrote it without one (see first_try.rs), renewing it for `ms` where
+-- given. Returns whether it wrote.
+local function record_fence(held, fence, ms)
+  if string.find(held, '"f":"', 1, true) then
+    return false
+  end
+  local recorded = string.sub(held, 1, -2) .. ',"f":"' .. fence .. '"}'
+  if ms then
+    redis.call('SET', LOCK, recorded, 'PX', ms)
+  else
+    redis.call('SET', LOCK, recorded, 'KEEPTTL')
+  end
+  return true
+end
+
+-- Holder record `record` marked as waited for, `"w":1` after its token: its release then
+-- goes to the full script, which passes the lock on (the release fast path matches only
+-- records whose token `"k"` follows; see `unwaited_start` in record.rs). A foreign token,
+-- or a record marked already, comes back as it is.
+local function waited_for(record)
+  local head = string.match(record, '^{"t":"[^"]*",')
+  if not head or string.sub(record, #head + 1, #head + 6) == '"w":1,' then
+    return record
+  end
+  return head .. '"w":1,' .. string.sub(record, #head + 1)
+end
+
+-- Marks the exclusive grant held now, if it is one of ours, as waited for.
+local function mark_waited()
+  local held = redis.call('GET', LOCK)
+  if held then
+    local marked = waited_for(held)
+    if marked ~= held then
+      redis.call('SET', LOCK, marked, 'KEEPTTL')
+    end
+  end
+end
+
 -- Takes `token` out of the queue.
 local function leave_queue(token)
   redis.call('ZREM', QUEUE, token)
   redis.call('HDEL', WAITERS, token)
 end
+
+-- A fencing counter below this was never seeded: an INCR made it afresh (the client's
+-- first try counts with a plain INCR, so it may have counted a few). Seeded, a counter
+-- starts at the server's clock in microseconds, far above it.
+local SEEDED_FROM = 1e12
 
 -- The next fencing token: strictly increasing. A counter that starts afresh (first use, a
 -- restart that lost it, or the end of its lifetime, fence_ttl_ms after it was seeded)
@@ -118,7 +162,7 @@ end
 -- RedLock master's counter behind the client's clock (`floor`) is raised to it.
 local function next_fence(fence_ttl_ms, floor)
   local fence = redis.call('INCR', FENCE)
-  if fence == 1 then
+  if fence < SEEDED_FROM then
     fence = math.max(now() * 1000, floor or 0)
     redis.call('SET', FENCE, text(fence), 'PX', fence_ttl_ms)
   elseif floor and fence < floor then
@@ -193,7 +237,8 @@ local function hand_on(released, fence_ttl_ms)
       end
     end
     fields.v = row + 1
-    local record = '{"t":"' .. head .. '",' .. string.sub(cjson.encode(fields), 2, -2)
+    -- Marked as waited for: those behind it are woken by its release.
+    local record = '{"t":"' .. head .. '","w":1,' .. string.sub(cjson.encode(fields), 2, -2)
       .. ',"f":"' .. fence .. '"}'
     store_grant(head, info.k, record, claim)
     leave_queue(head)

@@ -3,8 +3,10 @@
 local LOCK, FENCE, QUEUE, LEASES, WAITERS, SEQ, LEASE_INFO =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 -- LOCK        string: the exclusive holder (mutex or writer) with PX: its holder record,
---             json {t, k, n, l, o, h, p, a, f} with the request token t first; a foreign
---             client's lock holds its own token instead
+--             json {t, w, k, n, l, o, h, p, a, v, f} with the request token t first; w: 1
+--             where someone waited for it (see `waited_for`), v: hand-offs in a row, f: the
+--             fencing token (written in later where the client's first try made the grant:
+--             see `record_fence`); a foreign client's lock holds its own token instead
 -- FENCE       string: the fencing counter, shared by the server's names (a cluster's: the
 --             slot's)
 -- QUEUE       zset: queued request token -> arrival number

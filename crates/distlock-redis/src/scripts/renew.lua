@@ -1,7 +1,12 @@
--- Extend our grant.  ARGV[1] token, ARGV[2] ttl_ms.
+-- Extend our grant.  ARGV[1] token, ARGV[2] ttl_ms; ARGV[3], where given, the grant's
+-- fencing token, for an exclusive grant whose holder record the client's first try wrote
+-- without it: written in where the record still lacks it.
 -- Returns 1 if renewed, 0 if the grant was no longer ours.
-if token_of(redis.call('GET', LOCK)) == ARGV[1] then
-  redis.call('PEXPIRE', LOCK, ARGV[2])
+local held = redis.call('GET', LOCK)
+if token_of(held) == ARGV[1] then
+  if not (ARGV[3] and record_fence(held, ARGV[3], ARGV[2])) then
+    redis.call('PEXPIRE', LOCK, ARGV[2])
+  end
   return 1
 end
 local expiry = redis.call('ZSCORE', LEASES, ARGV[1])
