@@ -18,9 +18,8 @@ const HELPERS: &str = include_str!("scripts/helpers.lua");
 
 pub(crate) struct Scripts {
     pub(crate) acquire: Script,
-    /// The acquire fast path of a RedLock master (keys
-    /// [`Key::TRY`](crate::keys::Key::TRY)): the grant's fencing token, or -1 when it does
-    /// not apply.
+    /// The acquire fast path (keys [`Key::TRY`](crate::keys::Key::TRY)): the grant's
+    /// fencing token, or -1 when it does not apply.
     pub(crate) try_exclusive: Script,
     /// The release fast path (keys [`Key::RELEASE_FAST`](crate::keys::Key::RELEASE_FAST)):
     /// `-1` when it does not apply.
@@ -30,6 +29,9 @@ pub(crate) struct Scripts {
     pub(crate) cancel: Script,
     pub(crate) restamp: Script,
     pub(crate) redlock_waiting: Script,
+    /// Counts a first try's token where the fencing counter was never seeded (keys: the
+    /// counter).
+    pub(crate) seed_fence: Script,
     /// Breaks grants whoever holds them (`Client::force_release`).
     pub(crate) force_release: Script,
     /// Writes a lock's note under a live grant (`Backend::write_note`).
@@ -89,6 +91,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         note_write: sources.full(include_str!("scripts/note_write.lua")),
         note_read: sources.plain(include_str!("scripts/note_read.lua")),
         redlock_waiting: sources.plain(include_str!("scripts/redlock_waiting.lua")),
+        seed_fence: sources.plain(include_str!("scripts/seed_fence.lua")),
         restamp: sources.plain(include_str!("scripts/restamp.lua")),
         adopt: sources.full(include_str!("scripts/adopt.lua")),
         try_exclusive: sources.plain(include_str!("scripts/acquire_fast.lua")),

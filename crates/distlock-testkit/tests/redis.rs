@@ -372,8 +372,18 @@ fn a_hand_off_costs_the_same_however_long_the_queue() {
 async fn client_and_raw_connection(
     redis: &distlock_testkit::Server,
 ) -> (distlock::Client, redis::aio::MultiplexedConnection) {
+    client_with_and_raw_connection(redis, "").await
+}
+
+/// [`client_and_raw_connection`] with the client's URL query `query`.
+async fn client_with_and_raw_connection(
+    redis: &distlock_testkit::Server,
+    query: &str,
+) -> (distlock::Client, redis::aio::MultiplexedConnection) {
     let url = format!("redis://{}/0", redis.addr());
-    let client = distlock::Client::connect(&url).await.unwrap();
+    let client = distlock::Client::connect(&format!("{url}{query}"))
+        .await
+        .unwrap();
     let raw = redis::Client::open(url.as_str()).unwrap();
     (
         client,
@@ -382,25 +392,14 @@ async fn client_and_raw_connection(
 }
 
 /// The lock's key holds our holder record, our request token first: one key per grant, read
-/// by `status`, renewed and deleted as ours. The first try's record gets its fencing token
-/// at the first renewal. A key another Redis lock client set holds its bare token, and
-/// `status` shows it as a foreign holder that excludes us.
+/// by `status`, renewed and deleted as ours. A key another Redis lock client set holds its
+/// bare token, and `status` shows it as a foreign holder that excludes us.
 #[test]
 fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let (client, mut conn) = client_and_raw_connection(&redis).await;
 
-        // The first grant seeds the slot's fencing counter (with the full script); those
-        // after it are first tries.
-        client
-            .mutex("record")
-            .lock()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
         let guard = client
             .mutex("record")
             .lock_with(&LockOptions::new().ttl(Duration::from_secs(2)))
@@ -413,25 +412,9 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
             .unwrap();
         assert!(value.starts_with("{\"t\":\""), "{value}");
         let record: serde_json::Value = serde_json::from_str(&value).unwrap();
-        assert_eq!(record["k"], "mutex");
-        assert!(record.get("f").is_none(), "counted after the SET: {value}");
-        let state = &client.status(Some("record")).await.unwrap()[0];
-        assert_eq!(state.holders[0].fencing_token, 0, "not written in yet");
-        guard.renew().await.unwrap();
-        let value: String = redis::cmd("GET")
-            .arg("record")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let record: serde_json::Value = serde_json::from_str(&value).unwrap();
         assert_eq!(record["f"], guard.fencing_token().to_string());
+        assert_eq!(record["k"], "mutex");
         guard.renew().await.unwrap();
-        let again: String = redis::cmd("GET")
-            .arg("record")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert_eq!(again, value, "written in once");
         let pttl: i64 = redis::cmd("PTTL")
             .arg("record")
             .query_async(&mut conn)
@@ -472,14 +455,22 @@ fn the_lock_key_holds_our_holder_record_and_a_foreign_token_shows_as_foreign() {
 }
 
 /// A grant's fencing token goes into its record in whole decimal digits, whatever its
-/// size (the first try's at the first renewal), and the record shows the token the holder
-/// was given. A counter below 10^12 was never seeded: the grant seeds it from the server's
-/// clock, and its record has the token at once.
+/// size (a first try of plain commands' at the first renewal), and the record shows the
+/// token the holder was given. A counter below 10^12 was never seeded: the grant seeds it
+/// from the server's clock.
 #[test]
 fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        let (client, mut conn) = client_and_raw_connection(&redis).await;
+        for query in ["", "?first_try=commands"] {
+            grant_records_its_fencing_token_whole(&redis, query).await;
+        }
+    });
+}
+
+async fn grant_records_its_fencing_token_whole(redis: &distlock_testkit::Server, query: &str) {
+    {
+        let (client, mut conn) = client_with_and_raw_connection(redis, query).await;
         let before_us = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -494,6 +485,7 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
             let guard = client.mutex("sized").lock().await.unwrap();
             // The server's clock, a second's slack for a machine whose clocks differ.
             assert!(guard.fencing_token() > before_us - 1_000_000, "seeded");
+            guard.renew().await.unwrap();
             let value: String = redis::cmd("GET")
                 .arg("sized")
                 .query_async(&mut conn)
@@ -526,11 +518,11 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
             assert_eq!(record["f"], (last + 1).to_string(), "{value}");
             guard.release().await.unwrap();
         }
-    });
+    }
 }
 
-/// Queues a waiter for `name` by hand, as a distlock client would: `fair` or not, waiting
-/// since `since_ms` (server clock), listening on a channel nobody listens on.
+/// Queues a waiter for `name` by hand, as a distlock client would: not fair, waiting since
+/// `since_ms` (server clock), listening on a channel nobody listens on.
 async fn queue_waiter(conn: &mut redis::aio::MultiplexedConnection, name: &str, since_ms: u64) {
     let record = serde_json::json!({
         "t": "queued-by-hand", "k": "mutex", "n": 1, "l": 1, "o": "by-hand", "h": "h",
@@ -551,7 +543,48 @@ async fn queue_waiter(conn: &mut redis::aio::MultiplexedConnection, name: &str, 
         .unwrap();
 }
 
-/// A first try takes a free lock with plain commands and keeps it only where nobody queued
+/// A first try of plain commands (`first_try=commands`) writes the holder record without
+/// the fencing token, counted after it: `status` shows token 0 until the first renewal
+/// writes it in, once; a note written under the grant writes it in too.
+#[test]
+fn a_first_try_of_commands_writes_the_token_in_at_the_first_renewal_or_note() {
+    distlock_testkit::block_on(async {
+        let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+        let (client, mut conn) =
+            client_with_and_raw_connection(&redis, "?first_try=commands").await;
+        let get =
+            async |conn: &mut redis::aio::MultiplexedConnection, key: &str| -> serde_json::Value {
+                let value: String = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
+                serde_json::from_str(&value).unwrap()
+            };
+        let guard = client.mutex("renewed").lock().await.unwrap();
+        let record = get(&mut conn, "renewed").await;
+        assert!(record.get("f").is_none(), "counted after the SET: {record}");
+        let state = &client.status(Some("renewed")).await.unwrap()[0];
+        assert_eq!(state.holders[0].fencing_token, 0, "not written in yet");
+        guard.renew().await.unwrap();
+        let record = get(&mut conn, "renewed").await;
+        assert_eq!(record["f"], guard.fencing_token().to_string());
+        guard.renew().await.unwrap();
+        assert_eq!(get(&mut conn, "renewed").await, record, "written in once");
+        let state = &client.status(Some("renewed")).await.unwrap()[0];
+        assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
+        guard.release().await.unwrap();
+
+        let election = client.election("noted").identity("first");
+        let leading = election.campaign().await.unwrap();
+        let leader = election
+            .leader()
+            .await
+            .unwrap()
+            .expect("its note names its token");
+        assert_eq!(leader.term, leading.term());
+        let record = get(&mut conn, "noted").await;
+        assert_eq!(record["f"], leading.term().to_string());
+    });
+}
+
+/// A first try of plain commands takes a free lock and keeps it only where nobody queued
 /// for it; where someone did, the full script takes the try's record back and decides: a
 /// fair request, or any request behind a starving waiter, is refused and leaves the lock
 /// free for the waiter; a request that may overtake a waiter that is not starving gets the
@@ -560,7 +593,8 @@ async fn queue_waiter(conn: &mut redis::aio::MultiplexedConnection, name: &str, 
 fn a_first_try_that_finds_a_queue_lets_the_queue_decide() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
-        let (client, mut conn) = client_and_raw_connection(&redis).await;
+        let (client, mut conn) =
+            client_with_and_raw_connection(&redis, "?first_try=commands").await;
         let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
         let now_ms = secs * 1000;
 

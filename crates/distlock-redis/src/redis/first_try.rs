@@ -1,5 +1,6 @@
-//! The first try of an exclusive request nobody queued, on one server or a cluster: three
-//! plain commands in one round trip, no script. On the server this is the cheapest grant
+//! The first try of an exclusive request nobody queued, on one server or a cluster, where
+//! the client asks for it (`first_try=commands`): three plain commands in one round trip,
+//! no script. On the server this is the cheapest grant
 //! that keeps what a grant carries (about what the minimal `SET NX PX` lock costs, where a
 //! script call costs as much again as the commands it runs):
 //!
@@ -8,17 +9,21 @@
 //! 3. `INCR <fencing counter>` counts the grant's fencing token.
 //!
 //! The three need not run as one: the grant stands only where the `SET` took the lock and,
-//! after it, nobody queued or held a shared lease, and the counter had been seeded (is at
-//! least [`SEEDED_FROM`]). A reader admitted before the `SET` still holds its lease when the
-//! `EXISTS` runs, or has given it up; one that asks after the `SET` is refused. The counter
-//! is counted after the lock was taken, so tokens follow grants in order as the scripts'
-//! do. Where the grant does not stand, the full script decides, and finds the record this
-//! try left (one without a fencing token) as this request's own: it takes it back and
-//! decides afresh, handing the lock on where it refuses.
+//! after it, nobody queued or held a shared lease. A reader admitted before the `SET` still
+//! holds its lease when the `EXISTS` runs, or has given it up; one that asks after the `SET`
+//! is refused. The counter is counted after the lock was taken, so tokens follow grants in
+//! order as the scripts' do; where it was never seeded (it counted below [`SEEDED_FROM`]: a
+//! server's first grants, or a slot's, or a day after its counter was seeded), a small
+//! script seeds it and counts the token. Where the grant does not stand, the full script
+//! decides, and finds the record this try left (one without a fencing token) as this
+//! request's own: it takes it back and decides afresh, handing the lock on where it
+//! refuses.
 //!
 //! The record the `SET` writes has no fencing token, which is counted after it: the
-//! holder's first renewal writes it in (the renewal script's fourth argument), and until
-//! then `inspect` shows the holder with token 0.
+//! holder's first renewal or note writes it in (see `record_fence` in helpers.lua), and
+//! until then `inspect` shows the holder with token 0, breaking it by its token takes
+//! token 0, and a hand-off of it is adopted by its request token alone. That is why this
+//! try is asked for, not the default.
 
 use distlock_core::Result;
 use distlock_core::backend::Ticket;
@@ -29,6 +34,7 @@ use super::connection::Conn;
 use crate::error::redis_error;
 use crate::keys::Key;
 use crate::record::RequestRecord;
+use crate::scripts::{Call, SCRIPTS};
 
 /// The least value of a seeded fencing counter: the scripts seed a counter (re)created by
 /// an `INCR` at the server's clock in microseconds, far above this. A first try that counts
@@ -83,6 +89,12 @@ impl RedisBackend {
         Ok(match answer {
             (Value::Nil, _, _) => FirstTry::Taken(record),
             (_, 0, fence) if fence >= SEEDED_FROM => FirstTry::Granted(fence as u64),
+            (_, 0, _) => {
+                let mut seed = Call::new(&SCRIPTS.seed_fence, keys, &[Key::Fence]);
+                seed.arg(self.fence_ttl_ms);
+                let fence: u64 = self.invoke_on(conn, "acquire", &seed).await?;
+                FirstTry::Granted(fence)
+            }
             _ => FirstTry::Undecided(record),
         })
     }

@@ -88,6 +88,8 @@ pub struct RedisBackend {
     /// How long a lock a release hands this client's waiter stays granted unconfirmed
     /// (`handoff_claim`); zero where its waiters take no hand-offs.
     handoff_claim: Duration,
+    /// Whether a first try is plain commands (`first_try=commands`; see `first_try`).
+    first_try_commands: bool,
     /// The news releases send this client's waiters (see [`Handovers`]).
     handovers: Arc<Handovers>,
     /// The names lately found taken (see [`Contended`]).
@@ -275,6 +277,7 @@ impl RedisBackend {
                 true => Duration::ZERO,
                 false => config.handoff_claim,
             },
+            first_try_commands: config.first_try_commands,
             handovers,
             contended: Contended::default(),
             in_order: Vec::new(),
@@ -456,9 +459,9 @@ impl Backend for RedisBackend {
     }
 
     /// A poll of an exclusive request that has not queued itself tries a fast path first
-    /// (the common case: a free lock nobody waits for): three plain commands (see
-    /// `first_try`), or on a RedLock master, whose tokens follow the clock, the fast-path
-    /// script. A request that has queued itself, a shared one, or one on a name this
+    /// (the common case: a free lock nobody waits for): the fast-path script, or with
+    /// `first_try=commands` three plain commands (see `first_try`; not on a RedLock
+    /// master, whose tokens follow the clock). A request that has queued itself, a shared one, or one on a name this
     /// client lately found taken (see `Contended`), goes to the full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         if let Some(handed) = self.handed_over(ticket) {
@@ -471,7 +474,7 @@ impl Backend for RedisBackend {
             && ticket.request.kind.is_exclusive()
             && !self.contended.lately(&ticket.request.name);
         let floor = self.token_floor(ticket);
-        let record = if fast && floor.is_none() {
+        let record = if fast && floor.is_none() && self.first_try_commands {
             match self.first_try(conn.clone(), ticket).await? {
                 FirstTry::Granted(fence) => {
                     ticket.state_or_default::<RedisTicket>().unrecorded_fence = Some(fence);

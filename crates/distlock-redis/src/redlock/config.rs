@@ -66,6 +66,11 @@ impl RedlockConfig {
                 "handoff_claim is for one Redis server: a RedLock's releases hand nothing on (its masters keep no queue)",
             ));
         }
+        if url.query_pairs().any(|(key, _)| key == "first_try") {
+            return Err(Error::invalid(
+                "first_try is for one Redis server or a cluster: a RedLock master's tokens follow the clock, which takes a script",
+            ));
+        }
         // Every other parameter is each master's, which its own parse checks.
         let passed = params.into_rest();
         let hosts = match hosts {

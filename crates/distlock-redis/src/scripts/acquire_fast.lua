@@ -1,12 +1,14 @@
--- The acquire fast path of a RedLock master, a script of its own (elsewhere the first try
--- is no script: see first_try.rs): an exclusive request (mutex or write) that nobody
--- queued, on a free lock that nobody waits for or shares, the common case. Every
+-- The acquire fast path, a script of its own (a client with `first_try=commands` tries
+-- with plain commands instead, but on a RedLock master: see first_try.rs): an exclusive
+-- request (mutex or write) that nobody queued, on a free lock that nobody waits for or
+-- shares, the common case. Every
 -- key, argument and command here is paid for on every uncontended cycle, so it takes the
 -- fewest that the grant needs, defines no function and decodes no JSON.
 -- KEYS: LOCK, FENCE, QUEUE, LEASES (as keys.lua names them).
 -- ARGV: ttl_ms; the holder record's head: the request's record (t first) with its closing
 --       brace replaced by `,"f":"`, so that the fencing token and `"}` complete it;
---       fence_ttl_ms; the least token (the client's clock in microseconds).
+--       fence_ttl_ms; for a RedLock master, the least token (the client's clock in
+--       microseconds).
 -- Returns the grant's fencing token, or -1 where the fast path does not apply (the client
 -- then runs acquire.lua).
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) ~= 0 then
