@@ -13,6 +13,27 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(target, liveness = Lease);
 distlock_testkit::process_suite!(target);
 
+/// The cluster with `first_try=commands` (see `redis_first_try.rs`): its three commands go
+/// to the lock's slot as one pipeline.
+mod first_try {
+    async fn target() -> distlock_testkit::Target {
+        let cluster = distlock_testkit::redis_cluster(3, 0).unwrap_or_else(|e| panic!("{e}"));
+        let url = cluster.url();
+        let joint = if url.contains('?') { '&' } else { '?' };
+        distlock_testkit::Target::new(format!("{url}{joint}first_try=commands")).keep(cluster)
+    }
+
+    distlock_testkit::conformance_suite!(@tests target;
+        mutual_exclusion_across_tasks,
+        fencing_tokens_strictly_increase,
+        fencing_tokens_increase_in_grant_order_for_every_kind,
+        cancelled_acquire_leaves_nothing,
+        rwlock_waiting_writer_blocks_new_readers,
+        fair_mode_grants_in_arrival_order,
+        notes_are_fenced_and_stamped_by_the_store,
+    );
+}
+
 /// A primary holding a lock is killed and its replica promoted. The guard goes at risk
 /// while renewals fail; it never reads `Held` past its `safe_until` without a renewal that
 /// moved it. Afterwards it is either still held — the replica had the lock (replication is

@@ -354,6 +354,12 @@ impl RedisConfig {
             ca => ca.map(Into::into),
         };
         let layout = layout(&mut params, &prefix, min_replicas)?;
+        if first_try_commands && matches!(layout, Layout::Redisson { .. }) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "layout=redisson takes no first_try: its locks are Redisson's scripts",
+            ));
+        }
         if fence_ttl_given && matches!(layout, Layout::Redisson { .. }) {
             return Err(Error::new(
                 ErrorKind::Unsupported,
