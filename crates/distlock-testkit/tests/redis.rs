@@ -469,56 +469,44 @@ fn a_grant_records_its_fencing_token_whole_whatever_its_size() {
 }
 
 async fn grant_records_its_fencing_token_whole(redis: &distlock_testkit::Server, query: &str) {
-    {
-        let (client, mut conn) = client_with_and_raw_connection(redis, query).await;
-        let before_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_micros() as u64;
-        for last in [41_u64, 999_999_999_990] {
-            let _: () = redis::cmd("SET")
-                .arg(distlock::redis::fencing_counter_key("", "sized").unwrap())
-                .arg(last)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let guard = client.mutex("sized").lock().await.unwrap();
-            // The server's clock, a second's slack for a machine whose clocks differ.
+    let (client, mut conn) = client_with_and_raw_connection(redis, query).await;
+    let before_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let counters = [
+        41_u64,
+        999_999_999_990,
+        999_999_999_999,
+        4_000_000_000_000_000,
+        9_007_199_254_740_000,
+    ];
+    for last in counters {
+        let _: () = redis::cmd("SET")
+            .arg(distlock::redis::fencing_counter_key("", "sized").unwrap())
+            .arg(last)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let guard = client.mutex("sized").lock().await.unwrap();
+        if last + 1 < 1_000_000_000_000 {
+            // Never seeded: seeded at the server's clock, a second's slack for a machine
+            // whose clocks differ.
             assert!(guard.fencing_token() > before_us - 1_000_000, "seeded");
-            guard.renew().await.unwrap();
-            let value: String = redis::cmd("GET")
-                .arg("sized")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let record: serde_json::Value = serde_json::from_str(&value).unwrap();
-            assert_eq!(record["f"], guard.fencing_token().to_string(), "{value}");
-            guard.release().await.unwrap();
-        }
-        for last in [
-            999_999_999_999_u64,
-            4_000_000_000_000_000,
-            9_007_199_254_740_000,
-        ] {
-            let _: () = redis::cmd("SET")
-                .arg(distlock::redis::fencing_counter_key("", "sized").unwrap())
-                .arg(last)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let guard = client.mutex("sized").lock().await.unwrap();
+        } else {
             assert_eq!(guard.fencing_token(), last + 1);
-            guard.renew().await.unwrap();
-            let value: String = redis::cmd("GET")
-                .arg("sized")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let record: serde_json::Value = serde_json::from_str(&value).unwrap();
-            assert_eq!(record["f"], (last + 1).to_string(), "{value}");
-            guard.release().await.unwrap();
         }
+        guard.renew().await.unwrap();
+        let record = record_of(&mut conn, "sized").await;
+        assert_eq!(record["f"], guard.fencing_token().to_string(), "{record}");
+        guard.release().await.unwrap();
     }
+}
+
+/// The holder record under lock key `key`.
+async fn record_of(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> serde_json::Value {
+    let value: String = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
+    serde_json::from_str(&value).unwrap()
 }
 
 /// Queues a waiter for `name` by hand, as a distlock client would: not fair, waiting since
@@ -552,21 +540,20 @@ fn a_first_try_of_commands_writes_the_token_in_at_the_first_renewal_or_note() {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let (client, mut conn) =
             client_with_and_raw_connection(&redis, "?first_try=commands").await;
-        let get =
-            async |conn: &mut redis::aio::MultiplexedConnection, key: &str| -> serde_json::Value {
-                let value: String = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
-                serde_json::from_str(&value).unwrap()
-            };
         let guard = client.mutex("renewed").lock().await.unwrap();
-        let record = get(&mut conn, "renewed").await;
+        let record = record_of(&mut conn, "renewed").await;
         assert!(record.get("f").is_none(), "counted after the SET: {record}");
         let state = &client.status(Some("renewed")).await.unwrap()[0];
         assert_eq!(state.holders[0].fencing_token, 0, "not written in yet");
         guard.renew().await.unwrap();
-        let record = get(&mut conn, "renewed").await;
+        let record = record_of(&mut conn, "renewed").await;
         assert_eq!(record["f"], guard.fencing_token().to_string());
         guard.renew().await.unwrap();
-        assert_eq!(get(&mut conn, "renewed").await, record, "written in once");
+        assert_eq!(
+            record_of(&mut conn, "renewed").await,
+            record,
+            "written in once"
+        );
         let state = &client.status(Some("renewed")).await.unwrap()[0];
         assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
         guard.release().await.unwrap();
@@ -579,7 +566,7 @@ fn a_first_try_of_commands_writes_the_token_in_at_the_first_renewal_or_note() {
             .unwrap()
             .expect("its note names its token");
         assert_eq!(leader.term, leading.term());
-        let record = get(&mut conn, "noted").await;
+        let record = record_of(&mut conn, "noted").await;
         assert_eq!(record["f"], leading.term().to_string());
     });
 }
@@ -622,13 +609,8 @@ fn a_first_try_that_finds_a_queue_lets_the_queue_decide() {
         // Waiting since an hour from now: not starving for a while.
         queue_waiter(&mut conn, "overtaken", now_ms + 3_600_000).await;
         let guard = client.mutex("overtaken").try_lock().await.unwrap().unwrap();
-        let value: String = redis::cmd("GET")
-            .arg("overtaken")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let record: serde_json::Value = serde_json::from_str(&value).unwrap();
-        assert_eq!(record["f"], guard.fencing_token().to_string(), "{value}");
+        let record = record_of(&mut conn, "overtaken").await;
+        assert_eq!(record["f"], guard.fencing_token().to_string(), "{record}");
         guard.release().await.unwrap();
     });
 }
