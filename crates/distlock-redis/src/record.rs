@@ -108,7 +108,7 @@ impl<'a> RequestRecord<'a> {
 /// How the holder record of the request with `token` starts, `{"t":"<token>"`. Like every
 /// script, it takes the token as it stands in the record, as distlock's tokens (hex digits)
 /// do.
-fn record_start(token: &str) -> String {
+pub(crate) fn record_start(token: &str) -> String {
     let mut start = String::with_capacity(token.len() + 12);
     start.push_str("{\"t\":\"");
     start.push_str(token);

@@ -29,8 +29,8 @@ pub(crate) struct Scripts {
     pub(crate) cancel: Script,
     pub(crate) restamp: Script,
     pub(crate) redlock_waiting: Script,
-    /// Counts a first try's token where the fencing counter was never seeded (keys: the
-    /// counter).
+    /// Counts a first try's token where the fencing counter was never seeded, if the lock is
+    /// still the request's (keys: the counter, the lock): the token, or -1.
     pub(crate) seed_fence: Script,
     /// Breaks grants whoever holds them (`Client::force_release`).
     pub(crate) force_release: Script,

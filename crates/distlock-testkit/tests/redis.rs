@@ -15,6 +15,8 @@ mod links;
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
+
 use distlock::{ErrorKind, Health, LockOptions};
 
 /// A resource that applies a write only with a fencing token newer than the last one it
@@ -510,17 +512,22 @@ async fn record_of(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> s
 }
 
 /// Queues a waiter for `name` by hand, as a distlock client would: not fair, waiting since
-/// `since_ms` (server clock), listening on a channel nobody listens on.
+/// `since_ms` (server clock), listening on channel `nobody-listens`.
 async fn queue_waiter(conn: &mut redis::aio::MultiplexedConnection, name: &str, since_ms: u64) {
     let record = serde_json::json!({
         "t": "queued-by-hand", "k": "mutex", "n": 1, "l": 1, "o": "by-hand", "h": "h",
         "p": 1, "a": "0", "s": since_ms.to_string(), "e": "99999999999999",
         "c": "nobody-listens", "f": false,
     });
+    let arrival: u64 = redis::cmd("INCR")
+        .arg(format!("{{{name}}}:seq"))
+        .query_async(&mut *conn)
+        .await
+        .unwrap();
     let _: () = redis::pipe()
         .cmd("ZADD")
         .arg(format!("{{{name}}}:queue"))
-        .arg(1)
+        .arg(arrival)
         .arg("queued-by-hand")
         .cmd("HSET")
         .arg(format!("{{{name}}}:waiters"))
@@ -533,13 +540,20 @@ async fn queue_waiter(conn: &mut redis::aio::MultiplexedConnection, name: &str, 
 
 /// A first try of plain commands (`first_try=commands`) writes the holder record without
 /// the fencing token, counted after it: `status` shows token 0 until the first renewal
-/// writes it in, once; a note written under the grant writes it in too.
+/// writes it in, once; a note written under the grant writes it in too. (A first try that
+/// seeds its slot's counter writes the token in as it does.)
 #[test]
 fn a_first_try_of_commands_writes_the_token_in_at_the_first_renewal_or_note() {
     distlock_testkit::block_on(async {
         let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
         let (client, mut conn) =
             client_with_and_raw_connection(&redis, "?first_try=commands").await;
+        // The first grant in the name's slot seeds its counter, and writes the token in
+        // as it does.
+        let seeding = client.mutex("renewed").lock().await.unwrap();
+        let record = record_of(&mut conn, "renewed").await;
+        assert_eq!(record["f"], seeding.fencing_token().to_string());
+        seeding.release().await.unwrap();
         let guard = client.mutex("renewed").lock().await.unwrap();
         let record = record_of(&mut conn, "renewed").await;
         assert!(record.get("f").is_none(), "counted after the SET: {record}");
@@ -558,6 +572,15 @@ fn a_first_try_of_commands_writes_the_token_in_at_the_first_renewal_or_note() {
         assert_eq!(state.holders[0].fencing_token, guard.fencing_token());
         guard.release().await.unwrap();
 
+        // Its slot's counter seeded, so that only the note can write the token in.
+        client
+            .mutex("noted")
+            .lock()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
         let election = client.election("noted").identity("first");
         let leading = election.campaign().await.unwrap();
         let leader = election
@@ -585,12 +608,19 @@ fn a_first_try_that_finds_a_queue_lets_the_queue_decide() {
         let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
         let now_ms = secs * 1000;
 
+        // The waiter's channel, where a release (or a lock taken back) wakes it.
+        let subscriber = redis::Client::open(format!("redis://{}/0", redis.addr())).unwrap();
+        let mut pubsub = subscriber.get_async_pubsub().await.unwrap();
+        pubsub.subscribe("nobody-listens").await.unwrap();
         queue_waiter(&mut conn, "fair", now_ms).await;
-        let fair = LockOptions::new()
-            .fair(true)
-            .wait(Duration::from_millis(30));
-        let tried = client.mutex("fair").lock_with(&fair).await;
-        assert_eq!(tried.unwrap_err().kind(), ErrorKind::Timeout);
+        let fair = LockOptions::new().fair(true);
+        let tried = client.mutex("fair").with_options(fair).try_lock().await;
+        assert!(tried.unwrap().is_none(), "the waiter goes first");
+        let woken = tokio::time::timeout(Duration::from_secs(2), pubsub.on_message().next())
+            .await
+            .expect("the lock taken back goes to the waiter")
+            .unwrap();
+        assert_eq!(woken.get_payload::<String>().unwrap(), "queued-by-hand");
         let left: Option<String> = redis::cmd("GET")
             .arg("fair")
             .query_async(&mut conn)

@@ -1,8 +1,9 @@
 //! The conformance tests a client with `first_try=commands` passes on a real Redis: every
 //! one but those that read a fresh grant's fencing token back from the store (`status`
 //! right after a grant, breaking or adopting a grant by its token), which such a grant's
-//! record holds only from its first renewal or note (see `RedisConfig::first_try_commands`).
-//! The process suite runs in full.
+//! record holds only from its first renewal or note (see `RedisConfig::first_try_commands`),
+//! and the capability declaration, which the default client's suite checks. The process
+//! suite runs in full.
 
 async fn target() -> distlock_testkit::Target {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
@@ -42,5 +43,6 @@ distlock_testkit::conformance_suite!(@tests target;
     breaking_without_a_token_breaks_every_holder,
     renewal_keeps_the_lock,
     lost_fires_after_takeover,
+    semaphore_permits_of_a_crashed_holder_return,
 );
 distlock_testkit::process_suite!(target);

@@ -6,15 +6,20 @@
 //!
 //! 1. `SET <lock> <holder record> NX PX <ttl>` takes the lock if nobody holds it;
 //! 2. `EXISTS <queue> <leases>` tells whether anyone waits for it or shares it;
-//! 3. `INCR <fencing counter>` counts the grant's fencing token.
+//! 3. `INCR <fencing counter>` counts the grant's fencing token;
+//! 4. `GET <lock>` tells whether the lock is still this request's.
 //!
-//! The three need not run as one: the grant stands only where the `SET` took the lock and,
-//! after it, nobody queued or held a shared lease. A reader admitted before the `SET` still
-//! holds its lease when the `EXISTS` runs, or has given it up; one that asks after the `SET`
-//! is refused. The counter is counted after the lock was taken, so tokens follow grants in
-//! order as the scripts' do; where it was never seeded (it counted below [`SEEDED_FROM`]: a
-//! server's first grants, or a slot's, or a day after its counter was seeded), a small
-//! script seeds it and counts the token. Where the grant does not stand, the full script
+//! The four need not run as one: the grant stands only where the `SET` took the lock, the
+//! `GET` finds it still this request's (only this request writes a record under its token,
+//! once, so it was held throughout), and nobody queued or held a shared lease when the
+//! `EXISTS` ran in between. A reader admitted before the `SET` still holds its lease when
+//! the `EXISTS` runs, or has given it up; one that asks after the `SET` is refused. The
+//! counter is counted while the lock was held, so tokens follow grants in order as the
+//! scripts' do: one counted before a grant that came earlier, one after its release for a
+//! grant that comes later. Where the counter was never seeded (it counted below
+//! [`SEEDED_FROM`]: a server's first grants, or a slot's, or a day after its counter was
+//! seeded), a small script seeds it and counts the token, where the lock is still this
+//! request's, and writes the token into the record. Where the grant does not stand, the full script
 //! decides, and finds the record this try left (one without a fencing token) as this
 //! request's own: it takes it back and decides afresh, handing the lock on where it
 //! refuses.
@@ -33,7 +38,7 @@ use super::RedisBackend;
 use super::connection::Conn;
 use crate::error::redis_error;
 use crate::keys::Key;
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, record_start};
 use crate::scripts::{Call, SCRIPTS};
 
 /// The least value of a seeded fencing counter: the scripts seed a counter (re)created by
@@ -43,8 +48,10 @@ pub(crate) const SEEDED_FROM: i64 = 1_000_000_000_000;
 
 /// What a first try came to.
 pub(super) enum FirstTry {
-    /// Granted with this fencing token.
+    /// Granted with this fencing token, which the holder record lacks.
     Granted(u64),
+    /// Granted with this fencing token, which the holder record has.
+    GrantedRecorded(u64),
     /// The lock is taken: the full script decides, with this holder record.
     Taken(String),
     /// The try took the lock, but the grant does not stand: the full script decides (it
@@ -74,9 +81,14 @@ impl RedisBackend {
             .arg(keys.named(Key::Leases));
         let mut incr = Cmd::with_capacity(2, name_bytes + 8);
         incr.arg("INCR").arg(keys.named(Key::Fence));
-        let mut pipe = Pipeline::with_capacity(3);
-        pipe.add_command(set).add_command(exists).add_command(incr);
-        let answer: (Value, i64, i64) = match pipe.query_async(&mut conn).await {
+        let mut get = Cmd::with_capacity(2, name_bytes + 8);
+        get.arg("GET").arg(keys.named(Key::Lock));
+        let mut pipe = Pipeline::with_capacity(4);
+        pipe.add_command(set)
+            .add_command(exists)
+            .add_command(incr)
+            .add_command(get);
+        let answer: (Value, i64, i64, Option<Vec<u8>>) = match pipe.query_async(&mut conn).await {
             // Sent again, the SET finds the record of the first sending (when it ran) and
             // fails: the full script then takes that record back.
             Err(err) if err.is_connection_dropped() || err.is_io_error() => {
@@ -86,14 +98,24 @@ impl RedisBackend {
             answer => answer,
         }
         .map_err(redis_error("acquire"))?;
+        let start = record_start(&request.token);
+        let still_ours = |held: &Option<Vec<u8>>| {
+            held.as_deref()
+                .is_some_and(|held| held.starts_with(start.as_bytes()))
+        };
         Ok(match answer {
-            (Value::Nil, _, _) => FirstTry::Taken(record),
-            (_, 0, fence) if fence >= SEEDED_FROM => FirstTry::Granted(fence as u64),
-            (_, 0, _) => {
-                let mut seed = Call::new(&SCRIPTS.seed_fence, keys, &[Key::Fence]);
-                seed.arg(self.fence_ttl_ms);
-                let fence: u64 = self.invoke_on(conn, "acquire", &seed).await?;
-                FirstTry::Granted(fence)
+            (Value::Nil, ..) => FirstTry::Taken(record),
+            (_, 0, fence, held) if fence >= SEEDED_FROM && still_ours(&held) => {
+                FirstTry::Granted(fence as u64)
+            }
+            (_, 0, _, held) if still_ours(&held) => {
+                let mut seed = Call::new(&SCRIPTS.seed_fence, keys, &[Key::Fence, Key::Lock]);
+                seed.arg(self.fence_ttl_ms).arg(&start);
+                let fence: i64 = self.invoke_on(conn, "acquire", &seed).await?;
+                match u64::try_from(fence) {
+                    Ok(fence) => FirstTry::GrantedRecorded(fence),
+                    Err(_) => FirstTry::Undecided(record),
+                }
             }
             _ => FirstTry::Undecided(record),
         })

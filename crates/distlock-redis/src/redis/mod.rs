@@ -480,6 +480,7 @@ impl Backend for RedisBackend {
                     ticket.state_or_default::<RedisTicket>().unrecorded_fence = Some(fence);
                     return self.granted(ticket, fence).await;
                 }
+                FirstTry::GrantedRecorded(fence) => return self.granted(ticket, fence).await,
                 FirstTry::Taken(record) => {
                     self.contended.note(&ticket.request.name);
                     record

@@ -120,6 +120,16 @@ local function starving(info)
   return tonumber(info.s) <= t - tonumber(ARGV[8])
 end
 
+-- Refuses a request that may never mix with the current holders or waiters (`refused`,
+-- compatible's error); a lock this request took back is passed on first, as a release
+-- would (a script's writes stand whatever it answers).
+local function mismatched(refused)
+  if took_back then
+    hand_on(false, ARGV[12])
+  end
+  return refused
+end
+
 -- The queue: only as much of it as the decision needs, so that the cost of a poll does not
 -- grow with the number of waiters in the common cases.
 -- * An exclusive request, or one the holders leave no room for, needs the first live
@@ -162,11 +172,11 @@ if queue_exists then
     end
     return first_only or (writers_matter and writer_waits)
   end)
-  if refused then return refused end
+  if refused then return mismatched(refused) end
 end
 for _, c in ipairs(holders) do
   local refused = compatible(c)
-  if refused then return refused end
+  if refused then return mismatched(refused) end
 end
 
 local function with(extra)
