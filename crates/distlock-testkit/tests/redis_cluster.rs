@@ -13,7 +13,7 @@ async fn target() -> distlock_testkit::Target {
 distlock_testkit::conformance_suite!(target, liveness = Lease);
 distlock_testkit::process_suite!(target);
 
-/// The cluster with `first_try=commands` (see `redis_first_try.rs`): its three commands go
+/// The cluster with `first_try=commands` (see `redis_first_try.rs`): its four commands go
 /// to the lock's slot as one pipeline.
 mod first_try {
     async fn target() -> distlock_testkit::Target {

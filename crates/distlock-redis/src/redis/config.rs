@@ -134,9 +134,9 @@ pub struct RedisConfig {
     /// and wait to be woken and try, as they do on a cluster, and where grants wait for
     /// replicas).
     pub handoff_claim: std::time::Duration,
-    /// Whether an exclusive request nobody queued tries first with three plain commands
+    /// Whether an exclusive request nobody queued tries first with four plain commands
     /// instead of a script (`first_try=commands`; default `script`). The server does about
-    /// half the work for such a grant (a cycle costs it 1.35× the minimal lock's instead of
+    /// half the work for such a grant (a cycle costs it 1.4× the minimal lock's instead of
     /// 2.35×), but the grant's holder record lacks its fencing token until the first
     /// renewal or note: until then `status` shows the holder with token 0, breaking it by
     /// its token needs token 0, and a hand-off of it is adopted by its request token alone.

@@ -1,8 +1,8 @@
 //! The first try of an exclusive request nobody queued, on one server or a cluster, where
-//! the client asks for it (`first_try=commands`): three plain commands in one round trip,
-//! no script. On the server this is the cheapest grant
-//! that keeps what a grant carries (about what the minimal `SET NX PX` lock costs, where a
-//! script call costs as much again as the commands it runs):
+//! the client asks for it (`first_try=commands`): four plain commands in one round trip,
+//! no script. On the server this is the cheapest grant that keeps what a grant carries
+//! (the minimal `SET NX PX` lock's `SET` and three short commands, where a script call
+//! costs as much again as the commands it runs):
 //!
 //! 1. `SET <lock> <holder record> NX PX <ttl>` takes the lock if nobody holds it;
 //! 2. `EXISTS <queue> <leases>` tells whether anyone waits for it or shares it;
@@ -19,7 +19,7 @@
 //! grant that comes later. Where the counter was never seeded (it counted below
 //! [`SEEDED_FROM`]: a server's first grants, or a slot's, or a day after its counter was
 //! seeded), a small script seeds it and counts the token, where the lock is still this
-//! request's, and writes the token into the record. Where the grant does not stand, the full script
+//! request's. Where the grant does not stand, the full script
 //! decides, and finds the record this try left (one without a fencing token) as this
 //! request's own: it takes it back and decides afresh, handing the lock on where it
 //! refuses.
@@ -50,8 +50,6 @@ pub(crate) const SEEDED_FROM: i64 = 1_000_000_000_000;
 pub(super) enum FirstTry {
     /// Granted with this fencing token, which the holder record lacks.
     Granted(u64),
-    /// Granted with this fencing token, which the holder record has.
-    GrantedRecorded(u64),
     /// The lock is taken: the full script decides, with this holder record.
     Taken(String),
     /// The try took the lock, but the grant does not stand: the full script decides (it
@@ -113,7 +111,7 @@ impl RedisBackend {
                 seed.arg(self.fence_ttl_ms).arg(&start);
                 let fence: i64 = self.invoke_on(conn, "acquire", &seed).await?;
                 match u64::try_from(fence) {
-                    Ok(fence) => FirstTry::GrantedRecorded(fence),
+                    Ok(fence) => FirstTry::Granted(fence),
                     Err(_) => FirstTry::Undecided(record),
                 }
             }

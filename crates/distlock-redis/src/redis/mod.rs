@@ -460,9 +460,10 @@ impl Backend for RedisBackend {
 
     /// A poll of an exclusive request that has not queued itself tries a fast path first
     /// (the common case: a free lock nobody waits for): the fast-path script, or with
-    /// `first_try=commands` three plain commands (see `first_try`; not on a RedLock
-    /// master, whose tokens follow the clock). A request that has queued itself, a shared one, or one on a name this
-    /// client lately found taken (see `Contended`), goes to the full script at once.
+    /// `first_try=commands` four plain commands (see `first_try`; not on a RedLock
+    /// master, whose tokens follow the clock). A request that has queued itself, a shared
+    /// one, or one on a name this client lately found taken (see `Contended`), goes to the
+    /// full script at once.
     async fn poll(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         if let Some(handed) = self.handed_over(ticket) {
             return Ok(handed);
@@ -480,7 +481,6 @@ impl Backend for RedisBackend {
                     ticket.state_or_default::<RedisTicket>().unrecorded_fence = Some(fence);
                     return self.granted(ticket, fence).await;
                 }
-                FirstTry::GrantedRecorded(fence) => return self.granted(ticket, fence).await,
                 FirstTry::Taken(record) => {
                     self.contended.note(&ticket.request.name);
                     record
