@@ -71,6 +71,11 @@ fn rows_of(place: &str, text: &str) -> Vec<Row> {
             Some((_, name)) => format!("{place} `{name}`"),
             None => place.to_owned(),
         };
+        // A run of chosen tests (`conformance_suite!(@tests target; …)`, as for a URL
+        // option that changes one path) declares no suite of its own.
+        if code.contains("_suite!(@tests") {
+            continue;
+        }
         if let Some(args) = code.strip_prefix("distlock_testkit::conformance_suite!(") {
             let liveness = args
                 .split("liveness = ")
@@ -112,7 +117,9 @@ fn matrix(root: &Path) -> String {
          templates, jobs); \"refused\" means the backend lacks the capability and the suite checks\n\
          that it refuses it as `Unsupported`. PostgreSQL's and MySQL's session modes hold each\n\
          lock on a database connection of its own, yet declare lease liveness: the core renews\n\
-         their grants as leases, each renewal asking whether the connection still holds it.\n\n\
+         their grants as leases, each renewal asking whether the connection still holds it.\n\
+         Runs of chosen tests (`conformance_suite!(@tests …)`, as for a URL option that\n\
+         changes one path, such as Redis's `first_try=commands`) are not rows.\n\n\
          | tests | grants live by | read/write locks | semaphores | fair queue | breaking | notes (once_per, job_status, elections) | hand-offs | processes |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
