@@ -6,19 +6,17 @@ use std::time::{Duration, Instant};
 use distlock::{ErrorKind, LockOptions};
 use distlock_testkit::Server;
 
+#[path = "redis_common/masters.rs"]
+mod masters;
 #[path = "redis_common/stats.rs"]
 mod stats;
 
+use masters::{masters_with, raw_connections};
 use stats::{reset_stats, script_calls};
 
 /// Three masters and the `redlock://` URL naming them.
 fn masters() -> (Vec<Server>, String) {
-    let servers: Vec<Server> = (0..3)
-        .map(|_| distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
-    let url = format!("redlock://{}/0", hosts.join(","));
-    (servers, url)
+    masters_with("")
 }
 
 async fn target() -> distlock_testkit::Target {
@@ -40,14 +38,12 @@ fn masters_whose_counters_fell_behind_still_give_a_greater_token() {
         let held = client.mutex("job").lock().await.unwrap();
         let first = held.fencing_token();
         held.release().await.unwrap();
-        for server in &servers {
-            let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
-            let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
+        for raw in &mut raw_connections(&servers).await {
             redis::cmd("SET")
                 .arg(distlock::redis::fencing_counter_key("", "job").unwrap())
                 .arg(first - 100)
                 .arg("KEEPTTL")
-                .query_async::<()>(&mut raw)
+                .query_async::<()>(raw)
                 .await
                 .unwrap();
         }
@@ -71,11 +67,7 @@ fn an_uncontended_cycle_costs_each_master_two_calls() {
     distlock_testkit::block_on(async {
         let (servers, url) = masters();
         let client = distlock::Client::connect(&url).await.unwrap();
-        let mut raws = Vec::new();
-        for server in &servers {
-            let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
-            raws.push(raw.get_multiplexed_async_connection().await.unwrap());
-        }
+        let mut raws = raw_connections(&servers).await;
         // Until every master took part in whole cycles (a client starts once a majority
         // answered and connects the rest on the side; taking part sends a master the
         // acquire's and the release's scripts).
@@ -166,11 +158,7 @@ fn settle_waits_for_the_release_on_a_slower_master() {
 fn a_master_connected_late_is_left_no_grant() {
     distlock_testkit::block_on(async {
         let (servers, url) = masters();
-        let mut raws = Vec::new();
-        for server in &servers {
-            let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
-            raws.push(raw.get_multiplexed_async_connection().await.unwrap());
-        }
+        let mut raws = raw_connections(&servers).await;
         for round in 0..10 {
             let client = distlock::Client::connect(&url).await.unwrap();
             let name = format!("first/{round}");
@@ -275,7 +263,11 @@ fn a_master_paused_past_the_ttl_and_resumed_gives_no_second_holder() {
         let held = a.mutex("job").lock_with(&ttl).await.unwrap();
         servers[2].pause();
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert!(held.health().is_valid(), "renewed by the two live masters");
+        assert!(
+            held.health().is_valid(),
+            "renewed by the two live masters: {:?}",
+            held.health()
+        );
         servers[2].resume();
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(b.mutex("job").try_lock().await.unwrap().is_none());
@@ -323,11 +315,7 @@ fn redlocks_reaches_every_master_over_tls_and_passwords_stay_hidden() {
 fn a_master_that_lost_its_scripts_is_left_no_grant() {
     distlock_testkit::block_on(async {
         let (servers, url) = masters();
-        let mut raws = Vec::new();
-        for server in &servers {
-            let raw = redis::Client::open(format!("redis://{}/0", server.addr())).unwrap();
-            raws.push(raw.get_multiplexed_async_connection().await.unwrap());
-        }
+        let mut raws = raw_connections(&servers).await;
         let client = distlock::Client::connect(&url).await.unwrap();
         // Every master connected (a client starts once a majority answered).
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -94,6 +94,21 @@ impl LocalWakers {
         }
     }
 
+    /// Wakes every waiter: for a backend whose wake-ups may have gone astray (its
+    /// subscription was down a while), so that each looks again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// distlock_core::backend::LocalWakers::new().wake_all();
+    /// ```
+    pub fn wake_all(&self) {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        for notify in slots.values() {
+            notify.notify_one();
+        }
+    }
+
     /// Drops the slot of a ticket that was granted or cancelled.
     ///
     /// # Examples

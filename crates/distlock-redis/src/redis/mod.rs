@@ -23,8 +23,9 @@ use contended::Contended;
 use first_try::FirstTry;
 use handovers::Handovers;
 use keyspace::Keyspace;
+pub(crate) use redlock_calls::{LetGo, MasterWake};
 use refused::RedisTicket;
-pub(crate) use refused::{refused_for_foreign, ticket_with_token_floor};
+pub(crate) use refused::{refused_for_foreign, ticket_for_master};
 
 mod adopt;
 pub(crate) mod channels;
@@ -52,6 +53,8 @@ const IN_ORDER_STRIPES: usize = 64;
 /// every two seconds, so a live waiter always refreshes it in time; a dead one is gone
 /// within this.
 const WAITER_LEASE: Duration = Duration::from_secs(5);
+/// A starvation limit no waiter reaches (a thousand years, in milliseconds).
+const NEVER_STARVING_MS: u64 = 1000 * 365 * 24 * 3600 * 1000;
 
 /// A lock store on one Redis server.
 ///
@@ -167,6 +170,19 @@ impl RedisBackend {
                 .lock()
                 .await,
         )
+    }
+
+    /// How long a waiter may be passed over before newcomers must let it go first
+    /// ([`STARVATION`]); never on a RedLock master, whose queue orders hand-offs only: a
+    /// lock found free there goes to whoever asks. A master that missed a grant (out of
+    /// reach, restarted, or a replica promoted in its place) may keep the queue entry of a
+    /// waiter granted on the others, which would hold the next majority back until it
+    /// expired; and RedLock's exclusion rests on majorities alone.
+    fn starvation_ms(&self) -> u64 {
+        match self.tokens_at_clock {
+            true => NEVER_STARVING_MS,
+            false => STARVATION.as_millis() as u64,
+        }
     }
 
     /// The least fencing token `ticket`'s grant may take, where tokens follow the clock:
@@ -519,7 +535,7 @@ impl Backend for RedisBackend {
             .arg(u8::from(request.wait))
             .arg(u8::from(request.fair))
             .arg(WAITER_LEASE.as_millis() as u64)
-            .arg(STARVATION.as_millis() as u64)
+            .arg(self.starvation_ms())
             .arg(&self.channel)
             .arg(request.permits)
             .arg(request.kind.limit())
@@ -527,6 +543,9 @@ impl Backend for RedisBackend {
             .arg(self.claim_for(request).as_millis() as u64);
         if let Some(floor) = self.token_floor(ticket) {
             full.arg(floor);
+            if let Some(order) = ticket.state::<RedisTicket>().and_then(|s| s.queue_order) {
+                full.arg(order);
+            }
         }
         let sent = tokio::time::Instant::now();
         let answer: Vec<i64> = self.invoke_on(conn, "acquire", &full).await?;

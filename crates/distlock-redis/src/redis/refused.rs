@@ -21,8 +21,11 @@ pub(super) struct RedisTicket {
     /// Its last poll was refused for a lock a foreign client holds.
     refused_for_foreign: bool,
     /// The least fencing token its grant may take, where a RedLock set one for all its
-    /// masters' tries (see [`ticket_with_token_floor`]).
+    /// masters' tries (see [`ticket_for_master`]).
     pub(super) token_floor: Option<u64>,
+    /// Its place in the queue, where a RedLock set one for all its masters (see
+    /// [`ticket_for_master`]).
+    pub(super) queue_order: Option<u64>,
     /// When its last refused poll was sent, and the server's clock (ms) as it refused it:
     /// a grant handed over later, stamped with the server's clock, was made no earlier
     /// than that much after the poll was sent.
@@ -33,12 +36,15 @@ pub(super) struct RedisTicket {
 }
 
 /// A ticket for one master's try of a RedLock request whose grant's token is at least
-/// `floor` on every master: tried with one floor, the masters give one token, and none
-/// needs stamping with the token agreed on afterwards.
-pub(crate) fn ticket_with_token_floor(request: LockRequest, floor: u64) -> Ticket {
+/// `floor` on every master (tried with one floor, the masters give one token, and none
+/// needs stamping with the token agreed on afterwards), and which waits, if it waits, at
+/// place `queue_order` of every master's queue (the same number on each, so that every
+/// master puts the same waiter first).
+pub(crate) fn ticket_for_master(request: LockRequest, floor: u64, queue_order: u64) -> Ticket {
     let mut ticket = Ticket::new(request);
     ticket.set_state(RedisTicket {
         token_floor: Some(floor),
+        queue_order: Some(queue_order),
         ..RedisTicket::default()
     });
     ticket

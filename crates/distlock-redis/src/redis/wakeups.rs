@@ -21,7 +21,7 @@ use crate::scripts::load_ours;
 /// connection to `channels` for the channels waiters watch, and the news a release sends
 /// its waiters to `handovers`. Subscribed again after losing the server (restarted, it
 /// may have lost its scripts), it gives `scripts_to` the scripts back at once, so the
-/// client's next calls find them. Returns once the first subscription is in place.
+/// client's next calls find them, and wakes every waiter. Returns once the first subscription is in place.
 pub(crate) async fn listen(
     servers: Vec<redis::Client>,
     channel: String,
@@ -51,6 +51,10 @@ pub(crate) async fn listen(
                                     tracing::debug!(error = %err, "loading the lock scripts again failed");
                                 }
                             });
+                            // Wake-ups sent while it was down went astray: every waiter
+                            // looks again now (a restarted server, or a replica promoted
+                            // in its place, may have the lock free).
+                            wakers.wake_all();
                         }
                     }
                     let (sink, mut messages) = pubsub.split();

@@ -1,5 +1,6 @@
 //! A RedLock acquire: one try on every master at once, granted where a majority grant and
-//! agree on a fencing token.
+//! agree on a fencing token; a waiting request that is refused waits in every master's
+//! queue, at the same place in each.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,7 @@ use super::backend::{MAX_RETRY_DELAY, RedlockBackend, grant_of};
 use super::connect::Master;
 use super::fanout::Answers;
 use crate::foreign::ForeignBackoff;
-use crate::redis::{clock_floor, refused_for_foreign, ticket_with_token_floor};
+use crate::redis::{LetGo, clock_floor, refused_for_foreign, ticket_for_master};
 
 /// How long a waiter's status record lives without being written again; it is written
 /// again after [`WAITER_NOTE_EVERY`], so the record of a waiter whose process died is gone
@@ -28,6 +29,10 @@ struct RedlockTicket {
     noted: Option<Instant>,
     /// How it waits while a foreign RedLock client (rslock, redsync, …) holds the lock.
     foreign: ForeignBackoff,
+    /// Its place in every master's queue: this client's clock, in microseconds, when it
+    /// first tried. Every master orders its waiters by it, so a release on any hands the
+    /// lock to the same waiter where the waiters reached every master.
+    queue_order: Option<u64>,
 }
 
 impl RedlockBackend {
@@ -35,14 +40,15 @@ impl RedlockBackend {
     pub(super) async fn try_masters(&self, ticket: &mut Ticket) -> Result<PollOutcome> {
         let request = ticket.request.clone();
         let request = &request;
-        // The masters never queue a RedLock request: each poll is a try on all of them.
-        let mut attempt = request.clone();
-        attempt.wait = false;
         let started = Instant::now();
         let timeout = self.node_timeout(request.ttl);
         // One floor for every master's try, so that masters whose counters are behind it
         // give one token (none to stamp afterwards).
         let floor = clock_floor();
+        let queue_order = *ticket
+            .state_or_default::<RedlockTicket>()
+            .queue_order
+            .get_or_insert(floor);
         // A master that grants after the majority was counted holds the same grant: if it
         // gave another token, it is stamped with the one the holder is given, once that is
         // decided (so adopting and breaking the grant by its token find it there too). One granted after a try that failed is left: the request's next try
@@ -91,7 +97,7 @@ impl RedlockBackend {
             .on_all_until(
                 timeout,
                 |master| {
-                    let mut attempt = ticket_with_token_floor(attempt.clone(), floor);
+                    let mut attempt = ticket_for_master(request.clone(), floor, queue_order);
                     let foreign = foreign.clone();
                     async move {
                         let answer = master.ready()?.poll(&mut attempt).await?;
@@ -126,11 +132,18 @@ impl RedlockBackend {
             .await
         {
             let _ = decided.send(Some(token));
+            for master in self.masters.iter().filter_map(|master| master.ready().ok()) {
+                master.forget_waiter(&request.token);
+            }
             self.note_waiter(ticket, false).await;
             return Ok(PollOutcome::granted(token));
         }
-        if !fences.is_empty() {
-            self.release_everywhere(&grant_of(request), timeout).await;
+        // Granted on too few masters (the masters' heads differ, or a release has not
+        // reached them all): given back, and tried again after a random pause.
+        let split = !fences.is_empty();
+        if split {
+            self.let_go_everywhere(&grant_of(request), LetGo::GiveBack, timeout)
+                .await;
         }
         if let Err(err) = self.quorum_of("acquire", &answers) {
             self.note_waiter(ticket, false).await;
@@ -141,7 +154,9 @@ impl RedlockBackend {
         }
         // Foreign clients retry within milliseconds and wake nobody when they release: a
         // waiter behind one polls from a millisecond up, as on one Redis server (the core
-        // polls a millisecond after `retry_within`).
+        // polls a millisecond after `retry_within`). A waiter behind distlock holders is
+        // woken by their releases (see `wait_for_wakes`), and looks again when their lease
+        // ends; after a split, or for a request that does not wait, a random pause.
         let backoff = &mut ticket.state_or_default::<RedlockTicket>().foreign;
         let retry_within = match foreign.load(Ordering::Relaxed) > 0 && request.wait {
             true => backoff
@@ -150,7 +165,10 @@ impl RedlockBackend {
                 .min(holder_left.unwrap_or(Duration::MAX)),
             false => {
                 backoff.restart();
-                retry_delay(holder_left)
+                match request.wait && !split {
+                    true => holder_left.unwrap_or(MAX_RETRY_DELAY),
+                    false => retry_delay(holder_left),
+                }
             }
         };
         Ok(PollOutcome::pending(Some(retry_within)))

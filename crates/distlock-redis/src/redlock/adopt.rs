@@ -8,6 +8,7 @@ use distlock_core::backend::{Grant, Ticket, adopt_refused};
 use distlock_core::{Error, ErrorKind, Result};
 
 use super::backend::{RedlockBackend, grant_of};
+use crate::redis::LetGo;
 
 impl RedlockBackend {
     /// Gives `ticket`'s request the grant `handed` of `fencing_token` on a majority of
@@ -43,7 +44,8 @@ impl RedlockBackend {
             return Ok(token);
         }
         if !fences.is_empty() {
-            self.release_everywhere(&grant_of(&request), timeout).await;
+            self.let_go_everywhere(&grant_of(&request), LetGo::Release, timeout)
+                .await;
         }
         if refused > self.masters() - self.quorum {
             return Err(adopt_refused(&request.name));

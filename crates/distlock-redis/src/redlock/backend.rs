@@ -13,6 +13,7 @@ use super::config::RedlockConfig;
 use super::connect::Master;
 use super::fanout::Answers;
 use super::tails::Tails;
+use crate::redis::LetGo;
 
 /// The shortest and longest default bound on one master's answer.
 const NODE_TIMEOUT_RANGE: (Duration, Duration) =
@@ -155,14 +156,15 @@ impl RedlockBackend {
         .with_operation(operation))
     }
 
-    /// Releases `lease` on every master, whatever each holds.
-    pub(super) async fn release_everywhere(
+    /// Lets go of `lease` on every master, whatever each holds, as `why` says.
+    pub(super) async fn let_go_everywhere(
         &self,
         lease: &Grant,
+        why: LetGo,
         timeout: Duration,
     ) -> Answers<bool> {
         self.on_all(timeout, |master| async move {
-            Ok(master.release(lease).await? == LeaseOutcome::Done)
+            Ok(master.let_go(lease, why).await? == LeaseOutcome::Done)
         })
         .await
     }
@@ -181,17 +183,17 @@ impl Backend for RedlockBackend {
 
     /// Mutexes only. Not semaphores: permits granted on different majorities can exceed the
     /// limit with no master seeing it. Not read/write locks: a waiting writer must hold back
-    /// new readers, which needs a queue every master agrees on. Not fair mode, for the same
-    /// reason: masters keep no RedLock queue.
+    /// new readers, which needs one queue every master agrees on, and each master keeps its
+    /// own. Not fair mode, for the same reason. Waiters are woken by releases (pushed), and
+    /// refresh their places in the masters' queues.
     fn capabilities(&self) -> Capabilities {
-        // Mutexes only, each poll a try on every master: nothing queued to refresh.
         let mut caps = Capabilities::lease();
         caps.fencing = true;
         caps.durable_fencing = true;
         caps.force_release = true;
         caps.notes = true;
         caps.adopt = true;
-        caps.waiter_refresh = None;
+        caps.push_wakeups = true;
         caps
     }
 
@@ -200,19 +202,22 @@ impl Backend for RedlockBackend {
         self.try_masters(ticket).await
     }
 
-    async fn wait_for_change(
-        &self,
-        _ticket: &mut Ticket,
-        backstop: Option<Duration>,
-    ) -> Result<()> {
-        tokio::time::sleep(backstop.unwrap_or(MAX_RETRY_DELAY)).await;
+    /// Waits until releases on a majority of masters woke the ticket (see
+    /// [`wait_for_wakes`](Self::wait_for_wakes)), or `backstop`.
+    async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
+        self.wait_for_wakes(ticket, backstop).await;
         Ok(())
     }
 
+    /// Withdraws the request on every master: its place in the queue, and any grant made
+    /// under its token (a hand-off that reached it as it gave up is passed on).
     async fn cancel(&self, ticket: &mut Ticket) -> Result<()> {
         let timeout = self.node_timeout(ticket.request.ttl);
-        self.release_everywhere(&grant_of(&ticket.request), timeout)
-            .await;
+        let request = &ticket.request;
+        self.on_all(timeout, |master| async move {
+            master.cancel(&mut Ticket::new(request.clone())).await
+        })
+        .await;
         self.note_waiter(ticket, false).await;
         Ok(())
     }
@@ -259,7 +264,10 @@ impl Backend for RedlockBackend {
                 timeout,
                 |master| {
                     let lease = lease.clone();
-                    async move { Ok(master.ready()?.release(&lease).await? == LeaseOutcome::Done) }
+                    async move {
+                        let released = master.ready()?.let_go(&lease, LetGo::Release).await?;
+                        Ok(released == LeaseOutcome::Done)
+                    }
                 },
                 |released| released.iter().flatten().filter(|r| **r).count() >= self.quorum,
                 |_, _| async {},

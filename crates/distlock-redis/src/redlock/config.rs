@@ -61,11 +61,6 @@ impl RedlockConfig {
                 Some(timeout)
             }
         };
-        if url.query_pairs().any(|(key, _)| key == "handoff_claim") {
-            return Err(Error::invalid(
-                "handoff_claim is for one Redis server: a RedLock's releases hand nothing on (its masters keep no queue)",
-            ));
-        }
         if url.query_pairs().any(|(key, _)| key == "first_try") {
             return Err(Error::invalid(
                 "first_try is for one Redis server or a cluster: a RedLock master's tokens follow the clock, which takes a script",

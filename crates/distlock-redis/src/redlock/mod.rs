@@ -7,9 +7,34 @@
 //! each master it is the Redis backend's own acquire (the same keys and script, so
 //! `distlock status` against one master shows its part). The lock is held when a majority
 //! (N/2 + 1) granted it and time is left: the guard counts its lease from when the requests
-//! went out, less 1 % of the TTL and 2 ms for clock drift. Otherwise it is released on every
-//! master at once and tried again after a random pause of at most 50 ms (or the holder's time
-//! left). Masters keep no wait queue for RedLock requests: waiting is trying again.
+//! went out, less 1 % of the TTL and 2 ms for clock drift.
+//!
+//! # How a waiter waits
+//!
+//! A refused request that waits takes a place in every master's queue (the Redis
+//! backend's own), at the same place in each: the client's clock in microseconds when it
+//! first tried, so every master orders the same waiters alike, where each would order them
+//! by arrival. A release on a master hands the lock there to its head waiter for a short
+//! claim (`handoff_claim`, as on one Redis server) and tells that waiter's client; the
+//! waiters behind it hear nothing (one message per master per release: no herd). The head
+//! tries once a majority of masters told it, or `node_timeout` after the first did: its
+//! try finds the grants made for it, confirms them for its TTL, and is granted in one
+//! round trip. A head that died, or stopped, lets the claims lapse; the waiter behind it
+//! was told to look again then.
+//!
+//! A master's queue orders its hand-offs only: a lock found free there goes to whoever
+//! asks, waiters ahead or not. A master that missed a grant (out of reach, restarted, or a
+//! replica promoted in its place) may still hold the queue entry of a waiter since granted
+//! on the others, which would hold the next majority back until it expired; RedLock's
+//! exclusion rests on majorities alone. A client whose subscription to a master was down
+//! wakes all its waiters once it is back: the wake-ups sent meanwhile went astray.
+//!
+//! Where the masters' heads differ (a waiter's place reached only some masters, or the
+//! holder's release has not reached a majority yet), a try is granted on too few: it gives
+//! those grants back, leaving the lock free there and waking the head (not handing it on,
+//! which would pass a grant that did not stand down the queue), and tries again after a
+//! random pause of at most 50 ms (or the holder's time left). A request that does not
+//! wait never queues: refused, it gives back what it won the same way.
 //!
 //! Renewal and release go to all masters. A renewal holds the lock when a majority renewed;
 //! when so many masters say "not held" that no majority can, the guard is `Lost`; when too
@@ -19,11 +44,10 @@
 //! Mutexes are supported: two majorities always share a master, and that master refuses
 //! one of two grants. Semaphores are not (permits granted on different majorities could
 //! exceed the limit with no master seeing it); read/write locks and fair mode are not
-//! either, since a waiting writer holding back new readers, like FIFO order, needs one
-//! queue all masters agree on, and RedLock has none. Each is refused with `Unsupported`.
-//! Waiters are still shown by `distlock status`: a waiting request leaves a record on
-//! every master (written every second, gone 5 s after its process stops) that no grant
-//! reads.
+//! either, since a waiting writer holding back new readers, like strict FIFO order, needs
+//! one queue all masters agree on, and each master keeps its own. Each is refused with
+//! `Unsupported`. `distlock status` shows the waiters from a record each leaves on every
+//! master (written every second, gone 5 s after its process stops).
 //!
 //! # Fencing tokens
 //!
@@ -33,7 +57,9 @@
 //! behind it. A grant's token is the highest count among the majority that granted it,
 //! and before the grant is reported that token is written back as the floor of the counter
 //! on the masters of that majority that counted less (with one least token for all of
-//! them, they agree, which is the steady state, and this costs nothing). Any later majority shares a master with it, whose next
+//! them, they agree, which is the steady state, and this costs nothing). A grant a release
+//! handed on is counted by its master alone, one above its last, and agreed on the same
+//! way when the waiter's try confirms it. Any later majority shares a master with it, whose next
 //! count is higher, so tokens strictly increase — as long as masters keep their counters.
 //! A master restarted without persistence forgets its counter and locks; its count restarts
 //! from its clock, so tokens stay increasing unless its clock went back, but the lock itself
@@ -58,6 +84,7 @@ mod fanout;
 mod inspect;
 mod notes;
 mod tails;
+mod wakes;
 
 pub use backend::RedlockBackend;
 pub use config::RedlockConfig;

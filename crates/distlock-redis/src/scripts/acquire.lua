@@ -5,7 +5,9 @@
 -- ARGV: token, ttl_ms, record, kind, wait (0|1), fair (0|1), waiter_lease_ms,
 --       starvation_ms, wake channel, permits, limit, fence_ttl_ms, hand-off claim ms (0:
 --       the request takes no hand-offs; see `hand_on`); for a RedLock master, the least
---       token (the client's clock in microseconds).
+--       token (the client's clock in microseconds) and the request's place in the queue
+--       (the client's clock in microseconds when it first tried: every master then
+--       orders the same waiters alike, where each would order them by arrival).
 -- `record` is the holder record without its fencing token, a JSON object the client wrote:
 -- {t, k, n, l, o, h, p, a}, t first; the script appends f (the token) when it grants.
 -- Returns {1, fencing_token} when granted (a grant already made under the token, by a
@@ -214,7 +216,7 @@ if wait then
   if not info then
     info = cjson.decode(record)
     info.s, info.c, info.f, info.g = text(now()), ARGV[9], fair, tonumber(ARGV[13])
-    redis.call('ZADD', QUEUE, redis.call('INCR', SEQ), token)
+    redis.call('ZADD', QUEUE, ARGV[15] or redis.call('INCR', SEQ), token)
   end
   info.e = text(now() + tonumber(ARGV[7]))
   if foreign then info.x = text(now()) end
