@@ -29,10 +29,6 @@ pub(crate) enum Key {
     Seq,
     /// Shared grants' records.
     LeaseInfo,
-    /// RedLock waiters (status only): token -> expiry.
-    RedlockWaiting,
-    /// RedLock waiters (status only): token -> record.
-    RedlockWaitingInfo,
     /// The lock's note (a job's run record): hash of value, fencing token, the server's
     /// time of the write and the end of its quiet window.
     Note,
@@ -79,8 +75,6 @@ impl Key {
             Key::Waiters => "waiters",
             Key::Seq => "seq",
             Key::LeaseInfo => "lease-info",
-            Key::RedlockWaiting => "redlock-waiting",
-            Key::RedlockWaitingInfo => "redlock-waiting-info",
             Key::Note => "note",
         })
     }

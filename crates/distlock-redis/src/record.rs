@@ -282,6 +282,22 @@ pub(crate) fn live_waiters(snapshot: WaitingSnapshot) -> Vec<(String, WaiterInfo
         .collect()
 }
 
+/// The waiters of one lock's queue (its records by request token, as `HGETALL` of the
+/// waiters' hash reads them) whose places are still kept at server time `time`, by
+/// request token.
+pub(crate) fn queued_waiters(
+    time: (u64, u64),
+    records: HashMap<String, String>,
+) -> Vec<(String, WaiterInfo)> {
+    let now_ms = server_ms(time);
+    records
+        .into_iter()
+        .filter_map(|(token, raw)| Some((token, serde_json::from_str::<WaiterRecord>(&raw).ok()?)))
+        .filter(|(_, record)| number(&record.e) > now_ms)
+        .map(|(token, record)| (token, record.into_info()))
+        .collect()
+}
+
 /// What the acquire script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AcquireAnswer {
@@ -333,6 +349,11 @@ pub(crate) fn decode_any(reply: &[u8]) {
     }
     if let Ok(snapshot) = WaitingSnapshot::from_redis_value(value.clone()) {
         live_waiters(snapshot);
+    }
+    if let Ok((time, records)) =
+        <((u64, u64), HashMap<String, String>)>::from_redis_value(value.clone())
+    {
+        queued_waiters(time, records);
     }
     if let Ok(answer) = Vec::<i64>::from_redis_value(value) {
         let _ = AcquireAnswer::decode(&answer);

@@ -13,7 +13,7 @@ const RECORD_START: &[u8] = br#"{"t":""#;
 
 impl RedisBackend {
     /// The names of the locks on one server that distlock holds (a lock key with our
-    /// holder record) or shares (shared grants), or that have waiters (a RedLock's too). A
+    /// holder record) or shares (shared grants), or that have waiters. A
     /// foreign client's lock, a bare token, is not told from any other key: it is listed
     /// where distlock waiters queue behind it. With no prefix, every string key of the
     /// database is looked at (its first bytes, a page of keys a round trip); keys that are
@@ -24,7 +24,7 @@ impl RedisBackend {
     ) -> Result<Vec<String>> {
         let prefix = self.prefix.as_str();
         let mut names = Vec::new();
-        for which in [Key::Queue, Key::Leases, Key::RedlockWaiting] {
+        for which in [Key::Queue, Key::Leases] {
             let pattern = LockKeys::companion_pattern(prefix, which);
             let mut cursor = Some(0);
             while let Some(at) = cursor {

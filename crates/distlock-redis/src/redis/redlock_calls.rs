@@ -1,10 +1,8 @@
 //! What a RedLock asks of each of its masters beyond the calls every Redis lock makes: its
-//! waiters' records, for `status`; the stamp of a grant's token; a release that says why
-//! it lets go; and its waiters' wake-ups.
+//! waiters by request token, for `status`; the stamp of a grant's token; a release that
+//! says why it lets go; and its waiters' wake-ups.
 
-use std::time::Duration;
-
-use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, Ticket};
+use distlock_core::backend::{Grant, LeaseOutcome, Ticket};
 use distlock_core::{Result, WaiterInfo};
 use tokio::time::Instant;
 
@@ -12,7 +10,7 @@ use super::RedisBackend;
 use super::handovers::News;
 use crate::error::redis_error;
 use crate::keys::Key;
-use crate::record::{self, RequestRecord, WaitingSnapshot, unwaited_start};
+use crate::record::{self, unwaited_start};
 use crate::scripts::{Call, SCRIPTS};
 
 /// Why a RedLock lets go of its grant on one master.
@@ -36,29 +34,6 @@ pub(crate) enum MasterWake {
 }
 
 impl RedisBackend {
-    /// Records RedLock waiter `request` (waiting since `since_ms`) for `lease`, or with
-    /// `lease` `None` removes its record. The records are for `status` only.
-    pub(crate) async fn note_redlock_waiter(
-        &self,
-        request: &LockRequest,
-        since_ms: u64,
-        lease: Option<Duration>,
-    ) -> Result<()> {
-        let keys = self.keys(&request.name)?;
-        let record = match lease {
-            Some(lease) => (
-                RequestRecord::of(request).waiter_json(since_ms, lease, request.fair)?,
-                lease.as_millis() as u64,
-            ),
-            None => (String::new(), 0),
-        };
-        let waiting_keys = [Key::RedlockWaiting, Key::RedlockWaitingInfo];
-        let mut note = Call::new(&SCRIPTS.redlock_waiting, keys, &waiting_keys);
-        note.arg(&request.token).arg(record.1).arg(record.0);
-        let _: u64 = self.invoke(&request.name, "acquire", &note).await?;
-        Ok(())
-    }
-
     /// Lets go of RedLock grant `grant` on this master, as `why` says. A release tries the
     /// fast path first unless this client lately found the lock taken here (others then
     /// likely wait, and the fast path would not apply).
@@ -108,18 +83,18 @@ impl RedisBackend {
         self.handovers.take(token);
     }
 
-    /// The live RedLock waiters of lock `name`, by request token.
+    /// The waiters in lock `name`'s queue whose places are still kept, by request token
+    /// (a RedLock merges the masters' queues by it).
     pub(crate) async fn redlock_waiters(&self, name: &str) -> Result<Vec<(String, WaiterInfo)>> {
         let keys = self.keys(name)?;
         let mut conn = self.conn_for(name);
-        let snapshot: WaitingSnapshot = redis::pipe()
+        let (time, records) = redis::pipe()
             .cmd("TIME")
-            .zrange_withscores(keys.named(Key::RedlockWaiting), 0, -1)
-            .hgetall(keys.named(Key::RedlockWaitingInfo))
+            .hgetall(keys.named(Key::Waiters))
             .query_async(&mut conn)
             .await
             .map_err(redis_error("inspect"))?;
-        Ok(record::live_waiters(snapshot))
+        Ok(record::queued_waiters(time, records))
     }
 
     /// Stamps the grant under request `token` of lock `name` with fencing token `token_value`

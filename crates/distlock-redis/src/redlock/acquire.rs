@@ -16,17 +16,9 @@ use super::fanout::Answers;
 use crate::foreign::ForeignBackoff;
 use crate::redis::{LetGo, clock_floor, refused_for_foreign, ticket_for_master};
 
-/// How long a waiter's status record lives without being written again; it is written
-/// again after [`WAITER_NOTE_EVERY`], so the record of a waiter whose process died is gone
-/// within this.
-const WAITER_NOTE_LEASE: Duration = Duration::from_secs(5);
-const WAITER_NOTE_EVERY: Duration = Duration::from_secs(1);
-
 /// What a RedLock ticket remembers (a ticket keeps one state, so all of it is here).
 #[derive(Default)]
 struct RedlockTicket {
-    /// When its waiter's status record was last written.
-    noted: Option<Instant>,
     /// How it waits while a foreign RedLock client (rslock, redsync, …) holds the lock.
     foreign: ForeignBackoff,
     /// Its place in every master's queue: this client's clock, in microseconds, when it
@@ -135,7 +127,6 @@ impl RedlockBackend {
             for master in self.masters.iter().filter_map(|master| master.ready().ok()) {
                 master.forget_waiter(&request.token);
             }
-            self.note_waiter(ticket, false).await;
             return Ok(PollOutcome::granted(token));
         }
         // Granted on too few masters (the masters' heads differ, or a release has not
@@ -145,13 +136,7 @@ impl RedlockBackend {
             self.let_go_everywhere(&grant_of(request), LetGo::GiveBack, timeout)
                 .await;
         }
-        if let Err(err) = self.quorum_of("acquire", &answers) {
-            self.note_waiter(ticket, false).await;
-            return Err(err);
-        }
-        if request.wait {
-            self.note_waiter(ticket, true).await;
-        }
+        self.quorum_of("acquire", &answers)?;
         // Foreign clients retry within milliseconds and wake nobody when they release: a
         // waiter behind one polls from a millisecond up, as on one Redis server (the core
         // polls a millisecond after `retry_within`). A waiter behind distlock holders is
@@ -172,31 +157,6 @@ impl RedlockBackend {
             }
         };
         Ok(PollOutcome::pending(Some(retry_within)))
-    }
-
-    /// Writes the status record of the ticket's waiting request on every master, unless
-    /// written recently; with `waiting` false, removes it if it was written.
-    pub(super) async fn note_waiter(&self, ticket: &mut Ticket, waiting: bool) {
-        let noted = &mut ticket.state_or_default::<RedlockTicket>().noted;
-        let due = match waiting {
-            true => match noted {
-                Some(at) if at.elapsed() < WAITER_NOTE_EVERY => false,
-                _ => {
-                    *noted = Some(Instant::now());
-                    true
-                }
-            },
-            false => noted.take().is_some(),
-        };
-        let request = &ticket.request;
-        if due {
-            let lease = waiting.then_some(WAITER_NOTE_LEASE);
-            let since = request.meta.acquired_at_unix_ms;
-            self.on_all(self.node_timeout(request.ttl), |master| {
-                master.note_redlock_waiter(request, since, lease)
-            })
-            .await;
-        }
     }
 }
 

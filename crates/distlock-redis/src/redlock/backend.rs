@@ -218,7 +218,6 @@ impl Backend for RedlockBackend {
             master.cancel(&mut Ticket::new(request.clone())).await
         })
         .await;
-        self.note_waiter(ticket, false).await;
         Ok(())
     }
 
