@@ -46,8 +46,9 @@
 //! exceed the limit with no master seeing it); read/write locks and fair mode are not
 //! either, since a waiting writer holding back new readers, like strict FIFO order, needs
 //! one queue all masters agree on, and each master keeps its own. Each is refused with
-//! `Unsupported`. `distlock status` shows the waiters from a record each leaves on every
-//! master (written every second, gone 5 s after its process stops).
+//! `Unsupported`. `distlock status` shows the waiters of the masters' queues (an entry is
+//! refreshed every two seconds while its request waits, and gone 5 s after its process
+//! stops).
 //!
 //! # Fencing tokens
 //!
