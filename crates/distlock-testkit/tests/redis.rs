@@ -12,12 +12,15 @@ distlock_testkit::process_suite!(target);
 
 #[path = "redis_faults/links.rs"]
 mod links;
+#[path = "redis_common/queue.rs"]
+mod queue;
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 
 use distlock::{ErrorKind, Health, LockOptions};
+use queue::{ByHand, queue_by_hand};
 
 /// A resource that applies a write only with a fencing token newer than the last one it
 /// applied — what a store guarded by distlock should do.
@@ -512,30 +515,21 @@ async fn record_of(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> s
 }
 
 /// Queues a waiter for `name` by hand, as a distlock client would: not fair, waiting since
-/// `since_ms` (server clock), listening on channel `nobody-listens`.
+/// `since_ms` (server clock), listening on channel `nobody-listens`, taking no hand-offs.
 async fn queue_waiter(conn: &mut redis::aio::MultiplexedConnection, name: &str, since_ms: u64) {
-    let record = serde_json::json!({
-        "t": "queued-by-hand", "k": "mutex", "n": 1, "l": 1, "o": "by-hand", "h": "h",
-        "p": 1, "a": "0", "s": since_ms.to_string(), "e": "99999999999999",
-        "c": "nobody-listens", "f": false,
-    });
-    let arrival: u64 = redis::cmd("INCR")
+    let place: u64 = redis::cmd("INCR")
         .arg(format!("{{{name}}}:seq"))
         .query_async(&mut *conn)
         .await
         .unwrap();
-    let _: () = redis::pipe()
-        .cmd("ZADD")
-        .arg(format!("{{{name}}}:queue"))
-        .arg(arrival)
-        .arg("queued-by-hand")
-        .cmd("HSET")
-        .arg(format!("{{{name}}}:waiters"))
-        .arg("queued-by-hand")
-        .arg(record.to_string())
-        .query_async(conn)
-        .await
-        .unwrap();
+    let waiter = ByHand {
+        token: "queued-by-hand",
+        channel: "nobody-listens",
+        place,
+        since_ms,
+        claim_ms: 0,
+    };
+    queue_by_hand(conn, name, waiter).await;
 }
 
 /// A first try of plain commands (`first_try=commands`) writes the holder record without

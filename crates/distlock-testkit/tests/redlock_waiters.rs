@@ -7,10 +7,13 @@ use std::time::{Duration, Instant};
 
 #[path = "redis_common/masters.rs"]
 mod masters;
+#[path = "redis_common/queue.rs"]
+mod queue;
 #[path = "redis_common/stats.rs"]
 mod stats;
 
 use masters::{masters_with, raw_connections};
+use queue::{ByHand, queue_by_hand};
 use stats::{reset_stats, script_calls};
 
 type Raw = redis::aio::MultiplexedConnection;
@@ -130,29 +133,6 @@ fn waiters_are_granted_in_the_order_they_came() {
     });
 }
 
-/// Queues a waiter by hand at the head of lock `name`'s queue on the master behind `raw`:
-/// its client listens on `channel` (so a release hands it the lock for `claim_ms`) but
-/// never confirms a grant.
-async fn queue_a_silent_head(raw: &mut Raw, name: &str, channel: &str, claim_ms: u64) {
-    let record = serde_json::json!({
-        "t": "silent-head", "k": "mutex", "n": 1, "l": 1, "o": "by-hand", "h": "h",
-        "p": 1, "a": "0", "s": "0", "e": "99999999999999", "c": channel, "f": false,
-        "g": claim_ms,
-    });
-    let _: () = redis::pipe()
-        .cmd("ZADD")
-        .arg(format!("{{{name}}}:queue"))
-        .arg(1)
-        .arg("silent-head")
-        .cmd("HSET")
-        .arg(format!("{{{name}}}:waiters"))
-        .arg("silent-head")
-        .arg(record.to_string())
-        .query_async(raw)
-        .await
-        .unwrap();
-}
-
 /// Where the masters' heads differ, a release hands the lock to different waiters: a head
 /// that got a majority but never confirms (stopped) holds the lock up for its claim, and no
 /// longer; the waiter that got a minority gives its grant back and tries again until the
@@ -174,7 +154,16 @@ fn a_head_that_never_confirms_holds_the_lock_up_only_for_its_claim() {
             let mut pubsub = client.get_async_pubsub().await.unwrap();
             pubsub.subscribe("silent-client").await.unwrap();
             listening.push(pubsub);
-            queue_a_silent_head(raw, "split", "silent-client", CLAIM.as_millis() as u64).await;
+            // At the head (place 1, before any client's clock), listening but never
+            // confirming a grant.
+            let silent = ByHand {
+                token: "silent-head",
+                channel: "silent-client",
+                place: 1,
+                since_ms: 0,
+                claim_ms: CLAIM.as_millis() as u64,
+            };
+            queue_by_hand(raw, "split", silent).await;
         }
         let waiting = tokio::spawn(async move {
             let guard = waiter.mutex("split").lock().await.unwrap();
