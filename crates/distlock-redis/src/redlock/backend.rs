@@ -202,8 +202,8 @@ impl Backend for RedlockBackend {
         self.try_masters(ticket).await
     }
 
-    /// Waits until releases on a majority of masters woke the ticket (see
-    /// [`wait_for_wakes`](Self::wait_for_wakes)), or `backstop`.
+    /// Waits until releases on a majority of masters woke the ticket (see the `redlock`
+    /// module's "How a waiter waits"), or `backstop`.
     async fn wait_for_change(&self, ticket: &mut Ticket, backstop: Option<Duration>) -> Result<()> {
         self.wait_for_wakes(ticket, backstop).await;
         Ok(())
