@@ -74,7 +74,7 @@ impl RedisBackend {
 
     /// Whether lock `name`'s exclusive key is there (held, or a claim not yet lapsed);
     /// false where the server cannot say.
-    async fn lock_is_held(&self, name: &str) -> bool {
+    pub(crate) async fn lock_is_held(&self, name: &str) -> bool {
         let Ok(keys) = self.keys(name) else {
             return false;
         };

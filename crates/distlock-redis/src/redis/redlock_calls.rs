@@ -2,7 +2,9 @@
 //! waiters by request token, for `status`; the stamp of a grant's token; a release that
 //! says why it lets go; and its waiters' wake-ups.
 
-use distlock_core::backend::{Grant, LeaseOutcome, Ticket};
+use std::time::Duration;
+
+use distlock_core::backend::{Grant, LeaseOutcome, LockRequest, Ticket};
 use distlock_core::{Result, WaiterInfo};
 use tokio::time::Instant;
 
@@ -18,8 +20,8 @@ use crate::scripts::{Call, SCRIPTS};
 pub(crate) enum LetGo {
     /// Its holder releases it: the master hands the lock on to its head waiter.
     Release,
-    /// A try won it on too few masters: the lock is left free and the head waiter woken,
-    /// not handed it (a grant that did not stand is not passed down the queue).
+    /// A try won it on too few masters: the lock is left free, not handed on (a grant that
+    /// did not stand is not passed down the queue).
     GiveBack,
 }
 
@@ -73,6 +75,11 @@ impl RedisBackend {
             Some(News::Watch { at }) => MasterWake::LookAt(at),
             _ => MasterWake::Woken,
         }
+    }
+
+    /// How long a grant this master hands to `request` stays unconfirmed.
+    pub(crate) fn redlock_claim(&self, request: &LockRequest) -> Duration {
+        self.claim_for(request)
     }
 
     /// Forgets RedLock waiter `token`, granted on a majority: the slot its wake-ups would

@@ -82,9 +82,13 @@ impl RedisBackend {
         if ticket.request.wait {
             ticket.state_or_default::<RedisTicket>().queued = true;
         }
-        // Only a waiting request keeps its ticket from poll to poll (a RedLock poll or a try
-        // makes a new one), so only it can back off, or watch the key.
-        let backs_off = foreign && ticket.request.wait;
+        // Only a waiting request keeps its ticket from poll to poll (a try makes a new one,
+        // and so does each of a RedLock's tries on its masters: the RedLock backs off
+        // itself), so only it can back off, or watch the key.
+        let redlock_try = ticket
+            .state::<RedisTicket>()
+            .is_some_and(|state| state.queue_order.is_some());
+        let backs_off = foreign && ticket.request.wait && !redlock_try;
         let watching = match backs_off {
             true => self.watch_key(ticket).await,
             false => None,

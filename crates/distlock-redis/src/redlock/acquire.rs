@@ -25,6 +25,8 @@ struct RedlockTicket {
     /// first tried. Every master orders its waiters by it, so a release on any hands the
     /// lock to the same waiter where the waiters reached every master.
     queue_order: Option<u64>,
+    /// How many of its tries in a row were granted on too few masters.
+    splits: u32,
 }
 
 impl RedlockBackend {
@@ -52,13 +54,6 @@ impl RedlockBackend {
                 let (name, token) = (name.clone(), token.clone());
                 let mut token_of_grant = token_of_grant.clone();
                 async move {
-                    let PollOutcome::Granted {
-                        fencing_token: given,
-                        ..
-                    } = answer
-                    else {
-                        return;
-                    };
                     let decided = tokio::time::timeout(
                         Duration::from_secs(5),
                         token_of_grant.wait_for(Option::is_some),
@@ -66,11 +61,23 @@ impl RedlockBackend {
                     .await
                     .ok()
                     .and_then(|decided| decided.ok().and_then(|token| *token));
-                    let Some(value) = decided.filter(|value| given != *value) else {
+                    let (Some(value), Ok(backend)) = (decided, master.ready()) else {
                         return;
                     };
-                    let stamped = async { master.ready()?.restamp(&name, &token, value).await };
-                    if let Err(err) = stamped.await {
+                    // Granted on a majority: a late try that queued the request here left
+                    // it a wake-up slot, which nothing else would forget.
+                    backend.forget_waiter(&token);
+                    let PollOutcome::Granted {
+                        fencing_token: given,
+                        ..
+                    } = answer
+                    else {
+                        return;
+                    };
+                    if given == value {
+                        return;
+                    }
+                    if let Err(err) = backend.restamp(&name, &token, value).await {
                         tracing::debug!(error = %err, "stamping a late RedLock grant failed");
                     }
                 }
@@ -129,11 +136,15 @@ impl RedlockBackend {
             }
             return Ok(PollOutcome::granted(token));
         }
-        // Granted on too few masters (the masters' heads differ, or a release has not
-        // reached them all): given back, and tried again after a random pause.
+        // Granted on too few masters (the masters' heads differ, a release has not reached
+        // them all, or a master missed the holder's grant): given back where granted (a
+        // master that granted a hand-off since keeps it), and tried again after a random
+        // pause, longer after each split in a row (a master that missed the holder's grant
+        // splits every try until the holder lets go).
         let split = !fences.is_empty();
         if split {
-            self.let_go_everywhere(&grant_of(request), LetGo::GiveBack, timeout)
+            let granted: Vec<usize> = fences.iter().map(|(at, _)| *at).collect();
+            self.let_go_on(&granted, &grant_of(request), LetGo::GiveBack, timeout)
                 .await;
         }
         self.quorum_of("acquire", &answers)?;
@@ -142,7 +153,10 @@ impl RedlockBackend {
         // polls a millisecond after `retry_within`). A waiter behind distlock holders is
         // woken by their releases (see `wait_for_wakes`), and looks again when their lease
         // ends; after a split, or for a request that does not wait, a random pause.
-        let backoff = &mut ticket.state_or_default::<RedlockTicket>().foreign;
+        let state = ticket.state_or_default::<RedlockTicket>();
+        state.splits = if split { state.splits + 1 } else { 0 };
+        let splits = state.splits;
+        let backoff = &mut state.foreign;
         let retry_within = match foreign.load(Ordering::Relaxed) > 0 && request.wait {
             true => backoff
                 .next(holder_left)
@@ -152,7 +166,7 @@ impl RedlockBackend {
                 backoff.restart();
                 match request.wait && !split {
                     true => holder_left.unwrap_or(MAX_RETRY_DELAY),
-                    false => retry_delay(holder_left),
+                    false => retry_delay(holder_left, splits),
                 }
             }
         };
@@ -160,9 +174,12 @@ impl RedlockBackend {
     }
 }
 
-/// A pause before trying again, spread so that contenders do not retry in step.
-fn retry_delay(holder_left: Option<Duration>) -> Duration {
-    let most = holder_left.map_or(MAX_RETRY_DELAY, |left| left.min(MAX_RETRY_DELAY));
+/// A pause before trying again, spread so that contenders do not retry in step: at most
+/// [`MAX_RETRY_DELAY`], doubled for each split in a row after the first up to 32 times it,
+/// and no longer than the holder's time left.
+fn retry_delay(holder_left: Option<Duration>, splits: u32) -> Duration {
+    let longest = MAX_RETRY_DELAY * (1 << splits.saturating_sub(1).min(5));
+    let most = holder_left.map_or(longest, |left| left.min(longest));
     let most_ms = most.as_millis().max(2) as u64;
     Duration::from_millis(rand::rng().random_range(1..=most_ms))
 }

@@ -44,7 +44,9 @@ impl RedlockBackend {
             return Ok(token);
         }
         if !fences.is_empty() {
-            self.let_go_everywhere(&grant_of(&request), LetGo::Release, timeout)
+            // Moved to this request on too few masters: given back there.
+            let moved: Vec<usize> = fences.iter().map(|(at, _)| *at).collect();
+            self.let_go_on(&moved, &grant_of(&request), LetGo::GiveBack, timeout)
                 .await;
         }
         if refused > self.masters() - self.quorum {

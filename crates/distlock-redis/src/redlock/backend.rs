@@ -156,14 +156,15 @@ impl RedlockBackend {
         .with_operation(operation))
     }
 
-    /// Lets go of `lease` on every master, whatever each holds, as `why` says.
-    pub(super) async fn let_go_everywhere(
+    /// Lets go of `lease` on the masters at positions `these`, as `why` says.
+    pub(super) async fn let_go_on(
         &self,
+        these: &[usize],
         lease: &Grant,
         why: LetGo,
         timeout: Duration,
     ) -> Answers<bool> {
-        self.on_all(timeout, |master| async move {
+        self.on_these(these, timeout, |master| async move {
             Ok(master.let_go(lease, why).await? == LeaseOutcome::Done)
         })
         .await

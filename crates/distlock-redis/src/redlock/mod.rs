@@ -14,13 +14,17 @@
 //! A refused request that waits takes a place in every master's queue (the Redis
 //! backend's own), at the same place in each: the client's clock in microseconds when it
 //! first tried, so every master orders the same waiters alike, where each would order them
-//! by arrival. A release on a master hands the lock there to its head waiter for a short
-//! claim (`handoff_claim`, as on one Redis server) and tells that waiter's client; the
-//! waiters behind it hear nothing (one message per master per release: no herd). The head
-//! tries once a majority of masters told it, or `node_timeout` after the first did: its
-//! try finds the grants made for it, confirms them for its TTL, and is granted in one
-//! round trip. A head that died, or stopped, lets the claims lapse; the waiter behind it
-//! was told to look again then.
+//! by arrival (waiters whose clients' clocks differ are ordered by them: a client whose
+//! clock is behind comes earlier by as much). A release on a master hands the lock there
+//! to its head waiter for a short claim (`handoff_claim`, as on one Redis server) and
+//! tells that waiter's client; of the waiters behind it only the next hears anything, when
+//! to look should the head's claim lapse (one message each per master per release: no
+//! herd). The head tries once a majority of masters told it, or, once one did, after the
+//! shorter of `node_timeout` and half the claim: its try finds the grants made for it,
+//! confirms them for its TTL, and is granted in one round trip. A head that died is passed
+//! over at once (nobody listens on its client's channel); one that stopped lets the claims
+//! lapse, and the next waiter, told when, tries then unless the lock is held on a
+//! majority. Waiters refresh their places every two seconds (a try on every master).
 //!
 //! A master's queue orders its hand-offs only: a lock found free there goes to whoever
 //! asks, waiters ahead or not. A master that missed a grant (out of reach, restarted, or a
@@ -29,12 +33,14 @@
 //! exclusion rests on majorities alone. A client whose subscription to a master was down
 //! wakes all its waiters once it is back: the wake-ups sent meanwhile went astray.
 //!
-//! Where the masters' heads differ (a waiter's place reached only some masters, or the
-//! holder's release has not reached a majority yet), a try is granted on too few: it gives
-//! those grants back, leaving the lock free there and waking the head (not handing it on,
-//! which would pass a grant that did not stand down the queue), and tries again after a
-//! random pause of at most 50 ms (or the holder's time left). A request that does not
-//! wait never queues: refused, it gives back what it won the same way.
+//! Where the masters' heads differ (a waiter's place reached only some masters, the
+//! holder's release has not reached a majority yet, or a master missed the holder's
+//! grant), a try is granted on too few: it gives those grants back where it won them,
+//! leaving the lock free there (not handing it on, which would pass a grant that did not
+//! stand down the queue), and tries again after a random pause of at most 50 ms, doubled
+//! for each split in a row up to 1.6 s (and no longer than the holder's time left). A
+//! request that does not wait never queues: refused, it gives back what it won the same
+//! way.
 //!
 //! Renewal and release go to all masters. A renewal holds the lock when a majority renewed;
 //! when so many masters say "not held" that no majority can, the guard is `Lost`; when too
