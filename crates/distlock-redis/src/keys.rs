@@ -159,6 +159,13 @@ fn has_braces(name: &str) -> bool {
     name.bytes().any(|b| b == b'{' || b == b'}')
 }
 
+/// A hash of lock name `name`, the same in every process, to spread names over this
+/// client's connections and stripes (not over the server's slots: see [`slot_of`]).
+pub(crate) fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(name)
+}
+
 /// Refuses names with braces, which would change the hash tag.
 pub(crate) fn check_name(name: &str) -> Result<()> {
     if has_braces(name) {

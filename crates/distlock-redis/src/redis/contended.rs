@@ -3,11 +3,12 @@
 //! full script at once: under contention the fast path's answer is nearly always "does
 //! not apply", a call spent for nothing on every try.
 
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::keys::name_hash;
 
 /// How long a name counts as contended after it was last found so.
 const LATELY: Duration = Duration::from_millis(200);
@@ -32,21 +33,17 @@ impl Default for Contended {
 impl Contended {
     /// Notes that `name` was found taken, or waited for.
     pub(crate) fn note(&self, name: &str) {
-        let hash = hash(name);
+        let hash = name_hash(name);
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         slots[hash as usize % SLOTS] = Some((hash, Instant::now()));
     }
 
     /// Whether `name` was found taken, or waited for, within the last [`LATELY`].
     pub(crate) fn lately(&self, name: &str) -> bool {
-        let hash = hash(name);
+        let hash = name_hash(name);
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         matches!(slots[hash as usize % SLOTS], Some((h, at)) if h == hash && at.elapsed() < LATELY)
     }
-}
-
-fn hash(name: &str) -> u64 {
-    BuildHasherDefault::<DefaultHasher>::default().hash_one(name)
 }
 
 #[cfg(test)]

@@ -56,12 +56,19 @@ impl Handovers {
     /// Takes the news kept for `token`.
     pub(crate) fn take(&self, token: &str) -> Option<News> {
         let mut kept = self.news.lock().unwrap_or_else(|p| p.into_inner());
+        // Every poll asks, and there is seldom news: no hashing of the token for nothing.
+        if kept.is_empty() {
+            return None;
+        }
         kept.remove(token).map(|(news, _)| news)
     }
 
     /// The grant kept for `token`, left in place; a watch is taken.
     pub(crate) fn grant_or_watch(&self, token: &str) -> Option<News> {
         let mut kept = self.news.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.is_empty() {
+            return None;
+        }
         match kept.get(token) {
             Some((News::Watch { .. }, _)) => kept.remove(token).map(|(news, _)| news),
             other => other.map(|(news, _)| *news),

@@ -163,8 +163,7 @@ impl RedisBackend {
         if self.in_order.is_empty() {
             return None;
         }
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
+        let hash = crate::keys::name_hash(name);
         Some(
             self.in_order[(hash % self.in_order.len() as u64) as usize]
                 .lock()
@@ -394,11 +393,7 @@ impl RedisBackend {
     pub(crate) fn conn_for(&self, name: &str) -> Conn {
         let index = match self.commands.len() {
             1 => 0,
-            n => {
-                use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-                let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
-                (hash % n as u64) as usize
-            }
+            n => (crate::keys::name_hash(name) % n as u64) as usize,
         };
         self.commands[index].clone()
     }
@@ -506,10 +501,16 @@ impl Backend for RedisBackend {
         } else if fast {
             let request = &ticket.request;
             let keys = self.keys(&request.name)?;
-            let head = RequestRecord::of(request).to_grant_head()?;
+            let head = match ticket
+                .state::<RedisTicket>()
+                .and_then(|s| s.grant_head.clone())
+            {
+                Some(head) => head,
+                None => RequestRecord::of(request).to_grant_head()?.into(),
+            };
             let mut fast = Call::new(&SCRIPTS.try_exclusive, keys, &Key::TRY);
             fast.arg(request.ttl.as_millis() as u64)
-                .arg(&head)
+                .arg(&*head)
                 .arg(self.fence_ttl_ms)
                 .arg(floor);
             let fence: i64 = self.invoke_on(conn.clone(), "acquire", &fast).await?;
@@ -517,7 +518,7 @@ impl Backend for RedisBackend {
                 return self.granted(ticket, fence as u64).await;
             }
             self.contended.note(&request.name);
-            RequestRecord::of_grant_head(head)
+            RequestRecord::of_grant_head(head.to_string())
         } else {
             RequestRecord::of(&ticket.request).to_json()?
         };

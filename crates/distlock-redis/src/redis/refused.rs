@@ -2,6 +2,7 @@
 //! behind a lock a client other than distlock holds, with a backoff and, where the server
 //! publishes keyspace events, a watch of the lock's key.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_core::backend::{LockRequest, Ticket};
@@ -33,18 +34,29 @@ pub(super) struct RedisTicket {
     /// The fencing token of a grant made by the first try (see `first_try`), whose holder
     /// record lacks it until a renewal writes it in.
     pub(super) unrecorded_fence: Option<u64>,
+    /// The request's holder record as the acquire fast path takes it (see
+    /// [`RequestRecord::to_grant_head`](crate::record::RequestRecord::to_grant_head)), where a RedLock encoded it once for all its
+    /// masters' tries.
+    pub(super) grant_head: Option<Arc<str>>,
 }
 
 /// A ticket for one master's try of a RedLock request whose grant's token is at least
 /// `floor` on every master (tried with one floor, the masters give one token, and none
 /// needs stamping with the token agreed on afterwards), and which waits, if it waits, at
 /// place `queue_order` of every master's queue (the same number on each, so that every
-/// master puts the same waiter first).
-pub(crate) fn ticket_for_master(request: LockRequest, floor: u64, queue_order: u64) -> Ticket {
+/// master puts the same waiter first). `grant_head` is the request's holder record as the
+/// acquire fast path takes it, encoded once for every master.
+pub(crate) fn ticket_for_master(
+    request: LockRequest,
+    floor: u64,
+    queue_order: u64,
+    grant_head: Arc<str>,
+) -> Ticket {
     let mut ticket = Ticket::new(request);
     ticket.set_state(RedisTicket {
         token_floor: Some(floor),
         queue_order: Some(queue_order),
+        grant_head: Some(grant_head),
         ..RedisTicket::default()
     });
     ticket

@@ -14,6 +14,7 @@ use super::backend::{MAX_RETRY_DELAY, RedlockBackend, grant_of};
 use super::connect::Master;
 use super::fanout::Answers;
 use crate::foreign::ForeignBackoff;
+use crate::record::RequestRecord;
 use crate::redis::{LetGo, clock_floor, refused_for_foreign, ticket_for_master};
 
 /// What a RedLock ticket remembers (a ticket keeps one state, so all of it is here).
@@ -39,6 +40,8 @@ impl RedlockBackend {
         // One floor for every master's try, so that masters whose counters are behind it
         // give one token (none to stamp afterwards).
         let floor = clock_floor();
+        // The holder record, encoded once for every master's try.
+        let grant_head: Arc<str> = RequestRecord::of(request).to_grant_head()?.into();
         let queue_order = *ticket
             .state_or_default::<RedlockTicket>()
             .queue_order
@@ -96,7 +99,8 @@ impl RedlockBackend {
             .on_all_until(
                 timeout,
                 |master| {
-                    let mut attempt = ticket_for_master(request.clone(), floor, queue_order);
+                    let mut attempt =
+                        ticket_for_master(request.clone(), floor, queue_order, grant_head.clone());
                     let foreign = foreign.clone();
                     async move {
                         let answer = master.ready()?.poll(&mut attempt).await?;

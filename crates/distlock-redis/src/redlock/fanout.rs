@@ -1,5 +1,5 @@
-//! Calls on every master at once (or on some), each bounded by a timeout: the fan-out every
-//! RedLock operation is made of.
+//! Calls on every master at once (or on some), all bounded by one deadline: the fan-out
+//! every RedLock operation is made of.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use distlock_core::Result;
 use futures_util::StreamExt;
-use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
+use tokio::time::Instant;
 
 use super::backend::RedlockBackend;
 use super::connect::Master;
@@ -19,7 +19,7 @@ use crate::redis::RedisBackend;
 pub(super) type Answers<T> = Vec<Option<T>>;
 
 impl RedlockBackend {
-    /// Runs `op` on every master at once, each bounded by `timeout`.
+    /// Runs `op` on every master at once, all bounded by `timeout`.
     pub(super) async fn on_all<'a, T, F, Fut>(&'a self, timeout: Duration, op: F) -> Answers<T>
     where
         F: Fn(&'a RedisBackend) -> Fut,
@@ -29,7 +29,7 @@ impl RedlockBackend {
         self.on_these(&every, timeout, op).await
     }
 
-    /// Runs `op` on the masters at positions `these` at once, each bounded by `timeout`;
+    /// Runs `op` on the masters at positions `these` at once, all bounded by `timeout`;
     /// the answers are in the order of `these`.
     pub(super) async fn on_these<'a, T, F, Fut>(
         &'a self,
@@ -41,17 +41,26 @@ impl RedlockBackend {
         F: Fn(&'a RedisBackend) -> Fut,
         Fut: Future<Output = Result<T>> + 'a,
     {
-        let calls = these.iter().map(|&at| {
-            let (op, master) = (&op, &self.masters[at]);
-            bounded(timeout, async move { op(master.ready()?).await })
-        });
-        join_all(calls).await
+        let mut calls: FuturesUnordered<_> = these
+            .iter()
+            .enumerate()
+            .map(|(place, &at)| {
+                let (op, master) = (&op, &self.masters[at]);
+                async move { (place, async { op(master.ready()?).await }.await) }
+            })
+            .collect();
+        let mut answers: Answers<T> = these.iter().map(|_| None).collect();
+        gather(&mut calls, &mut answers, Instant::now() + timeout, |_| {
+            false
+        })
+        .await;
+        answers
     }
 
-    /// Runs `op` on every master at once, each bounded by `timeout`, until the answers so
-    /// far are `enough`; the calls still running then finish in the background, each
-    /// answer handed to `late` with its master (and counted until it ends, for
-    /// [`settle`](distlock_core::backend::Backend::settle)).
+    /// Runs `op` on every master at once, all bounded by `timeout`, until the answers so
+    /// far are `enough`; the calls still running then finish in the background (within
+    /// the same bound), each answer handed to `late` with its master (and counted until it
+    /// ends, for [`settle`](distlock_core::backend::Backend::settle)).
     pub(super) async fn on_all_until<T, F, Fut, L, LateFut>(
         &self,
         timeout: Duration,
@@ -66,31 +75,33 @@ impl RedlockBackend {
         L: Fn(Arc<Master>, T) -> LateFut + Send + 'static,
         LateFut: Future<Output = ()> + Send,
     {
+        let deadline = Instant::now() + timeout;
         let mut calls: FuturesUnordered<_> = self
             .masters
             .iter()
             .enumerate()
             .map(|(at, master)| {
-                let call = bounded(timeout, op(master.clone()));
+                // Boxed: a master's call is a large future, moved into the set whole.
+                let call = Box::pin(op(master.clone()));
                 async move { (at, call.await) }
             })
             .collect();
         let mut answers: Answers<T> = self.masters.iter().map(|_| None).collect();
-        while let Some((at, answer)) = calls.next().await {
-            answers[at] = answer;
-            if enough(&answers) {
-                break;
-            }
-        }
-        if !calls.is_empty() {
+        gather(&mut calls, &mut answers, deadline, enough).await;
+        if !calls.is_empty() && Instant::now() < deadline {
             let masters = self.masters.clone();
             let tail = self.tails.start();
             tokio::spawn(async move {
                 let _tail = tail;
-                while let Some((at, answer)) = calls.next().await {
-                    if let Some(value) = answer {
-                        late(masters[at].clone(), value).await;
+                let rest = async move {
+                    while let Some((at, answer)) = calls.next().await {
+                        if let Some(value) = answered(answer) {
+                            late(masters[at].clone(), value).await;
+                        }
                     }
+                };
+                if tokio::time::timeout_at(deadline, rest).await.is_err() {
+                    tracing::debug!(?timeout, "a RedLock master did not answer in time");
                 }
             });
         }
@@ -98,18 +109,33 @@ impl RedlockBackend {
     }
 }
 
-/// One master's answer to `call` within `timeout`; `None` (logged) if it failed or was
-/// late.
-async fn bounded<T>(timeout: Duration, call: impl Future<Output = Result<T>>) -> Option<T> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(value)) => Some(value),
-        Ok(Err(err)) => {
-            tracing::debug!(error = %err, "a RedLock master failed");
-            None
+/// Puts the answers of `calls` (each with its place in `answers`) in place until they are
+/// `enough`, every call answered, or `deadline`; calls left unanswered stay in `calls`.
+async fn gather<T, C>(
+    calls: &mut FuturesUnordered<C>,
+    answers: &mut Answers<T>,
+    deadline: Instant,
+    enough: impl Fn(&Answers<T>) -> bool,
+) where
+    C: Future<Output = (usize, Result<T>)>,
+{
+    let answering = async {
+        while let Some((place, answer)) = calls.next().await {
+            answers[place] = answered(answer);
+            if enough(answers) {
+                break;
+            }
         }
-        Err(_) => {
-            tracing::debug!(?timeout, "a RedLock master did not answer in time");
-            None
-        }
+    };
+    // One timer for the whole fan-out, not one per master.
+    if tokio::time::timeout_at(deadline, answering).await.is_err() {
+        tracing::debug!("a RedLock master did not answer in time");
     }
+}
+
+/// A master's answer; `None` (logged) if it failed.
+fn answered<T>(answer: Result<T>) -> Option<T> {
+    answer
+        .inspect_err(|err| tracing::debug!(error = %err, "a RedLock master failed"))
+        .ok()
 }

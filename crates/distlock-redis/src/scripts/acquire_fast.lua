@@ -14,6 +14,25 @@
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) ~= 0 then
   return -1
 end
+local floor = tonumber(ARGV[4])
+if floor then
+  -- A RedLock master, whose tokens follow the client's clock: the counter is set to it
+  -- in the call that reads what it was. Where it was seeded and behind the clock (all but
+  -- always), the clock is the token, as text already; otherwise the token is counted
+  -- below, from what the counter was.
+  local was = redis.call('SET', KEYS[2], ARGV[4], 'KEEPTTL', 'GET')
+  local before = tonumber(was)
+  if before and before >= 1e12 and before < floor then
+    redis.call('SET', KEYS[1], ARGV[2] .. ARGV[4] .. '"}', 'PX', ARGV[1])
+    return floor
+  end
+  -- Put back as it was (its text: Lua would print a large number in exponent form).
+  if was then
+    redis.call('SET', KEYS[2], was, 'KEEPTTL')
+  else
+    redis.call('DEL', KEYS[2])
+  end
+end
 -- As `grant` in acquire.lua: strictly increasing, and a counter that starts afresh starts
 -- at the server's clock in microseconds.
 local fence = redis.call('INCR', KEYS[2])
@@ -23,7 +42,6 @@ if seeded then
   local t = redis.call('TIME')
   fence = t[1] * 1000000 + math.floor(t[2] / 1000) * 1000
 end
-local floor = tonumber(ARGV[4])
 local raised = floor ~= nil and fence < floor
 if raised then
   fence = floor
