@@ -57,6 +57,67 @@ fn masters_whose_counters_fell_behind_still_give_a_greater_token() {
     });
 }
 
+/// Masters whose counters ran ahead of this client's clock (another client's clock is
+/// ahead, or a master's counter was bumped by breaks) count on from their counters: the
+/// token is above every counter, the counters are left at it, and a counter's lifetime is
+/// kept. A counter never seeded (below 10^12) is seeded from the clock.
+#[test]
+fn masters_whose_counters_ran_ahead_of_the_clock_count_on_from_them() {
+    distlock_testkit::block_on(async {
+        let (servers, url) = masters();
+        let client = distlock::Client::connect(&url).await.unwrap();
+        let held = client.mutex("job").lock().await.unwrap();
+        let first = held.fencing_token();
+        held.release().await.unwrap();
+        let counter = distlock::redis::fencing_counter_key("", "job").unwrap();
+        // An hour ahead on every master.
+        let ahead = first + 3_600_000_000;
+        let mut raws = raw_connections(&servers).await;
+        for raw in &mut raws {
+            redis::cmd("SET")
+                .arg(&counter)
+                .arg(ahead)
+                .arg("PX")
+                .arg(86_400_000)
+                .query_async::<()>(raw)
+                .await
+                .unwrap();
+        }
+        let next = client.mutex("job").lock().await.unwrap();
+        let token = next.fencing_token();
+        assert_eq!(token, ahead + 1, "counted on from counters at {ahead}");
+        // The acquire's call to a master that answered after the majority.
+        assert!(client.settle(Duration::from_secs(5)).await);
+        for raw in &mut raws {
+            let (count, ttl): (u64, i64) = redis::pipe()
+                .get(&counter)
+                .pttl(&counter)
+                .query_async(raw)
+                .await
+                .unwrap();
+            assert_eq!(count, token, "each master's counter is left at the token");
+            assert!(ttl > 80_000_000, "the counter's lifetime is kept: {ttl} ms");
+        }
+        next.release().await.unwrap();
+        // Never seeded: counted afresh from the clock, not from 5.
+        for raw in &mut raws {
+            redis::cmd("SET")
+                .arg(&counter)
+                .arg(5)
+                .query_async::<()>(raw)
+                .await
+                .unwrap();
+        }
+        let seeded = client.mutex("job").lock().await.unwrap();
+        assert!(
+            seeded.fencing_token() >= first,
+            "{} after {first}",
+            seeded.fencing_token()
+        );
+        seeded.release().await.unwrap();
+    });
+}
+
 /// One acquire tries every master with one least token (the client's clock), so masters
 /// whose counters are behind it give the same token and none needs stamping with the
 /// agreed one afterwards: an uncontended cycle costs each master two script calls, its
