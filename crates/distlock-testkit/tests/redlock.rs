@@ -268,6 +268,12 @@ fn a_minority_of_masters_down_still_grants_and_excludes() {
             distlock::Client::connect(&url).await.unwrap(),
             distlock::Client::connect(&url).await.unwrap(),
         );
+        // A client starts once a majority answered and connects the rest on the side: both
+        // must have all three before one goes, or a busy machine leaves one with one.
+        for client in [&a, &b] {
+            let backend = distlock::backend::backend_of(client);
+            backend.floor().unwrap().round().await.unwrap();
+        }
         let before = a.mutex("job").lock().await.unwrap();
         let first = before.fencing_token();
         before.release().await.unwrap();
