@@ -17,7 +17,7 @@ use distlock_check::history::{What, instant_ns, monotonic_ns};
 
 use super::record::Recorder;
 use super::resource::Writer;
-use super::scheme::waiting_until;
+use super::scheme::{close_client, waiting_until};
 use super::steps::{self, Orders};
 use super::worker::{Section, Stop, Task, acquire_failed, interrupted};
 use crate::location::open_client;
@@ -123,6 +123,7 @@ pub(super) async fn run_jobs(
             },
         );
     }
+    close_client(&client).await;
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use distlock_check::history::{What, instant_ns, monotonic_ns};
 
 use super::record::Recorder;
 use super::resource::Writer;
-use super::scheme::waiting_until;
+use super::scheme::{close_client, waiting_until};
 use super::steps::{self, Orders};
 use super::worker::{Section, Stop, Task, acquire_failed, interrupted, me_of};
 use crate::location::open_client;
@@ -60,6 +60,7 @@ pub(super) async fn lead(
         // out is the deadline, or a refusal that ends the worker.
         acquire_failed(recorder, me, err).await?;
     }
+    close_client(&client).await;
     Ok(())
 }
 

@@ -70,6 +70,7 @@ pub enum Lock {
     Sql(SqlLock),
     /// distlock's mutex; `renewed` unless the scheme never renews; `fair` for FIFO grants.
     Distlock {
+        client: Client,
         mutex: Mutex,
         renewed: bool,
         fair: bool,
@@ -116,6 +117,17 @@ pub fn redis_client(url: &str) -> Result<redis::Client> {
     redis::Client::open(bare).map_err(|e| Error::invalid(format!("bad Redis URL: {e}")))
 }
 
+/// Closes a worker's distlock `client` as the worker ends: the cancel of a wait the end
+/// of the run cut short, or the release of a grant it dropped, runs in the background,
+/// and would be dropped with the runtime as the process exits, leaving a queue place or
+/// a lock behind until it expires. A release that fails here (the store out of reach as
+/// the run ends) leaves the lock to expire, which judges nothing: the run is over.
+pub async fn close_client(client: &Client) {
+    if let Err(err) = client.close().await {
+        tracing::debug!(error = %err, "a worker's client did not close cleanly");
+    }
+}
+
 /// Deletes a broken scheme's key `name` at `url` after a run: `getset-timestamp` never
 /// gives its key a TTL, and a crash in `setnx-expire` leaves one without. Best effort: a
 /// key left behind is no harm to the verdict.
@@ -129,6 +141,14 @@ pub async fn remove(url: &str, name: &str) {
 }
 
 impl Lock {
+    /// Ends the worker's use of the lock: distlock's client releases what it still holds
+    /// and waits for its clean-ups (see [`close_client`]).
+    pub async fn close(&self) {
+        if let Lock::Distlock { client, .. } | Lock::HandOff { client, .. } = self {
+            close_client(client).await;
+        }
+    }
+
     /// Connects the lock of `task` (an election's worker stands in `leading` instead, a
     /// job's runs in `jobs`).
     pub async fn open(task: &super::worker::Task) -> Result<Lock> {
@@ -152,6 +172,7 @@ impl Lock {
             let client = open_client(url).await?;
             return Ok(Lock::Distlock {
                 mutex: client.mutex(name),
+                client,
                 renewed: scheme != Scheme::NoRenewal,
                 fair,
             });
@@ -202,6 +223,7 @@ impl Lock {
                 mutex,
                 renewed,
                 fair,
+                ..
             } => {
                 let options = waiting_until(until)
                     .ttl(ttl)

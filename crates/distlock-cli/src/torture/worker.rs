@@ -124,6 +124,7 @@ pub async fn worker() -> Result<u8> {
             },
         );
     }
+    lock.close().await;
     Ok(0)
 }
 
