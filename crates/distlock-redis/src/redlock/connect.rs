@@ -37,6 +37,16 @@ impl Master {
         })
     }
 
+    /// The master's address as logs name it, `host:port` (no user, no password).
+    pub(super) fn label(&self) -> String {
+        let server = &self.config.server;
+        format!(
+            "{}:{}",
+            server.host_str().unwrap_or_default(),
+            server.port().unwrap_or(6379)
+        )
+    }
+
     /// The master's backend, if it is connected; else it takes no part in this operation,
     /// and is connected on a task of its own. No call waits for a connect: calls queued
     /// behind one could reach the master in another order than they were made (a release
@@ -136,4 +146,20 @@ pub(super) fn refused(opened: &[Opened], quorum: usize) -> Result<()> {
     ))
     .with_backend("redlock")
     .with_operation("connect"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_master_is_named_by_host_and_port_without_its_credentials() {
+        let label = |url: &str| {
+            let url = distlock_core::Url::parse(url).unwrap();
+            Master::new(RedisConfig::from_url(&url).unwrap()).label()
+        };
+        assert_eq!(label("redis://app:s3cret@127.0.0.1:7001/0"), "127.0.0.1:7001");
+        assert_eq!(label("redis://:s3cret@localhost/0"), "localhost:6379");
+        assert_eq!(label("redis://[::1]:7002"), "[::1]:7002");
+    }
 }

@@ -50,10 +50,11 @@ impl RedlockBackend {
             })
             .collect();
         let mut answers: Answers<T> = these.iter().map(|_| None).collect();
-        gather(&mut calls, &mut answers, Instant::now() + timeout, |_| {
-            false
-        })
-        .await;
+        let deadline = Instant::now() + timeout;
+        if !gather(&mut calls, &mut answers, deadline, |_| false).await {
+            let unanswered = positions_of(&answers, Option::is_none).map(|place| these[place]);
+            log_late(&self.masters, unanswered, timeout);
+        }
         answers
     }
 
@@ -87,21 +88,32 @@ impl RedlockBackend {
             })
             .collect();
         let mut answers: Answers<T> = self.masters.iter().map(|_| None).collect();
-        gather(&mut calls, &mut answers, deadline, enough).await;
+        if !gather(&mut calls, &mut answers, deadline, enough).await {
+            log_late(
+                &self.masters,
+                positions_of(&answers, Option::is_none),
+                timeout,
+            );
+        }
         if !calls.is_empty() && Instant::now() < deadline {
             let masters = self.masters.clone();
             let tail = self.tails.start();
+            // The masters without an answer so far: still running, or failed (which their
+            // failure logged).
+            let mut running: Vec<bool> = answers.iter().map(Option::is_none).collect();
             tokio::spawn(async move {
                 let _tail = tail;
+                let (still, masters) = (&mut running, &masters);
                 let rest = async move {
                     while let Some((at, answer)) = calls.next().await {
+                        still[at] = false;
                         if let Some(value) = answered(answer) {
                             late(masters[at].clone(), value).await;
                         }
                     }
                 };
                 if tokio::time::timeout_at(deadline, rest).await.is_err() {
-                    tracing::debug!(?timeout, "a RedLock master did not answer in time");
+                    log_late(&masters, positions_of(&running, |still| *still), timeout);
                 }
             });
         }
@@ -111,12 +123,14 @@ impl RedlockBackend {
 
 /// Puts the answers of `calls` (each with its place in `answers`) in place until they are
 /// `enough`, every call answered, or `deadline`; calls left unanswered stay in `calls`.
+/// False where the deadline came first.
 async fn gather<T, C>(
     calls: &mut FuturesUnordered<C>,
     answers: &mut Answers<T>,
     deadline: Instant,
     enough: impl Fn(&Answers<T>) -> bool,
-) where
+) -> bool
+where
     C: Future<Output = (usize, Result<T>)>,
 {
     let answering = async {
@@ -128,9 +142,20 @@ async fn gather<T, C>(
         }
     };
     // One timer for the whole fan-out, not one per master.
-    if tokio::time::timeout_at(deadline, answering).await.is_err() {
-        tracing::debug!("a RedLock master did not answer in time");
-    }
+    tokio::time::timeout_at(deadline, answering).await.is_ok()
+}
+
+/// The positions in `items` of those that are `wanted`.
+fn positions_of<T>(items: &[T], wanted: impl Fn(&T) -> bool) -> impl Iterator<Item = usize> {
+    let wanted: Vec<usize> = (0..items.len()).filter(|&at| wanted(&items[at])).collect();
+    wanted.into_iter()
+}
+
+/// Logs (debug) that the `masters` at `positions` had not answered (or had failed, which
+/// their failures log) by a fan-out's deadline.
+fn log_late(masters: &[Arc<Master>], positions: impl Iterator<Item = usize>, timeout: Duration) {
+    let late: Vec<String> = positions.map(|at| masters[at].label()).collect();
+    tracing::debug!(masters = ?late, ?timeout, "RedLock masters did not answer in time");
 }
 
 /// A master's answer; `None` (logged) if it failed.
