@@ -113,7 +113,7 @@ impl RedlockBackend {
                     }
                 };
                 if tokio::time::timeout_at(deadline, rest).await.is_err() {
-                    log_late(&masters, positions_of(&running, |still| *still), timeout);
+                    log_late(masters, positions_of(&running, |still| *still), timeout);
                 }
             });
         }
