@@ -164,7 +164,8 @@ impl Drop for DemoGroup {
 /// Ctrl-C in the middle of the demo (SIGINT to its whole process group, as a terminal
 /// sends it, workers included) or a supervisor's SIGTERM (to the demo alone) stops its
 /// workers and still removes the shop it made, and the exit code says which signal ended
-/// it.
+/// it. The workers release the lock they sold under as they stop: the next run finds it
+/// free at once, not after its TTL.
 #[test]
 fn an_interrupted_demo_leaves_no_shop_behind() {
     for (signal, code, whole_group) in [(libc::SIGINT, 130, true), (libc::SIGTERM, 143, false)] {
@@ -205,6 +206,26 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
             alive_in_group_after(group, std::time::Duration::from_secs(5)),
             0,
             "signal {signal}: the workers were stopped too"
+        );
+        let next = Command::new(env!("CARGO_BIN_EXE_distlock"))
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("DISTLOCK_URL")
+            .env_remove("DISTLOCK_URL_FILE")
+            .args([
+                "run",
+                "--name",
+                "demo/shop/product-1",
+                "--no-wait",
+                "--",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            next.status.code(),
+            Some(0),
+            "signal {signal}: the demo's lock is free: {}",
+            String::from_utf8_lossy(&next.stderr)
         );
     }
 }

@@ -19,6 +19,7 @@ use crate::args::BenchArgs;
 use crate::location::{lock_url, open_client, refuse_process_local};
 use crate::output::outln;
 use crate::progress;
+use crate::signals::{self, Caught};
 use crate::worker_task;
 use names::BenchNames;
 use stats::{Samples, ratio};
@@ -42,8 +43,15 @@ pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
         let url = url.clone();
         return on_worker(async move { uncontended::count_cycles(&url, kind, &args).await }).await;
     }
-    on_worker(run_bench(url.clone(), args)).await
+    let benched = on_worker(run_bench(url.clone(), args)).await;
+    // The workers of a run that failed (see `contend_in_processes`) release their locks
+    // and exit before the bench does.
+    worker_task::wait_for_stopped(WORKERS_STOP_WITHIN).await;
+    benched
 }
+
+/// How long a failed bench waits for its workers to release their locks and exit.
+const WORKERS_STOP_WITHIN: Duration = Duration::from_secs(5);
 
 /// Runs `job` as a task of the runtime, where a service's own tasks take their locks: on a
 /// multi-thread runtime, on its worker threads rather than on the thread blocked on the
@@ -471,7 +479,22 @@ async fn run_worker() -> Result<u8> {
         args.start_at_ms.saturating_sub(now_ms),
     ))
     .await;
-    let seen = contend(mutex, args.client, Instant::now() + args.duration).await?;
+    // A bench stopped early (Ctrl-C, or another worker failed) sends its workers SIGTERM
+    // (a terminal's Ctrl-C reaches them too): the contention stops.
+    let mut caught = Caught::listen(&signals::ending());
+    let seen = tokio::select! {
+        seen = contend(mutex, args.client, Instant::now() + args.duration) => seen.map(Ok),
+        number = caught.next() => Ok(Err(number)),
+    };
+    // Before the runtime ends with the process: the wait the deadline or a signal cut
+    // short withdraws, and a release still in flight lands (the next run contends on the
+    // same name).
+    let closed = client.close().await;
+    let (seen, ()) = (seen?, closed?);
+    let seen = match seen {
+        Ok(seen) => seen,
+        Err(number) => return Ok(128u8.saturating_add(number as u8)),
+    };
     outln!(
         "{}",
         serde_json::to_string(&seen).expect("acquisitions serialise")

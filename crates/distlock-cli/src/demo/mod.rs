@@ -138,6 +138,8 @@ async fn sell_and_tidy_up(
     {
         sold = Ok(signalled(number));
     }
+    // Workers a stop left running release their locks and exit before the demo does.
+    worker_task::wait_for_stopped(WORKERS_STOP_WITHIN).await;
     if !args.keep {
         // The shop file is removed only when the demo chose it.
         let file = args.shop.is_none().then(|| PathBuf::from(shop_at));
@@ -164,6 +166,9 @@ async fn sell_and_tidy_up(
 
 /// How long after a sale that failed the demo looks for the signal that may have failed it.
 const SIGNAL_GRACE: Duration = Duration::from_millis(200);
+
+/// How long a stopped demo waits for its workers to release their locks and exit.
+const WORKERS_STOP_WITHIN: Duration = Duration::from_secs(5);
 
 /// The exit code of a demo stopped by signal `number`, told on stderr.
 fn signalled(number: libc::c_int) -> u8 {
@@ -369,6 +374,10 @@ struct DemoTask {
 /// task comes on stdin.
 pub async fn worker() -> Result<u8> {
     let args: DemoTask = worker_task::receive()?;
+    // Ctrl-C from a terminal reaches the workers too, and a demo stopped early sends them
+    // SIGTERM: the buyers stop, and what they held or waited for is released or withdrawn
+    // before the worker exits, not left to its TTL to stall the next demo.
+    let mut caught = Caught::listen(&signals::ending());
     let shop = Shop::open(&args.shop, args.concurrency).await?;
     let client = match LOCKING.contains(&args.strategy.as_str()) {
         true => Some(open_client(&args.lock_url).await?),
@@ -386,11 +395,11 @@ pub async fn worker() -> Result<u8> {
     };
     let local = Arc::new(tokio::sync::Mutex::new(()));
     let next = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let mut tasks = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..args.concurrency.min(args.buyers) {
         let (shop, mutex, local, next) = (shop.clone(), mutex.clone(), local.clone(), next.clone());
         let (strategy, buyers, segments) = (args.strategy.clone(), args.buyers, segments.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut report = WorkerReport::default();
             let mut emptied = vec![false; segments.len()];
             while next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < buyers {
@@ -423,11 +432,38 @@ pub async fn worker() -> Result<u8> {
                 }
             }
             Ok::<_, Error>(report)
-        }));
+        });
     }
+    let bought = tokio::select! {
+        bought = add_up(&mut tasks) => bought.map(Ok),
+        number = caught.next() => Ok(Err(number)),
+    };
+    // The buyers still at work (after a signal, or another's failure) stop, dropping what
+    // they hold or wait for; the client then releases and withdraws it.
+    tasks.shutdown().await;
+    if let Some(client) = &client
+        && let Err(err) = client.close().await
+    {
+        errln!("distlock demo: a worker's locks were not all released ({err}); they expire");
+    }
+    match bought? {
+        Ok(total) => {
+            outln!(
+                "{}",
+                serde_json::to_string(&total).expect("reports serialise")
+            );
+            Ok(0)
+        }
+        // The demo tells of the signal; its workers stop quietly.
+        Err(number) => Ok(128u8.saturating_add(number as u8)),
+    }
+}
+
+/// The reports of the buyer `tasks` added up, or the first failure.
+async fn add_up(tasks: &mut tokio::task::JoinSet<Result<WorkerReport>>) -> Result<WorkerReport> {
     let mut total = WorkerReport::default();
-    for task in tasks {
-        let report = task.await.map_err(|e| {
+    while let Some(joined) = tasks.join_next().await {
+        let report = joined.map_err(|e| {
             Error::new(
                 distlock::ErrorKind::Backend,
                 format!("a buyer task failed: {e}"),
@@ -437,9 +473,5 @@ pub async fn worker() -> Result<u8> {
         total.sold_out += report.sold_out;
         total.retries += report.retries;
     }
-    outln!(
-        "{}",
-        serde_json::to_string(&total).expect("reports serialise")
-    );
-    Ok(0)
+    Ok(total)
 }

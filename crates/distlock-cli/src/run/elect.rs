@@ -85,12 +85,15 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
                 );
                 let pausing = tokio::time::sleep(pause);
                 if let Err(number) = until_signalled(pausing, Some(&client), &mut caught).await {
-                    return Ok(128u8.saturating_add(number as u8));
+                    return Ok(withdrawn(&client, number).await);
                 }
                 pause = (pause * 2).min(RETRY_CAP);
                 continue;
             }
-            Ok(Err(err)) => return Err(err),
+            Ok(Err(err)) => {
+                client.settle(WITHDRAW_AFTER_TIMEOUT).await;
+                return Err(err);
+            }
             Err(number) => return Ok(withdrawn(&client, number).await),
         };
         pause = RETRY_FIRST;
@@ -116,7 +119,12 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
                 supervise::supervise(&command, (&url, &client), term, lost, &mut caught).await
             }
             Err(err) if err.kind() == ErrorKind::NotHeld => exit::LOST,
-            Err(err) => return Err(err),
+            Err(err) => {
+                // The leadership goes with the error, released before distlock exits.
+                let _ = leadership.resign().await;
+                client.settle(RELEASE_WITHIN).await;
+                return Err(err);
+            }
         };
         let lost = code == exit::LOST || !leadership.health().is_valid();
         match leadership.resign().await {
@@ -135,6 +143,7 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
             );
             continue;
         }
+        client.settle(RELEASE_WITHIN).await;
         return Ok(code);
     }
 }

@@ -85,7 +85,11 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
             client.settle(WITHDRAW_AFTER_TIMEOUT).await;
             return Ok(exit::BUSY);
         }
-        Err(err) => return Err(err),
+        Err(err) => {
+            // As above: a request the failure left queued is withdrawn if the store answers.
+            client.settle(WITHDRAW_AFTER_TIMEOUT).await;
+            return Err(err);
+        }
     };
     if args.at_least.is_some() || args.once_per.is_some() {
         return run_as_job(&args, (&url, &client), guard, options, &mut caught).await;
@@ -107,6 +111,8 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         }
         Err(err) => errln!("distlock: warning: release failed (the lease will expire): {err}"),
     }
+    // A RedLock release's calls to its slower masters end before distlock does.
+    client.settle(RELEASE_WITHIN).await;
     Ok(code)
 }
 
@@ -172,7 +178,16 @@ async fn run_as_job(
         // The grant is held by a task of this client (longer than a lease can be, it is
         // handed to the store only at the end): distlock stays until it ends.
         let until = tokio::time::sleep_until((granted + at_least).into());
-        if until_signalled(until, None, caught).await.is_err() {
+        let stopped = until_signalled(until, None, caught).await.is_err();
+        // The task that holds the grant may wake after this (it counted from a later
+        // instant): the client releases the grant, and waits for the release, before
+        // distlock exits, so the lock is not left to its lease or session.
+        if let Err(err) = client.close().await {
+            errln!(
+                "distlock: the lock's release failed ({err}); it is freed when its lease runs out"
+            );
+        }
+        if stopped {
             errln!(
                 "distlock: the lock is released before --at-least ran out: distlock was stopped"
             );

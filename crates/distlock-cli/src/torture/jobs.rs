@@ -47,84 +47,89 @@ pub(super) async fn run_jobs(
         orders,
         recorder,
     };
-    while monotonic_ns() < task.until && !orders.stopped() {
-        recorder.record(me, What::Acquire);
-        let options = waiting_until(task.until).ttl(task.ttl).fair(task.fair);
-        let acquired = tokio::select! {
-            acquired = mutex.lock_with(&options) => acquired,
-            () = orders.stop_ordered() => Err(interrupted()),
-        };
-        let guard = match acquired {
-            Ok(guard) => guard,
-            Err(err) => {
-                acquire_failed(recorder, me, err).await?;
-                continue;
-            }
-        };
-        let granted_at = monotonic_ns();
-        let granted = What::Granted {
-            token: guard.fencing_token(),
-            safe_until: instant_ns(guard.safe_until()),
-        };
-        orders.at(steps::AFTER_GRANT, recorder, me);
-        let began = Cell::new(false);
-        let ran = job
-            .run_holding(guard, async |held: &Held| {
-                // A run is a hold from the grant on, recorded once the job lets the body
-                // run: a grant found too soon is no run.
-                recorder.record_at(me, granted_at, granted);
-                began.set(true);
-                body(held, &section, resource).await
-            })
-            .await;
-        let outcome = match ran {
-            // --scheme job needs --at-least: each run keeps its lock.
-            Ok(JobOutcome::Ran(())) => "kept",
-            Err(Stop::Section(err)) => return Err(err),
-            Err(Stop::Store(err))
-                if began.get()
-                    && matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) =>
-            {
-                "fail"
-            }
-            Err(Stop::Store(_)) if began.get() => "unknown",
-            Ok(not_run) => {
-                // Too soon (no run): asked again once the window is over.
-                let error = SKIPPED.to_owned();
-                recorder.record(me, What::AcquireFailed { error });
-                let next_at = match not_run {
-                    JobOutcome::TooSoon { next_at, .. } => next_at,
-                    _ => SystemTime::now(),
-                };
-                let left = next_at
-                    .duration_since(SystemTime::now())
-                    .unwrap_or_default();
-                let run_left = Duration::from_nanos(task.until.saturating_sub(monotonic_ns()));
-                tokio::time::sleep(left.min(run_left)).await;
-                continue;
-            }
-            Err(Stop::Store(err)) => {
-                // Refused before the body ran (the run record could not be read, or the
-                // grant went first): no run.
-                let error = err.to_string();
-                recorder.record(me, What::AcquireFailed { error });
-                let lost = matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost);
-                if !(lost || err.is_temporary()) {
-                    return Err(err);
+    // The client is closed however the loop ends (see `close_client`).
+    let ran: Result<()> = async {
+        while monotonic_ns() < task.until && !orders.stopped() {
+            recorder.record(me, What::Acquire);
+            let options = waiting_until(task.until).ttl(task.ttl).fair(task.fair);
+            let acquired = tokio::select! {
+                acquired = mutex.lock_with(&options) => acquired,
+                () = orders.stop_ordered() => Err(interrupted()),
+            };
+            let guard = match acquired {
+                Ok(guard) => guard,
+                Err(err) => {
+                    acquire_failed(recorder, me, err).await?;
+                    continue;
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        recorder.record(
-            me,
-            What::Released {
-                outcome: outcome.into(),
-            },
-        );
+            };
+            let granted_at = monotonic_ns();
+            let granted = What::Granted {
+                token: guard.fencing_token(),
+                safe_until: instant_ns(guard.safe_until()),
+            };
+            orders.at(steps::AFTER_GRANT, recorder, me);
+            let began = Cell::new(false);
+            let ran = job
+                .run_holding(guard, async |held: &Held| {
+                    // A run is a hold from the grant on, recorded once the job lets the body
+                    // run: a grant found too soon is no run.
+                    recorder.record_at(me, granted_at, granted);
+                    began.set(true);
+                    body(held, &section, resource).await
+                })
+                .await;
+            let outcome = match ran {
+                // --scheme job needs --at-least: each run keeps its lock.
+                Ok(JobOutcome::Ran(())) => "kept",
+                Err(Stop::Section(err)) => return Err(err),
+                Err(Stop::Store(err))
+                    if began.get()
+                        && matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost) =>
+                {
+                    "fail"
+                }
+                Err(Stop::Store(_)) if began.get() => "unknown",
+                Ok(not_run) => {
+                    // Too soon (no run): asked again once the window is over.
+                    let error = SKIPPED.to_owned();
+                    recorder.record(me, What::AcquireFailed { error });
+                    let next_at = match not_run {
+                        JobOutcome::TooSoon { next_at, .. } => next_at,
+                        _ => SystemTime::now(),
+                    };
+                    let left = next_at
+                        .duration_since(SystemTime::now())
+                        .unwrap_or_default();
+                    let run_left = Duration::from_nanos(task.until.saturating_sub(monotonic_ns()));
+                    tokio::time::sleep(left.min(run_left)).await;
+                    continue;
+                }
+                Err(Stop::Store(err)) => {
+                    // Refused before the body ran (the run record could not be read, or the
+                    // grant went first): no run.
+                    let error = err.to_string();
+                    recorder.record(me, What::AcquireFailed { error });
+                    let lost = matches!(err.kind(), ErrorKind::NotHeld | ErrorKind::LockLost);
+                    if !(lost || err.is_temporary()) {
+                        return Err(err);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            recorder.record(
+                me,
+                What::Released {
+                    outcome: outcome.into(),
+                },
+            );
+        }
+        Ok(())
     }
+    .await;
     close_client(&client).await;
-    Ok(())
+    ran
 }
 
 /// The job's body: the critical section, watched; `Release` once the worker acts no more.

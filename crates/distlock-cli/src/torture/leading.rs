@@ -33,35 +33,40 @@ pub(super) async fn lead(
         orders,
         recorder,
     };
-    while monotonic_ns() < task.until && !orders.stopped() {
-        recorder.record(me, What::Acquire);
-        let options = waiting_until(task.until).ttl(task.ttl).fair(task.fair);
-        let candidate = election.clone().with_options(options);
-        let terms =
-            candidate.run(async |leading: &Leadership| term(leading, &section, resource).await);
-        let ran = tokio::select! {
-            ran = terms => ran,
-            () = orders.stop_ordered() => Err(Stop::Store(interrupted())),
-        };
-        let err = match ran {
-            Ok(()) => {
-                recorder.record(
-                    me,
-                    What::Released {
-                        outcome: "ok".into(),
-                    },
-                );
-                continue;
-            }
-            Err(Stop::Section(err)) => return Err(err),
-            Err(Stop::Store(err)) => err,
-        };
-        // `run` campaigns again by itself after a loss or a store out of reach; what comes
-        // out is the deadline, or a refusal that ends the worker.
-        acquire_failed(recorder, me, err).await?;
+    // The client is closed however the loop ends (see `close_client`).
+    let ran: Result<()> = async {
+        while monotonic_ns() < task.until && !orders.stopped() {
+            recorder.record(me, What::Acquire);
+            let options = waiting_until(task.until).ttl(task.ttl).fair(task.fair);
+            let candidate = election.clone().with_options(options);
+            let terms =
+                candidate.run(async |leading: &Leadership| term(leading, &section, resource).await);
+            let ran = tokio::select! {
+                ran = terms => ran,
+                () = orders.stop_ordered() => Err(Stop::Store(interrupted())),
+            };
+            let err = match ran {
+                Ok(()) => {
+                    recorder.record(
+                        me,
+                        What::Released {
+                            outcome: "ok".into(),
+                        },
+                    );
+                    continue;
+                }
+                Err(Stop::Section(err)) => return Err(err),
+                Err(Stop::Store(err)) => err,
+            };
+            // `run` campaigns again by itself after a loss or a store out of reach; what comes
+            // out is the deadline, or a refusal that ends the worker.
+            acquire_failed(recorder, me, err).await?;
+        }
+        Ok(())
     }
+    .await;
     close_client(&client).await;
-    Ok(())
+    ran
 }
 
 /// One term's work: the section (the term written to the resource first), recorded as a

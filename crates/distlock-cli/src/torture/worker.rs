@@ -69,63 +69,68 @@ pub async fn worker() -> Result<u8> {
     }
     let mut lock = Lock::open(&task).await?;
     wait_for_start(&task).await;
-    while monotonic_ns() < task.until && !orders.stopped() {
-        recorder.record(me, What::Acquire);
-        let acquire = lock.acquire((task.ttl, task.hold), task.until, &orders, &recorder, me);
-        // Withdrawn: distlock's acquire is cancel-safe. A broken scheme's may have left its
-        // key, or a version-cas update, behind: the run removes its key or table at its end.
-        let acquired = tokio::select! {
-            acquired = acquire => acquired,
-            () = orders.stop_ordered() => Err(interrupted()),
-        };
-        let hold = match acquired {
-            Ok(hold) => hold,
-            Err(err) => {
-                acquire_failed(&recorder, me, err).await?;
-                continue;
+    // The lock is closed however the loop ends (see `Lock::close`).
+    let ran: Result<()> = async {
+        while monotonic_ns() < task.until && !orders.stopped() {
+            recorder.record(me, What::Acquire);
+            let acquire = lock.acquire((task.ttl, task.hold), task.until, &orders, &recorder, me);
+            // Withdrawn: distlock's acquire is cancel-safe. A broken scheme's may have left its
+            // key, or a version-cas update, behind: the run removes its key or table at its end.
+            let acquired = tokio::select! {
+                acquired = acquire => acquired,
+                () = orders.stop_ordered() => Err(interrupted()),
+            };
+            let hold = match acquired {
+                Ok(hold) => hold,
+                Err(err) => {
+                    acquire_failed(&recorder, me, err).await?;
+                    continue;
+                }
+            };
+            // A scheme whose critical section is one atomic update in the store holds the
+            // lock for the instant of that update, and no longer.
+            let granted_at = monotonic_ns();
+            let safe_until = match hold.counted {
+                Some(_) => granted_at + 1,
+                None => hold.safe_until,
+            };
+            let token = hold.token;
+            recorder.record_at(me, granted_at, What::Granted { token, safe_until });
+            if let Some(value) = hold.counted {
+                recorder.record_at(me, granted_at, What::CounterWrite { value });
             }
-        };
-        // A scheme whose critical section is one atomic update in the store holds the
-        // lock for the instant of that update, and no longer.
-        let granted_at = monotonic_ns();
-        let safe_until = match hold.counted {
-            Some(_) => granted_at + 1,
-            None => hold.safe_until,
-        };
-        let token = hold.token;
-        recorder.record_at(me, granted_at, What::Granted { token, safe_until });
-        if let Some(value) = hold.counted {
-            recorder.record_at(me, granted_at, What::CounterWrite { value });
+            orders.at(steps::AFTER_GRANT, &recorder, me);
+            let section = Section {
+                task: &task,
+                orders: &orders,
+                recorder: &recorder,
+            };
+            match hold.guard().filter(|_| hold.looks) {
+                Some(guard) => {
+                    section
+                        .watched(guard, token, hold.counted, &mut resource)
+                        .await?
+                }
+                None => {
+                    section
+                        .run(None, token, hold.counted, &mut resource)
+                        .await?
+                }
+            }
+            section.released();
+            let outcome = lock.release(hold, &orders, &recorder, me).await;
+            recorder.record(
+                me,
+                What::Released {
+                    outcome: outcome.into(),
+                },
+            );
         }
-        orders.at(steps::AFTER_GRANT, &recorder, me);
-        let section = Section {
-            task: &task,
-            orders: &orders,
-            recorder: &recorder,
-        };
-        match hold.guard().filter(|_| hold.looks) {
-            Some(guard) => {
-                section
-                    .watched(guard, token, hold.counted, &mut resource)
-                    .await?
-            }
-            None => {
-                section
-                    .run(None, token, hold.counted, &mut resource)
-                    .await?
-            }
-        }
-        section.released();
-        let outcome = lock.release(hold, &orders, &recorder, me).await;
-        recorder.record(
-            me,
-            What::Released {
-                outcome: outcome.into(),
-            },
-        );
+        Ok(())
     }
+    .await;
     lock.close().await;
-    Ok(0)
+    ran.map(|()| 0)
 }
 
 /// Records an acquire that failed with `err`; `Ok` if the worker goes on (a wait that

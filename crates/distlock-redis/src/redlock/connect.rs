@@ -158,7 +158,10 @@ mod tests {
             let url = distlock_core::Url::parse(url).unwrap();
             Master::new(RedisConfig::from_url(&url).unwrap()).label()
         };
-        assert_eq!(label("redis://app:s3cret@127.0.0.1:7001/0"), "127.0.0.1:7001");
+        assert_eq!(
+            label("redis://app:s3cret@127.0.0.1:7001/0"),
+            "127.0.0.1:7001"
+        );
         assert_eq!(label("redis://:s3cret@localhost/0"), "localhost:6379");
         assert_eq!(label("redis://[::1]:7002"), "[::1]:7002");
     }
