@@ -239,7 +239,7 @@ pub fn at_least_keeps_the_lock_after_the_command(url: &str, state: &Path, in_sto
     let at_least = Duration::from_secs(2);
     let marker = state.join("at-least-ran");
     let spawned = Instant::now();
-    let mut first = command(url, state, &["run", "--name", "jobs/at-least", "--no-wait"])
+    let first = command(url, state, &["run", "--name", "jobs/at-least", "--no-wait"])
         .args(["--at-least", "2s", "--", "sh", "-c"])
         .arg(format!("echo ran > {}", marker.display()))
         .stderr(Stdio::piped())
@@ -253,9 +253,10 @@ pub fn at_least_keeps_the_lock_after_the_command(url: &str, state: &Path, in_sto
         &["run", "--name", "jobs/at-least", "--no-wait", "--", "true"],
     );
     assert_eq!(second.status.code(), Some(BUSY), "busy within --at-least");
-    let status = first.wait().unwrap();
+    let first = first.wait_with_output().unwrap();
     let exited = spawned.elapsed();
-    assert!(status.success(), "{status:?}");
+    let first_said = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{:?}: {first_said}", first.status);
     match in_store {
         true => {
             if exited < ran_at + Duration::from_millis(1_500) {
@@ -299,10 +300,15 @@ pub fn at_least_keeps_the_lock_after_the_command(url: &str, state: &Path, in_sto
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            Instant::now() < deadline,
-            "the lock is free again once --at-least has passed"
-        );
+        if Instant::now() >= deadline {
+            let held = distlock(url, state, &["status", "jobs/at-least", "--json"]);
+            panic!(
+                "the lock is free again once --at-least has passed; the run that held it \
+                 said: {first_said}; the last try: {}; status: {}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&held.stdout)
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(

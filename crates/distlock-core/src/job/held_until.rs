@@ -169,6 +169,10 @@ async fn hold_until(guard: Guard, deadline: Instant) {
     }
     let name = lease.handle.name.clone();
     let left = deadline.saturating_duration_since(Instant::now());
+    // Counted as a clean-up from before the release takes the grant out of those
+    // `Client::close` releases until it ended: `close` and `Client::settle` wait for it
+    // (a program that exits after them leaves no release in flight).
+    let _ending = lease.client.cleanups.start_release();
     let ended = match stored {
         true if left >= MIN_TTL && lease.health().is_valid() => {
             guard.forget().leave_in_store(deadline).await
