@@ -38,15 +38,8 @@ fn masters_whose_counters_fell_behind_still_give_a_greater_token() {
         let held = client.mutex("job").lock().await.unwrap();
         let first = held.fencing_token();
         held.release().await.unwrap();
-        for raw in &mut raw_connections(&servers).await {
-            redis::cmd("SET")
-                .arg(distlock::redis::fencing_counter_key("", "job").unwrap())
-                .arg(first - 100)
-                .arg("KEEPTTL")
-                .query_async::<()>(raw)
-                .await
-                .unwrap();
-        }
+        let mut raws = raw_connections(&servers).await;
+        set_counters(&mut raws, first - 100, &["KEEPTTL"]).await;
         let next = client.mutex("job").lock().await.unwrap();
         assert!(
             next.fencing_token() > first,
@@ -73,16 +66,7 @@ fn masters_whose_counters_ran_ahead_of_the_clock_count_on_from_them() {
         // An hour ahead on every master.
         let ahead = first + 3_600_000_000;
         let mut raws = raw_connections(&servers).await;
-        for raw in &mut raws {
-            redis::cmd("SET")
-                .arg(&counter)
-                .arg(ahead)
-                .arg("PX")
-                .arg(86_400_000)
-                .query_async::<()>(raw)
-                .await
-                .unwrap();
-        }
+        set_counters(&mut raws, ahead, &["PX", "86400000"]).await;
         let next = client.mutex("job").lock().await.unwrap();
         let token = next.fencing_token();
         assert_eq!(token, ahead + 1, "counted on from counters at {ahead}");
@@ -100,14 +84,7 @@ fn masters_whose_counters_ran_ahead_of_the_clock_count_on_from_them() {
         }
         next.release().await.unwrap();
         // Never seeded: counted afresh from the clock, not from 5.
-        for raw in &mut raws {
-            redis::cmd("SET")
-                .arg(&counter)
-                .arg(5)
-                .query_async::<()>(raw)
-                .await
-                .unwrap();
-        }
+        set_counters(&mut raws, 5, &[]).await;
         let seeded = client.mutex("job").lock().await.unwrap();
         assert!(
             seeded.fencing_token() >= first,
@@ -258,6 +235,25 @@ fn semaphores_and_fair_mode_are_refused_as_unsupported() {
         let err = client.mutex("m").lock_with(&fair).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
     });
+}
+
+/// Sets the fencing counter of lock `job` to `value` on every master of `raws`, with the
+/// `SET` options `options`.
+async fn set_counters(
+    raws: &mut [redis::aio::MultiplexedConnection],
+    value: u64,
+    options: &[&str],
+) {
+    let counter = distlock::redis::fencing_counter_key("", "job").unwrap();
+    for raw in raws {
+        redis::cmd("SET")
+            .arg(&counter)
+            .arg(value)
+            .arg(options)
+            .query_async::<()>(raw)
+            .await
+            .unwrap();
+    }
 }
 
 /// Waits until each of `clients` has every master connected. A client starts once a
