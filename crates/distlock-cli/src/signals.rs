@@ -2,7 +2,8 @@
 //! it ends the wait instead (the request is withdrawn first); while the command runs, each is
 //! forwarded to the command's process group, so no signal a supervisor or a terminal sends
 //! kills distlock and leaves the command running without the lock. `distlock demo` stops on
-//! one and removes its shop before it exits.
+//! one and removes its shop before it exits; `distlock bench` stops its phases, and its
+//! clients release what they hold and forget the bench's names before it exits.
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;

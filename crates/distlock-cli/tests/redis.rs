@@ -8,11 +8,13 @@ mod common;
 mod deadlines;
 mod elected;
 mod frozen;
+mod groups;
 mod guarded;
 mod min_ttl;
 mod waits;
 
 use common::{distlock, ok};
+use groups::{Group, alive_in_group_after};
 
 /// With the shop in Redis, every strategy that keeps the stock sells exactly the stock —
 /// distlock's lock and segments, WATCH/MULTI, DECR given back below zero, the script — and
@@ -138,24 +140,7 @@ fn run_status_demo_and_bench_work_on_redis() {
         let said = ok(&distlock(&url, state.path(), &args));
         assert!(said.starts_with(&format!("50 {kind} cycles in ")), "{said}");
     }
-    // The bench leaves no key behind, its fencing counters included: at most a queue's
-    // arrival counter, which expires within seconds.
-    let port = redis.addr().port().to_string();
-    let cli = |args: &[&str]| {
-        let out = Command::new("redis-cli")
-            .args(["-p", &port])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    for key in cli(&["--scan"]).lines().filter(|k| k.contains("bench/")) {
-        let ttl_ms: i64 = cli(&["PTTL", key]).trim().parse().unwrap();
-        assert!(
-            key.ends_with(":seq") && (1..=60_000).contains(&ttl_ms),
-            "{key} is left, for {ttl_ms} ms"
-        );
-    }
+    assert_no_bench_key_left(&redis, "a bench that ran to its end");
 
     let out = distlock(
         &url,
@@ -264,6 +249,69 @@ fn a_url_the_server_refuses_is_bad_input() {
         &["status"],
     );
     ok(&out);
+}
+
+/// The bench leaves no key behind, its fencing counters included: at most a queue's
+/// arrival counter, which expires within seconds.
+fn assert_no_bench_key_left(redis: &distlock_testkit::Server, after: &str) {
+    let port = redis.addr().port().to_string();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["-p", &port])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for key in cli(&["--scan"]).lines().filter(|k| k.contains("bench/")) {
+        let ttl_ms: i64 = cli(&["PTTL", key]).trim().parse().unwrap();
+        assert!(
+            key.ends_with(":seq") && (1..=60_000).contains(&ttl_ms),
+            "{after}: {key} is left, for {ttl_ms} ms"
+        );
+    }
+}
+
+/// A bench stopped while its worker processes contend (Ctrl-C from a terminal, which
+/// reaches the whole process group; a supervisor's SIGTERM, which reaches the bench alone)
+/// stops them, and they release and withdraw what they hold; the bench forgets its names
+/// and exits with 128 + the signal's number, leaving no process and no key behind.
+#[test]
+fn an_interrupted_bench_leaves_nothing_behind() {
+    let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("redis://{}/0", redis.addr());
+    for (signal, code, whole_group) in [(libc::SIGINT, 130, true), (libc::SIGTERM, 143, false)] {
+        let state = tempfile::tempdir().unwrap();
+        let errors = state.path().join("stderr");
+        let args = ["bench", "--processes", "--clients", "3", "--duration", "2s"];
+        let mut command = common::command(&url, state.path(), &args);
+        command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&errors).unwrap());
+        let mut bench = Group::spawn(command);
+        let told = || std::fs::read_to_string(&errors).unwrap_or_default();
+        let started = bench.wait_for_alive(4, std::time::Duration::from_secs(30));
+        assert!(
+            started,
+            "signal {signal}: the bench started its workers: {}",
+            told()
+        );
+        // They contend from 1.5 s after they start, for 2 s.
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        bench.signal(signal, whole_group);
+        let status = bench
+            .ended_within(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("the bench did not end within 20 s of signal {signal}"));
+        assert_eq!(status.code(), Some(code), "signal {signal}: {}", told());
+        assert!(
+            told().contains(&format!("stopped by signal {signal}")),
+            "{}",
+            told()
+        );
+        let alive = alive_in_group_after(bench.id(), std::time::Duration::from_secs(5));
+        assert_eq!(alive, 0, "signal {signal}: the workers were stopped too");
+        assert_no_bench_key_left(&redis, &format!("signal {signal}"));
+    }
 }
 
 /// The worker processes of `bench --processes` and `demo` get the lock URL on stdin: no

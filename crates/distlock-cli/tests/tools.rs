@@ -5,6 +5,10 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+mod groups;
+
+use groups::{Group, alive_in_group, alive_in_group_after};
+
 fn distlock(state: &Path, args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state)
@@ -85,80 +89,30 @@ fn shop_file_under(dir: &Path) -> Option<std::path::PathBuf> {
     None
 }
 
-/// The processes of group `group` that have not ended (zombies left out).
-fn alive_in_group(group: i32) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
-        .filter(|stat| {
-            // After the command's name, in parentheses: state, parent, group, …
-            let fields: Vec<&str> = stat
-                .rsplit_once(')')
-                .map_or("", |(_, rest)| rest)
-                .split_whitespace()
-                .collect();
-            fields.len() > 2 && fields[0] != "Z" && fields[2] == group.to_string()
-        })
-        .count()
-}
-
-/// The processes of group `group` still alive once none is, or once `within` has passed.
-fn alive_in_group_after(group: i32, within: std::time::Duration) -> usize {
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        let alive = alive_in_group(group);
-        if alive == 0 || std::time::Instant::now() >= deadline {
-            return alive;
-        }
+/// A demo in a process group of its own (see [`Group`]) with stock and buyers for minutes,
+/// its state in `state` and its errors in `errors` (a file: a pipe would stay open while
+/// workers it left behind run), once it has made its shop.
+fn selling_demo(state: &Path, errors: &Path) -> Group {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_distlock"));
+    command
+        .env("XDG_STATE_HOME", state)
+        .env_remove("DISTLOCK_URL")
+        .env_remove("DISTLOCK_URL_FILE")
+        .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
+        .args(["--workers", "2", "--strategies", "lock"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(errors).unwrap());
+    let demo = Group::spawn(command);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while shop_file_under(state).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the demo made its shop"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-}
-
-/// A demo started in a process group of its own, which is killed whole if the test ends
-/// before the demo does.
-struct DemoGroup(std::process::Child);
-
-impl DemoGroup {
-    /// A demo with stock and buyers for minutes, its state in `state` and its errors in
-    /// `errors` (a file: a pipe would stay open while workers it left behind run), once it
-    /// has made its shop.
-    fn selling(state: &Path, errors: &Path) -> DemoGroup {
-        use std::os::unix::process::CommandExt;
-        let demo = DemoGroup(
-            Command::new(env!("CARGO_BIN_EXE_distlock"))
-                .env("XDG_STATE_HOME", state)
-                .env_remove("DISTLOCK_URL")
-                .env_remove("DISTLOCK_URL_FILE")
-                .args(["demo", "--stock", "1000000", "--buyers", "1000000"])
-                .args(["--workers", "2", "--strategies", "lock"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(errors).unwrap())
-                .process_group(0)
-                .spawn()
-                .expect("distlock runs"),
-        );
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while shop_file_under(state).is_none() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the demo made its shop"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        demo
-    }
-}
-
-impl Drop for DemoGroup {
-    fn drop(&mut self) {
-        // SAFETY: killpg(2) has no memory-safety preconditions.
-        unsafe { libc::killpg(self.0.id() as libc::pid_t, libc::SIGKILL) };
-        let _ = self.0.wait();
-    }
+    demo
 }
 
 /// Ctrl-C in the middle of the demo (SIGINT to its whole process group, as a terminal
@@ -171,28 +125,18 @@ fn an_interrupted_demo_leaves_no_shop_behind() {
     for (signal, code, whole_group) in [(libc::SIGINT, 130, true), (libc::SIGTERM, 143, false)] {
         let state = tempfile::tempdir().unwrap();
         let errors = state.path().join("stderr");
-        let mut demo = DemoGroup::selling(state.path(), &errors);
-        let group = demo.0.id() as i32;
+        let mut demo = selling_demo(state.path(), &errors);
+        let group = demo.id();
         // Its workers are buying by now.
         std::thread::sleep(std::time::Duration::from_millis(1500));
-        assert!(alive_in_group(group) >= 3, "the demo and its workers run");
-        // SAFETY: kill(2) and killpg(2) have no memory-safety preconditions.
-        unsafe {
-            match whole_group {
-                true => libc::killpg(group, signal),
-                false => libc::kill(group, signal),
-            }
-        };
-        let mut ended = None;
-        for _ in 0..300 {
-            ended = demo.0.try_wait().unwrap();
-            if ended.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        let status =
-            ended.unwrap_or_else(|| panic!("the demo did not end within 15 s of signal {signal}"));
+        assert!(
+            demo.wait_for_alive(3, std::time::Duration::ZERO),
+            "the demo and its workers run"
+        );
+        demo.signal(signal, whole_group);
+        let status = demo
+            .ended_within(std::time::Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("the demo did not end within 15 s of signal {signal}"));
         assert_eq!(
             status.code(),
             Some(code),
@@ -266,8 +210,8 @@ fn a_stopped_demo_still_tells_what_ran_before_it() {
 fn a_demo_killed_outright_takes_its_workers_with_it() {
     let state = tempfile::tempdir().unwrap();
     let errors = state.path().join("stderr");
-    let mut demo = DemoGroup::selling(state.path(), &errors);
-    let group = demo.0.id() as i32;
+    let mut demo = selling_demo(state.path(), &errors);
+    let group = demo.id();
     // The workers are buying by now.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(alive_in_group(group) >= 3, "the demo and its workers run");
@@ -286,7 +230,7 @@ fn a_demo_killed_outright_takes_its_workers_with_it() {
 fn a_second_demo_on_the_same_shop_is_refused_and_harms_nothing() {
     let state = tempfile::tempdir().unwrap();
     let errors = state.path().join("stderr");
-    let mut first = DemoGroup::selling(state.path(), &errors);
+    let mut first = selling_demo(state.path(), &errors);
     let second = Command::new(env!("CARGO_BIN_EXE_distlock"))
         .env("XDG_STATE_HOME", state.path())
         .env_remove("DISTLOCK_URL")
@@ -314,8 +258,7 @@ fn a_second_demo_on_the_same_shop_is_refused_and_harms_nothing() {
         first.0.try_wait().unwrap().is_none(),
         "the first demo sells on"
     );
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe { libc::kill(first.0.id() as libc::pid_t, libc::SIGTERM) };
+    first.signal(libc::SIGTERM, false);
     let status = first.0.wait().unwrap();
     assert_eq!(
         status.code(),

@@ -57,6 +57,9 @@ impl Limit {
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let masters = args.next().ok_or(USAGE)?;
+    if masters.starts_with('-') {
+        return Err(format!("the masters come first, not {masters}\n{USAGE}"));
+    }
     let mut parsed = Args {
         masters: masters.split(',').map(str::to_owned).collect(),
         runs: 5,
@@ -189,6 +192,10 @@ async fn compare(args: &Args) {
 }
 
 fn main() {
+    if std::env::args().any(|arg| arg == "-h" || arg == "--help") {
+        println!("{USAGE}");
+        return;
+    }
     let args = match parse_args() {
         Ok(args) => args,
         Err(message) => {

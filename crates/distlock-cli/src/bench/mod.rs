@@ -1,36 +1,28 @@
 //! `distlock bench`: lock latency and throughput, each beside the backend's own floor
 //! measured in the same run.
 
+mod contended;
 mod median;
 mod names;
 mod stats;
 mod uncontended;
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use distlock::backend::{Floor, backend_of};
 use distlock::{Client, Error, ErrorKind, Result};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::io::AsyncReadExt;
+use tokio::task::JoinSet;
 
 use crate::args::BenchArgs;
 use crate::location::{lock_url, open_client, refuse_process_local};
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::progress;
 use crate::signals::{self, Caught};
 use crate::worker_task;
+pub use contended::worker;
 use names::BenchNames;
 use stats::{Samples, ratio};
-
-/// One grant seen by a contending client.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Acquisition {
-    client: u32,
-    token: u64,
-    wait_ns: u64,
-}
 
 /// The shortest phase that measures anything, and the longest a bench is meant to run.
 const MIN_PHASE: Duration = Duration::from_millis(10);
@@ -96,20 +88,45 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
         }
         clients.push(client);
     }
+    // A signal that would end the bench (Ctrl-C, a supervisor's SIGTERM) stops its phases
+    // instead: what their clients hold is released and their waits withdrawn, and the
+    // bench's names are forgotten, before it exits. A second signal ends it at once.
+    let mut caught = Caught::listen(&signals::ending());
     let bar = progress::bar(4 * u64::from(args.runs) * urls.len() as u64, "floor");
     let names: Vec<BenchNames> = urls.iter().map(|_| BenchNames::new(args.clients)).collect();
-    let mut runs: Vec<Vec<serde_json::Value>> = vec![Vec::new(); urls.len()];
-    for _ in 0..args.runs {
-        for (((client, url), names), seen) in clients.iter().zip(&urls).zip(&names).zip(&mut runs) {
-            seen.push(one_run((client, url, names), &args, &bar).await?);
-        }
-    }
+    let measured = tokio::select! {
+        runs = every_run(&clients, &urls, &names, &args, &bar) => runs.map(Ok),
+        number = caught.next() => Ok(Err(number)),
+    };
     bar.set_message("tidying up");
-    tokio::time::sleep(names::IDLE).await;
-    for (client, names) in clients.iter().zip(&names) {
-        names.tidy_up(client).await;
-    }
+    let tidied = async {
+        tokio::time::sleep(names::IDLE).await;
+        for (client, names) in clients.iter().zip(&names) {
+            names.tidy_up(client).await;
+        }
+        for client in &clients {
+            if let Err(err) = client.close().await {
+                errln!("distlock bench: {err}");
+            }
+        }
+    };
+    let again = tokio::select! {
+        () = tidied => None,
+        number = caught.next() => Some(number),
+    };
     bar.finish_and_clear();
+    let runs = match (measured, again) {
+        (_, Some(number)) => {
+            errln!("distlock bench: stopped again by signal {number}, before it tidied up");
+            return Ok(128u8.saturating_add(number as u8));
+        }
+        (Ok(Err(number)), None) => {
+            errln!("distlock bench: stopped by signal {number}");
+            return Ok(128u8.saturating_add(number as u8));
+        }
+        (Err(err), None) => return Err(err),
+        (Ok(Ok(runs)), None) => runs,
+    };
     let reports: Vec<serde_json::Value> = runs.iter().map(|r| median::median_report(r)).collect();
     for report in &reports {
         if args.json {
@@ -122,6 +139,23 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
         print_side_by_side(&reports);
     }
     Ok(0)
+}
+
+/// Every run of every phase, on each store in turn: one list of runs per store.
+async fn every_run(
+    clients: &[Client],
+    urls: &[String],
+    names: &[BenchNames],
+    args: &BenchArgs,
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<Vec<serde_json::Value>>> {
+    let mut runs: Vec<Vec<serde_json::Value>> = vec![Vec::new(); urls.len()];
+    for _ in 0..args.runs {
+        for (((client, url), names), seen) in clients.iter().zip(urls).zip(names).zip(&mut runs) {
+            seen.push(one_run((client, url, names), args, bar).await?);
+        }
+    }
+    Ok(runs)
 }
 
 /// Every phase once: the floor, then each lock figure beside it.
@@ -138,12 +172,7 @@ async fn one_run(
     let uncontended = uncontended::measure(client, names, args.duration, args.new_names).await?;
     bar.inc(1);
     bar.set_message("contended");
-    let acquisitions = if args.processes {
-        contend_in_processes(url, &names.contended(), args).await?
-    } else {
-        contend_in_tasks(client, &names.contended(), args.clients, args.duration).await?
-    };
-    let contended = summarize(&acquisitions, args.clients, args.processes, args.duration);
+    let contended = contended::measure((client, url), &names.contended(), args).await?;
     bar.inc(1);
     bar.set_message("many names");
     let many = measure_many_names(client, names, args.clients, args.duration).await?;
@@ -320,7 +349,8 @@ async fn measure_floor_concurrent(client: &Client, tasks: u32, duration: Duratio
 }
 
 /// Runs `tasks` loops, each repeating the round `make` gives it, until one shared deadline;
-/// rounds per second of wall time until the last loop ended.
+/// rounds per second of wall time until the last loop ended. The loops stop as one fails,
+/// or as this is dropped (a stopped bench).
 async fn rounds_per_second<R, F>(
     tasks: u32,
     duration: Duration,
@@ -332,237 +362,23 @@ where
 {
     let started = Instant::now();
     let end = started + duration;
-    let handles: Vec<_> = (0..tasks)
-        .map(|i| {
-            let round = make(i);
-            tokio::spawn(async move {
-                let mut rounds = 0u64;
-                while Instant::now() < end {
-                    round().await?;
-                    rounds += 1;
-                }
-                Ok::<_, Error>(rounds)
-            })
-        })
-        .collect();
+    let mut loops = JoinSet::new();
+    for i in 0..tasks {
+        let round = make(i);
+        loops.spawn(async move {
+            let mut rounds = 0u64;
+            while Instant::now() < end {
+                round().await?;
+                rounds += 1;
+            }
+            Ok::<_, Error>(rounds)
+        });
+    }
     let mut total = 0;
-    for handle in handles {
-        total += handle
-            .await
-            .map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??;
+    while let Some(ended) = loops.join_next().await {
+        total += ended.map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??;
     }
     Ok(total as f64 / started.elapsed().as_secs_f64())
-}
-
-/// Each client loops: lock, note the token, release; until `duration` passes.
-async fn contend(mutex: distlock::Mutex, client: u32, end: Instant) -> Result<Vec<Acquisition>> {
-    let mut seen = Vec::new();
-    while Instant::now() < end {
-        let started = Instant::now();
-        let guard = match mutex
-            .lock_timeout(end.saturating_duration_since(Instant::now()))
-            .await
-        {
-            Ok(guard) => guard,
-            Err(err) if err.kind() == ErrorKind::Timeout => break,
-            Err(err) => return Err(err),
-        };
-        seen.push(Acquisition {
-            client,
-            token: guard.fencing_token(),
-            wait_ns: started.elapsed().as_nanos() as u64,
-        });
-        guard.release().await?;
-    }
-    Ok(seen)
-}
-
-async fn contend_in_tasks(
-    client: &Client,
-    name: &str,
-    clients: u32,
-    duration: Duration,
-) -> Result<Vec<Acquisition>> {
-    let end = Instant::now() + duration;
-    let tasks: Vec<_> = (0..clients)
-        .map(|i| tokio::spawn(contend(client.mutex(name), i, end)))
-        .collect();
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(
-            task.await
-                .map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??,
-        );
-    }
-    Ok(all)
-}
-
-async fn contend_in_processes(url: &str, name: &str, args: &BenchArgs) -> Result<Vec<Acquisition>> {
-    let (clients, duration) = (args.clients, args.duration);
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::invalid(format!("cannot find the distlock binary: {e}")))?;
-    let start_at_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-        + 1500;
-    let mut children = Vec::new();
-    for client in 0..clients {
-        let mut command = tokio::process::Command::new(&exe);
-        command
-            .arg("bench-worker")
-            .args(["--runtime", args.runtime.as_str()]);
-        let task = BenchTask {
-            lock_url: url.to_owned(),
-            name: name.to_owned(),
-            client,
-            start_at_ms,
-            duration,
-        };
-        let child = worker_task::start(command, &task, true).await?;
-        children.push(child);
-    }
-    let limit = duration + Duration::from_secs(60);
-    let mut all = Vec::new();
-    for mut child in children {
-        let mut out = String::new();
-        if let Some(mut stdout) = child.stdout.take() {
-            let _ = tokio::time::timeout(limit, stdout.read_to_string(&mut out)).await;
-        }
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| Error::invalid(format!("lost a bench worker: {e}")))?;
-        if !status.success() {
-            return Err(Error::new(
-                ErrorKind::Backend,
-                format!("a bench worker failed ({status})"),
-            ));
-        }
-        let seen: Vec<Acquisition> = serde_json::from_str(out.trim()).map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("unreadable bench worker report: {e}"),
-            )
-        })?;
-        all.extend(seen);
-    }
-    Ok(all)
-}
-
-/// One client process of `bench --processes`: contends from `start_at_ms` for `duration`
-/// and prints its acquisitions as JSON.
-pub async fn worker() -> Result<u8> {
-    on_worker(run_worker()).await
-}
-
-/// What a bench worker is to do (the URL may hold a password, so it has no `Debug`).
-#[derive(Serialize, Deserialize)]
-struct BenchTask {
-    lock_url: String,
-    name: String,
-    client: u32,
-    /// Unix time in ms when to start, so all workers start together.
-    start_at_ms: u64,
-    duration: Duration,
-}
-
-async fn run_worker() -> Result<u8> {
-    let args: BenchTask = worker_task::receive()?;
-    let client = open_client(&args.lock_url).await?;
-    let mutex = client.mutex(&args.name);
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    tokio::time::sleep(Duration::from_millis(
-        args.start_at_ms.saturating_sub(now_ms),
-    ))
-    .await;
-    // A bench stopped early (Ctrl-C, or another worker failed) sends its workers SIGTERM
-    // (a terminal's Ctrl-C reaches them too): the contention stops.
-    let mut caught = Caught::listen(&signals::ending());
-    let seen = tokio::select! {
-        seen = contend(mutex, args.client, Instant::now() + args.duration) => seen.map(Ok),
-        number = caught.next() => Ok(Err(number)),
-    };
-    // Before the runtime ends with the process: the wait the deadline or a signal cut
-    // short withdraws, and a release still in flight lands (the next run contends on the
-    // same name).
-    let closed = client.close().await;
-    let (seen, ()) = (seen?, closed?);
-    let seen = match seen {
-        Ok(seen) => seen,
-        Err(number) => return Ok(128u8.saturating_add(number as u8)),
-    };
-    outln!(
-        "{}",
-        serde_json::to_string(&seen).expect("acquisitions serialise")
-    );
-    Ok(0)
-}
-
-struct Contended {
-    clients: u32,
-    processes: bool,
-    acquisitions_per_s: f64,
-    transfers_per_s: f64,
-    wait_p50_us: f64,
-    wait_p99_us: f64,
-    per_client_min: u64,
-    per_client_max: u64,
-}
-
-impl Contended {
-    fn into_json(self) -> serde_json::Map<String, serde_json::Value> {
-        let value = json!({
-            "clients": self.clients,
-            "processes": self.processes,
-            "acquisitions_per_s": self.acquisitions_per_s,
-            "transfers_per_s": self.transfers_per_s,
-            "wait_p50_us": self.wait_p50_us,
-            "wait_p99_us": self.wait_p99_us,
-            "per_client_min": self.per_client_min,
-            "per_client_max": self.per_client_max,
-        });
-        match value {
-            serde_json::Value::Object(map) => map,
-            _ => serde_json::Map::new(),
-        }
-    }
-}
-
-/// Orders every grant by fencing token (the backend's own grant order) and counts the
-/// hand-offs between different clients.
-fn summarize(
-    acquisitions: &[Acquisition],
-    clients: u32,
-    processes: bool,
-    duration: Duration,
-) -> Contended {
-    let mut ordered = acquisitions.to_vec();
-    ordered.sort_by_key(|a| a.token);
-    let transfers = ordered
-        .windows(2)
-        .filter(|w| w[0].client != w[1].client)
-        .count();
-    let mut per_client: HashMap<u32, u64> = (0..clients).map(|c| (c, 0)).collect();
-    for a in &ordered {
-        *per_client.entry(a.client).or_default() += 1;
-    }
-    let mut waits = Samples::default();
-    waits.extend_ns(ordered.iter().map(|a| a.wait_ns));
-    let secs = duration.as_secs_f64();
-    Contended {
-        clients,
-        processes,
-        acquisitions_per_s: ordered.len() as f64 / secs,
-        transfers_per_s: transfers as f64 / secs,
-        wait_p50_us: waits.percentile(50.0),
-        wait_p99_us: waits.percentile(99.0),
-        per_client_min: per_client.values().copied().min().unwrap_or(0),
-        per_client_max: per_client.values().copied().max().unwrap_or(0),
-    }
 }
 
 /// C tasks, each on a name of its own, all until one shared deadline; the rate is over the
@@ -581,23 +397,4 @@ async fn measure_many_names(
         }
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn transfers_count_hand_offs_in_token_order() {
-        let a = |client, token| Acquisition {
-            client,
-            token,
-            wait_ns: 10,
-        };
-        let seen = [a(0, 3), a(1, 1), a(0, 2), a(0, 4), a(1, 5)];
-        let c = summarize(&seen, 3, false, Duration::from_secs(1));
-        assert_eq!(c.transfers_per_s, 2.0);
-        assert_eq!(c.per_client_min, 0, "client 2 never got the lock");
-        assert_eq!(c.per_client_max, 3);
-    }
 }
