@@ -281,7 +281,7 @@ fn print_table(r: &serde_json::Value) {
         );
     }
     outln!(
-        "contended    {} clients{} on one name     {:.0} acquisitions/s, {:.0} transfers/s ({:.3}x floor ops), wait p50 {:.0} us p99 {:.0} us, per client {}..{}",
+        "contended    {} clients{} on one name     {:.0} acquisitions/s, {:.0} transfers/s ({:.3}x floor ops), wait p50 {:.0} us p99 {:.0} us, per client {}..{}{}",
         f(&["contended", "clients"]),
         if r["contended"]["processes"].as_bool().unwrap_or(false) {
             " (processes)"
@@ -294,7 +294,11 @@ fn print_table(r: &serde_json::Value) {
         f(&["contended", "wait_p50_us"]),
         f(&["contended", "wait_p99_us"]),
         f(&["contended", "per_client_min"]),
-        f(&["contended", "per_client_max"])
+        f(&["contended", "per_client_max"]),
+        match f(&["contended", "grants_lost"]) {
+            0.0 => String::new(),
+            lost => format!(", grants lost: {lost} (gone when released)"),
+        }
     );
     outln!(
         "many names   {} tasks, one name each         {:.0} cycles/s ({:.2}x floor ops, {:.2}x the floor at that concurrency: {:.0} ops/s)",
