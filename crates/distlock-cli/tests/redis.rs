@@ -275,7 +275,8 @@ fn assert_no_bench_key_left(redis: &distlock_testkit::Server, after: &str) {
 /// A bench stopped while its worker processes contend (Ctrl-C from a terminal, which
 /// reaches the whole process group; a supervisor's SIGTERM, which reaches the bench alone)
 /// stops them, and they release and withdraw what they hold; the bench forgets its names
-/// and exits with 128 + the signal's number, leaving no process and no key behind.
+/// and exits with 128 + the signal's number, leaving no process and no key behind. So
+/// does `--cycles-of`.
 #[test]
 fn an_interrupted_bench_leaves_nothing_behind() {
     let redis = distlock_testkit::redis_server().unwrap_or_else(|e| panic!("{e}"));
@@ -312,6 +313,19 @@ fn an_interrupted_bench_leaves_nothing_behind() {
         assert_eq!(alive, 0, "signal {signal}: the workers were stopped too");
         assert_no_bench_key_left(&redis, &format!("signal {signal}"));
     }
+    // `--cycles-of` too, in the middle of its cycles.
+    let state = tempfile::tempdir().unwrap();
+    let args = ["bench", "--cycles-of", "new-names", "--cycles", "10000000"];
+    let mut command = common::command(&url, state.path(), &args);
+    command.stdout(std::process::Stdio::null());
+    let mut cycling = Group::spawn(command);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    cycling.signal(libc::SIGINT, true);
+    let status = cycling
+        .ended_within(std::time::Duration::from_secs(20))
+        .expect("the cycles end within 20 s of Ctrl-C");
+    assert_eq!(status.code(), Some(130));
+    assert_no_bench_key_left(&redis, "--cycles-of stopped by Ctrl-C");
 }
 
 /// The worker processes of `bench --processes` and `demo` get the lock URL on stdin: no

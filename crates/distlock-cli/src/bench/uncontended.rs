@@ -14,7 +14,8 @@ use super::stats::{Samples, ratio};
 use super::{floor_of, names};
 use crate::args::{BenchArgs, CycleKind};
 use crate::location::{lock_url, open_client};
-use crate::output::outln;
+use crate::output::{errln, outln};
+use crate::signals::{self, Caught};
 
 /// The uncontended cycles, each measured in turns with the others.
 pub(super) struct Uncontended {
@@ -127,16 +128,53 @@ impl Uncontended {
 /// URL; prints how long they took. Running it twice with different counts under
 /// `valgrind --tool=callgrind` on the server, the difference of the server's instructions
 /// over the difference of the counts is what one cycle costs it, connecting and
-/// subscribing left out.
+/// subscribing left out. A signal stops the cycles; the names are forgotten all the same.
 pub(super) async fn count_cycles(
     url: &Option<String>,
     kind: CycleKind,
     args: &BenchArgs,
 ) -> Result<u8> {
     let client = open_client(&lock_url(url)?).await?;
-    let floor = floor_of(&client)?;
     let names = BenchNames::new(0);
+    let mut caught = Caught::listen(&signals::ending());
     let started = Instant::now();
+    let counted = tokio::select! {
+        counted = cycles_of(&client, &names, kind, args.cycles) => counted.map(Ok),
+        number = caught.next() => Ok(Err(number)),
+    };
+    let took = started.elapsed();
+    // Told before the names are forgotten, which `scripts/callgrind-redis` leaves out of
+    // its count.
+    let code = match counted {
+        Ok(Ok(())) => {
+            outln!(
+                "{} {} cycles in {:.3} s: {:.0} cycles/s",
+                args.cycles,
+                kind.as_str(),
+                took.as_secs_f64(),
+                ratio(f64::from(args.cycles), took.as_secs_f64())
+            );
+            Ok(0)
+        }
+        Ok(Err(number)) => {
+            errln!("distlock bench: stopped by signal {number}");
+            Ok(128u8.saturating_add(number as u8))
+        }
+        Err(err) => Err(err),
+    };
+    if kind != CycleKind::Minimal {
+        tokio::time::sleep(names::IDLE).await;
+        names.tidy_up(&client).await;
+    }
+    if let Err(err) = client.close().await {
+        errln!("distlock bench: {err}");
+    }
+    code
+}
+
+/// `count` cycles of `kind` on `client`, one after another, on `names`.
+async fn cycles_of(client: &Client, names: &BenchNames, kind: CycleKind, count: u32) -> Result<()> {
+    let floor = floor_of(client)?;
     match kind {
         CycleKind::Minimal => {
             if floor.cycle_op().is_none() {
@@ -146,18 +184,18 @@ pub(super) async fn count_cycles(
                 ));
             }
             let name = names.minimal_cycle();
-            for _ in 0..args.cycles {
+            for _ in 0..count {
                 floor.cycle_round(&name).await?;
             }
         }
         CycleKind::SameName => {
             let mutex = client.mutex(names.uncontended());
-            for _ in 0..args.cycles {
+            for _ in 0..count {
                 mutex.lock().await?.release().await?;
             }
         }
         CycleKind::NewNames => {
-            for _ in 0..args.cycles {
+            for _ in 0..count {
                 client
                     .mutex(names.new_name())
                     .lock()
@@ -167,17 +205,5 @@ pub(super) async fn count_cycles(
             }
         }
     }
-    let took = started.elapsed();
-    outln!(
-        "{} {} cycles in {:.3} s: {:.0} cycles/s",
-        args.cycles,
-        kind.as_str(),
-        took.as_secs_f64(),
-        ratio(f64::from(args.cycles), took.as_secs_f64())
-    );
-    if kind != CycleKind::Minimal {
-        tokio::time::sleep(names::IDLE).await;
-        names.tidy_up(&client).await;
-    }
-    Ok(0)
+    Ok(())
 }
