@@ -35,14 +35,11 @@ pub async fn bench(url: &Option<String>, args: BenchArgs) -> Result<u8> {
         let url = url.clone();
         return on_worker(async move { uncontended::count_cycles(&url, kind, &args).await }).await;
     }
-    let benched = on_worker(run_bench(url.clone(), args)).await;
-    // The workers of a run that failed (see `contend_in_processes`) release their locks
-    // and exit before the bench does.
-    worker_task::wait_for_stopped(WORKERS_STOP_WITHIN).await;
-    benched
+    on_worker(run_bench(url.clone(), args)).await
 }
 
-/// How long a failed bench waits for its workers to release their locks and exit.
+/// How long a failed or stopped bench waits for its workers to release their locks and
+/// exit.
 const WORKERS_STOP_WITHIN: Duration = Duration::from_secs(5);
 
 /// Runs `job` as a task of the runtime, where a service's own tasks take their locks: on a
@@ -100,6 +97,9 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
     };
     bar.set_message("tidying up");
     let tidied = async {
+        // The workers of a run that failed or was stopped (see `contend_in_processes`)
+        // release their locks and exit first.
+        worker_task::wait_for_stopped(WORKERS_STOP_WITHIN).await;
         tokio::time::sleep(names::IDLE).await;
         for (client, names) in clients.iter().zip(&names) {
             names.tidy_up(client).await;
