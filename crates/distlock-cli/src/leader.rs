@@ -49,7 +49,7 @@ pub async fn leader(url: &Option<String>, args: LeaderArgs) -> Result<u8> {
             }
             number = caught.next() => {
                 if signals::ends_a_wait(number) {
-                    return Ok(128u8.saturating_add(number as u8));
+                    return Ok(signals::exit_code(number));
                 }
             }
         }

@@ -159,6 +159,29 @@ fn ignored(number: libc::c_int) -> bool {
     }
 }
 
+/// The exit code of a process a signal ended, as a shell reports one: 128 + its number.
+///
+/// # Examples
+///
+/// ```ignore
+/// assert_eq!(signals::exit_code(libc::SIGINT), 130);
+/// ```
+pub fn exit_code(number: libc::c_int) -> u8 {
+    128u8.saturating_add(number as u8)
+}
+
+/// The exit code of `distlock <command>` stopped by signal `number`, told on stderr.
+///
+/// # Examples
+///
+/// ```ignore
+/// assert_eq!(signals::stopped("bench", libc::SIGTERM), 143);
+/// ```
+pub fn stopped(command: &str, number: libc::c_int) -> u8 {
+    crate::output::errln!("distlock {command}: stopped by signal {number}");
+    exit_code(number)
+}
+
 /// Sends a signal to a process group.
 pub fn to_group(group: libc::pid_t, number: libc::c_int) {
     // SAFETY: killpg(2) has no memory-safety preconditions.

@@ -10,8 +10,8 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::task::JoinSet;
 
-use super::on_worker;
 use super::stats::Samples;
+use super::{every_result, on_worker};
 use crate::args::BenchArgs;
 use crate::location::open_client;
 use crate::output::outln;
@@ -87,16 +87,12 @@ async fn contend_in_tasks(
     duration: Duration,
 ) -> Result<Vec<Acquisition>> {
     let end = Instant::now() + duration;
-    // As in `rounds_per_second`: the clients stop as one fails, or as this is dropped.
+    // The clients stop as one fails, or as this is dropped (a stopped bench).
     let mut contending = JoinSet::new();
     for i in 0..clients {
         contending.spawn(contend(client.mutex(name), i, end));
     }
-    let mut all = Vec::new();
-    while let Some(ended) = contending.join_next().await {
-        all.extend(ended.map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??);
-    }
-    Ok(all)
+    Ok(every_result(contending).await?.concat())
 }
 
 async fn contend_in_processes(url: &str, name: &str, args: &BenchArgs) -> Result<Vec<Acquisition>> {
@@ -195,7 +191,7 @@ async fn run_worker() -> Result<u8> {
     let (seen, ()) = (seen?, closed?);
     let seen = match seen {
         Ok(seen) => seen,
-        Err(number) => return Ok(128u8.saturating_add(number as u8)),
+        Err(number) => return Ok(signals::exit_code(number)),
     };
     outln!(
         "{}",

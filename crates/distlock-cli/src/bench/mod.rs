@@ -118,12 +118,9 @@ async fn run_bench(url: Option<String>, args: BenchArgs) -> Result<u8> {
     let runs = match (measured, again) {
         (_, Some(number)) => {
             errln!("distlock bench: stopped again by signal {number}, before it tidied up");
-            return Ok(128u8.saturating_add(number as u8));
+            return Ok(signals::exit_code(number));
         }
-        (Ok(Err(number)), None) => {
-            errln!("distlock bench: stopped by signal {number}");
-            return Ok(128u8.saturating_add(number as u8));
-        }
+        (Ok(Err(number)), None) => return Ok(signals::stopped("bench", number)),
         (Err(err), None) => return Err(err),
         (Ok(Ok(runs)), None) => runs,
     };
@@ -352,6 +349,16 @@ async fn measure_floor_concurrent(client: &Client, tasks: u32, duration: Duratio
     .await
 }
 
+/// What every task of `tasks` returned, once all have ended; the first failure as soon as
+/// it comes, the tasks still running then aborted (the set drops).
+async fn every_result<T: 'static>(mut tasks: JoinSet<Result<T>>) -> Result<Vec<T>> {
+    let mut results = Vec::with_capacity(tasks.len());
+    while let Some(ended) = tasks.join_next().await {
+        results.push(ended.map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??);
+    }
+    Ok(results)
+}
+
 /// Runs `tasks` loops, each repeating the round `make` gives it, until one shared deadline;
 /// rounds per second of wall time until the last loop ended. The loops stop as one fails,
 /// or as this is dropped (a stopped bench).
@@ -378,10 +385,7 @@ where
             Ok::<_, Error>(rounds)
         });
     }
-    let mut total = 0;
-    while let Some(ended) = loops.join_next().await {
-        total += ended.map_err(|e| Error::new(ErrorKind::Backend, e.to_string()))??;
-    }
+    let total: u64 = every_result(loops).await?.into_iter().sum();
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 

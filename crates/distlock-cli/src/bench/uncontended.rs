@@ -156,10 +156,7 @@ pub(super) async fn count_cycles(
             );
             Ok(0)
         }
-        Ok(Err(number)) => {
-            errln!("distlock bench: stopped by signal {number}");
-            Ok(128u8.saturating_add(number as u8))
-        }
+        Ok(Err(number)) => Ok(signals::stopped("bench", number)),
         Err(err) => Err(err),
     };
     if kind != CycleKind::Minimal {

@@ -126,7 +126,7 @@ async fn sell_and_tidy_up(
     let mut waiting_for_lock = Vec::new();
     let mut sold = tokio::select! {
         sold = sell(args, lock_url, shop_at, &shop, &mut waiting_for_lock) => sold,
-        number = caught.next() => Ok(signalled(number)),
+        number = caught.next() => Ok(signals::stopped("demo", number)),
     };
     for report in waiting_for_lock {
         print_report(&report, args.json);
@@ -136,7 +136,7 @@ async fn sell_and_tidy_up(
     if sold.is_err()
         && let Ok(number) = tokio::time::timeout(SIGNAL_GRACE, caught.next()).await
     {
-        sold = Ok(signalled(number));
+        sold = Ok(signals::stopped("demo", number));
     }
     // Workers a stop left running release their locks and exit before the demo does.
     worker_task::wait_for_stopped(WORKERS_STOP_WITHIN).await;
@@ -149,7 +149,7 @@ async fn sell_and_tidy_up(
             removed = shop.remove(file.as_deref()) => removed,
             number = caught.next() => {
                 errln!("distlock demo: stopped again by signal {number}; the shop is left at {}", distlock::redact_url(shop_at));
-                return Ok(128u8.saturating_add(number as u8));
+                return Ok(signals::exit_code(number));
             }
         };
         // A failed or stopped run's outcome comes first; a failed clean-up after it is only
@@ -169,12 +169,6 @@ const SIGNAL_GRACE: Duration = Duration::from_millis(200);
 
 /// How long a stopped demo waits for its workers to release their locks and exit.
 const WORKERS_STOP_WITHIN: Duration = Duration::from_secs(5);
-
-/// The exit code of a demo stopped by signal `number`, told on stderr.
-fn signalled(number: libc::c_int) -> u8 {
-    errln!("distlock demo: stopped by signal {number}");
-    128u8.saturating_add(number as u8)
-}
 
 /// Runs every strategy against `shop` (at `shop_at`) and prints what each sold; the rows
 /// of those that ran before `lock` wait in `waiting_for_lock` until it has run.
@@ -455,7 +449,7 @@ pub async fn worker() -> Result<u8> {
             Ok(0)
         }
         // The demo tells of the signal; its workers stop quietly.
-        Err(number) => Ok(128u8.saturating_add(number as u8)),
+        Err(number) => Ok(signals::exit_code(number)),
     }
 }
 

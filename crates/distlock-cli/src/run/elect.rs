@@ -43,7 +43,7 @@ pub async fn elect(url: &Option<String>, args: ElectArgs) -> Result<u8> {
     let connecting = connect_shared(url, PURPOSE);
     let (url, client) = match until_signalled(connecting, None, &mut caught).await {
         Ok(connected) => connected?,
-        Err(number) => return Ok(128u8.saturating_add(number as u8)),
+        Err(number) => return Ok(signals::exit_code(number)),
     };
     let mut election = client.election(&args.name);
     if let Some(identity) = &args.identity {

@@ -53,7 +53,7 @@ pub async fn run(url: &Option<String>, args: RunArgs) -> Result<u8> {
         Ok(Ok(Some(connected))) => connected,
         Ok(Ok(None)) => return Ok(exit::BUSY),
         Ok(Err(err)) => return Err(err),
-        Err(number) => return Ok(128u8.saturating_add(number as u8)),
+        Err(number) => return Ok(signals::exit_code(number)),
     };
     if let Some(wait) = args.wait {
         // What connecting took comes off the wait; the acquire gets what is left.
@@ -225,7 +225,7 @@ async fn withdrawn(client: &distlock::Client, number: libc::c_int) -> u8 {
             "distlock: warning: the request was not withdrawn within {SETTLE:?}; it expires on its own"
         );
     }
-    128u8.saturating_add(number as u8)
+    signals::exit_code(number)
 }
 
 /// Refuses an `--at-least` or `--once-per` outside a job's bounds, and an `--at-least`

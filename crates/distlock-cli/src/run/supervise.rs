@@ -250,7 +250,7 @@ fn look_at(pid: libc::pid_t) -> State {
         return if libc::WIFEXITED(status) {
             State::Ended(libc::WEXITSTATUS(status) as u8)
         } else if libc::WIFSIGNALED(status) {
-            State::Ended(128u8.saturating_add(libc::WTERMSIG(status) as u8))
+            State::Ended(signals::exit_code(libc::WTERMSIG(status)))
         } else if libc::WIFSTOPPED(status) {
             State::Stopped(libc::WSTOPSIG(status))
         } else {
